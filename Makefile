@@ -1,0 +1,41 @@
+# Entry points; the scripts in scripts/ do the work (see their headers).
+SHELL := /bin/bash
+.DEFAULT_GOAL := test
+VENV := .venv
+# only the ones that exist: a fresh clone has no empty directories
+LINT_PATHS := $(wildcard scheduler api tests pipelines migrations bench scripts)
+
+.PHONY: test setup services-up services-down services-status lint demo clean
+
+## test: setup, services up (down again at the end), ruff, mypy, compose file, pytest
+test:
+	scripts/test.sh
+
+## setup: create .venv if missing and install the project when pyproject.toml changed
+setup:
+	scripts/setup.sh
+
+## services-up / services-down / services-status: the real services the tests use (loopback)
+services-up: setup
+	scripts/services.sh up
+
+services-down:
+	scripts/services.sh down
+
+services-status:
+	scripts/services.sh status
+
+## lint: ruff and mypy
+lint: setup
+	$(VENV)/bin/ruff check $(LINT_PATHS)
+	$(VENV)/bin/mypy
+
+## demo: the local demo (one node, SQLite, Spark local mode, a sample pipeline)
+demo: setup
+	scripts/demo.sh
+
+## clean: stop the services started here, remove var/ and caches (keeps .venv)
+clean:
+	-scripts/services.sh down
+	rm -rf var .pytest_cache .mypy_cache .ruff_cache .hypothesis spark-warehouse metastore_db derby.log
+	find . -path ./.venv -prune -o -type d -name __pycache__ -prune -exec rm -rf {} +

@@ -1,0 +1,22 @@
+"""The FastAPI application of one node."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from api import problems
+from api.deps import NodeContext
+from api.routes import health, jobs
+
+
+def create_app(context: NodeContext) -> FastAPI:
+    app = FastAPI(
+        title="Drover",
+        version="0.1.0",
+        summary="Leaderless, highly available scheduler for long-running PySpark jobs",
+    )
+    app.state.context = context
+    problems.install(app)
+    app.include_router(health.router)
+    app.include_router(jobs.router)
+    return app

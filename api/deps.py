@@ -1,0 +1,64 @@
+"""What route handlers depend on: the node context, the store, the caller, versions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Annotated
+
+from fastapi import Depends, Header, Request
+
+from scheduler.config import Settings
+from scheduler.errors import InvalidInput
+from scheduler.store.db import Store
+
+
+def _no_nudge(group: str) -> None:
+    return None
+
+
+def _always_ready() -> tuple[bool, str]:
+    return True, "no actors to wait for"
+
+
+@dataclass
+class NodeContext:
+    """What the API of one node needs from the rest of the node."""
+
+    settings: Settings
+    store: Store
+    #: wake the reconciler of a group at once (instead of at its next tick)
+    nudge: Callable[[str], None] = field(default=_no_nudge)
+    #: whether the node's actors are up, and why not
+    readiness: Callable[[], tuple[bool, str]] = field(default=_always_ready)
+
+
+def get_context(request: Request) -> NodeContext:
+    context: NodeContext = request.app.state.context
+    return context
+
+
+def get_store(context: Annotated[NodeContext, Depends(get_context)]) -> Store:
+    return context.store
+
+
+def get_actor() -> str:
+    """Who is calling. Bearer tokens and roles plug in here (auth issue)."""
+    return "anonymous"
+
+
+def get_expected_version(
+    if_match: Annotated[str | None, Header(description='job version, e.g. "3"')] = None,
+) -> int | None:
+    if if_match is None or if_match.strip() == "*":
+        return None
+    raw = if_match.strip().removeprefix("W/").strip('"')
+    if not raw.isdigit():
+        raise InvalidInput(f'If-Match must be a job version such as "3", not {if_match!r}')
+    return int(raw)
+
+
+ContextDep = Annotated[NodeContext, Depends(get_context)]
+StoreDep = Annotated[Store, Depends(get_store)]
+ActorDep = Annotated[str, Depends(get_actor)]
+ExpectedVersionDep = Annotated[int | None, Depends(get_expected_version)]

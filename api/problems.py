@@ -1,0 +1,87 @@
+"""RFC 9457 problem documents: every error the API returns, mapped in one place."""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from scheduler import errors
+
+PROBLEM_MEDIA_TYPE = "application/problem+json"
+
+#: most specific first
+_STATUS: list[tuple[type[errors.DroverError], int]] = [
+    (errors.PreconditionFailed, 412),
+    (errors.InvalidInput, 422),
+    (errors.NotFound, 404),
+    (errors.Conflict, 409),
+    (errors.StoreError, 503),
+    (errors.ClusterError, 502),
+]
+
+
+def status_for(exc: errors.DroverError) -> int:
+    for kind, status in _STATUS:
+        if isinstance(exc, kind):
+            return status
+    return 500
+
+
+def problem(status: int, kind: str, detail: str, instance: str, **extra: Any) -> JSONResponse:
+    body: dict[str, Any] = {
+        "type": f"urn:drover:problem:{kind}",
+        "title": HTTPStatus(status).phrase,
+        "status": status,
+        "detail": detail,
+        "instance": instance,
+        **extra,
+    }
+    return JSONResponse(body, status_code=status, media_type=PROBLEM_MEDIA_TYPE)
+
+
+async def _drover_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, errors.DroverError)
+    return problem(status_for(exc), exc.kind, exc.message, request.url.path)
+
+
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    found = [
+        {
+            "location": [str(p) for p in err.get("loc", ())],
+            "message": err.get("msg", ""),
+            "type": err.get("type", ""),
+        }
+        for err in exc.errors()
+    ]
+    detail = "; ".join(f"{'.'.join(e['location'])}: {e['message']}" for e in found)
+    return problem(
+        422, "invalid-input", detail or "invalid request", request.url.path, errors=found
+    )
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    kind = {404: "not-found", 405: "method-not-allowed"}.get(exc.status_code, "http-error")
+    response = problem(exc.status_code, kind, str(exc.detail), request.url.path)
+    if exc.headers:
+        response.headers.update(exc.headers)
+    return response
+
+
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    return problem(
+        500, "internal-error", f"unexpected error: {type(exc).__name__}", request.url.path
+    )
+
+
+def install(app: FastAPI) -> None:
+    app.add_exception_handler(errors.DroverError, _drover_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected)

@@ -1,0 +1,269 @@
+"""``/v1/jobs``: create, list, read, change, delete jobs; start, stop, restart; runs and events.
+
+Every mutation is one transaction that also writes the audit log, and then nudges the reconciler
+of the job's group so the change is acted on at once, not at the next tick.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Query, Response, status
+
+from api.deps import ActorDep, ContextDep, ExpectedVersionDep, StoreDep
+from api.schemas import EventPublic, JobCreate, JobPublic, JobUpdate, Page, RunPublic
+from scheduler.errors import InvalidInput
+from scheduler.names import validate_name
+from scheduler.records import JobRecord, JobSpec
+from scheduler.states import Command, DesiredState, JobState, command_effect
+from scheduler.store import repo
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+Limit = Annotated[int, Query(ge=1, le=1000)]
+Offset = Annotated[int, Query(ge=0)]
+
+
+def _etag(response: Response, job: JobRecord) -> None:
+    response.headers["ETag"] = f'"{job.version}"'
+
+
+def _name(name: str) -> str:
+    return validate_name(name, "job name")
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=JobPublic)
+def create_job(
+    body: JobCreate, ctx: ContextDep, store: StoreDep, actor: ActorDep, response: Response
+) -> JobPublic:
+    spec = JobSpec(
+        name=body.name,
+        entrypoint=body.entrypoint,
+        group=body.group,
+        team=body.team,
+        business=body.business,
+        priority=body.priority,
+        args=tuple(body.args),
+        conf=dict(body.conf),
+        checkpoint_location=body.checkpoint_location,
+        desired_state=body.desired_state,
+    )
+    node = ctx.settings.node_id
+    with store.transaction() as session:
+        job = repo.create_job(session, spec, cause=f"api:create by {actor}", node_id=node)
+        repo.add_audit(
+            session,
+            actor=actor,
+            action="job.create",
+            target_kind="job",
+            target_name=job.name,
+            detail=body.model_dump(mode="json"),
+            node_id=node,
+        )
+    ctx.nudge(job.group)
+    response.headers["Location"] = f"/v1/jobs/{quote(job.name, safe='')}"
+    _etag(response, job)
+    return JobPublic.of(job)
+
+
+@router.get("", response_model=Page[JobPublic])
+def list_jobs(
+    store: StoreDep,
+    state: JobState | None = None,
+    desired_state: DesiredState | None = None,
+    team: str | None = None,
+    group: str | None = None,
+    cluster: str | None = None,
+    limit: Limit = 100,
+    offset: Offset = 0,
+) -> Page[JobPublic]:
+    with store.session() as session:
+        jobs, count = repo.list_jobs(
+            session,
+            state=state,
+            desired_state=desired_state,
+            team=team,
+            group=group,
+            cluster=cluster,
+            limit=limit,
+            offset=offset,
+        )
+    return Page[JobPublic](
+        data=[JobPublic.of(j) for j in jobs], count=count, limit=limit, offset=offset
+    )
+
+
+@router.get("/{name}", response_model=JobPublic)
+def get_job(name: str, store: StoreDep, response: Response) -> JobPublic:
+    with store.session() as session:
+        job = repo.get_job(session, _name(name))
+    _etag(response, job)
+    return JobPublic.of(job)
+
+
+@router.patch("/{name}", response_model=JobPublic)
+def update_job(
+    name: str,
+    body: JobUpdate,
+    ctx: ContextDep,
+    store: StoreDep,
+    actor: ActorDep,
+    expected_version: ExpectedVersionDep,
+    response: Response,
+) -> JobPublic:
+    changes: dict[str, Any] = body.model_dump(exclude_unset=True)
+    if not changes:
+        raise InvalidInput("nothing to change: send at least one field")
+    if any(value is None for value in changes.values()):
+        nulls = sorted(k for k, v in changes.items() if v is None)
+        raise InvalidInput(f"fields cannot be null: {', '.join(nulls)}")
+    desired = changes.pop("desired_state", None)
+    node = ctx.settings.node_id
+    with store.transaction() as session:
+        job = repo.get_job(session, _name(name))
+        if changes:
+            job = repo.update_job_spec(
+                session,
+                job.name,
+                changes,
+                expected_version=expected_version,
+                cause=f"api:update by {actor}",
+                node_id=node,
+            )
+            expected_version = None if expected_version is None else job.version
+        if desired is not None and desired != job.desired_state:
+            command = Command.START if desired == DesiredState.RUNNING else Command.STOP
+            job = _apply(session, job, command, expected_version, actor, node)
+        repo.add_audit(
+            session,
+            actor=actor,
+            action="job.update",
+            target_kind="job",
+            target_name=job.name,
+            detail=body.model_dump(mode="json", exclude_unset=True),
+            node_id=node,
+        )
+    ctx.nudge(job.group)
+    _etag(response, job)
+    return JobPublic.of(job)
+
+
+@router.delete("/{name}", status_code=status.HTTP_204_NO_CONTENT)
+def delete_job(
+    name: str,
+    ctx: ContextDep,
+    store: StoreDep,
+    actor: ActorDep,
+    expected_version: ExpectedVersionDep,
+) -> Response:
+    node = ctx.settings.node_id
+    with store.transaction() as session:
+        job = repo.delete_job(session, _name(name), expected_version=expected_version)
+        repo.add_audit(
+            session,
+            actor=actor,
+            action="job.delete",
+            target_kind="job",
+            target_name=job.name,
+            node_id=node,
+        )
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+def _apply(
+    session: Any,
+    job: JobRecord,
+    command: Command,
+    expected_version: int | None,
+    actor: str,
+    node: str,
+) -> JobRecord:
+    effect = command_effect(command, job.desired_state, job.state)
+    return repo.apply_command(
+        session,
+        job.name,
+        desired=effect.desired,
+        state=effect.state,
+        bump_generation=effect.bump_generation,
+        reset_attempts=effect.reset_attempts,
+        expected_version=expected_version,
+        cause=f"api:{command} by {actor}",
+        node_id=node,
+        message=f"{command} requested by {actor}",
+    )
+
+
+def _command(
+    command: Command,
+    name: str,
+    ctx: ContextDep,
+    store: StoreDep,
+    actor: str,
+    expected_version: int | None,
+    response: Response,
+) -> JobPublic:
+    node = ctx.settings.node_id
+    with store.transaction() as session:
+        job = repo.get_job(session, _name(name))
+        job = _apply(session, job, command, expected_version, actor, node)
+        repo.add_audit(
+            session,
+            actor=actor,
+            action=f"job.{command}",
+            target_kind="job",
+            target_name=job.name,
+            node_id=node,
+        )
+    ctx.nudge(job.group)
+    _etag(response, job)
+    return JobPublic.of(job)
+
+
+def _command_route(command: Command) -> None:
+    def handler(
+        name: str,
+        ctx: ContextDep,
+        store: StoreDep,
+        actor: ActorDep,
+        expected_version: ExpectedVersionDep,
+        response: Response,
+    ) -> JobPublic:
+        return _command(command, name, ctx, store, actor, expected_version, response)
+
+    handler.__name__ = f"{command}_job"
+    handler.__doc__ = f"Ask for the job to {command}; the job's owner acts on it at once."
+    router.add_api_route(
+        f"/{{name}}/{command}",
+        handler,
+        methods=["POST"],
+        response_model=JobPublic,
+        status_code=status.HTTP_202_ACCEPTED,
+        name=f"{command}_job",
+    )
+
+
+for _command_name in Command:  # POST /v1/jobs/{name}/start | stop | restart
+    _command_route(_command_name)
+
+
+@router.get("/{name}/runs", response_model=Page[RunPublic])
+def list_runs(
+    name: str, store: StoreDep, limit: Limit = 100, offset: Offset = 0
+) -> Page[RunPublic]:
+    with store.session() as session:
+        runs, count = repo.list_runs(session, _name(name), limit=limit, offset=offset)
+    return Page[RunPublic](
+        data=[RunPublic.of(r) for r in runs], count=count, limit=limit, offset=offset
+    )
+
+
+@router.get("/{name}/events", response_model=Page[EventPublic])
+def list_events(
+    name: str, store: StoreDep, limit: Limit = 100, offset: Offset = 0
+) -> Page[EventPublic]:
+    with store.session() as session:
+        events, count = repo.list_events(session, _name(name), limit=limit, offset=offset)
+    return Page[EventPublic](
+        data=[EventPublic.of(e) for e in events], count=count, limit=limit, offset=offset
+    )

@@ -1,0 +1,27 @@
+"""What exists from a node's first start: the ``local`` cluster and the ``default`` group."""
+
+from __future__ import annotations
+
+from scheduler.config import Settings
+from scheduler.states import ClusterKind
+from scheduler.store import repo
+from scheduler.store.db import Store
+
+LOCAL_CLUSTER = "local"
+DEFAULT_GROUP = "default"
+
+
+def ensure_defaults(store: Store, settings: Settings) -> None:
+    """Create the local cluster and the default group if missing (idempotent; never overwrites)."""
+    root = settings.checkpoints_dir / LOCAL_CLUSTER
+    with store.transaction() as session:
+        repo.ensure_cluster(
+            session,
+            LOCAL_CLUSTER,
+            kind=ClusterKind.LOCAL.value,
+            master_url=settings.spark_local_master,
+            az=settings.az,
+            cloud=settings.cloud,
+            storage_root=root.as_uri(),
+        )
+        repo.ensure_group(session, DEFAULT_GROUP, primary_cluster=LOCAL_CLUSTER)

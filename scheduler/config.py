@@ -1,0 +1,164 @@
+"""Node configuration: one settings object, from ``DROVER_*`` environment variables or a TOML file.
+
+Precedence (highest first): constructor arguments, environment, ``DROVER_CONFIG`` TOML file,
+defaults. The embedded default needs no configuration at all: SQLite under ``./var``, Spark local
+mode, one node on 127.0.0.1:8000.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tomllib
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from scheduler.errors import InvalidInput
+
+Role = Literal["active", "backup"]
+
+
+def _default_node_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="DROVER_", extra="forbid", frozen=True)
+
+    #: ``development`` (the default) or ``production``; production refuses unsafe defaults
+    environment: Literal["development", "production"] = "development"
+
+    node_id: str = Field(default_factory=_default_node_id, min_length=1, max_length=128)
+    data_dir: Path = Path("var")
+    #: default: SQLite file ``<data_dir>/drover.db``
+    database_url: str = ""
+
+    api_host: str = "127.0.0.1"
+    api_port: int = Field(default=8000, ge=0, le=65535)
+    #: URL other nodes use to reach this node's API (default: http://api_host:api_port)
+    api_url: str = ""
+
+    # Membership (filled in by the distribution issue; empty = standalone one-member mode)
+    zk_hosts: str = ""
+    zk_namespace: str = "/drover"
+    zk_session_timeout: float = Field(default=10.0, gt=0)
+    #: ``g1:active,g2:backup``; empty = every group in the store, as ``active``
+    groups: str = ""
+    az: str = "az-1"
+    cloud: str = "local"
+
+    # Spark
+    #: SPARK_HOME; default: the installed pyspark package
+    spark_home: Path | None = None
+    spark_local_master: str = "local[2]"
+    #: Python the Spark drivers run (default: this interpreter)
+    spark_python: str = ""
+
+    # Reconciler
+    reconcile_interval: float = Field(default=2.0, gt=0)
+    restart_max_attempts: int = Field(default=3, ge=1)
+    restart_validity_interval: float = Field(default=600.0, gt=0)
+    restart_backoff_initial: float = Field(default=2.0, ge=0)
+    restart_backoff_max: float = Field(default=60.0, ge=0)
+    kill_grace_period: float = Field(default=10.0, ge=0)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        config_file = os.environ.get("DROVER_CONFIG")
+        if config_file:
+            if not Path(config_file).is_file():
+                raise InvalidInput(f"DROVER_CONFIG names no file: {config_file}")
+            try:
+                sources.append(TomlConfigSettingsSource(settings_cls, toml_file=config_file))
+            except tomllib.TOMLDecodeError as exc:
+                raise InvalidInput(f"DROVER_CONFIG {config_file} is not valid TOML: {exc}") from exc
+        return tuple(sources)
+
+    @field_validator("groups")
+    @classmethod
+    def _check_groups(cls, value: str) -> str:
+        parse_groups(value)
+        return value
+
+    @model_validator(mode="after")
+    def _refuse_unsafe_production(self) -> Settings:
+        if self.environment == "production" and self.resolved_database_url.startswith("sqlite"):
+            raise ValueError("production mode needs a MySQL DROVER_DATABASE_URL, not SQLite")
+        return self
+
+    @cached_property
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'drover.db').resolve()}"
+
+    @cached_property
+    def resolved_api_url(self) -> str:
+        return self.api_url or f"http://{self.api_host}:{self.api_port}"
+
+    @cached_property
+    def resolved_spark_home(self) -> Path:
+        if self.spark_home is not None:
+            return self.spark_home
+        import pyspark
+
+        return Path(pyspark.__file__).resolve().parent
+
+    @cached_property
+    def resolved_spark_python(self) -> str:
+        import sys
+
+        return self.spark_python or sys.executable
+
+    @property
+    def group_roles(self) -> dict[str, Role]:
+        return parse_groups(self.groups)
+
+    @property
+    def runs_dir(self) -> Path:
+        return (self.data_dir / "runs").resolve()
+
+    @property
+    def checkpoints_dir(self) -> Path:
+        return (self.data_dir / "checkpoints").resolve()
+
+
+def parse_groups(spec: str) -> dict[str, Role]:
+    """``"g1:active,g2:backup"`` → ``{"g1": "active", "g2": "backup"}``; a bare name is active."""
+    roles: dict[str, Role] = {}
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        name, _, role = item.partition(":")
+        role = role or "active"
+        if not name or role not in ("active", "backup"):
+            raise ValueError(f"bad group entry {item!r}: expected name or name:active|backup")
+        roles[name] = role  # type: ignore[assignment]
+    return roles
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Settings from the environment, with a one-line error on bad values."""
+    from pydantic import ValidationError
+
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "settings"
+        raise InvalidInput(f"invalid configuration DROVER_{where.upper()}: {first['msg']}") from exc

@@ -1,0 +1,84 @@
+"""One exception tree for the whole scheduler.
+
+Adapters (store, cluster backends, ZooKeeper) translate foreign exceptions into these and chain the
+original (``raise ClusterUnreachable(...) from exc``). The API maps them to RFC 9457 problem
+documents in one place (``api/problems.py``); the CLI prints their message on one line.
+
+    DroverError
+    ├── InvalidInput            bad user input (name, field, value)             → 422
+    ├── NotFound                unknown job / cluster / group / run             → 404
+    ├── Conflict                the request clashes with the current state      → 409
+    │   ├── AlreadyExists
+    │   ├── IllegalTransition   a state change the transition table forbids
+    │   └── StaleWrite          optimistic-concurrency or fencing check failed → 409 / 412
+    ├── StoreError              the metadata store failed                       → 503
+    │   └── SchemaOutOfDate     the database needs `drover db upgrade`
+    └── ClusterError            a Spark cluster backend failed                  → 502
+        ├── ClusterUnreachable  no answer: never a guess about the app state
+        └── SubmissionRejected  the cluster refused the submission
+"""
+
+from __future__ import annotations
+
+
+class DroverError(Exception):
+    """Base of every error Drover raises on purpose."""
+
+    #: short machine-readable kind, used as the problem ``type`` suffix
+    kind = "error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidInput(DroverError):
+    kind = "invalid-input"
+
+
+class NotFound(DroverError):
+    kind = "not-found"
+
+
+class Conflict(DroverError):
+    kind = "conflict"
+
+
+class AlreadyExists(Conflict):
+    kind = "already-exists"
+
+
+class IllegalTransition(Conflict):
+    kind = "illegal-transition"
+
+
+class StaleWrite(Conflict):
+    """A conditional write matched no row: someone else changed it first, or our claim is stale."""
+
+    kind = "stale-write"
+
+
+class PreconditionFailed(StaleWrite):
+    """The client's ``If-Match`` version is not the current one."""
+
+    kind = "precondition-failed"
+
+
+class StoreError(DroverError):
+    kind = "store-unavailable"
+
+
+class SchemaOutOfDate(StoreError):
+    kind = "schema-out-of-date"
+
+
+class ClusterError(DroverError):
+    kind = "cluster-error"
+
+
+class ClusterUnreachable(ClusterError):
+    kind = "cluster-unreachable"
+
+
+class SubmissionRejected(ClusterError):
+    kind = "submission-rejected"

@@ -1,0 +1,46 @@
+"""One Drover node: the API plus the node's actors, in one OS process (``drover node run``)."""
+
+from __future__ import annotations
+
+import logging
+
+from scheduler.bootstrap import ensure_defaults
+from scheduler.config import Settings
+from scheduler.store.db import Store
+
+log = logging.getLogger("drover.node")
+
+
+def run_node(settings: Settings) -> None:
+    """Run until SIGINT/SIGTERM. Refuses to start on an out-of-date schema (SchemaOutOfDate)."""
+    import uvicorn
+
+    from api.app import create_app
+    from api.deps import NodeContext
+    from scheduler.actors import NodeRuntime
+
+    store = Store(settings.resolved_database_url)
+    store.check_schema()
+    ensure_defaults(store, settings)
+    runtime = NodeRuntime(settings)
+    log.info("node %s starting its actors", settings.node_id)
+    runtime.start()
+    try:
+        app = create_app(
+            NodeContext(settings, store, nudge=runtime.nudge, readiness=runtime.readiness)
+        )
+        server = uvicorn.Server(
+            uvicorn.Config(
+                app,
+                host=settings.api_host,
+                port=settings.api_port,
+                log_level="info",
+                access_log=False,
+            )
+        )
+        log.info("node %s serving on %s", settings.node_id, settings.resolved_api_url)
+        server.run()
+    finally:
+        log.info("node %s draining", settings.node_id)
+        runtime.stop()
+        store.dispose()

@@ -1,0 +1,45 @@
+"""Who manages which job (DESIGN §2). Pure functions, no I/O.
+
+``owner(job) = pool[crc32(utf8(job.name)) % len(pool)]`` where ``pool`` is the sorted ids of the
+live ``active`` members of the job's group, or of the live ``backup`` members when no active one
+is alive. ``zlib.crc32`` equals MySQL's ``CRC32()`` on utf8mb4 text, so a node can select its own
+jobs in SQL. Python's built-in string hashing differs between processes: never use it here.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+def name_crc32(name: str) -> int:
+    return zlib.crc32(name.encode("utf-8")) & 0xFFFFFFFF
+
+
+def owner_index(name: str, pool_size: int) -> int:
+    if pool_size <= 0:
+        raise ValueError("an empty pool owns nothing")
+    return name_crc32(name) % pool_size
+
+
+@dataclass(frozen=True)
+class Member:
+    node_id: str
+    role: str  # "active" | "backup"
+
+
+def pool_of(members: Iterable[Member]) -> tuple[str, ...]:
+    """The nodes that share a group's jobs: active members if any is alive, else backups."""
+    members = list(members)
+    active = sorted({m.node_id for m in members if m.role == "active"})
+    if active:
+        return tuple(active)
+    return tuple(sorted({m.node_id for m in members if m.role == "backup"}))
+
+
+def owner_of(name: str, pool: tuple[str, ...]) -> str | None:
+    """The owner of job ``name`` for a sorted pool, or None when the pool is empty."""
+    if not pool:
+        return None
+    return pool[owner_index(name, len(pool))]

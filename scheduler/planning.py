@@ -1,0 +1,231 @@
+"""What to do next for one job: a pure function of what was read and what was observed.
+
+``plan()`` looks at the job as stored (desired state, observed state, current run) and at what the
+cluster said about the current run's application, and returns one :class:`Action`. The reconciler
+records the action's intent in the store (a conditional write) and only then acts on the cluster.
+
+Restart policy (owned by Drover, not by Spark's ``supervise``): a run that ends on its own while
+the job should run counts as a failure; after ``max_attempts`` failures within
+``validity_interval`` seconds (counted from the later of that window and the last explicit
+start) the job is FAILED for good, until an operator starts it again. Between attempts the
+reconciler waits ``backoff_initial * 2**(n-1)`` seconds, at most ``backoff_max``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from scheduler.backends.base import AppState, AppStatus
+from scheduler.records import JobRecord, RunRecord
+from scheduler.states import DesiredState, JobState, RunState
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    max_attempts: int = 3
+    validity_interval: float = 600.0
+    backoff_initial: float = 2.0
+    backoff_max: float = 60.0
+
+    def backoff(self, failures: int) -> float:
+        """Seconds to wait before the next attempt after ``failures`` failures in the window."""
+        if failures <= 0:
+            return 0.0
+        return min(self.backoff_initial * (2 ** (failures - 1)), self.backoff_max)
+
+    def window_start(self, now: datetime, attempts_reset_at: datetime) -> datetime:
+        return max(now - timedelta(seconds=self.validity_interval), attempts_reset_at)
+
+
+@dataclass(frozen=True)
+class Failures:
+    """Runs that ended on their own within the policy window."""
+
+    count: int = 0
+    last_at: datetime | None = None
+
+
+# -- actions ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Noop:
+    why: str
+
+
+@dataclass(frozen=True)
+class SetState:
+    """Record a state without touching any cluster (e.g. QUEUED → STOPPED)."""
+
+    state: JobState
+    reason: str
+
+
+@dataclass(frozen=True)
+class Submit:
+    """Record a new run (intent), then submit it."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Resubmit:
+    """The run's intent was recorded but no application carries its name: submit that run."""
+
+    run: RunRecord
+
+
+@dataclass(frozen=True)
+class Observed:
+    """The application is alive: record its progress (STARTING → RUNNING, submission id)."""
+
+    run: RunRecord
+    status: AppStatus
+    job_state: JobState
+    run_state: RunState
+
+
+@dataclass(frozen=True)
+class Kill:
+    run: RunRecord
+    reason: str
+
+
+@dataclass(frozen=True)
+class CloseRun:
+    """The cluster confirmed the application is gone: close the run, set the job's state."""
+
+    run: RunRecord
+    run_state: RunState
+    job_state: JobState
+    reason: str
+    exit_code: int | None
+    #: a failure that counts against the restart budget
+    counts_as_failure: bool
+
+
+@dataclass(frozen=True)
+class GiveUp:
+    reason: str
+
+
+Action = Noop | SetState | Submit | Resubmit | Observed | Kill | CloseRun | GiveUp
+
+_FINAL_RUN_STATE = {
+    AppState.FINISHED: RunState.FINISHED,
+    AppState.FAILED: RunState.FAILED,
+    AppState.KILLED: RunState.KILLED,
+    AppState.NOT_FOUND: RunState.LOST,
+}
+
+
+def plan(
+    job: JobRecord,
+    observed: AppStatus | None,
+    *,
+    failures: Failures,
+    policy: RestartPolicy,
+    now: datetime,
+) -> Action:
+    """Decide the next action for ``job``.
+
+    ``observed`` is the cluster's view of the current run's application (``None`` when the job has
+    no live run). For a run still SUBMITTING without a submission id, it is the result of looking
+    the application up by name (NOT_FOUND when none carries the run's name).
+    """
+    run = job.current_run
+    if run is not None and not run.state.is_final:
+        if observed is None:
+            return Noop("the current run's application has not been observed")
+        return _plan_live_run(job, run, observed, failures=failures, policy=policy)
+    return _plan_without_run(job, failures=failures, policy=policy, now=now)
+
+
+def _plan_live_run(
+    job: JobRecord,
+    run: RunRecord,
+    observed: AppStatus,
+    *,
+    failures: Failures,
+    policy: RestartPolicy,
+) -> Action:
+    wanted = job.desired_state == DesiredState.RUNNING and run.generation == job.generation
+    if observed.state.is_terminal:
+        if run.state == RunState.SUBMITTING and run.submission_id is None:
+            if wanted:
+                return Resubmit(run)
+            return CloseRun(
+                run,
+                RunState.LOST,
+                _after_stop(job),
+                "never submitted",
+                None,
+                counts_as_failure=False,
+            )
+        if run.state == RunState.STOPPING:
+            return CloseRun(
+                run,
+                RunState.KILLED,
+                _after_stop(job),
+                "stopped by Drover",
+                observed.exit_code,
+                counts_as_failure=False,
+            )
+        final = _FINAL_RUN_STATE[observed.state]
+        reason = (
+            observed.reason
+            or {
+                RunState.FINISHED: "application finished",
+                RunState.FAILED: "application failed",
+                RunState.KILLED: "application killed outside Drover",
+                RunState.LOST: "the cluster no longer knows the application",
+            }[final]
+        )
+        job_state = JobState.FINISHED if final == RunState.FINISHED else JobState.FAILED
+        if job.desired_state == DesiredState.RUNNING and failures.count + 1 >= policy.max_attempts:
+            job_state = JobState.FAILED
+            reason = _gave_up(failures.count + 1, policy, reason)
+        return CloseRun(run, final, job_state, reason, observed.exit_code, counts_as_failure=True)
+    # the application is alive
+    if run.state == RunState.STOPPING:  # a kill is under way: finish it before anything else
+        return Kill(run, "a stop is under way")
+    if not wanted:
+        why = "desired state is STOPPED" if job.desired_state == DesiredState.STOPPED else "restart"
+        return Kill(run, why)
+    if observed.state == AppState.RUNNING:
+        if run.state != RunState.RUNNING or job.state != JobState.RUNNING:
+            return Observed(run, observed, JobState.RUNNING, RunState.RUNNING)
+        return Noop("running")
+    if run.state == RunState.RUNNING:
+        return Noop("running (the cluster reports it starting again)")
+    if run.state == RunState.SUBMITTING or job.state != JobState.STARTING:
+        return Observed(run, observed, JobState.STARTING, RunState.STARTING)
+    return Noop("starting")
+
+
+def _after_stop(job: JobRecord) -> JobState:
+    """The job's state once its run is gone because Drover stopped or replaced it."""
+    return JobState.QUEUED if job.desired_state == DesiredState.RUNNING else JobState.STOPPED
+
+
+def _plan_without_run(
+    job: JobRecord, *, failures: Failures, policy: RestartPolicy, now: datetime
+) -> Action:
+    if job.desired_state == DesiredState.STOPPED:
+        if job.state.is_at_rest:
+            return Noop("stopped")
+        return SetState(JobState.STOPPED, "desired state is STOPPED")
+    if failures.count >= policy.max_attempts:
+        if job.state == JobState.FAILED:
+            return Noop("gave up; waiting for an operator to start the job again")
+        return GiveUp(_gave_up(failures.count, policy, job.state_reason or "no reason recorded"))
+    if job.not_before is not None and now < job.not_before:
+        return Noop(f"backing off until {job.not_before.isoformat()}")
+    if failures.count:
+        return Submit(f"restart attempt {failures.count + 1} after: {job.state_reason}")
+    return Submit("desired state is RUNNING")
+
+
+def _gave_up(count: int, policy: RestartPolicy, reason: str) -> str:
+    return f"gave up after {count} failures within {policy.validity_interval:g} s: {reason}"

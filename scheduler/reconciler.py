@@ -1,0 +1,438 @@
+"""The reconcile loop's body: drive each job from its observed state toward its desired state.
+
+One ``tick()`` reads the jobs that may need work and, for each, runs the phases
+
+1. observe  — ask the job's cluster about the current run's application (or look it up by name
+              when the run's submission was never recorded: adopt before resubmitting);
+2. plan     — ``planning.plan`` (pure) picks one action;
+3. record   — a conditional write in the store records the intent (fenced by the job's version);
+4. act      — only then submit or kill on the cluster, and record the outcome.
+
+One job's error never stops the others, and nothing here raises out of ``tick()``. This class
+does blocking I/O (store, cluster); the reconciler actor runs it off its event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urlparse
+
+from scheduler.backends.base import AppState, AppStatus, ClusterBackend, SubmitRequest, app_name_for
+from scheduler.backends.registry import BackendRegistry
+from scheduler.errors import ClusterUnreachable, StaleWrite, SubmissionRejected
+from scheduler.planning import (
+    Action,
+    CloseRun,
+    Failures,
+    GiveUp,
+    Kill,
+    Noop,
+    Observed,
+    RestartPolicy,
+    Resubmit,
+    SetState,
+    Submit,
+    plan,
+)
+from scheduler.records import ClusterRecord, JobRecord, RunRecord
+from scheduler.states import DesiredState, JobState, RunState, can_transition
+from scheduler.store import repo
+from scheduler.store.db import Store
+from scheduler.store.models import utcnow
+
+log = logging.getLogger("drover.reconciler")
+
+CAUSE = "reconciler"
+
+
+@dataclass
+class TickStats:
+    jobs: int = 0
+    actions: int = 0
+    errors: int = 0
+    seconds: float = 0.0
+
+
+class Reconciler:
+    def __init__(
+        self,
+        store: Store,
+        backends: BackendRegistry,
+        *,
+        node_id: str,
+        groups: Callable[[], Iterable[str] | None],
+        policy: RestartPolicy,
+        unknown_after_polls: int = 3,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self._store = store
+        self._backends = backends
+        self._node_id = node_id
+        self._groups = groups
+        self._policy = policy
+        self._unknown_after = unknown_after_polls
+        self._clock = clock
+        self._poll_failures: dict[int, int] = {}
+        self._last_error: dict[int, str] = {}
+        self._clusters: dict[str, ClusterRecord] = {}
+        #: the membership epoch this node acts under (fencing; the distribution issue sets it)
+        self.epoch = 0
+
+    # -- the loop body ----------------------------------------------------------------------
+
+    def tick(self) -> TickStats:
+        started = time.monotonic()
+        stats = TickStats()
+        self._clusters = {}  # cluster records may change between ticks, not within one
+        try:
+            with self._store.session() as session:
+                jobs = repo.jobs_to_reconcile(session, self._groups())
+        except Exception:
+            log.exception("cannot read the jobs to reconcile")
+            stats.errors += 1
+            stats.seconds = time.monotonic() - started
+            return stats
+        stats.jobs = len(jobs)
+        for job in jobs:
+            try:
+                if self.reconcile(job):
+                    stats.actions += 1
+                self._last_error.pop(job.id, None)
+            except StaleWrite as exc:
+                log.info(
+                    "job %s changed while reconciling (%s); it is re-read next tick", job.name, exc
+                )
+            except Exception as exc:  # one job's error never stops the loop
+                stats.errors += 1
+                self._note_error(job, exc)
+        stats.seconds = time.monotonic() - started
+        return stats
+
+    def reconcile(self, job: JobRecord) -> bool:
+        """Observe, plan, record, act for one job. Returns whether anything was done."""
+        now = self._clock()
+        observation = self._observe(job)
+        if observation is None:  # the cluster could not be asked: never guess
+            return False
+        job, observed = observation
+        failures = self._failures(job, observed, now)
+        action = plan(job, observed, failures=failures, policy=self._policy, now=now)
+        if isinstance(action, Noop):
+            return False
+        log.debug("job %s: %s", job.name, action)
+        self._act(job, action, failures, now)
+        return True
+
+    # -- observe ----------------------------------------------------------------------------
+
+    def _observe(self, job: JobRecord) -> tuple[JobRecord, AppStatus | None] | None:
+        run = job.current_run
+        if run is None or run.state.is_final:
+            return job, None
+        backend = self._backend(run.cluster)
+        try:
+            if run.submission_id is None:
+                found = backend.find(run.app_name)
+                if found is None:
+                    status = AppStatus(AppState.NOT_FOUND)
+                else:
+                    run = self._adopt(job, run, found.submission_id, found.app_id)
+                    job = replace(job, current_run=run)
+                    status = backend.status(found.submission_id)
+            else:
+                status = backend.status(run.submission_id)
+        except ClusterUnreachable as exc:
+            polls = self._poll_failures.get(run.id, 0) + 1
+            self._poll_failures[run.id] = polls
+            if polls >= self._unknown_after and job.state != JobState.UNKNOWN:
+                with self._store.transaction() as session:
+                    repo.transition_job(
+                        session,
+                        job,
+                        JobState.UNKNOWN,
+                        cause=CAUSE,
+                        node_id=self._node_id,
+                        reason=f"cluster {run.cluster} unreachable for {polls} polls: {exc}",
+                    )
+            return None
+        self._poll_failures.pop(run.id, None)
+        return job, status
+
+    def _adopt(
+        self, job: JobRecord, run: RunRecord, submission_id: str, app_id: str | None
+    ) -> RunRecord:
+        with self._store.transaction() as session:
+            adopted = repo.update_run(
+                session,
+                run,
+                submission_id=submission_id,
+                app_id=app_id,
+                submitted_at=run.submitted_at or self._clock(),
+            )
+            repo.add_job_event(
+                session,
+                job,
+                cause=CAUSE,
+                node_id=self._node_id,
+                run_id=run.id,
+                message=f"adopted application {run.app_name} ({submission_id}) instead of "
+                "resubmitting",
+            )
+        return adopted
+
+    def _failures(self, job: JobRecord, observed: AppStatus | None, now: datetime) -> Failures:
+        if job.desired_state != DesiredState.RUNNING:
+            return Failures()
+        if observed is not None and not observed.state.is_terminal:
+            return Failures()
+        since = self._policy.window_start(now, job.attempts_reset_at)
+        with self._store.session() as session:
+            count, last = repo.failures_since(session, job, since)
+        return Failures(count, last)
+
+    # -- record and act -----------------------------------------------------------------------
+
+    def _act(self, job: JobRecord, action: Action, failures: Failures, now: datetime) -> None:
+        if isinstance(action, SetState):
+            self._set_state(job, action.state, action.reason)
+        elif isinstance(action, GiveUp):
+            if not can_transition(job.state, JobState.FAILED):
+                job = self._set_state(job, JobState.QUEUED, action.reason)
+            self._set_state(job, JobState.FAILED, action.reason, not_before=None)
+        elif isinstance(action, Submit):
+            self._submit_new_run(job, action.reason)
+        elif isinstance(action, Resubmit):
+            self._submit(job, action.run, self._cluster(action.run.cluster))
+        elif isinstance(action, Observed):
+            self._record_observed(job, action, now)
+        elif isinstance(action, Kill):
+            self._kill(job, action)
+        elif isinstance(action, CloseRun):
+            self._close_run(job, action, failures, now)
+
+    def _set_state(self, job: JobRecord, state: JobState, reason: str, **fields: Any) -> JobRecord:
+        if state == job.state and not fields:
+            return job
+        with self._store.transaction() as session:
+            version = repo.transition_job(
+                session, job, state, reason=reason, cause=CAUSE, node_id=self._node_id, **fields
+            )
+        return replace(job, state=state, version=version)
+
+    def _submit_new_run(self, job: JobRecord, reason: str) -> None:
+        cluster = self._cluster(job.cluster or self._primary_cluster(job.group))
+        checkpoint = job.checkpoint_location or _default_checkpoint(cluster, job.name)
+        with self._store.transaction() as session:
+            if job.state != JobState.QUEUED:
+                version = repo.transition_job(
+                    session, job, JobState.QUEUED, reason=reason, cause=CAUSE, node_id=self._node_id
+                )
+                job = replace(job, state=JobState.QUEUED, version=version)
+            run = repo.create_run(
+                session,
+                job,
+                cluster=cluster.name,
+                node_id=self._node_id,
+                owner_epoch=self.epoch,
+                checkpoint_location=checkpoint,
+                app_name_for=app_name_for,
+            )
+            version = repo.transition_job(
+                session,
+                job,
+                JobState.SUBMITTING,
+                cause=CAUSE,
+                node_id=self._node_id,
+                run_id=run.id,
+                reason=f"submitting attempt {run.attempt} to cluster {cluster.name}",
+                current_run_id=run.id,
+                cluster_name=cluster.name,
+                owner=self._node_id,
+                owner_epoch=self.epoch,
+                not_before=None,
+            )
+        job = replace(
+            job,
+            state=JobState.SUBMITTING,
+            version=version,
+            current_run_id=run.id,
+            current_run=run,
+            cluster=cluster.name,
+        )
+        self._submit(job, run, cluster)
+
+    def _submit(self, job: JobRecord, run: RunRecord, cluster: ClusterRecord) -> None:
+        backend = self._backends.for_cluster(cluster)
+        request = SubmitRequest(
+            job_name=job.name,
+            run_id=run.id,
+            fencing_token=run.fencing_token,
+            entrypoint=_entrypoint_path(job.entrypoint),
+            args=job.args,
+            conf=job.conf,
+            checkpoint_location=run.checkpoint_location,
+        )
+        try:
+            submission = backend.submit(request)
+        except SubmissionRejected as exc:
+            now = self._clock()
+            failures = self._failures(job, None, now)
+            self._close_run(
+                job,
+                CloseRun(
+                    run,
+                    RunState.FAILED,
+                    JobState.FAILED,
+                    f"submission rejected: {exc}",
+                    None,
+                    counts_as_failure=True,
+                ),
+                failures,
+                now,
+            )
+            return
+        except ClusterUnreachable as exc:
+            self._record_event(
+                job,
+                f"submission outcome unknown ({exc}); the application is looked up by name "
+                "before any resubmission",
+                run_id=run.id,
+            )
+            return
+        with self._store.transaction() as session:
+            run = repo.update_run(
+                session,
+                run,
+                submission_id=submission.submission_id,
+                app_id=submission.app_id,
+                submitted_at=self._clock(),
+                state=RunState.STARTING,
+            )
+            repo.transition_job(
+                session,
+                job,
+                JobState.STARTING,
+                cause=CAUSE,
+                node_id=self._node_id,
+                run_id=run.id,
+                reason=f"submitted as {submission.submission_id}",
+            )
+
+    def _record_observed(self, job: JobRecord, action: Observed, now: datetime) -> None:
+        fields: dict[str, Any] = {"state": action.run_state}
+        if action.status.app_id and action.status.app_id != action.run.app_id:
+            fields["app_id"] = action.status.app_id
+        if action.run_state == RunState.RUNNING and action.run.started_at is None:
+            fields["started_at"] = now
+        with self._store.transaction() as session:
+            repo.update_run(session, action.run, **fields)
+            if job.state != action.job_state:
+                repo.transition_job(
+                    session,
+                    job,
+                    action.job_state,
+                    cause=CAUSE,
+                    node_id=self._node_id,
+                    reason=f"application {action.status.app_id or action.run.app_name} is "
+                    f"{action.status.state}",
+                )
+
+    def _kill(self, job: JobRecord, action: Kill) -> None:
+        run = action.run
+        if run.state != RunState.STOPPING or job.state != JobState.STOPPING:
+            with self._store.transaction() as session:
+                if run.state != RunState.STOPPING:
+                    run = repo.update_run(session, run, state=RunState.STOPPING)
+                if job.state != JobState.STOPPING:
+                    repo.transition_job(
+                        session,
+                        job,
+                        JobState.STOPPING,
+                        cause=CAUSE,
+                        node_id=self._node_id,
+                        reason=f"stopping: {action.reason}",
+                    )
+        assert run.submission_id is not None, "a live application always has a submission id"
+        # Repeated on every tick until the cluster confirms the application is gone.
+        self._backend(run.cluster).kill(run.submission_id)
+
+    def _close_run(
+        self, job: JobRecord, action: CloseRun, failures: Failures, now: datetime
+    ) -> None:
+        fields: dict[str, Any] = {}
+        if action.counts_as_failure and job.desired_state == DesiredState.RUNNING:
+            delay = self._policy.backoff(failures.count + 1)
+            fields["not_before"] = now + timedelta(seconds=delay)
+        with self._store.transaction() as session:
+            repo.update_run(
+                session,
+                action.run,
+                state=action.run_state,
+                reason=action.reason,
+                exit_code=action.exit_code,
+                ended_at=now,
+            )
+            repo.transition_job(
+                session,
+                job,
+                action.job_state,
+                cause=CAUSE,
+                node_id=self._node_id,
+                run_id=action.run.id,
+                reason=action.reason,
+                **fields,
+            )
+        self._poll_failures.pop(action.run.id, None)
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _record_event(self, job: JobRecord, message: str, run_id: int | None = None) -> None:
+        """An event that is not a state change, in a transaction of its own."""
+        with self._store.transaction() as session:
+            repo.add_job_event(
+                session, job, cause=CAUSE, node_id=self._node_id, message=message, run_id=run_id
+            )
+
+    def _cluster(self, name: str) -> ClusterRecord:
+        """The cluster's record, read once per tick (every live job of a tick needs it)."""
+        cluster = self._clusters.get(name)
+        if cluster is None:
+            with self._store.session() as session:
+                cluster = self._clusters[name] = repo.get_cluster(session, name)
+        return cluster
+
+    def _primary_cluster(self, group: str) -> str:
+        with self._store.session() as session:
+            return repo.get_group(session, group).primary_cluster
+
+    def _backend(self, cluster_name: str) -> ClusterBackend:
+        return self._backends.for_cluster(self._cluster(cluster_name))
+
+    def _note_error(self, job: JobRecord, exc: Exception) -> None:
+        message = f"{type(exc).__name__}: {exc}"
+        if self._last_error.get(job.id) == message:
+            log.debug("job %s: same error again: %s", job.name, message)
+            return
+        self._last_error[job.id] = message
+        log.warning("job %s: reconcile failed: %s", job.name, message, exc_info=exc)
+        try:
+            self._record_event(job, f"reconcile error (retried every tick): {message}")
+        except Exception:
+            log.exception("cannot record the error of job %s", job.name)
+
+
+def _default_checkpoint(cluster: ClusterRecord, job_name: str) -> str:
+    """``<cluster storage root>/<job>/checkpoint``: a job writes only under its cluster's root."""
+    return f"{cluster.storage_root.rstrip('/')}/{job_name}/checkpoint"
+
+
+def _entrypoint_path(entrypoint: str) -> str:
+    parsed = urlparse(entrypoint)
+    if parsed.scheme == "file":
+        return parsed.path
+    return entrypoint

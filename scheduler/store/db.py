@@ -1,0 +1,126 @@
+"""Engines, sessions and schema migrations of the metadata store.
+
+All SQL lives in the store package. Callers own transactions (``with store.transaction() as s:``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from scheduler.errors import SchemaOutOfDate, StoreError
+
+MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    # Several processes (API, actors) share the file: WAL lets readers run beside one writer.
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=10000")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def make_engine(url: str) -> Engine:
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"timeout": 10})
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    if parsed.get_backend_name() in ("mysql", "mariadb"):
+        query = dict(parsed.query)
+        query.setdefault("charset", "utf8mb4")
+        parsed = parsed.set(query=query)
+        return create_engine(
+            parsed, pool_pre_ping=True, pool_recycle=3600, isolation_level="READ COMMITTED"
+        )
+    return create_engine(url, pool_pre_ping=True)
+
+
+def alembic_config(url: str) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return config
+
+
+class Store:
+    """The metadata store of one node: an engine, a session factory, migrations."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    @cached_property
+    def engine(self) -> Engine:
+        return make_engine(self.url)
+
+    @cached_property
+    def _sessions(self) -> sessionmaker[Session]:
+        return sessionmaker(self.engine, expire_on_commit=False)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A session; translate driver errors into StoreError (domain errors pass through)."""
+        try:
+            with self._sessions() as session:
+                yield session
+        except SQLAlchemyError as exc:
+            raise StoreError(f"metadata store error: {type(exc).__name__}: {exc}") from exc
+
+    @contextmanager
+    def transaction(self) -> Iterator[Session]:
+        with self.session() as session, session.begin():
+            yield session
+
+    # -- migrations ---------------------------------------------------------------------------
+
+    def head_revision(self) -> str | None:
+        return ScriptDirectory.from_config(alembic_config(self.url)).get_current_head()
+
+    def current_revision(self) -> str | None:
+        try:
+            with self.engine.connect() as conn:
+                return MigrationContext.configure(conn).get_current_revision()
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot read the schema version: {exc}") from exc
+
+    def upgrade(self, revision: str = "head") -> None:
+        with self.engine.begin() as conn:
+            config = alembic_config(self.url)
+            config.attributes["connection"] = conn
+            command.upgrade(config, revision)
+
+    def downgrade(self, revision: str = "base") -> None:
+        with self.engine.begin() as conn:
+            config = alembic_config(self.url)
+            config.attributes["connection"] = conn
+            command.downgrade(config, revision)
+
+    def check_schema(self) -> None:
+        """Refuse to run on a schema that is not at the code's head revision."""
+        current, head = self.current_revision(), self.head_revision()
+        if current != head:
+            raise SchemaOutOfDate(
+                f"database schema is at {current or 'nothing'}, this Drover needs {head}: "
+                "run `drover db upgrade`"
+            )
+
+    def dispose(self) -> None:
+        if "engine" in self.__dict__:
+            self.engine.dispose()

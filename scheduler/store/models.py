@@ -1,0 +1,197 @@
+"""The metadata schema (SQLAlchemy 2.x). Only the store package imports this module.
+
+Runs on SQLite (embedded default) and MySQL/MariaDB (utf8mb4). Names are compared byte-wise on
+MySQL (``utf8mb4_bin``): ``Orders`` and ``orders`` are two jobs, as they are on SQLite.
+Timestamps are stored as naive UTC with microseconds and returned as aware UTC.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+)
+from sqlalchemy.dialects import mysql
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+NAME_LENGTH = 128
+
+
+def Name(length: int = NAME_LENGTH) -> Any:  # noqa: N802 - a type factory
+    """A case-sensitive name column type (``utf8mb4_bin`` on MySQL)."""
+    return String(length).with_variant(
+        mysql.VARCHAR(length, charset="utf8mb4", collation="utf8mb4_bin"), "mysql", "mariadb"
+    )
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """Aware UTC datetimes in, aware UTC datetimes out; naive UTC in the database."""
+
+    impl = DateTime
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Any) -> Any:
+        if dialect.name in ("mysql", "mariadb"):
+            return dialect.type_descriptor(mysql.DATETIME(fsp=6))
+        return dialect.type_descriptor(DateTime())
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to the store; use utcnow()")
+        return value.astimezone(UTC).replace(tzinfo=None)
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class Cluster(Base):
+    __tablename__ = "clusters"
+
+    name: Mapped[str] = mapped_column(Name(), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    master_url: Mapped[str] = mapped_column(String(512), default="")
+    rest_url: Mapped[str] = mapped_column(String(512), default="")
+    ui_url: Mapped[str] = mapped_column(String(512), default="")
+    az: Mapped[str] = mapped_column(String(64), default="")
+    cloud: Mapped[str] = mapped_column(String(64), default="")
+    storage_root: Mapped[str] = mapped_column(String(1024))
+    #: NORMAL | VOTE_ABNORMAL | THRESHOLD_ABNORMAL | MANUAL_ABNORMAL (cluster-health issue)
+    health: Mapped[str] = mapped_column(String(32), default="NORMAL")
+    #: most submissions in flight at once on this cluster (0 = unlimited)
+    max_concurrent_submissions: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow, onupdate=utcnow)
+
+
+class Group(Base):
+    __tablename__ = "scheduling_groups"  # GROUPS is a reserved word in MySQL 8
+
+    name: Mapped[str] = mapped_column(Name(), primary_key=True)
+    primary_cluster: Mapped[str] = mapped_column(ForeignKey("clusters.name"))
+    failover_cluster: Mapped[str | None] = mapped_column(ForeignKey("clusters.name"))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow, onupdate=utcnow)
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(Name(), unique=True)
+    group_name: Mapped[str] = mapped_column(ForeignKey("scheduling_groups.name"), index=True)
+    team: Mapped[str] = mapped_column(String(128), default="", index=True)
+    business: Mapped[str] = mapped_column(String(128), default="")
+    priority: Mapped[str] = mapped_column(String(16), default="normal")
+    entrypoint: Mapped[str] = mapped_column(String(1024))
+    args: Mapped[list[str]] = mapped_column(JSON, default=list)
+    conf: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
+    #: explicit checkpoint location; empty = ``<cluster storage root>/<job name>``
+    checkpoint_location: Mapped[str] = mapped_column(String(1024), default="")
+
+    desired_state: Mapped[str] = mapped_column(String(16), index=True)
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    state_reason: Mapped[str] = mapped_column(Text, default="")
+    #: the cluster the job runs on (or last ran on)
+    cluster_name: Mapped[str | None] = mapped_column(ForeignKey("clusters.name"), index=True)
+    current_run_id: Mapped[int | None] = mapped_column(Integer)
+    #: bumped by every restart request: a live run of an older generation is replaced
+    generation: Mapped[int] = mapped_column(Integer, default=0)
+    #: failures before this instant do not count against the restart budget
+    attempts_reset_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    #: restart backoff: do not submit before this instant
+    not_before: Mapped[datetime | None] = mapped_column(UtcDateTime())
+
+    owner: Mapped[str | None] = mapped_column(String(128))
+    owner_epoch: Mapped[int] = mapped_column(BigInteger, default=0)
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+
+    runs: Mapped[list[Run]] = relationship(
+        back_populates="job", cascade="all, delete-orphan", passive_deletes=True
+    )
+
+
+class Run(Base):
+    __tablename__ = "runs"
+    __table_args__ = (Index("ix_runs_job_id_attempt", "job_id", "attempt", unique=True),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    attempt: Mapped[int] = mapped_column(Integer)
+    generation: Mapped[int] = mapped_column(Integer, default=0)
+    cluster_name: Mapped[str] = mapped_column(Name())
+    node_id: Mapped[str] = mapped_column(String(128))
+    owner_epoch: Mapped[int] = mapped_column(BigInteger, default=0)
+    fencing_token: Mapped[str] = mapped_column(String(64), unique=True)
+    app_name: Mapped[str] = mapped_column(String(300))
+    checkpoint_location: Mapped[str] = mapped_column(String(1024), default="")
+    submission_id: Mapped[str | None] = mapped_column(String(256))
+    app_id: Mapped[str | None] = mapped_column(String(256))
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    reason: Mapped[str] = mapped_column(Text, default="")
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    submitted_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    started_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    ended_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+
+    job: Mapped[Job] = relationship(back_populates="runs")
+
+
+class JobEvent(Base):
+    __tablename__ = "job_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    run_id: Mapped[int | None] = mapped_column(Integer)
+    at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    from_state: Mapped[str | None] = mapped_column(String(16))
+    to_state: Mapped[str | None] = mapped_column(String(16))
+    #: what caused it: ``api:start``, ``reconciler``, ``backend`` ...
+    cause: Mapped[str] = mapped_column(String(64))
+    message: Mapped[str] = mapped_column(Text, default="")
+    node_id: Mapped[str] = mapped_column(String(128), default="")
+
+
+class AuditEntry(Base):
+    __tablename__ = "audit_log"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow, index=True)
+    actor: Mapped[str] = mapped_column(String(128))
+    action: Mapped[str] = mapped_column(String(64))
+    target_kind: Mapped[str] = mapped_column(String(32))
+    target_name: Mapped[str] = mapped_column(Name(300))
+    detail: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    node_id: Mapped[str] = mapped_column(String(128), default="")

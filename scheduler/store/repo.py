@@ -1,0 +1,619 @@
+"""Repository functions: every SQL statement of the scheduler. Each takes a session; the caller
+owns the transaction. Writes that act on a job are conditional (``WHERE version = :seen``) and
+raise StaleWrite when the row changed underneath: the caller re-reads and decides again.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from scheduler.errors import AlreadyExists, Conflict, InvalidInput, NotFound, StaleWrite
+from scheduler.records import (
+    AuditRecord,
+    ClusterRecord,
+    EventRecord,
+    GroupRecord,
+    JobRecord,
+    JobSpec,
+    RunRecord,
+)
+from scheduler.states import DesiredState, JobState, Priority, RunState, transition
+from scheduler.store.models import AuditEntry, Cluster, Group, Job, JobEvent, Run, utcnow
+
+# -- conversions --------------------------------------------------------------------------------
+
+
+def _run_record(run: Run, job_name: str) -> RunRecord:
+    return RunRecord(
+        id=run.id,
+        job_name=job_name,
+        attempt=run.attempt,
+        generation=run.generation,
+        cluster=run.cluster_name,
+        node_id=run.node_id,
+        owner_epoch=run.owner_epoch,
+        fencing_token=run.fencing_token,
+        app_name=run.app_name,
+        checkpoint_location=run.checkpoint_location,
+        submission_id=run.submission_id,
+        app_id=run.app_id,
+        state=RunState(run.state),
+        reason=run.reason,
+        exit_code=run.exit_code,
+        created_at=run.created_at,
+        submitted_at=run.submitted_at,
+        started_at=run.started_at,
+        ended_at=run.ended_at,
+    )
+
+
+def _job_record(job: Job, current_run: Run | None = None) -> JobRecord:
+    return JobRecord(
+        id=job.id,
+        name=job.name,
+        group=job.group_name,
+        team=job.team,
+        business=job.business,
+        priority=Priority(job.priority),
+        entrypoint=job.entrypoint,
+        args=tuple(job.args or ()),
+        conf=dict(job.conf or {}),
+        checkpoint_location=job.checkpoint_location,
+        desired_state=DesiredState(job.desired_state),
+        state=JobState(job.state),
+        state_reason=job.state_reason,
+        cluster=job.cluster_name,
+        current_run_id=job.current_run_id,
+        generation=job.generation,
+        attempts_reset_at=job.attempts_reset_at,
+        not_before=job.not_before,
+        owner=job.owner,
+        owner_epoch=job.owner_epoch,
+        version=job.version,
+        created_at=job.created_at,
+        updated_at=job.updated_at,
+        current_run=_run_record(current_run, job.name) if current_run is not None else None,
+    )
+
+
+def _cluster_record(c: Cluster) -> ClusterRecord:
+    return ClusterRecord(
+        name=c.name,
+        kind=c.kind,
+        master_url=c.master_url,
+        rest_url=c.rest_url,
+        ui_url=c.ui_url,
+        az=c.az,
+        cloud=c.cloud,
+        storage_root=c.storage_root,
+        health=c.health,
+        max_concurrent_submissions=c.max_concurrent_submissions,
+    )
+
+
+# -- clusters and groups ------------------------------------------------------------------------
+
+
+def ensure_cluster(session: Session, name: str, **fields: Any) -> ClusterRecord:
+    """Create the cluster if it does not exist (existing ones are left as they are)."""
+    cluster = session.get(Cluster, name)
+    if cluster is None:
+        cluster = Cluster(name=name, **fields)
+        session.add(cluster)
+        session.flush()
+    return _cluster_record(cluster)
+
+
+def ensure_group(
+    session: Session, name: str, primary_cluster: str, failover_cluster: str | None = None
+) -> GroupRecord:
+    group = session.get(Group, name)
+    if group is None:
+        group = Group(name=name, primary_cluster=primary_cluster, failover_cluster=failover_cluster)
+        session.add(group)
+        session.flush()
+    return GroupRecord(group.name, group.primary_cluster, group.failover_cluster)
+
+
+def get_cluster(session: Session, name: str) -> ClusterRecord:
+    cluster = session.get(Cluster, name)
+    if cluster is None:
+        raise NotFound(f"no cluster named {name!r}")
+    return _cluster_record(cluster)
+
+
+def get_group(session: Session, name: str) -> GroupRecord:
+    group = session.get(Group, name)
+    if group is None:
+        raise NotFound(f"no group named {name!r}")
+    return GroupRecord(group.name, group.primary_cluster, group.failover_cluster)
+
+
+def list_groups(session: Session) -> list[GroupRecord]:
+    rows = session.scalars(select(Group).order_by(Group.name))
+    return [GroupRecord(g.name, g.primary_cluster, g.failover_cluster) for g in rows]
+
+
+# -- jobs ---------------------------------------------------------------------------------------
+
+
+def _load_job(session: Session, name: str, *, for_update: bool = False) -> Job:
+    stmt = select(Job).where(Job.name == name)
+    if for_update:
+        stmt = stmt.with_for_update()
+    job = session.scalars(stmt).first()
+    if job is None:
+        raise NotFound(f"no job named {name!r}")
+    return job
+
+
+def _with_run(session: Session, job: Job) -> JobRecord:
+    run = session.get(Run, job.current_run_id) if job.current_run_id is not None else None
+    return _job_record(job, run)
+
+
+def _with_current_runs(session: Session, jobs: list[Job]) -> list[JobRecord]:
+    """Records of ``jobs`` with their current runs, loaded in one query."""
+    run_ids = [j.current_run_id for j in jobs if j.current_run_id is not None]
+    runs = (
+        {r.id: r for r in session.scalars(select(Run).where(Run.id.in_(run_ids)))}
+        if run_ids
+        else {}
+    )
+    return [
+        _job_record(j, runs.get(j.current_run_id) if j.current_run_id is not None else None)
+        for j in jobs
+    ]
+
+
+def get_job(session: Session, name: str) -> JobRecord:
+    return _with_run(session, _load_job(session, name))
+
+
+def create_job(session: Session, spec: JobSpec, *, cause: str, node_id: str) -> JobRecord:
+    if session.get(Group, spec.group) is None:
+        raise InvalidInput(f"no group named {spec.group!r}")
+    if session.scalars(select(Job.id).where(Job.name == spec.name)).first() is not None:
+        raise AlreadyExists(f"a job named {spec.name!r} already exists")
+    now = utcnow()
+    state = JobState.QUEUED if spec.desired_state == DesiredState.RUNNING else JobState.STOPPED
+    job = Job(
+        name=spec.name,
+        group_name=spec.group,
+        team=spec.team,
+        business=spec.business,
+        priority=spec.priority.value,
+        entrypoint=spec.entrypoint,
+        args=list(spec.args),
+        conf=dict(spec.conf),
+        checkpoint_location=spec.checkpoint_location,
+        desired_state=spec.desired_state.value,
+        state=state.value,
+        state_reason="",
+        generation=0,
+        attempts_reset_at=now,
+        owner_epoch=0,
+        version=1,
+        created_at=now,
+        updated_at=now,
+    )
+    session.add(job)
+    try:
+        session.flush()
+    except IntegrityError as exc:  # a concurrent create of the same name
+        raise AlreadyExists(f"a job named {spec.name!r} already exists") from exc
+    _add_event(session, job, None, None, state, cause=cause, message="created", node_id=node_id)
+    return _job_record(job)
+
+
+def list_jobs(
+    session: Session,
+    *,
+    state: JobState | None = None,
+    desired_state: DesiredState | None = None,
+    team: str | None = None,
+    group: str | None = None,
+    cluster: str | None = None,
+    limit: int = 100,
+    offset: int = 0,
+) -> tuple[list[JobRecord], int]:
+    conditions = []
+    if state is not None:
+        conditions.append(Job.state == state.value)
+    if desired_state is not None:
+        conditions.append(Job.desired_state == desired_state.value)
+    if team is not None:
+        conditions.append(Job.team == team)
+    if group is not None:
+        conditions.append(Job.group_name == group)
+    if cluster is not None:
+        conditions.append(Job.cluster_name == cluster)
+    total = session.scalar(select(func.count()).select_from(Job).where(*conditions)) or 0
+    jobs = list(
+        session.scalars(
+            select(Job).where(*conditions).order_by(Job.name).limit(limit).offset(offset)
+        )
+    )
+    records = _with_current_runs(session, jobs)
+    return records, total
+
+
+def _check_version(job: Job, expected_version: int | None) -> None:
+    if expected_version is not None and job.version != expected_version:
+        from scheduler.errors import PreconditionFailed
+
+        raise PreconditionFailed(
+            f"job {job.name!r} is at version {job.version}, not {expected_version}"
+        )
+
+
+SPEC_FIELDS = frozenset(
+    {"team", "business", "priority", "entrypoint", "args", "conf", "checkpoint_location"}
+)
+
+
+def update_job_spec(
+    session: Session,
+    name: str,
+    changes: Mapping[str, Any],
+    *,
+    expected_version: int | None,
+    cause: str,
+    node_id: str,
+) -> JobRecord:
+    """Apply spec changes; they take effect at the job's next run."""
+    unknown = set(changes) - SPEC_FIELDS
+    if unknown:
+        raise InvalidInput(f"fields cannot be changed: {', '.join(sorted(unknown))}")
+    job = _load_job(session, name, for_update=True)
+    _check_version(job, expected_version)
+    for key, value in changes.items():
+        if key == "priority":
+            value = Priority(value).value
+        elif key == "args":
+            value = list(value)
+        elif key == "conf":
+            value = dict(value)
+        setattr(job, key, value)
+    job.version += 1
+    job.updated_at = utcnow()
+    _add_event(
+        session,
+        job,
+        None,
+        None,
+        cause=cause,
+        message="spec changed: " + ", ".join(sorted(changes)),
+        node_id=node_id,
+    )
+    return _with_run(session, job)
+
+
+def apply_command(
+    session: Session,
+    name: str,
+    *,
+    desired: DesiredState,
+    state: JobState | None,
+    bump_generation: bool,
+    reset_attempts: bool,
+    expected_version: int | None,
+    cause: str,
+    node_id: str,
+    message: str,
+) -> JobRecord:
+    """Record an operator's start/stop/restart (decided by ``states.command_effect``)."""
+    job = _load_job(session, name, for_update=True)
+    _check_version(job, expected_version)
+    now = utcnow()
+    old_state = JobState(job.state)
+    job.desired_state = desired.value
+    if bump_generation:
+        job.generation += 1
+    if reset_attempts:
+        job.attempts_reset_at = now
+        job.not_before = None
+    if state is not None and state != old_state:
+        job.state = transition(old_state, state).value
+        job.state_reason = message
+    job.version += 1
+    job.updated_at = now
+    _add_event(
+        session,
+        job,
+        job.current_run_id,
+        old_state,
+        state,
+        cause=cause,
+        message=message,
+        node_id=node_id,
+    )
+    return _with_run(session, job)
+
+
+def delete_job(
+    session: Session, name: str, *, expected_version: int | None, refuse_if_running: bool = True
+) -> JobRecord:
+    job = _load_job(session, name, for_update=True)
+    _check_version(job, expected_version)
+    record = _with_run(session, job)
+    if refuse_if_running and (
+        job.desired_state == DesiredState.RUNNING or JobState(job.state).has_live_run
+    ):
+        raise Conflict(
+            f"job {name!r} is {job.state} (desired {job.desired_state}): stop it before deleting"
+        )
+    session.delete(job)
+    session.flush()
+    return record
+
+
+def jobs_to_reconcile(session: Session, groups: Iterable[str] | None) -> list[JobRecord]:
+    """Jobs that may need work: desired RUNNING, or not yet at rest."""
+    at_rest = [s.value for s in (JobState.STOPPED, JobState.FINISHED, JobState.FAILED)]
+    stmt = select(Job).where(
+        (Job.desired_state == DesiredState.RUNNING.value) | Job.state.not_in(at_rest)
+    )
+    if groups is not None:
+        stmt = stmt.where(Job.group_name.in_(list(groups)))
+    jobs = list(session.scalars(stmt.order_by(Job.id)))
+    return _with_current_runs(session, jobs)
+
+
+def transition_job(
+    session: Session,
+    job: JobRecord,
+    new_state: JobState,
+    *,
+    reason: str,
+    cause: str,
+    node_id: str,
+    run_id: int | None = None,
+    **fields: Any,
+) -> int:
+    """Conditionally move ``job`` (as last read) to ``new_state``; returns the new version.
+
+    The write only lands if the job is still at the version the caller read: a concurrent API
+    write or another node's action makes it raise StaleWrite, and nothing is changed.
+    """
+    transition(job.state, new_state)
+    values: dict[str, Any] = {
+        "state": new_state.value,
+        "version": job.version + 1,
+        "updated_at": utcnow(),
+        **fields,
+    }
+    if new_state != job.state:
+        values["state_reason"] = reason
+    result = session.execute(
+        update(Job).where(Job.id == job.id, Job.version == job.version).values(**values)
+    )
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        raise StaleWrite(f"job {job.name!r} changed since version {job.version}")
+    if new_state != job.state:
+        session.add(
+            JobEvent(
+                job_id=job.id,
+                run_id=run_id if run_id is not None else job.current_run_id,
+                from_state=job.state.value,
+                to_state=new_state.value,
+                cause=cause,
+                message=reason,
+                node_id=node_id,
+            )
+        )
+    return job.version + 1
+
+
+def _add_event(
+    session: Session,
+    job: Job,
+    run_id: int | None,
+    from_state: JobState | None,
+    to_state: JobState | None = None,
+    *,
+    cause: str,
+    message: str,
+    node_id: str,
+) -> None:
+    session.add(
+        JobEvent(
+            job_id=job.id,
+            run_id=run_id,
+            from_state=from_state.value if from_state else None,
+            to_state=to_state.value if to_state else None,
+            cause=cause,
+            message=message,
+            node_id=node_id,
+        )
+    )
+
+
+def add_job_event(
+    session: Session,
+    job: JobRecord,
+    *,
+    cause: str,
+    message: str,
+    node_id: str,
+    run_id: int | None = None,
+) -> None:
+    """An event that is not a state change (a warning, a retry, an adopted application)."""
+    session.add(
+        JobEvent(
+            job_id=job.id,
+            run_id=run_id if run_id is not None else job.current_run_id,
+            cause=cause,
+            message=message,
+            node_id=node_id,
+        )
+    )
+
+
+# -- runs ---------------------------------------------------------------------------------------
+
+
+def create_run(
+    session: Session,
+    job: JobRecord,
+    *,
+    cluster: str,
+    node_id: str,
+    owner_epoch: int,
+    checkpoint_location: str,
+    app_name_for: Any,
+) -> RunRecord:
+    """Record the intent to submit a new run (state SUBMITTING) with a fresh fencing token."""
+    last = session.scalar(select(func.max(Run.attempt)).where(Run.job_id == job.id)) or 0
+    run = Run(
+        job_id=job.id,
+        attempt=last + 1,
+        generation=job.generation,
+        cluster_name=cluster,
+        node_id=node_id,
+        owner_epoch=owner_epoch,
+        fencing_token=secrets.token_hex(16),
+        app_name="",
+        checkpoint_location=checkpoint_location,
+        state=RunState.SUBMITTING.value,
+        reason="",
+        created_at=utcnow(),
+    )
+    session.add(run)
+    session.flush()
+    run.app_name = app_name_for(job.name, run.id)
+    session.flush()
+    return _run_record(run, job.name)
+
+
+RUN_FIELDS = frozenset(
+    {
+        "submission_id",
+        "app_id",
+        "state",
+        "reason",
+        "exit_code",
+        "submitted_at",
+        "started_at",
+        "ended_at",
+    }
+)
+
+
+def update_run(session: Session, run: RunRecord, **fields: Any) -> RunRecord:
+    unknown = set(fields) - RUN_FIELDS
+    if unknown:
+        raise ValueError(f"not run fields: {sorted(unknown)}")
+    row = session.get(Run, run.id)
+    if row is None:
+        raise NotFound(f"no run {run.id}")
+    if RunState(row.state).is_final:
+        raise StaleWrite(f"run {run.id} is already closed ({row.state})")
+    for key, value in fields.items():
+        setattr(row, key, value.value if isinstance(value, RunState) else value)
+    session.flush()
+    return _run_record(row, run.job_name)
+
+
+def list_runs(
+    session: Session, name: str, *, limit: int = 100, offset: int = 0
+) -> tuple[list[RunRecord], int]:
+    job = _load_job(session, name)
+    total = session.scalar(select(func.count()).select_from(Run).where(Run.job_id == job.id)) or 0
+    rows = session.scalars(
+        select(Run)
+        .where(Run.job_id == job.id)
+        .order_by(Run.attempt.desc())
+        .limit(limit)
+        .offset(offset)
+    )
+    return [_run_record(r, name) for r in rows], total
+
+
+def failures_since(
+    session: Session, job: JobRecord, since: datetime
+) -> tuple[int, datetime | None]:
+    """Runs that ended on their own (not killed by Drover) since ``since``, and the last end."""
+    counted = [RunState.FAILED.value, RunState.FINISHED.value, RunState.LOST.value]
+    row = session.execute(
+        select(func.count(), func.max(Run.ended_at)).where(
+            Run.job_id == job.id, Run.state.in_(counted), Run.ended_at >= since
+        )
+    ).one()
+    last = row[1]
+    return int(row[0]), last
+
+
+# -- events and audit ---------------------------------------------------------------------------
+
+
+def list_events(
+    session: Session, name: str, *, limit: int = 100, offset: int = 0
+) -> tuple[list[EventRecord], int]:
+    job = _load_job(session, name)
+    total = (
+        session.scalar(select(func.count()).select_from(JobEvent).where(JobEvent.job_id == job.id))
+        or 0
+    )
+    rows = session.scalars(
+        select(JobEvent)
+        .where(JobEvent.job_id == job.id)
+        .order_by(JobEvent.id.desc())
+        .limit(limit)
+        .offset(offset)
+    )
+    return [
+        EventRecord(
+            e.id, name, e.run_id, e.at, e.from_state, e.to_state, e.cause, e.message, e.node_id
+        )
+        for e in rows
+    ], total
+
+
+def add_audit(
+    session: Session,
+    *,
+    actor: str,
+    action: str,
+    target_kind: str,
+    target_name: str,
+    detail: Mapping[str, Any] | None = None,
+    node_id: str = "",
+) -> None:
+    session.add(
+        AuditEntry(
+            actor=actor,
+            action=action,
+            target_kind=target_kind,
+            target_name=target_name,
+            detail=dict(detail or {}),
+            node_id=node_id,
+        )
+    )
+
+
+def list_audit(session: Session, *, limit: int = 100, offset: int = 0) -> list[AuditRecord]:
+    rows = session.scalars(
+        select(AuditEntry).order_by(AuditEntry.id.desc()).limit(limit).offset(offset)
+    )
+    return [
+        AuditRecord(
+            a.id, a.at, a.actor, a.action, a.target_kind, a.target_name, dict(a.detail), a.node_id
+        )
+        for a in rows
+    ]
+
+
+def table_counts(session: Session) -> dict[str, int]:
+    """Row counts of the main tables (used by tests to prove bad input changed nothing)."""
+    return {
+        model.__tablename__: session.scalar(select(func.count()).select_from(model)) or 0
+        for model in (Cluster, Group, Job, Run, JobEvent, AuditEntry)
+    }

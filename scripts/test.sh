@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Everything `make test` checks: set up .venv, start the real services (stopped again on exit),
+# then ruff, mypy, the compose file and pytest. Each check runs even when an earlier one failed;
+# the summary lists them all and the exit status is non-zero if any failed (pytest's exit 5,
+# "no tests collected", counts as a failure). Extra arguments go to pytest:
+#   scripts/test.sh tests/integration -x
+# KEEP_SERVICES=1 leaves the services running afterwards (stop them with scripts/services.sh down).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+export LC_ALL=C
+export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 # every Ray port on 127.0.0.1 (RUNTIME-NOTES)
+export SPARK_CLUSTERS=${SPARK_CLUSTERS:-1}
+# the packages that exist (bench/ and friends may not, e.g. in a fresh clone before anything is in them)
+LINT_PATHS=()
+for path in scheduler api tests pipelines migrations bench scripts; do
+    [[ -e $path ]] && LINT_PATHS+=("$path")
+done
+
+banner() { printf '\n==> %s\n' "$*"; }
+since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1fs", b - a }'; }
+
+STEPS=()
+RESULTS=()
+FAILED=0
+# step NAME CMD... : run a check, remember how it went, never stop the script.
+step() {
+    local name=$1 t0=$EPOCHREALTIME rc=0
+    shift
+    banner "$name: $*"
+    "$@" || rc=$?
+    STEPS+=("$name")
+    if ((rc == 0)); then
+        RESULTS+=("ok      $(since "$t0")")
+    else
+        local why=""
+        if [[ $name == pytest && $rc == 5 ]]; then why=" (no tests collected)"; fi
+        RESULTS+=("FAILED  $(since "$t0")  exit $rc$why")
+        FAILED=1
+    fi
+}
+
+stop_services() {
+    local rc=$?
+    if [[ ${KEEP_SERVICES:-0} == 1 ]]; then
+        banner "services left running (KEEP_SERVICES=1); stop them with scripts/services.sh down"
+    else
+        banner "stopping services"
+        scripts/services.sh down || rc=1
+    fi
+    exit "$rc"
+}
+
+ensure_docker_compose() {
+    command -v docker-compose >/dev/null && return 0
+    [[ $EUID -eq 0 ]] || { echo "docker-compose is missing (apt-get install docker-compose)" >&2; return 1; }
+    echo "installing docker-compose (only to validate docker-compose.yml; no Docker engine needed)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-compose \
+        >/dev/null 2>&1 || {
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null &&
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-compose \
+                >/dev/null
+    }
+}
+
+compose_config() { ensure_docker_compose && docker-compose -f docker-compose.yml config -q; }
+
+run_pytest() {
+    set -a
+    # shellcheck source=/dev/null
+    . var/services/env
+    set +a
+    .venv/bin/pytest -q -ra "$@"
+}
+
+T0=$EPOCHREALTIME
+banner "setup"
+scripts/setup.sh
+trap stop_services EXIT
+banner "services (SPARK_CLUSTERS=$SPARK_CLUSTERS)"
+scripts/services.sh up
+
+step ruff .venv/bin/ruff check "${LINT_PATHS[@]}"
+step mypy .venv/bin/mypy
+step compose compose_config
+step pytest run_pytest "$@"
+
+banner "summary ($(since "$T0") in all)"
+for i in "${!STEPS[@]}"; do printf '  %-8s %s\n' "${STEPS[$i]}" "${RESULTS[$i]}"; done
+if ((FAILED)); then
+    echo "  => FAILED"
+    exit 1
+fi
+echo "  => all checks passed"

@@ -1,0 +1,43 @@
+"""A metadata store on SQLite or on the real MariaDB, migrated to head, with the defaults."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from scheduler.bootstrap import ensure_defaults
+from scheduler.config import Settings
+from scheduler.store.db import Store
+
+BACKENDS = ["sqlite", "mysql"]
+
+
+def database_url(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A URL of an empty database of ``kind`` (the MySQL one is dropped after the test)."""
+    if kind == "sqlite":
+        return f"sqlite:///{tmp_path / 'drover.db'}"
+    fresh_mysql_url: Callable[[], str] = request.getfixturevalue("fresh_mysql_url")
+    return fresh_mysql_url()
+
+
+@pytest.fixture(params=BACKENDS)
+def empty_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """A store on an empty database (no schema yet)."""
+    store = Store(database_url(request.param, request, tmp_path))
+    yield store
+    store.dispose()
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(data_dir=tmp_path / "data", node_id="test-node")
+
+
+@pytest.fixture
+def store(empty_store: Store, settings: Settings) -> Store:
+    """A store migrated to head with the local cluster and the default group."""
+    empty_store.upgrade()
+    ensure_defaults(empty_store, settings)
+    return empty_store

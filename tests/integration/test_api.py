@@ -1,0 +1,333 @@
+"""The REST API on a real store (SQLite and MariaDB): the job lifecycle contract, and bad input
+that gets a problem document and changes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from api.deps import NodeContext
+from scheduler.config import Settings
+from scheduler.store import repo
+from scheduler.store.db import Store
+
+pytestmark = pytest.mark.integration
+
+PIPELINE = "/opt/pipelines/p.py"
+
+
+@pytest.fixture
+def nudged() -> list[str]:
+    return []
+
+
+@pytest.fixture
+def client(store: Store, settings: Settings, nudged: list[str]) -> Iterator[TestClient]:
+    app = create_app(NodeContext(settings, store, nudge=nudged.append))
+    with TestClient(app, raise_server_exceptions=True) as c:
+        yield c
+
+
+def snapshot(store: Store) -> dict[str, Any]:
+    """Everything a bad request must leave as it was."""
+    with store.session() as s:
+        jobs, _ = repo.list_jobs(s, limit=1000)
+        return {
+            "counts": repo.table_counts(s),
+            "jobs": [(j.name, j.version, j.state, j.desired_state, j.updated_at) for j in jobs],
+        }
+
+
+def create(client: TestClient, name: str = "orders-enrich", **extra: Any) -> dict[str, Any]:
+    response = client.post("/v1/jobs", json={"name": name, "entrypoint": PIPELINE, **extra})
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def test_create_read_list_update_delete(
+    client: TestClient, store: Store, nudged: list[str]
+) -> None:
+    job = create(
+        client,
+        team="ads",
+        business="ads-bu",
+        priority="high",
+        args=["--x", "1"],
+        conf={"spark.sql.shuffle.partitions": "4"},
+    )
+    assert job["group"] == "default" and job["state"] == "STOPPED"
+    assert job["desired_state"] == "STOPPED" and job["version"] == 1
+    assert set(job) >= {
+        "name",
+        "group",
+        "team",
+        "business",
+        "priority",
+        "entrypoint",
+        "args",
+        "conf",
+        "desired_state",
+        "state",
+        "cluster",
+        "owner",
+        "current_run",
+        "version",
+        "created_at",
+        "updated_at",
+    }
+    create(client, "café-订单", team="pay")
+    got = client.get("/v1/jobs/café-订单")
+    assert got.status_code == 200 and got.headers["etag"] == '"1"'
+
+    page = client.get("/v1/jobs", params={"team": "ads"}).json()
+    assert page["count"] == 1 and page["data"][0]["name"] == "orders-enrich"
+    page = client.get("/v1/jobs", params={"limit": 1, "offset": 1}).json()
+    assert page["count"] == 2 and len(page["data"]) == 1
+    assert client.get("/v1/jobs", params={"state": "RUNNING"}).json()["count"] == 0
+    assert (
+        client.get("/v1/jobs", params={"group": "default", "cluster": "local"}).json()["count"] == 0
+    )
+
+    patched = client.patch(
+        "/v1/jobs/orders-enrich", json={"args": ["--y"]}, headers={"If-Match": '"1"'}
+    )
+    assert patched.status_code == 200 and patched.json()["args"] == ["--y"]
+    assert patched.json()["version"] == 2
+
+    started = client.post("/v1/jobs/orders-enrich/start")
+    assert started.status_code == 202
+    assert started.json()["desired_state"] == "RUNNING" and started.json()["state"] == "QUEUED"
+    assert nudged[-1] == "default"
+    stopped = client.post("/v1/jobs/orders-enrich/stop").json()
+    assert stopped["desired_state"] == "STOPPED" and stopped["state"] == "STOPPED"
+
+    events = client.get("/v1/jobs/orders-enrich/events").json()
+    assert [(e["from_state"], e["to_state"]) for e in reversed(events["data"])] == [
+        (None, "STOPPED"),
+        (None, None),
+        ("STOPPED", "QUEUED"),
+        ("QUEUED", "STOPPED"),
+    ]
+    assert client.get("/v1/jobs/orders-enrich/runs").json() == {
+        "data": [],
+        "count": 0,
+        "limit": 100,
+        "offset": 0,
+    }
+    assert client.delete("/v1/jobs/orders-enrich").status_code == 204
+    assert client.get("/v1/jobs/orders-enrich").status_code == 404
+    with store.session() as s:
+        actions = [a.action for a in repo.list_audit(s)]
+    assert actions[::-1] == [
+        "job.create",
+        "job.create",
+        "job.update",
+        "job.start",
+        "job.stop",
+        "job.delete",
+    ]
+
+
+BAD_REQUESTS: list[tuple[str, str, str, dict[str, Any] | None, int, str]] = [
+    # (id, method, path, json body, status, problem kind)
+    (
+        "name with space",
+        "POST",
+        "/v1/jobs",
+        {"name": "a b", "entrypoint": PIPELINE},
+        422,
+        "invalid-input",
+    ),
+    ("empty name", "POST", "/v1/jobs", {"name": "", "entrypoint": PIPELINE}, 422, "invalid-input"),
+    (
+        "name too long",
+        "POST",
+        "/v1/jobs",
+        {"name": "x" * 129, "entrypoint": PIPELINE},
+        422,
+        "invalid-input",
+    ),
+    (
+        "slash in name",
+        "POST",
+        "/v1/jobs",
+        {"name": "a/b", "entrypoint": PIPELINE},
+        422,
+        "invalid-input",
+    ),
+    (
+        "unknown field",
+        "POST",
+        "/v1/jobs",
+        {"name": "n", "entrypoint": PIPELINE, "replicas": 3},
+        422,
+        "invalid-input",
+    ),
+    (
+        "read-only field",
+        "POST",
+        "/v1/jobs",
+        {"name": "n", "entrypoint": PIPELINE, "state": "RUNNING"},
+        422,
+        "invalid-input",
+    ),
+    (
+        "args not a list",
+        "POST",
+        "/v1/jobs",
+        {"name": "n", "entrypoint": PIPELINE, "args": "--x"},
+        422,
+        "invalid-input",
+    ),
+    (
+        "arg not a string",
+        "POST",
+        "/v1/jobs",
+        {"name": "n", "entrypoint": PIPELINE, "args": [1]},
+        422,
+        "invalid-input",
+    ),
+    (
+        "conf value not a string",
+        "POST",
+        "/v1/jobs",
+        {"name": "n", "entrypoint": PIPELINE, "conf": {"a": 1}},
+        422,
+        "invalid-input",
+    ),
+    (
+        "bad priority",
+        "POST",
+        "/v1/jobs",
+        {"name": "n", "entrypoint": PIPELINE, "priority": "urgent"},
+        422,
+        "invalid-input",
+    ),
+    (
+        "bad desired state",
+        "POST",
+        "/v1/jobs",
+        {"name": "n", "entrypoint": PIPELINE, "desired_state": "PAUSED"},
+        422,
+        "invalid-input",
+    ),
+    (
+        "entrypoint not python",
+        "POST",
+        "/v1/jobs",
+        {"name": "n", "entrypoint": "/x/job.jar"},
+        422,
+        "invalid-input",
+    ),
+    (
+        "entrypoint remote",
+        "POST",
+        "/v1/jobs",
+        {"name": "n", "entrypoint": "http://x/p.py"},
+        422,
+        "invalid-input",
+    ),
+    ("missing entrypoint", "POST", "/v1/jobs", {"name": "n"}, 422, "invalid-input"),
+    (
+        "unknown group",
+        "POST",
+        "/v1/jobs",
+        {"name": "n", "entrypoint": PIPELINE, "group": "nope"},
+        422,
+        "invalid-input",
+    ),
+    (
+        "duplicate name",
+        "POST",
+        "/v1/jobs",
+        {"name": "existing", "entrypoint": PIPELINE},
+        409,
+        "already-exists",
+    ),
+    ("body not json object", "POST", "/v1/jobs", None, 422, "invalid-input"),
+    ("unknown job get", "GET", "/v1/jobs/nope", None, 404, "not-found"),
+    ("unknown job start", "POST", "/v1/jobs/nope/start", None, 404, "not-found"),
+    ("unknown job patch", "PATCH", "/v1/jobs/nope", {"team": "t"}, 404, "not-found"),
+    ("unknown job delete", "DELETE", "/v1/jobs/nope", None, 404, "not-found"),
+    ("unknown job runs", "GET", "/v1/jobs/nope/runs", None, 404, "not-found"),
+    ("unknown job events", "GET", "/v1/jobs/nope/events", None, 404, "not-found"),
+    ("invalid name in path", "GET", "/v1/jobs/a%20b", None, 422, "invalid-input"),
+    ("stop a stopped job", "POST", "/v1/jobs/existing/stop", None, 409, "illegal-transition"),
+    ("restart a stopped job", "POST", "/v1/jobs/existing/restart", None, 409, "illegal-transition"),
+    ("start a started job", "POST", "/v1/jobs/running/start", None, 409, "illegal-transition"),
+    ("delete a running job", "DELETE", "/v1/jobs/running", None, 409, "conflict"),
+    (
+        "patch read-only state",
+        "PATCH",
+        "/v1/jobs/existing",
+        {"state": "RUNNING"},
+        422,
+        "invalid-input",
+    ),
+    ("patch unknown field", "PATCH", "/v1/jobs/existing", {"owner": "me"}, 422, "invalid-input"),
+    ("patch null", "PATCH", "/v1/jobs/existing", {"team": None}, 422, "invalid-input"),
+    ("patch nothing", "PATCH", "/v1/jobs/existing", {}, 422, "invalid-input"),
+    ("patch wrong type", "PATCH", "/v1/jobs/existing", {"conf": ["a"]}, 422, "invalid-input"),
+    ("bad state filter", "GET", "/v1/jobs?state=SLEEPING", None, 422, "invalid-input"),
+    ("bad limit", "GET", "/v1/jobs?limit=0", None, 422, "invalid-input"),
+    ("unknown route", "GET", "/v1/nothing", None, 404, "not-found"),
+]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "status", "kind"),
+    [pytest.param(*case[1:], id=case[0]) for case in BAD_REQUESTS],
+)
+def test_bad_input_gets_a_problem_document_and_changes_nothing(
+    client: TestClient,
+    store: Store,
+    method: str,
+    path: str,
+    body: dict[str, Any] | None,
+    status: int,
+    kind: str,
+) -> None:
+    create(client, "existing")
+    create(client, "running", desired_state="RUNNING")
+    before = snapshot(store)
+    if body is None and method == "POST" and path == "/v1/jobs":
+        response = client.request(
+            method, path, content=b"[1, 2]", headers={"content-type": "application/json"}
+        )
+    else:
+        response = client.request(method, path, json=body)
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    problem = response.json()
+    assert problem["status"] == status
+    assert problem["type"] == f"urn:drover:problem:{kind}"
+    assert problem["title"] and problem["detail"] and problem["instance"]
+    assert snapshot(store) == before
+
+
+def test_stale_if_match_is_refused_and_changes_nothing(client: TestClient, store: Store) -> None:
+    create(client, "j")
+    client.patch("/v1/jobs/j", json={"team": "a"})
+    before = snapshot(store)
+    for method, path, body in [
+        ("PATCH", "/v1/jobs/j", {"team": "b"}),
+        ("POST", "/v1/jobs/j/start", None),
+        ("DELETE", "/v1/jobs/j", None),
+    ]:
+        response = client.request(method, path, json=body, headers={"If-Match": '"1"'})
+        assert response.status_code == 412, response.text
+        assert response.json()["type"] == "urn:drover:problem:precondition-failed"
+    bad = client.patch("/v1/jobs/j", json={"team": "b"}, headers={"If-Match": "yesterday"})
+    assert bad.status_code == 422
+    assert snapshot(store) == before
+
+
+def test_openapi_and_health(client: TestClient) -> None:
+    spec = client.get("/openapi.json").json()
+    assert "/v1/jobs/{name}/restart" in spec["paths"]
+    assert client.get("/healthz").json()["status"] == "ok"
+    assert client.get("/readyz").json()["status"] == "ready"

@@ -1,0 +1,151 @@
+"""The metadata store on SQLite and on real MariaDB: migrations, repository, fenced writes."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from scheduler.backends.base import app_name_for
+from scheduler.errors import AlreadyExists, Conflict, NotFound, StaleWrite
+from scheduler.ownership import name_crc32
+from scheduler.records import JobSpec
+from scheduler.states import DesiredState, JobState, RunState
+from scheduler.store import repo
+from scheduler.store.db import Store
+from scheduler.store.models import Base
+
+pytestmark = pytest.mark.integration
+
+TABLES = {"clusters", "scheduling_groups", "jobs", "runs", "job_events", "audit_log"}
+
+
+def _tables(store: Store) -> set[str]:
+    return set(sa.inspect(store.engine).get_table_names()) - {"alembic_version"}
+
+
+def test_upgrade_downgrade_upgrade(empty_store: Store) -> None:
+    empty_store.upgrade()
+    assert _tables(empty_store) == TABLES
+    assert empty_store.current_revision() == empty_store.head_revision()
+    empty_store.downgrade("base")
+    assert _tables(empty_store) == set()
+    assert empty_store.current_revision() is None
+    empty_store.upgrade()
+    assert _tables(empty_store) == TABLES
+    empty_store.check_schema()
+
+
+def test_migrations_match_the_models(store: Store) -> None:
+    with store.engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    assert diff == []
+
+
+def test_out_of_date_schema_is_refused_with_the_command_to_run(empty_store: Store) -> None:
+    from scheduler.errors import SchemaOutOfDate
+
+    with pytest.raises(SchemaOutOfDate, match="drover db upgrade"):
+        empty_store.check_schema()
+
+
+def _create(store: Store, name: str, **kw: object) -> None:
+    with store.transaction() as s:
+        repo.create_job(s, JobSpec(name=name, entrypoint="/p.py", **kw), cause="t", node_id="n")  # type: ignore[arg-type]
+
+
+def test_job_names_are_case_sensitive_unicode_identities(store: Store) -> None:
+    for name in ("orders", "Orders", "café-订单"):
+        _create(store, name)
+    with pytest.raises(AlreadyExists):
+        _create(store, "café-订单")
+    with store.session() as s:
+        jobs, count = repo.list_jobs(s)
+        assert count == 3
+        assert {j.name for j in jobs} == {"orders", "Orders", "café-订单"}
+        assert repo.get_job(s, "café-订单").name == "café-订单"
+
+
+def test_crc32_in_sql_matches_the_ownership_hash(store: Store) -> None:
+    names = ["orders-enrich", "café-订单", "ÄÖÜ.x_y"]
+    for name in names:
+        _create(store, name)
+    with store.session() as s:
+        assert sorted(j.name for j in repo.list_jobs(s)[0]) == sorted(names)
+    if store.engine.dialect.name != "sqlite":  # SQLite has no CRC32(); MySQL selects by it
+        with store.engine.connect() as conn:
+            rows = dict(conn.execute(sa.text("SELECT name, CRC32(name) FROM jobs")).all())
+        assert rows == {n: name_crc32(n) for n in names}
+
+
+def test_conditional_transition_refuses_a_stale_version(store: Store) -> None:
+    _create(store, "j", desired_state=DesiredState.RUNNING)
+    with store.session() as s:
+        seen = repo.get_job(s, "j")
+    assert seen.state == JobState.QUEUED
+    with store.transaction() as s:
+        repo.transition_job(s, seen, JobState.SUBMITTING, reason="r", cause="t", node_id="n")
+    with pytest.raises(StaleWrite), store.transaction() as s:
+        repo.transition_job(s, seen, JobState.STOPPED, reason="late", cause="t", node_id="n")
+    with store.session() as s:
+        now = repo.get_job(s, "j")
+        events, _ = repo.list_events(s, "j")
+    assert (now.state, now.version) == (JobState.SUBMITTING, seen.version + 1)
+    assert [(e.from_state, e.to_state) for e in events] == [
+        ("QUEUED", "SUBMITTING"),
+        (None, "QUEUED"),
+    ]
+
+
+def test_runs_history_timestamps_and_failure_window(store: Store) -> None:
+    _create(store, "j", desired_state=DesiredState.RUNNING)
+    with store.transaction() as s:
+        job = repo.get_job(s, "j")
+        run = repo.create_run(
+            s,
+            job,
+            cluster="local",
+            node_id="n",
+            owner_epoch=0,
+            checkpoint_location="file:///c",
+            app_name_for=app_name_for,
+        )
+    assert run.app_name == f"drover:j:{run.id}" and run.attempt == 1
+    ended = datetime(2030, 1, 2, 3, 4, 5, 123456, tzinfo=UTC)
+    with store.transaction() as s:
+        repo.update_run(
+            s, run, state=RunState.FAILED, reason="exit code 1", exit_code=1, ended_at=ended
+        )
+        with pytest.raises(StaleWrite):
+            repo.update_run(s, run, state=RunState.RUNNING)
+    with store.session() as s:
+        runs, count = repo.list_runs(s, "j")
+        assert count == 1 and runs[0].ended_at == ended  # microseconds and UTC survive
+        assert repo.failures_since(s, job, ended - timedelta(seconds=1)) == (1, ended)
+        assert repo.failures_since(s, job, ended + timedelta(seconds=1))[0] == 0
+
+
+def test_delete_refuses_a_running_job_and_cascades(store: Store) -> None:
+    _create(store, "j", desired_state=DesiredState.RUNNING)
+    with pytest.raises(Conflict), store.transaction() as s:
+        repo.delete_job(s, "j", expected_version=None)
+    with store.transaction() as s:
+        job = repo.get_job(s, "j")
+        repo.create_run(
+            s,
+            job,
+            cluster="local",
+            node_id="n",
+            owner_epoch=0,
+            checkpoint_location="",
+            app_name_for=app_name_for,
+        )
+        repo.delete_job(s, "j", expected_version=None, refuse_if_running=False)
+    with store.session() as s:
+        counts = repo.table_counts(s)
+        with pytest.raises(NotFound):
+            repo.get_job(s, "j")
+    assert counts["jobs"] == counts["runs"] == counts["job_events"] == 0

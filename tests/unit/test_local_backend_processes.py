@@ -1,0 +1,290 @@
+"""LocalSparkSubmitBackend's process handling against a fake spark-submit (no JVM, ~1 s total).
+
+The fake ``$SPARK_HOME/bin/spark-submit`` records its arguments, skips the options and runs the
+entry point with ``$PYSPARK_PYTHON`` as a child (like the real one, whose JVM runs the Python
+driver as a child), so the session holds three processes: wrapper, "spark-submit", "driver".
+The real thing is covered by tests/integration/test_local_backend.py.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from scheduler.backends.base import AppState, SubmitRequest
+from scheduler.backends.local import (
+    INDEX_DIR,
+    LocalSparkSubmitBackend,
+    _describe_exit,
+    _last_error_line,
+    _LogScan,
+)
+from scheduler.errors import ClusterUnreachable, SubmissionRejected
+
+T = TypeVar("T")
+
+FAKE_SPARK_SUBMIT = """\
+#!/bin/sh
+printf '%s\\n' "$@" > argv.txt
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --*) shift 2 ;;
+    *) break ;;
+  esac
+done
+"$PYSPARK_PYTHON" "$@"
+"""
+
+STARTED = "26/11/21 22:40:57 INFO BlockManager: Initialized BlockManager: BlockManagerId(driver, x)"
+
+
+def wait_for(condition: Callable[[], T], timeout: float = 10.0) -> T:
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+    return value
+
+
+def session_pids(sid: int) -> list[int]:
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                raw = Path(entry.path, "stat").read_bytes()
+            except OSError:
+                continue
+            fields = raw[raw.rindex(b")") + 2 :].split()
+            if int(fields[3]) == sid and fields[0] != b"Z":
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture
+def spark_home(tmp_path: Path) -> Path:
+    home = tmp_path / "spark"
+    (home / "bin").mkdir(parents=True)
+    script = home / "bin" / "spark-submit"
+    script.write_text(FAKE_SPARK_SUBMIT)
+    script.chmod(0o755)
+    return home
+
+
+@pytest.fixture
+def backend(spark_home: Path, tmp_path: Path) -> Iterator[LocalSparkSubmitBackend]:
+    runs = tmp_path / "runs"
+    backend = LocalSparkSubmitBackend(spark_home, runs, kill_grace_s=0.5)
+    yield backend
+    backend.close()
+    prefix = f"DROVER_RUN_DIR={backend.runs_dir}/".encode()
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                environ = Path(entry.path, "environ").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if any(item.startswith(prefix) for item in environ):
+                try:
+                    os.kill(int(entry.name), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+
+def pipeline(tmp_path: Path, name: str, body: str) -> str:
+    path = tmp_path / f"{name}.py"
+    path.write_text(textwrap.dedent(body))
+    return str(path)
+
+
+def request(entrypoint: str, run_id: int = 1, **kwargs: object) -> SubmitRequest:
+    return SubmitRequest(
+        job_name="job",
+        run_id=run_id,
+        fencing_token=f"tok{run_id}",
+        entrypoint=entrypoint,
+        checkpoint_location="/ckpt",
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def test_lifecycle_running_then_killed(backend: LocalSparkSubmitBackend, tmp_path: Path) -> None:
+    entry = pipeline(
+        tmp_path,
+        "forever",
+        f"""
+        import os, sys, time
+        print({STARTED!r}, file=sys.stderr, flush=True)
+        print("drover-runtime: started app_id=local-1795300856922 job=job run_id=1", flush=True)
+        print("env", os.environ["DROVER_JOB"], os.environ["DROVER_FENCING_TOKEN"], flush=True)
+        time.sleep(600)
+        """,
+    )
+    sub = backend.submit(request(entry, conf={"spark.app.name": "nope", "a.b": "c"}, args=["x"]))
+    sid = int(sub.submission_id.split("-")[1])
+    status = wait_for(lambda: (s := backend.status(sub.submission_id)).app_id and s)
+    assert status.state is AppState.RUNNING
+    assert status.app_id == "local-1795300856922"
+
+    run_dir = backend.runs_dir / "job" / "1"
+    argv = (run_dir / "argv.txt").read_text().splitlines()
+    assert argv[:4] == ["--master", "local[2]", "--name", "drover:job:1"]
+    assert "a.b=c" in argv and "spark.drover.fencingToken=tok1" in argv
+    assert "spark.drover.checkpointLocation=/ckpt" in argv
+    assert "spark.driver.bindAddress=127.0.0.1" in argv
+    assert not any(a.startswith("spark.app.name=") for a in argv)
+    assert argv[-2:] == [entry, "x"]
+    assert "env job tok1" in (run_dir / "driver.log").read_text()
+    assert (backend.runs_dir / INDEX_DIR / sub.submission_id).is_file()
+
+    other = LocalSparkSubmitBackend(backend.spark_home, backend.runs_dir)
+    assert other.status(sub.submission_id).state is AppState.RUNNING
+    found = other.find("drover:job:1")
+    assert found is not None and found.submission_id == sub.submission_id
+    assert [a.state for a in other.list_applications()] == [AppState.RUNNING]
+
+    assert len(session_pids(sid)) == 3  # wrapper, fake spark-submit, driver
+    backend.kill(sub.submission_id)
+    status = wait_for(lambda: (s := backend.status(sub.submission_id)).state.is_terminal and s)
+    assert status.state is AppState.KILLED and status.reason == "killed"
+    assert session_pids(sid) == []
+    assert other.find("drover:job:1") is None
+    backend.kill(sub.submission_id)  # idempotent
+    with pytest.raises(SubmissionRejected):
+        backend.submit(request(entry))
+
+
+def test_finished_and_failed(backend: LocalSparkSubmitBackend, tmp_path: Path) -> None:
+    ok = backend.submit(request(pipeline(tmp_path, "ok", "print('fine')\n"), run_id=1))
+    bad = backend.submit(
+        request(pipeline(tmp_path, "bad", "raise ValueError('bad input')\n"), run_id=2)
+    )
+    done = wait_for(lambda: (s := backend.status(ok.submission_id)).state.is_terminal and s)
+    assert done.state is AppState.FINISHED and done.exit_code == 0
+    failed = wait_for(lambda: (s := backend.status(bad.submission_id)).state.is_terminal and s)
+    assert failed.state is AppState.FAILED and failed.exit_code == 1
+    assert failed.reason == "exit code 1: ValueError: bad input"
+
+
+def test_sigterm_ignored_escalates_and_reaches_other_process_groups(
+    backend: LocalSparkSubmitBackend, tmp_path: Path
+) -> None:
+    entry = pipeline(
+        tmp_path,
+        "stubborn",
+        """
+        import os, signal, subprocess, sys, time
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        # like PySpark's worker daemon: a child in its own process group, same session
+        child = subprocess.Popen(
+            [sys.executable, "-c", "import signal, time; "
+             "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"],
+            process_group=0,
+        )
+        print("ready", child.pid, flush=True)
+        time.sleep(600)
+        """,
+    )
+    sub = backend.submit(request(entry))
+    sid = int(sub.submission_id.split("-")[1])
+    log = backend.runs_dir / "job" / "1" / "driver.log"
+    wait_for(lambda: "ready" in log.read_text())
+    assert len(session_pids(sid)) == 4
+    started = time.monotonic()
+    backend.kill(sub.submission_id)
+    assert time.monotonic() - started < 0.5
+    assert backend.status(sub.submission_id).state is AppState.STARTING  # SIGTERM ignored
+    wait_for(lambda: backend.status(sub.submission_id).state is AppState.KILLED)
+    assert time.monotonic() - started >= 0.5  # only the grace-period SIGKILL ends it
+    assert session_pids(sid) == []
+
+
+def test_repeated_kill_from_a_new_instance_escalates(
+    backend: LocalSparkSubmitBackend, tmp_path: Path
+) -> None:
+    entry = pipeline(
+        tmp_path,
+        "stubborn",
+        """
+        import signal, time
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        print("ready", flush=True)
+        time.sleep(600)
+        """,
+    )
+    sub = backend.submit(request(entry))
+    log = backend.runs_dir / "job" / "1" / "driver.log"
+    wait_for(lambda: "ready" in log.read_text())
+    backend.kill(sub.submission_id)
+    backend.close()  # this node "dies": its SIGKILL timer is gone
+    other = LocalSparkSubmitBackend(backend.spark_home, backend.runs_dir, kill_grace_s=0.5)
+    try:
+        time.sleep(0.6)  # let the grace period pass (no state to poll for)
+        assert other.status(sub.submission_id).state.is_alive
+        other.kill(sub.submission_id)  # past the grace recorded on disk: SIGKILL
+        wait_for(lambda: other.status(sub.submission_id).state is AppState.KILLED, 5.0)
+    finally:
+        other.close()
+
+
+def test_unknown_and_foreign_ids(
+    backend: LocalSparkSubmitBackend, foreign_session: tuple[int, int]
+) -> None:
+    assert backend.status("nonsense").state is AppState.NOT_FOUND
+    assert backend.status("local-4194303-1").state is AppState.NOT_FOUND
+    sid, starttime = foreign_session
+    foreign = f"local-{sid}-{starttime}"
+    assert backend.status(foreign).state is AppState.NOT_FOUND
+    backend.kill(foreign)  # must not signal a session this backend did not start (fixture checks)
+
+
+def test_submit_errors(backend: LocalSparkSubmitBackend, tmp_path: Path) -> None:
+    with pytest.raises(SubmissionRejected):
+        backend.submit(request(str(tmp_path / "missing.py")))
+    with pytest.raises(SubmissionRejected):
+        backend.submit(
+            SubmitRequest(job_name="../x", run_id=1, fencing_token="t", entrypoint=__file__)
+        )
+    broken = LocalSparkSubmitBackend(tmp_path / "nowhere", backend.runs_dir)
+    with pytest.raises(ClusterUnreachable):
+        broken.submit(request(__file__))
+    assert not broken.probe().ok and backend.probe().ok
+
+
+def test_stale_run_dir_is_reused(backend: LocalSparkSubmitBackend, tmp_path: Path) -> None:
+    stale = backend.runs_dir / "job" / "1"
+    stale.mkdir(parents=True)
+    (stale / "log4j2.properties").write_text("left by a submit that died\n")
+    sub = backend.submit(request(pipeline(tmp_path, "ok", "print('fine')\n")))
+    wait_for(lambda: backend.status(sub.submission_id).state is AppState.FINISHED)
+
+
+def test_log_parsing(tmp_path: Path) -> None:
+    log = tmp_path / "driver.log"
+    log.write_bytes(b"noise local-12-34\n" + STARTED.encode() + b"\npartial local-1795300856922")
+    scan = _LogScan()
+    scan.feed(log)
+    assert scan.started and scan.app_id is None  # the last line is not complete yet
+    with open(log, "ab") as fh:
+        fh.write(b" more\n")
+    scan.feed(log)
+    assert scan.app_id == "local-1795300856922" and scan.done
+
+    log.write_text(
+        'Traceback (most recent call last):\n  File "x.py", line 1\n'
+        "pyspark.errors.exceptions.captured.StreamingQueryException: [STREAM_FAILED] boom\n"
+        "26/11/21 22:41:16 INFO SparkContext: Successfully stopped SparkContext\n"
+    )
+    assert _last_error_line(log) == (
+        "pyspark.errors.exceptions.captured.StreamingQueryException: [STREAM_FAILED] boom"
+    )
+    log.write_text("26/11/21 22:41:16 ERROR Executor: it broke\nbye\n")
+    assert _last_error_line(log) == "26/11/21 22:41:16 ERROR Executor: it broke"
+    assert _describe_exit(143) == "exit code 143 (SIGTERM)"
+    assert _describe_exit(2) == "exit code 2"

@@ -1,0 +1,199 @@
+"""Ownership (DESIGN §2): the shared test vectors, then the takeover rules as properties."""
+
+from __future__ import annotations
+
+import json
+import random
+import zlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from scheduler.ownership import Member, name_crc32, owner_index, owner_of, pool_of
+
+VECTORS = Path(__file__).parents[3] / "shared" / "vectors" / "ownership.json"
+
+
+def _load_vectors() -> dict[str, Any] | None:
+    if not VECTORS.is_file():
+        return None
+    return json.loads(VECTORS.read_text(encoding="utf-8"))
+
+
+_VECTORS = _load_vectors()
+CASES: list[dict[str, Any]] = _VECTORS["cases"] if _VECTORS else []
+POOL_EXAMPLES: list[dict[str, Any]] = _VECTORS.get("pool_examples", []) if _VECTORS else []
+
+
+def test_vectors_file_is_present_and_not_empty() -> None:
+    assert _VECTORS is not None, f"ownership test vectors missing: expected {VECTORS}"
+    assert CASES, f"{VECTORS} holds no cases"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["job"] for c in CASES])
+def test_vector_crc32(case: dict[str, Any]) -> None:
+    assert name_crc32(case["job"]) == case["crc32"]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["job"] for c in CASES])
+def test_vector_owner_index(case: dict[str, Any]) -> None:
+    assert case["owner_index"], f"case {case['job']!r} lists no pool sizes"
+    got = {size: owner_index(case["job"], int(size)) for size in case["owner_index"]}
+    assert got == case["owner_index"]
+
+
+@pytest.mark.parametrize("example", POOL_EXAMPLES)
+def test_vector_pool_examples(example: dict[str, Any]) -> None:
+    members = [Member(node_id, "active") for node_id in example["pool_unsorted"]]
+    assert owner_of(example["job"], pool_of(members)) == example["owner"]
+
+
+def test_empty_pool_owns_nothing() -> None:
+    assert pool_of([]) == ()
+    assert owner_of("orders-enrich", ()) is None
+    with pytest.raises(ValueError):
+        owner_index("orders-enrich", 0)
+
+
+def test_members_with_another_role_never_own() -> None:
+    assert pool_of([Member("n1", "observer")]) == ()
+    assert pool_of([Member("n1", "observer"), Member("n2", "backup")]) == ("n2",)
+
+
+# -- properties ---------------------------------------------------------------------------------
+
+node_ids = st.text(alphabet="abcdefgh-0123456789", min_size=1, max_size=8)
+roles = st.sampled_from(["active", "backup"])
+
+
+@st.composite
+def member_lists(
+    draw: st.DrawFn, *, min_active: int = 0, min_backup: int = 0, only: str | None = None
+) -> list[Member]:
+    """1–8 members with distinct node ids, at least ``min_active``/``min_backup`` of each role."""
+    forced = min_active + min_backup
+    ids = draw(st.lists(node_ids, min_size=max(1, forced), max_size=8, unique=True))
+    chosen = ["active"] * min_active + ["backup"] * min_backup
+    chosen += [only or draw(roles) for _ in ids[forced:]]
+    return draw(st.permutations([Member(i, r) for i, r in zip(ids, chosen, strict=True)]))
+
+
+job_names = st.text(min_size=1, max_size=40)
+job_name_lists = st.lists(job_names, min_size=1, max_size=20)
+
+
+def _ids(members: list[Member], role: str) -> list[str]:
+    return sorted(m.node_id for m in members if m.role == role)
+
+
+def _owners(names: list[str], members: list[Member]) -> list[str | None]:
+    pool = pool_of(members)
+    return [owner_of(name, pool) for name in names]
+
+
+@given(job_names)
+def test_crc32_is_zlib_crc32_of_utf8(name: str) -> None:
+    expected = zlib.crc32(name.encode("utf-8"))
+    assert name_crc32(name) == expected
+    assert 0 <= name_crc32(name) < 2**32
+
+
+@given(job_names, st.integers(min_value=1, max_value=1000))
+def test_owner_index_is_in_range(name: str, size: int) -> None:
+    assert 0 <= owner_index(name, size) < size
+    assert owner_index(name, size) == zlib.crc32(name.encode("utf-8")) % size
+
+
+@given(member_lists(), job_name_lists)
+def test_pool_is_sorted_actives_else_sorted_backups(
+    members: list[Member], names: list[str]
+) -> None:
+    active, backup = _ids(members, "active"), _ids(members, "backup")
+    pool = pool_of(members)
+    assert list(pool) == (active if active else backup)
+    for name in names:
+        owner = owner_of(name, pool)
+        assert owner is not None
+        assert pool.count(owner) == 1
+
+
+@given(member_lists(), job_name_lists, st.randoms(use_true_random=False))
+def test_owner_does_not_depend_on_member_order(
+    members: list[Member], names: list[str], rnd: random.Random
+) -> None:
+    shuffled = list(members)
+    rnd.shuffle(shuffled)
+    assert pool_of(shuffled) == pool_of(members)
+    assert _owners(names, shuffled) == _owners(names, members)
+
+
+@given(
+    member_lists(min_active=1),
+    job_name_lists,
+    node_ids,
+)
+def test_backup_joining_while_an_active_is_alive_changes_nothing(
+    members: list[Member], names: list[str], newcomer: str
+) -> None:
+    if newcomer in {m.node_id for m in members}:
+        newcomer = newcomer + "-new"
+    joined = [*members, Member(newcomer, "backup")]
+    assert _owners(names, joined) == _owners(names, members)
+
+
+@given(
+    member_lists(min_active=1, min_backup=1),
+    job_name_lists,
+    st.data(),
+)
+def test_backup_lost_while_an_active_is_alive_changes_nothing(
+    members: list[Member], names: list[str], data: st.DataObject
+) -> None:
+    lost = data.draw(st.sampled_from([m for m in members if m.role == "backup"]))
+    remaining = [m for m in members if m != lost]
+    assert _owners(names, remaining) == _owners(names, members)
+
+
+@given(
+    member_lists(min_backup=1),
+    job_name_lists,
+)
+def test_all_actives_lost_backups_take_every_job(members: list[Member], names: list[str]) -> None:
+    survivors = [m for m in members if m.role == "backup"]
+    backups = set(_ids(members, "backup"))
+    owners = _owners(names, survivors)
+    assert all(owner in backups for owner in owners)
+    # the backups balance among themselves exactly as an all-backup pool would
+    assert owners == [owner_of(n, tuple(sorted(backups))) for n in names]
+
+
+@given(
+    member_lists(min_active=2),
+    job_name_lists,
+    st.data(),
+)
+def test_some_actives_lost_the_remaining_actives_share_the_jobs(
+    members: list[Member], names: list[str], data: st.DataObject
+) -> None:
+    actives = [m for m in members if m.role == "active"]
+    lost = data.draw(st.sampled_from(actives))
+    remaining = [m for m in members if m != lost]
+    still_active = set(_ids(remaining, "active"))
+    assert all(owner in still_active for owner in _owners(names, remaining))
+
+
+@given(
+    member_lists(min_backup=1, only="backup"),
+    job_name_lists,
+    node_ids,
+)
+def test_active_joining_when_none_alive_takes_everything_back(
+    members: list[Member], names: list[str], newcomer: str
+) -> None:
+    if newcomer in {m.node_id for m in members}:
+        newcomer = newcomer + "-new"
+    joined = [*members, Member(newcomer, "active")]
+    assert _owners(names, joined) == [newcomer] * len(names)
