@@ -7,6 +7,7 @@ from fastapi import FastAPI
 from api import problems
 from api.deps import NodeContext
 from api.routes import health, jobs
+from api.routes.fence import router as fence_router
 
 
 def create_app(context: NodeContext) -> FastAPI:
@@ -19,4 +20,5 @@ def create_app(context: NodeContext) -> FastAPI:
     problems.install(app)
     app.include_router(health.router)
     app.include_router(jobs.router)
+    app.include_router(fence_router)
     return app
