@@ -1,9 +1,10 @@
 """The cluster-backend interface (DESIGN §4): submit, status, kill, list applications, probe.
 
-Every backend (local spark-submit today; Spark standalone REST, spark-submit to YARN/Kubernetes and
-the simulated cluster later) implements :class:`ClusterBackend`. Calls are synchronous and may
-block on I/O: callers run them off the event loop. A backend never guesses: when it cannot tell
-the state of an application it raises :class:`~scheduler.errors.ClusterUnreachable`.
+Every backend (local spark-submit, spark-submit to any master, Spark standalone REST -- which
+also drives the simulated cluster of ``bench/simcluster.py``) implements :class:`ClusterBackend`.
+Calls are synchronous and may block on I/O: callers run them off the event loop. A backend never
+guesses: when it cannot tell the state of an application it raises
+:class:`~scheduler.errors.ClusterUnreachable`.
 
 Applications are identified twice:
 - ``submission_id``: the backend's handle for a submission (driver id, process group, ...);
@@ -67,10 +68,36 @@ class SubmitRequest:
     #: extra environment for the driver
     env: Mapping[str, str] = field(default_factory=dict)
     checkpoint_location: str = ""
+    #: extra Python files shipped with the driver (``--py-files``; e.g. ``drover_runtime.py``)
+    py_files: Sequence[str] = ()
+    #: Drover API base URLs the pipeline asks for its fencing check
+    #: (Spark property ``spark.drover.fenceUrls`` and env ``DROVER_FENCE_URLS``, comma separated)
+    fence_urls: Sequence[str] = ()
 
     @property
     def app_name(self) -> str:
         return app_name_for(self.job_name, self.run_id)
+
+    def drover_properties(self) -> dict[str, str]:
+        """The ``spark.drover.*`` Spark properties every backend passes to the pipeline."""
+        return {
+            "spark.drover.job": self.job_name,
+            "spark.drover.runId": str(self.run_id),
+            "spark.drover.fencingToken": self.fencing_token,
+            "spark.drover.checkpointLocation": self.checkpoint_location,
+            "spark.drover.fenceUrls": ",".join(self.fence_urls),
+        }
+
+    def drover_environment(self) -> dict[str, str]:
+        """The ``DROVER_*`` environment variables every backend gives the driver."""
+        return {
+            "DROVER_JOB": self.job_name,
+            "DROVER_RUN_ID": str(self.run_id),
+            "DROVER_FENCING_TOKEN": self.fencing_token,
+            "DROVER_CHECKPOINT_LOCATION": self.checkpoint_location,
+            "DROVER_FENCE_URLS": ",".join(self.fence_urls),
+            "DROVER_APP_NAME": self.app_name,
+        }
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,8 @@
-"""Spark in local mode through ``$SPARK_HOME/bin/spark-submit``: the embedded default backend.
+"""Spark through ``$SPARK_HOME/bin/spark-submit``: local mode (the embedded default backend) and,
+for clusters of kind ``spark-submit``, client deploy mode against any master URL (``spark://``,
+``yarn``, ``k8s://``): the driver runs on the Drover host inside the run's session, so everything
+below holds unchanged. Only local and loopback masters pin the driver to 127.0.0.1
+(``loopback_driver``).
 
 One run = one OS session (``start_new_session=True``) whose leader is a tiny ``/bin/sh`` wrapper
 around ``spark-submit``; the driver JVM, the Python driver and PySpark's worker daemon all live in
@@ -302,6 +306,7 @@ class LocalSparkSubmitBackend:
         *,
         kill_grace_s: float = DEFAULT_KILL_GRACE_S,
         log4j2_properties: str = DEFAULT_LOG4J2_PROPERTIES,
+        loopback_driver: bool = True,
     ) -> None:
         self.spark_home = Path(spark_home)
         # resolved: DROVER_RUN_DIR values are compared as strings across instances
@@ -311,6 +316,8 @@ class LocalSparkSubmitBackend:
         self.base_conf: dict[str, str] = dict(base_conf or {})
         self.kill_grace_s = kill_grace_s
         self.log4j2_properties = log4j2_properties
+        #: bind the driver to 127.0.0.1 (local mode, single-host setups); off for remote masters
+        self.loopback_driver = loopback_driver
         self._lock = threading.Lock()
         # in-memory only as a cache / for reaping: status() never depends on these
         self._children: dict[int, subprocess.Popen[bytes]] = {}
@@ -429,17 +436,12 @@ class LocalSparkSubmitBackend:
         # scratch space (spark-*/blockmgr-* dirs) inside the run directory instead of /tmp,
         # where a killed driver would leave it behind
         conf.setdefault("spark.local.dir", str(run_dir / "local"))
-        conf.update(
-            {
-                "spark.drover.job": request.job_name,
-                "spark.drover.runId": str(request.run_id),
-                "spark.drover.fencingToken": request.fencing_token,
-                "spark.drover.checkpointLocation": request.checkpoint_location,
-                "spark.driver.host": "127.0.0.1",
-                "spark.driver.bindAddress": "127.0.0.1",
-            }
-        )
+        conf.update(request.drover_properties())
+        if self.loopback_driver:
+            conf.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
         command = [str(self.spark_submit), "--master", self.master, "--name", request.app_name]
+        if request.py_files:
+            command += ["--py-files", ",".join(request.py_files)]
         for key, value in conf.items():
             command += ["--conf", f"{key}={value}"]
         command.append(str(entrypoint))
@@ -458,11 +460,7 @@ class LocalSparkSubmitBackend:
                 "SPARK_HOME": str(self.spark_home),
                 "PYSPARK_PYTHON": self.python,
                 "PYSPARK_DRIVER_PYTHON": self.python,
-                "DROVER_JOB": request.job_name,
-                "DROVER_RUN_ID": str(request.run_id),
-                "DROVER_FENCING_TOKEN": request.fencing_token,
-                "DROVER_CHECKPOINT_LOCATION": request.checkpoint_location,
-                "DROVER_APP_NAME": request.app_name,
+                **request.drover_environment(),
                 # marks every process of the run (checked once the session leader is gone)
                 "DROVER_RUN_DIR": str(run_dir),
             }

@@ -1,14 +1,34 @@
-"""One backend instance per cluster, built from the cluster's record."""
+"""One backend instance per cluster, built from the cluster's record.
+
+    kind            backend
+    local           LocalSparkSubmitBackend, master = the cluster's (default local[2])
+    spark-submit    LocalSparkSubmitBackend in client mode against the cluster's master URL
+                    (spark://, yarn, k8s://...); runs under <data_dir>/cluster-runs/<cluster>
+    standalone      StandaloneRestBackend on the cluster's REST, master and UI URLs
+
+The simulated cluster (``bench/simcluster.py``) is not a kind: it is registered as a normal
+``standalone`` cluster whose URLs point at the simulator.
+"""
 
 from __future__ import annotations
 
 import threading
+from urllib.parse import urlsplit
 
 from scheduler.backends.base import ClusterBackend
 from scheduler.config import Settings
 from scheduler.errors import ClusterError
 from scheduler.records import ClusterRecord
 from scheduler.states import ClusterKind
+
+_LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def is_loopback_master(master: str) -> bool:
+    """True for local mode and for masters on this host's loopback address."""
+    if master.startswith("local"):
+        return True
+    return (urlsplit(master).hostname or "") in _LOOPBACK_HOSTS
 
 
 class BackendRegistry:
@@ -24,17 +44,59 @@ class BackendRegistry:
                 return known[1]
             backend = self._build(cluster)
             self._backends[cluster.name] = (cluster, backend)
+            if known is not None:
+                _close(known[1])
             return backend
 
     def _build(self, cluster: ClusterRecord) -> ClusterBackend:
         kind = ClusterKind(cluster.kind)
+        settings = self._settings
         if kind == ClusterKind.LOCAL:
             from scheduler.backends.local import LocalSparkSubmitBackend
 
             return LocalSparkSubmitBackend(
-                spark_home=self._settings.resolved_spark_home,
-                runs_dir=self._settings.runs_dir,
-                master=cluster.master_url or self._settings.spark_local_master,
-                python=self._settings.resolved_spark_python,
+                spark_home=settings.resolved_spark_home,
+                runs_dir=settings.runs_dir,
+                master=cluster.master_url or settings.spark_local_master,
+                python=settings.resolved_spark_python,
             )
-        raise ClusterError(f"cluster {cluster.name!r}: no backend for kind {kind} yet")
+        if kind == ClusterKind.SPARK_SUBMIT:
+            from scheduler.backends.local import LocalSparkSubmitBackend
+
+            if not cluster.master_url:
+                raise ClusterError(f"cluster {cluster.name!r} (spark-submit) has no master URL")
+            return LocalSparkSubmitBackend(
+                spark_home=settings.resolved_spark_home,
+                runs_dir=settings.runs_dir.parent / "cluster-runs" / cluster.name,
+                master=cluster.master_url,
+                python=settings.resolved_spark_python,
+                loopback_driver=is_loopback_master(cluster.master_url),
+            )
+        if kind == ClusterKind.STANDALONE:
+            from scheduler.backends.standalone import StandaloneRestBackend
+
+            if not (cluster.rest_url and cluster.master_url and cluster.ui_url):
+                raise ClusterError(
+                    f"cluster {cluster.name!r} (standalone) needs master_url, rest_url and ui_url"
+                )
+            return StandaloneRestBackend(
+                cluster.rest_url,
+                cluster.master_url,
+                cluster.ui_url,
+                python=settings.resolved_spark_python,
+            )
+        raise ClusterError(f"cluster {cluster.name!r}: no backend for kind {kind}")
+
+    def close(self) -> None:
+        """Release every backend's resources (HTTP clients, timers)."""
+        with self._lock:
+            backends = [backend for _, backend in self._backends.values()]
+            self._backends.clear()
+        for backend in backends:
+            _close(backend)
+
+
+def _close(backend: ClusterBackend) -> None:
+    close = getattr(backend, "close", None)
+    if callable(close):
+        close()

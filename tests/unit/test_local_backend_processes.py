@@ -123,10 +123,19 @@ def test_lifecycle_running_then_killed(backend: LocalSparkSubmitBackend, tmp_pat
         print({STARTED!r}, file=sys.stderr, flush=True)
         print("drover-runtime: started app_id=local-1795300856922 job=job run_id=1", flush=True)
         print("env", os.environ["DROVER_JOB"], os.environ["DROVER_FENCING_TOKEN"], flush=True)
+        print("fence", os.environ["DROVER_FENCE_URLS"], flush=True)
         time.sleep(600)
         """,
     )
-    sub = backend.submit(request(entry, conf={"spark.app.name": "nope", "a.b": "c"}, args=["x"]))
+    sub = backend.submit(
+        request(
+            entry,
+            conf={"spark.app.name": "nope", "a.b": "c"},
+            args=["x"],
+            py_files=["/p/drover_runtime.py", "/p/extra.py"],
+            fence_urls=["http://127.0.0.1:1", "http://127.0.0.1:2"],
+        )
+    )
     sid = int(sub.submission_id.split("-")[1])
     status = wait_for(lambda: (s := backend.status(sub.submission_id)).app_id and s)
     assert status.state is AppState.RUNNING
@@ -135,12 +144,15 @@ def test_lifecycle_running_then_killed(backend: LocalSparkSubmitBackend, tmp_pat
     run_dir = backend.runs_dir / "job" / "1"
     argv = (run_dir / "argv.txt").read_text().splitlines()
     assert argv[:4] == ["--master", "local[2]", "--name", "drover:job:1"]
+    assert argv[4:6] == ["--py-files", "/p/drover_runtime.py,/p/extra.py"]
+    assert "spark.drover.fenceUrls=http://127.0.0.1:1,http://127.0.0.1:2" in argv
     assert "a.b=c" in argv and "spark.drover.fencingToken=tok1" in argv
     assert "spark.drover.checkpointLocation=/ckpt" in argv
     assert "spark.driver.bindAddress=127.0.0.1" in argv
     assert not any(a.startswith("spark.app.name=") for a in argv)
     assert argv[-2:] == [entry, "x"]
     assert "env job tok1" in (run_dir / "driver.log").read_text()
+    assert "fence http://127.0.0.1:1,http://127.0.0.1:2" in (run_dir / "driver.log").read_text()
     assert (backend.runs_dir / INDEX_DIR / sub.submission_id).is_file()
 
     other = LocalSparkSubmitBackend(backend.spark_home, backend.runs_dir)

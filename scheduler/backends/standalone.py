@@ -1,0 +1,543 @@
+"""Spark standalone through the master's REST submission server (cluster deploy mode).
+
+Submissions are ``CreateSubmissionRequest`` POSTs to ``<rest_url>/v1/submissions/create`` with main
+class ``org.apache.spark.deploy.PythonRunner``: the PySpark driver runs on one of the cluster's
+workers and no JVM is started on the Drover host. The submission id is the master's driver id
+(``driver-<yyyyMMddHHmmss>-<n>``).
+
+What the master exposes (measured on Spark 4.3.0):
+
+- ``GET <rest_url>/v1/submissions/status/<id>`` gives the DRIVER state only (SUBMITTED, RUNNING,
+  RELAUNCHING, FINISHED, FAILED, ERROR, KILLED, UNKNOWN) plus the worker; an unknown id answers
+  ``success: false``. Driver RUNNING means *launched* (~0.1 s after create), not that the
+  application runs.
+- ``GET <ui_url>/json/`` lists ``workers`` (id, ``webuiaddress``), ``activeapps`` /
+  ``completedapps`` (id, name, state) and ``activedrivers`` / ``completeddrivers`` (id, state,
+  worker, mainclass, starttime). Nothing there links a driver to its application: drivers carry
+  no name and applications no driver id. The app appears ~4 s after create.
+- The worker UI serves each driver's stderr at ``<worker webuiaddress>/log/?driverId=<id>&
+  logType=stderr``; its first line is the worker's ``Launch Command: ...`` with every Spark
+  property as ``-D<key>=<value>``. Spark redacts values whose key *or value* matches
+  ``spark.redaction.regex`` (``secret|password|token|access.?key``): a job named
+  ``token-refresher`` would lose its ``spark.app.name`` there. So every submission also carries
+  ``spark.drover.appTag`` = the hex of the UTF-8 app name, which no redaction pattern matches.
+
+Driver -> app name: remembered from :meth:`submit`, else read once from the driver's launch
+command through its worker's log endpoint (~15 ms) and cached for the backend's lifetime (a
+driver's name never changes). A driver not launched yet (SUBMITTED, no worker) cannot be
+identified; see :meth:`find`.
+
+State of one submission (:meth:`status`)::
+
+    driver SUBMITTED / RELAUNCHING                        -> STARTING
+    driver RUNNING, app of that name RUNNING in /json/     -> RUNNING (app id)
+    driver RUNNING, app WAITING (no executors yet)         -> STARTING
+    driver RUNNING, app not registered (or not identified) -> STARTING
+    driver RUNNING, app already in completedapps           -> RUNNING ("driver exiting")
+    driver FINISHED / FAILED / ERROR / KILLED              -> FINISHED / FAILED / FAILED / KILLED
+    the master does not know the driver                    -> NOT_FOUND (lost master state too)
+    driver UNKNOWN (master recovering), no answer, 5xx     -> ClusterUnreachable (never a guess)
+
+Listing cache: ``/json/`` is fetched at most once per ``listing_ttl_s`` (0.5 s by default) and
+shared by every call, so a reconciler tick over many jobs costs one listing plus one REST status
+call only for drivers the listing does not show (just submitted, or forgotten by the master) or
+that failed (for the error message). :meth:`submit` and :meth:`kill` drop the cached listing;
+:meth:`find` always reads a fresh one (it decides whether to submit).
+
+Errors: connection errors, timeouts, 5xx and garbled answers raise
+:class:`~scheduler.errors.ClusterUnreachable` (chained); a 4xx or ``success: false`` on create
+raises :class:`~scheduler.errors.SubmissionRejected`. A create that times out may still have
+created a driver: callers :meth:`find` the app name before submitting again.
+
+Kill: ``POST kill/<id>``; ``success: false`` ("already finished or does not exist") counts as
+done, so kill is idempotent. Confirmation comes from :meth:`status` (KILLED / NOT_FOUND); on
+Spark 4.3 the driver is KILLED and the app gone from ``/json/`` ~0.6 s after the kill.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from scheduler.backends.base import (
+    AppInfo,
+    AppState,
+    AppStatus,
+    ProbeResult,
+    Submission,
+    SubmitRequest,
+)
+from scheduler.errors import ClusterError, ClusterUnreachable, SubmissionRejected
+
+log = logging.getLogger(__name__)
+
+PYTHON_RUNNER = "org.apache.spark.deploy.PythonRunner"
+DEFAULT_SPARK_VERSION = "4.3.0"
+DEFAULT_LISTING_TTL_S = 0.5
+#: resources of one small streaming job (fits a test worker; a job's conf overrides them)
+DEFAULT_RESOURCE_CONF: Mapping[str, str] = {
+    "spark.driver.memory": "512m",
+    "spark.driver.cores": "1",
+    "spark.executor.memory": "512m",
+    "spark.executor.cores": "1",
+    "spark.cores.max": "1",
+}
+APP_TAG_PROPERTY = "spark.drover.appTag"
+#: how much of a driver's stderr is read to find its launch command
+LAUNCH_HEADER_BYTES = 32 << 10
+
+# Spark properties Drover sets itself; a job's conf cannot override them.
+_OWNED_CONF = frozenset(
+    {
+        "spark.master",
+        "spark.app.name",
+        "spark.submit.deployMode",
+        "spark.driver.supervise",
+        "spark.submit.pyFiles",
+        APP_TAG_PROPERTY,
+    }
+)
+_ALIVE_DRIVER_STATES = frozenset({"SUBMITTED", "RUNNING", "RELAUNCHING", "UNKNOWN"})
+_TAG = re.compile(r"-D" + re.escape(APP_TAG_PROPERTY) + r"=([0-9a-f]+)")
+_APP_NAME = re.compile(r'"-Dspark\.app\.name=((?:[^"\\]|\\.)*)"')
+
+
+def app_tag(app_name: str) -> str:
+    """The redaction-proof form of an app name carried in ``spark.drover.appTag``."""
+    return app_name.encode("utf-8").hex()
+
+
+def app_name_from_launch_command(text: str) -> str | None:
+    """The app name in a driver's ``Launch Command`` header, or None if it is not there."""
+    match = _TAG.search(text)
+    if match is not None:
+        try:
+            return bytes.fromhex(match.group(1)).decode("utf-8")
+        except ValueError:
+            pass
+    match = _APP_NAME.search(text)
+    if match is not None and "redacted" not in match.group(1):
+        return match.group(1).replace('\\"', '"')
+    return None
+
+
+@dataclass(frozen=True)
+class _Driver:
+    id: str
+    state: str
+    worker: str | None
+    mainclass: str
+    active: bool
+
+
+@dataclass(frozen=True)
+class _App:
+    id: str
+    name: str
+    state: str
+    active: bool
+
+
+@dataclass(frozen=True)
+class _Listing:
+    """One parsed ``/json/`` answer of the master."""
+
+    fetched_at: float
+    drivers: dict[str, _Driver]
+    #: app name -> apps of that name, active first
+    apps: dict[str, list[_App]]
+    #: worker id -> worker web UI address
+    workers: dict[str, str]
+    status: str
+
+    def app(self, name: str) -> _App | None:
+        """The most relevant app of that name: RUNNING, then WAITING, then any completed one."""
+        apps = self.apps.get(name, [])
+        for wanted in ("RUNNING", "WAITING"):
+            for app in apps:
+                if app.active and app.state == wanted:
+                    return app
+        active = [a for a in apps if a.active]
+        candidates = active or apps
+        return candidates[0] if candidates else None
+
+
+@dataclass
+class _Cache:
+    listing: _Listing | None = None
+    names: dict[str, str] = field(default_factory=dict)
+
+
+class StandaloneRestBackend:
+    """:class:`~scheduler.backends.base.ClusterBackend` for one Spark standalone master.
+
+    Thread-safe; every call is a few short HTTP requests (``timeout_s`` each).
+    """
+
+    def __init__(
+        self,
+        rest_url: str,
+        master_url: str,
+        ui_url: str,
+        *,
+        python: str = sys.executable,
+        base_conf: Mapping[str, str] | None = None,
+        spark_version: str = DEFAULT_SPARK_VERSION,
+        timeout_s: float = 3.0,
+        listing_ttl_s: float = DEFAULT_LISTING_TTL_S,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        if not rest_url or not master_url or not ui_url:
+            raise ClusterError("a standalone cluster needs its master, REST and UI URLs")
+        self.rest_url = rest_url.rstrip("/")
+        self.master_url = master_url
+        self.ui_url = ui_url.rstrip("/")
+        self.python = python
+        self.base_conf: dict[str, str] = {**DEFAULT_RESOURCE_CONF, **(base_conf or {})}
+        self.spark_version = spark_version
+        self.listing_ttl_s = listing_ttl_s
+        self._http = httpx.Client(
+            timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 2.0)),
+            trust_env=False,  # never through a proxy
+            transport=transport,
+        )
+        self._lock = threading.Lock()
+        self._fetch_lock = threading.Lock()
+        self._cache = _Cache()
+        #: number of /json/ fetches and worker log reads (for tests and benches)
+        self.listing_fetches = 0
+        self.log_reads = 0
+
+    # ----------------------------------------------------------------------- HTTP
+
+    def _request(self, method: str, url: str, what: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = self._http.request(method, url, **kwargs)
+        except httpx.HTTPError as exc:
+            raise ClusterUnreachable(f"{what}: no answer from {url}: {exc!r}") from exc
+        if response.status_code >= 500:
+            raise ClusterUnreachable(
+                f"{what}: {url} answered {response.status_code}: {response.text[:200]}"
+            )
+        return response
+
+    @staticmethod
+    def _json(response: httpx.Response, what: str) -> dict[str, Any]:
+        try:
+            body = response.json()
+        except ValueError as exc:
+            raise ClusterUnreachable(
+                f"{what}: garbled answer ({response.status_code}): {response.text[:200]!r}"
+            ) from exc
+        if not isinstance(body, dict):
+            raise ClusterUnreachable(f"{what}: unexpected answer {body!r:.200}")
+        return body
+
+    # ----------------------------------------------------------------------- submit
+
+    def submission_body(self, request: SubmitRequest) -> dict[str, Any]:
+        """The ``CreateSubmissionRequest`` for one run (public for tests and benches)."""
+        entrypoint = request.entrypoint
+        app_resource = entrypoint if "://" in entrypoint else f"file:{entrypoint}"
+        py_files = ",".join(request.py_files)
+        conf = dict(self.base_conf)
+        conf.update({k: v for k, v in request.conf.items() if k not in _OWNED_CONF})
+        conf.update(request.drover_properties())  # a job's conf never overrides these
+        conf.update(
+            {
+                "spark.master": self.master_url,
+                "spark.app.name": request.app_name,
+                "spark.submit.deployMode": "cluster",
+                "spark.driver.supervise": "false",  # Drover's restart policy owns restarts
+                APP_TAG_PROPERTY: app_tag(request.app_name),
+            }
+        )
+        if py_files:
+            conf["spark.submit.pyFiles"] = py_files
+        env = {
+            **request.env,
+            "PYSPARK_PYTHON": self.python,
+            "PYSPARK_DRIVER_PYTHON": self.python,
+            **request.drover_environment(),
+        }
+        return {
+            "action": "CreateSubmissionRequest",
+            "clientSparkVersion": self.spark_version,
+            "appResource": app_resource,
+            "mainClass": PYTHON_RUNNER,
+            "appArgs": [entrypoint, py_files, *request.args],
+            "environmentVariables": env,
+            "sparkProperties": conf,
+        }
+
+    def submit(self, request: SubmitRequest) -> Submission:
+        if not request.entrypoint:
+            raise SubmissionRejected(f"{request.app_name}: no entrypoint")
+        url = f"{self.rest_url}/v1/submissions/create"
+        what = f"submitting {request.app_name}"
+        response = self._request("POST", url, what, json=self.submission_body(request))
+        body = self._json(response, what) if response.content else {}
+        driver_id = body.get("submissionId")
+        if response.status_code >= 400 or not body.get("success") or not driver_id:
+            message = body.get("message") or response.text[:300]
+            raise SubmissionRejected(
+                f"{what}: the master refused it ({response.status_code}): {message}"
+            )
+        with self._lock:
+            self._cache.names[driver_id] = request.app_name
+            self._cache.listing = None
+        log.info("submitted %s as %s on %s", request.app_name, driver_id, self.master_url)
+        return Submission(submission_id=driver_id)
+
+    # ----------------------------------------------------------------------- listing
+
+    def _listing(self, max_age: float | None = None) -> _Listing:
+        """The master's /json/, at most ``max_age`` (default: the TTL) seconds old."""
+        max_age = self.listing_ttl_s if max_age is None else max_age
+        with self._lock:
+            cached = self._cache.listing
+        if cached is not None and time.monotonic() - cached.fetched_at <= max_age:
+            return cached
+        with self._fetch_lock:  # one fetch at a time; others reuse its result
+            with self._lock:
+                cached = self._cache.listing
+            if cached is not None and time.monotonic() - cached.fetched_at <= max_age:
+                return cached
+            started = time.monotonic()
+            listing = self._fetch_listing(started)
+            with self._lock:
+                self._cache.listing = listing
+                self.listing_fetches += 1
+            return listing
+
+    def _fetch_listing(self, fetched_at: float) -> _Listing:
+        url = f"{self.ui_url}/json/"
+        what = f"listing {self.master_url}"
+        response = self._request("GET", url, what)
+        if response.status_code != 200:
+            raise ClusterUnreachable(f"{what}: {url} answered {response.status_code}")
+        body = self._json(response, what)
+        try:
+            drivers: dict[str, _Driver] = {}
+            for key, active in (("completeddrivers", False), ("activedrivers", True)):
+                for d in body.get(key, []):
+                    drivers[d["id"]] = _Driver(
+                        d["id"], d["state"], d.get("worker"), d.get("mainclass", ""), active
+                    )
+            apps: dict[str, list[_App]] = {}
+            for key, active in (("activeapps", True), ("completedapps", False)):
+                for a in body.get(key, []):
+                    apps.setdefault(a["name"], []).append(
+                        _App(a["id"], a["name"], a["state"], active)
+                    )
+            workers = {w["id"]: w.get("webuiaddress", "") for w in body.get("workers", [])}
+        except (KeyError, TypeError) as exc:
+            raise ClusterUnreachable(f"{what}: unexpected /json/ layout: {exc!r}") from exc
+        return _Listing(fetched_at, drivers, apps, workers, str(body.get("status", "")))
+
+    # ----------------------------------------------------------------------- driver names
+
+    def _name_of(self, driver_id: str, worker_id: str | None, listing: _Listing) -> str | None:
+        """The app name a driver carries (cached; else from its launch command on its worker)."""
+        with self._lock:
+            name = self._cache.names.get(driver_id)
+        if name is not None:
+            return name
+        address = listing.workers.get(worker_id or "")
+        if not address:
+            return None  # not launched yet, or its worker is gone
+        response = self._request(
+            "GET",
+            f"{address.rstrip('/')}/log/",
+            f"reading the launch command of {driver_id}",
+            params={
+                "driverId": driver_id,
+                "logType": "stderr",
+                "offset": 0,
+                "byteLength": LAUNCH_HEADER_BYTES,
+            },
+        )
+        with self._lock:
+            self.log_reads += 1
+        if response.status_code != 200:
+            return None
+        name = app_name_from_launch_command(response.text)
+        if name is not None:
+            with self._lock:
+                self._cache.names[driver_id] = name
+        return name
+
+    # ----------------------------------------------------------------------- status
+
+    def status(self, submission_id: str) -> AppStatus:
+        listing = self._listing()
+        driver = listing.drivers.get(submission_id)
+        message = None
+        if driver is None or driver.state in ("ERROR", "FAILED"):
+            rest = self._rest_status(submission_id)
+            if rest is None:
+                return AppStatus(
+                    AppState.NOT_FOUND,
+                    reason=f"the master does not know {submission_id} "
+                    "(never submitted here, long finished, or the master lost its state)",
+                )
+            state = str(rest.get("driverState", ""))
+            worker = rest.get("workerId") or (driver.worker if driver else None)
+            message = rest.get("message")
+        else:
+            state, worker = driver.state, driver.worker
+        return self._driver_status(submission_id, state, worker, message, listing)
+
+    def _rest_status(self, driver_id: str) -> dict[str, Any] | None:
+        url = f"{self.rest_url}/v1/submissions/status/{driver_id}"
+        what = f"status of {driver_id}"
+        response = self._request("GET", url, what)
+        body = self._json(response, what)
+        if response.status_code == 404 or not body.get("success") or not body.get("driverState"):
+            return None
+        return body
+
+    def _driver_status(
+        self,
+        driver_id: str,
+        state: str,
+        worker: str | None,
+        message: str | None,
+        listing: _Listing,
+    ) -> AppStatus:
+        if state == "SUBMITTED":
+            return AppStatus(AppState.STARTING, reason="driver waiting for a worker")
+        if state == "RELAUNCHING":
+            return AppStatus(AppState.STARTING, reason="driver relaunching")
+        if state == "UNKNOWN":
+            raise ClusterUnreachable(
+                f"{driver_id}: driver state UNKNOWN on {self.master_url} (master recovering)"
+            )
+        name = self._name_of(driver_id, worker, listing) if state == "RUNNING" else None
+        if state == "RUNNING":
+            app = listing.app(name) if name is not None else None
+            if name is None:
+                return AppStatus(
+                    AppState.STARTING, reason="driver launched, app not identified yet"
+                )
+            if app is None:
+                return AppStatus(
+                    AppState.STARTING, reason="driver launched, app not registered yet"
+                )
+            if not app.active:
+                return AppStatus(
+                    AppState.RUNNING, app.id, reason=f"app ended ({app.state}), driver exiting"
+                )
+            if app.state == "RUNNING":
+                return AppStatus(AppState.RUNNING, app.id)
+            return AppStatus(AppState.STARTING, app.id, reason=f"app {app.state.lower()}")
+        with self._lock:
+            known = self._cache.names.get(driver_id)
+        ended = listing.app(known) if known is not None else None
+        app_id = ended.id if ended is not None else None
+        if state == "FINISHED":
+            return AppStatus(AppState.FINISHED, app_id, exit_code=0)
+        if state == "FAILED":
+            detail = f": {message}" if message else ""
+            return AppStatus(AppState.FAILED, app_id, reason=f"driver exited with an error{detail}")
+        if state == "ERROR":
+            detail = f": {message}" if message else ""
+            return AppStatus(AppState.FAILED, app_id, reason=f"driver could not run{detail}")
+        if state == "KILLED":
+            return AppStatus(AppState.KILLED, app_id, reason="killed")
+        raise ClusterUnreachable(f"{driver_id}: unexpected driver state {state!r}")
+
+    # ----------------------------------------------------------------------- kill
+
+    def kill(self, submission_id: str) -> None:
+        url = f"{self.rest_url}/v1/submissions/kill/{submission_id}"
+        what = f"killing {submission_id}"
+        response = self._request("POST", url, what)
+        body = self._json(response, what)
+        with self._lock:
+            self._cache.listing = None
+        if not body.get("success"):
+            # "Driver ... has already finished or does not exist": nothing left to kill
+            log.info("%s: %s", what, body.get("message", "not running"))
+
+    # ----------------------------------------------------------------------- listing / find
+
+    def list_applications(self) -> list[AppInfo]:
+        """Every driver the master lists that carries a Drover app name, plus unidentified live
+        drivers (with an empty app name: they may be Drover's)."""
+        listing = self._listing()
+        apps = []
+        for driver in listing.drivers.values():
+            if driver.mainclass not in ("", PYTHON_RUNNER):
+                continue
+            try:
+                name = self._name_of(driver.id, driver.worker, listing)
+            except ClusterUnreachable:
+                if not driver.active:
+                    continue  # an ended driver on a vanished worker: nothing to act on
+                raise
+            if name is None and not driver.active:
+                continue
+            if name is not None and not name.startswith("drover:"):
+                continue
+            status = self._driver_status(driver.id, driver.state, driver.worker, None, listing)
+            apps.append(AppInfo(driver.id, name or "", status.state, status.app_id))
+        return apps
+
+    def find(self, app_name: str) -> Submission | None:
+        """The live driver carrying ``app_name`` (from a fresh /json/).
+
+        Raises ClusterUnreachable instead of answering None when the answer could be wrong: a
+        live driver that cannot be identified yet (queued for a worker, launch command not
+        readable), or a live app of that name whose driver is not among the identified ones.
+        """
+        listing = self._listing(max_age=0.0)
+        unidentified = []
+        for driver in listing.drivers.values():
+            if not driver.active or driver.state not in _ALIVE_DRIVER_STATES:
+                continue
+            if driver.mainclass not in ("", PYTHON_RUNNER):
+                continue
+            name = self._name_of(driver.id, driver.worker, listing)
+            if name == app_name:
+                app = listing.app(app_name)
+                return Submission(driver.id, app.id if app is not None and app.active else None)
+            if name is None:
+                unidentified.append(driver.id)
+        app = listing.app(app_name)
+        if app is not None and app.active:
+            raise ClusterUnreachable(
+                f"{app_name} runs as {app.id} on {self.master_url} but no driver of it was found"
+            )
+        if unidentified:
+            raise ClusterUnreachable(
+                f"cannot tell whether {app_name} exists on {self.master_url}: "
+                f"drivers {', '.join(sorted(unidentified))} are not identified yet"
+            )
+        return None
+
+    # ----------------------------------------------------------------------- probe
+
+    def probe(self) -> ProbeResult:
+        started = time.monotonic()
+        url = f"{self.rest_url}/v1/submissions/readyz"
+        try:
+            response = self._http.get(url)
+            ok = response.status_code == 200 and bool(response.json().get("success"))
+            detail = f"{url}: {response.status_code}"
+        except Exception as exc:  # noqa: BLE001 - a probe never raises
+            ok, detail = False, f"{url}: {exc!r}"
+        return ProbeResult(ok=ok, detail=detail, latency_s=time.monotonic() - started)
+
+    # ----------------------------------------------------------------------- lifecycle
+
+    def close(self) -> None:
+        self._http.close()
