@@ -82,3 +82,9 @@ class ClusterUnreachable(ClusterError):
 
 class SubmissionRejected(ClusterError):
     kind = "submission-rejected"
+
+
+class DuplicateNode(Conflict):
+    """Another live node is registered in ZooKeeper under this node's id."""
+
+    kind = "duplicate-node"

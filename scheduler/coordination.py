@@ -1,0 +1,853 @@
+"""All of Drover's ZooKeeper code: membership registration, group views, connection state.
+
+Layout under the deployment's namespace (``DROVER_ZK_NAMESPACE``, default ``/drover``)::
+
+    /<namespace>/groups/<group>/members/<node_id>   EPHEMERAL, data = MemberInfo as JSON
+
+A group's *epoch* is the child version (``cversion``) of its ``members`` znode, read in the same
+call as the children: it grows with every join and every leave (DESIGN §1).
+
+Connection states are our own (``Connection``), and each says what is safe:
+
+- ``CONNECTED``: session live, our member znodes exist, the views are current. The node may act
+  on what it owns (each action still behind a fenced store write).
+- ``SUSPENDED``: the connection dropped; the session may still be alive. Start no new action, keep
+  running work; views are frozen. A SUSPENDED period longer than the session timeout means the
+  server may have expired the session meanwhile: only the store's fencing protects then.
+- ``LOST``: the session expired (or the client had to be recreated): our member znodes are gone and
+  so is every claim. Own nothing until ``Registered``, fresh ``ViewChanged`` events and
+  ``ConnectionChanged(CONNECTED)`` have arrived. Also the state before ``start()`` and after
+  ``stop()``.
+
+Legal transitions (``_TRANSITIONS``; ``Coordinator._transition`` is the one place that changes it)::
+
+    LOST      -> CONNECTED   registered on a (new) session and every view read
+    CONNECTED -> SUSPENDED   connection dropped
+    SUSPENDED -> CONNECTED   reconnected with the same session, views re-read
+    CONNECTED -> LOST        session expired
+    SUSPENDED -> LOST        session expired, or the client was recreated after being stuck
+
+Threads: kazoo's state listener and watch callbacks only enqueue into the worker's inbox. One worker
+thread does all ZooKeeper I/O that follows (re-registration, re-reads, recreating a stuck client).
+One dispatcher thread hands events to ``on_event`` in the order they were produced, so a consumer
+always sees ``ConnectionChanged(LOST)`` before any view of a later session.
+
+A server restarted with a wiped data directory refuses the old session for ever ("has seen zxid"),
+leaving kazoo SUSPENDED. When the client has been disconnected longer than ``stuck_after`` (default
+3 × session timeout), the worker opens a second client; if that one connects while the old one still
+cannot reconnect within a short grace, it replaces the old one (LOST, then a new registration). An
+ordinary outage, however long, keeps the session: the server reloads sessions when it restarts.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import json
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import (
+    BadVersionError,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+)
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import EventType, KazooState, WatchedEvent
+from kazoo.retry import KazooRetry
+
+from scheduler.errors import DroverError, DuplicateNode, IllegalTransition, InvalidInput, NotFound
+from scheduler.ownership import Member, owner_of, pool_of
+
+if TYPE_CHECKING:
+    from scheduler.config import Settings
+
+log = logging.getLogger(__name__)
+
+Role = Literal["active", "backup"]
+_ROLES = ("active", "backup")
+
+
+class CoordinationUnavailable(DroverError):
+    """ZooKeeper did not answer, or this node has no registered session right now."""
+
+    kind = "coordination-unavailable"
+
+
+class Connection(enum.StrEnum):
+    """This node's standing with ZooKeeper (see the module docstring for what each allows)."""
+
+    CONNECTED = "CONNECTED"
+    SUSPENDED = "SUSPENDED"
+    LOST = "LOST"
+
+
+_TRANSITIONS: dict[Connection, frozenset[Connection]] = {
+    Connection.LOST: frozenset({Connection.CONNECTED}),
+    Connection.CONNECTED: frozenset({Connection.SUSPENDED, Connection.LOST}),
+    Connection.SUSPENDED: frozenset({Connection.CONNECTED, Connection.LOST}),
+}
+
+
+def next_state(current: Connection, new: Connection) -> Connection:
+    """``new`` if the table allows ``current -> new``; raise IllegalTransition otherwise."""
+    if new not in _TRANSITIONS[current]:
+        raise IllegalTransition(f"connection state {current} cannot become {new}")
+    return new
+
+
+# --- data -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """What a node publishes about itself in every group it joins."""
+
+    node_id: str
+    az: str = "az-1"
+    cloud: str = "local"
+    api_url: str = ""
+    started_at: float = field(default_factory=time.time)
+
+    def as_member(self, role: Role) -> MemberInfo:
+        return MemberInfo(self.node_id, role, self.az, self.cloud, self.api_url, self.started_at)
+
+
+@dataclass(frozen=True)
+class MemberInfo:
+    """One live membership: the data of an ephemeral member znode."""
+
+    node_id: str
+    role: Role
+    az: str
+    cloud: str
+    api_url: str
+    started_at: float  # epoch seconds
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":")).encode("utf-8")
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> MemberInfo:
+        """Decode member data; raise InvalidInput on anything that is not a MemberInfo."""
+        try:
+            raw = json.loads(data.decode("utf-8"))
+            info = cls(
+                node_id=str(raw["node_id"]),
+                role=raw["role"],
+                az=str(raw["az"]),
+                cloud=str(raw["cloud"]),
+                api_url=str(raw["api_url"]),
+                started_at=float(raw["started_at"]),
+            )
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise InvalidInput(f"member data is not a MemberInfo: {data[:200]!r}") from exc
+        if info.role not in _ROLES:
+            raise InvalidInput(f"member {info.node_id!r} has an unknown role {info.role!r}")
+        return info
+
+
+@dataclass(frozen=True)
+class GroupView:
+    """The live members of a group and its epoch, read together under one session."""
+
+    group: str
+    members: tuple[MemberInfo, ...]  # sorted by node_id
+    epoch: int  # cversion of the group's members znode
+    session_id: int  # the session that read it
+
+    @property
+    def ownership_members(self) -> tuple[Member, ...]:
+        return tuple(Member(m.node_id, m.role) for m in self.members)
+
+    @property
+    def pool(self) -> tuple[str, ...]:
+        return pool_of(self.ownership_members)
+
+    @property
+    def node_ids(self) -> tuple[str, ...]:
+        return tuple(m.node_id for m in self.members)
+
+    def owner_of(self, job_name: str) -> str | None:
+        return owner_of(job_name, self.pool)
+
+    def member(self, node_id: str) -> MemberInfo | None:
+        return next((m for m in self.members if m.node_id == node_id), None)
+
+
+def build_view(group: str, data: Mapping[str, bytes], epoch: int, session_id: int) -> GroupView:
+    """A GroupView from the member znodes' names and data; undecodable members are left out.
+
+    The znode name is the member's identity: data naming another node is ignored."""
+    members = []
+    for name in sorted(data):
+        try:
+            info = MemberInfo.from_bytes(data[name])
+        except InvalidInput as exc:
+            log.warning("group %s: ignoring member znode %r: %s", group, name, exc.message)
+            continue
+        if info.node_id != name:
+            log.warning("group %s: member znode %r carries data of %r", group, name, info.node_id)
+            continue
+        members.append(info)
+    return GroupView(group, tuple(members), epoch, session_id)
+
+
+class ExistingMember(enum.StrEnum):
+    """Whose is a member znode found under our node id."""
+
+    OURS = "ours"  # created by the current session
+    STALE_OURS = "stale-ours"  # left by an earlier session of this coordinator
+    FOREIGN = "foreign"  # another live node, or not ephemeral at all
+
+
+def classify_existing(
+    ephemeral_owner: int, current_session: int, own_sessions: Iterable[int]
+) -> ExistingMember:
+    if ephemeral_owner == current_session:
+        return ExistingMember.OURS
+    if ephemeral_owner != 0 and ephemeral_owner in set(own_sessions):
+        return ExistingMember.STALE_OURS
+    return ExistingMember.FOREIGN
+
+
+def znode_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be one znode name, or None."""
+    if not name:
+        return "must not be empty"
+    if name in (".", ".."):
+        return "must not be '.' or '..'"
+    if "/" in name:
+        return "must not contain '/'"
+    if any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in name):
+        return "must not contain control characters"
+    return None
+
+
+def normalize_namespace(namespace: str) -> str:
+    """``drover/`` → ``/drover``; the root ``/`` becomes the empty prefix."""
+    parts = [p for p in namespace.strip().split("/") if p]
+    for part in parts:
+        problem = znode_name_problem(part)
+        if problem is not None or part == "zookeeper":
+            raise InvalidInput(
+                f"ZooKeeper namespace {namespace!r}: {part!r} {problem or 'is reserved'}"
+            )
+    return "".join(f"/{p}" for p in parts)
+
+
+# --- events ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConnectionChanged:
+    state: Connection
+
+
+@dataclass(frozen=True)
+class ViewChanged:
+    view: GroupView
+
+
+@dataclass(frozen=True)
+class Registered:
+    """Our member znodes exist under this session (after start, and after every LOST)."""
+
+    session_id: int
+
+
+CoordinatorEvent = ConnectionChanged | ViewChanged | Registered
+
+
+# --- worker inbox items ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _StateItem:
+    generation: int
+    state: KazooState
+
+
+@dataclass(frozen=True)
+class _ChildrenItem:
+    generation: int
+    group: str
+
+
+_InboxItem = _StateItem | _ChildrenItem | None  # None: a wake-up
+_STOP = object()
+
+
+class Coordinator:
+    """Registers this node in its groups and publishes their views and its connection state.
+
+    ``on_event`` runs on the coordinator's dispatcher thread, one event at a time, in order. The
+    public methods are thread-safe. ``start()`` once, ``stop()`` once; not restartable.
+    """
+
+    #: worker tick: how often the worker checks for a stuck client or a registration to retry
+    TICK = 0.25
+    #: how long a reachable server gets for the old client to reconnect before it is replaced
+    RECONNECT_GRACE = 3.0
+
+    def __init__(
+        self,
+        hosts: str,
+        namespace: str,
+        node: NodeInfo,
+        groups: Mapping[str, Role],
+        session_timeout: float,
+        on_event: Callable[[CoordinatorEvent], None],
+        *,
+        stuck_after: float | None = None,
+        op_timeout: float | None = None,
+    ) -> None:
+        if not hosts.strip():
+            raise InvalidInput("no ZooKeeper hosts given")
+        if session_timeout <= 0:
+            raise InvalidInput(f"session timeout must be positive, not {session_timeout}")
+        problem = znode_name_problem(node.node_id)
+        if problem is not None:
+            raise InvalidInput(f"node id {node.node_id!r} {problem}")
+        for group, role in groups.items():
+            problem = znode_name_problem(group)
+            if problem is not None:
+                raise InvalidInput(f"group {group!r} {problem}")
+            if role not in _ROLES:
+                raise InvalidInput(f"group {group!r}: role must be active or backup, not {role!r}")
+        self._hosts = hosts.strip()
+        self._root = normalize_namespace(namespace)
+        self._node = node
+        self._groups: dict[str, Role] = dict(groups)
+        self._session_timeout = float(session_timeout)
+        self._on_event = on_event
+        self._stuck_after = stuck_after if stuck_after is not None else 3 * self._session_timeout
+        self._op_timeout = op_timeout if op_timeout is not None else max(self._session_timeout, 2.0)
+
+        self._lock = threading.RLock()
+        self._state = Connection.LOST
+        self._client: KazooClient | None = None
+        self._generation = 0
+        self._generations = itertools.count(1)
+        self._watchers: dict[tuple[int, str], Callable[[WatchedEvent], None]] = {}
+        self._session_id: int | None = None  # the session our member znodes belong to
+        self._own_sessions: set[int] = set()
+        self._views: dict[str, GroupView] = {}
+        self._suspended_since: float | None = None  # monotonic, while SUSPENDED
+        self._disconnected_since: float | None = None  # monotonic, kazoo client not connected
+        self._retry_at = 0.0  # monotonic: next re-registration attempt while LOST
+        self._probe_at = 0.0  # monotonic: next attempt to replace a stuck client
+        self._inbox: queue.Queue[_InboxItem] = queue.Queue()
+        self._outbox: queue.Queue[object] = queue.Queue()
+        self._stopping = threading.Event()
+        self._started = False
+        self._worker: threading.Thread | None = None
+        self._dispatcher: threading.Thread | None = None
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Settings,
+        on_event: Callable[[CoordinatorEvent], None],
+        groups: Mapping[str, Role] | None = None,
+    ) -> Coordinator:
+        """A coordinator for a node's settings (``groups`` overrides ``settings.group_roles``)."""
+        node = NodeInfo(settings.node_id, settings.az, settings.cloud, settings.resolved_api_url)
+        return cls(
+            settings.zk_hosts,
+            settings.zk_namespace,
+            node,
+            settings.group_roles if groups is None else groups,
+            settings.zk_session_timeout,
+            on_event,
+        )
+
+    # --- public surface ----------------------------------------------------------------------
+
+    @property
+    def state(self) -> Connection:
+        return self._state
+
+    @property
+    def session_id(self) -> int | None:
+        """The session our member znodes belong to (None before start or while unregistered)."""
+        return self._session_id
+
+    @property
+    def node(self) -> NodeInfo:
+        return self._node
+
+    @property
+    def groups(self) -> dict[str, Role]:
+        return dict(self._groups)
+
+    def suspended_for(self) -> float:
+        """Seconds spent SUSPENDED so far (0.0 when not SUSPENDED)."""
+        since = self._suspended_since
+        return 0.0 if since is None else time.monotonic() - since
+
+    def views(self) -> dict[str, GroupView]:
+        """The last published view of every group (empty before start)."""
+        with self._lock:
+            return dict(self._views)
+
+    def members_path(self, group: str) -> str:
+        return f"{self._root}/groups/{group}/members"
+
+    def start(self, timeout: float = 10.0, *, wait_for_duplicate: float = 0.0) -> None:
+        """Connect, register in every group, read the views, then start the event threads.
+
+        Raises DuplicateNode when a live node holds our id in a group (waiting up to
+        ``wait_for_duplicate`` seconds for it to vanish first: a crashed predecessor's session
+        expires within its session timeout), CoordinationUnavailable when no session opens."""
+        with self._lock:
+            if self._started:
+                raise IllegalTransition("a coordinator starts only once")
+            self._started = True
+        generation, client = self._new_client()
+        try:
+            client.start(timeout=timeout)
+        except KazooTimeoutError as exc:
+            raise CoordinationUnavailable(
+                f"no ZooKeeper session with {self._hosts} within {timeout:.1f}s"
+            ) from exc
+        try:
+            session_id = self._connected_session(client)
+            with self._lock:
+                self._client, self._generation = client, generation
+                self._own_sessions.add(session_id)
+            deadline = time.monotonic() + wait_for_duplicate
+            while True:
+                try:
+                    self._register(client, session_id)
+                    break
+                except DuplicateNode:
+                    if time.monotonic() >= deadline:
+                        raise
+                    time.sleep(0.2)
+            views = [self._read_view(client, generation, g) for g in self._groups]
+            self._ensure_session(client, session_id)
+        except BaseException:
+            self._close_client(client)
+            with self._lock:
+                self._client = None
+            raise
+        with self._lock:
+            self._session_id = session_id
+            self._emit(Registered(session_id))
+            for view in views:
+                self._publish(view)
+            self._transition(Connection.CONNECTED)
+        self._dispatcher = threading.Thread(
+            target=self._run_dispatcher,
+            name=f"coordinator-events-{self._node.node_id}",
+            daemon=True,
+        )
+        self._worker = threading.Thread(
+            target=self._run_worker, name=f"coordinator-{self._node.node_id}", daemon=True
+        )
+        self._dispatcher.start()
+        self._worker.start()
+        log.info(
+            "node %s registered in %s under %s (session %#x)",
+            self._node.node_id,
+            ", ".join(f"{g}:{r}" for g, r in self._groups.items()) or "no group",
+            self._root or "/",
+            session_id,
+        )
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Delete our member znodes (others see us leave at once), close the session, end threads.
+
+        Events still queued are delivered before the dispatcher ends; none follow."""
+        with self._lock:
+            if self._stopping.is_set():
+                return
+            self._stopping.set()
+            client, session_id = self._client, self._session_id
+        if client is not None:
+            if session_id is not None and client.connected:
+                try:
+                    self._delete_own(client, session_id)
+                except (CoordinationUnavailable, KazooException) as exc:
+                    log.warning("stop: member znodes left to session expiry: %s", exc)
+            self._close_client(client)
+        self._inbox.put(None)
+        if self._worker is not None and self._worker is not threading.current_thread():
+            self._worker.join(timeout)
+        self._outbox.put(_STOP)
+        if self._dispatcher is not None and self._dispatcher is not threading.current_thread():
+            self._dispatcher.join(timeout)
+        with self._lock:
+            self._state = Connection.LOST
+            self._session_id = None
+            self._views.clear()
+
+    def refresh_view(self, group: str) -> GroupView:
+        """Re-read ``group``'s members and epoch now (a lease check); publish it if it changed.
+
+        Raises CoordinationUnavailable when not CONNECTED-and-registered or ZooKeeper fails."""
+        if group not in self._groups:
+            raise NotFound(f"node {self._node.node_id} is not a member of group {group!r}")
+        with self._lock:
+            client, generation, session_id = self._client, self._generation, self._session_id
+        if client is None or session_id is None or self._state is Connection.LOST:
+            raise CoordinationUnavailable("no registered ZooKeeper session")
+        self._ensure_session(client, session_id)
+        view = self._read_view(client, generation, group)
+        self._ensure_session(client, session_id)
+        with self._lock:
+            if self._session_id == session_id and self._generation == generation:
+                self._publish(view)
+        return view
+
+    def ping(self) -> float:
+        """Round-trip time in seconds of one cheap ZooKeeper read; raises when there is none."""
+        client = self._client
+        if client is None or not client.connected:
+            raise CoordinationUnavailable("not connected to ZooKeeper")
+        began = time.perf_counter()
+        self._wait(client.exists_async(self._root or "/"))
+        return time.perf_counter() - began
+
+    # --- kazoo callbacks: record and enqueue, never block --------------------------------------
+
+    def _new_client(self) -> tuple[int, KazooClient]:
+        generation = next(self._generations)
+        client = KazooClient(
+            hosts=self._hosts,
+            timeout=self._session_timeout,
+            connection_retry=KazooRetry(max_tries=-1, max_delay=1.0),
+            command_retry=KazooRetry(max_tries=3, delay=0.1, max_delay=1.0, ignore_expire=False),
+            logger=logging.getLogger("kazoo.client"),
+        )
+
+        def on_state(state: KazooState) -> None:
+            self._inbox.put(_StateItem(generation, state))
+
+        client.add_listener(on_state)
+        return generation, client
+
+    def _watcher(self, generation: int, group: str) -> Callable[[WatchedEvent], None]:
+        """One watch function per group and client (kazoo keeps watchers in a set)."""
+        with self._lock:
+            watcher = self._watchers.get((generation, group))
+            if watcher is None:
+
+                def watcher(event: WatchedEvent) -> None:
+                    if event.type != EventType.NONE:  # NONE: connection change, handled by state
+                        self._inbox.put(_ChildrenItem(generation, group))
+
+                self._watchers[(generation, group)] = watcher
+        return watcher
+
+    # --- worker --------------------------------------------------------------------------------
+
+    def _run_worker(self) -> None:
+        next_check = 0.0
+        while not self._stopping.is_set():
+            try:
+                item = self._inbox.get(timeout=self.TICK)
+            except queue.Empty:
+                item = None
+            if self._stopping.is_set():
+                return
+            if item is not None:
+                self._guarded(self._handle, item)
+            if time.monotonic() >= next_check:
+                next_check = time.monotonic() + self.TICK
+                self._guarded(self._periodic)
+
+    def _guarded(self, step: Callable[..., None], *args: Any) -> None:
+        """Run one worker step; log its failure (retried by a later step), never die."""
+        try:
+            step(*args)
+        except (CoordinationUnavailable, DuplicateNode, KazooException) as exc:
+            log.warning("node %s: %s (will retry)", self._node.node_id, exc)
+        except Exception:
+            log.exception("node %s: coordinator worker step failed", self._node.node_id)
+
+    def _handle(self, item: _StateItem | _ChildrenItem) -> None:
+        if isinstance(item, _StateItem):
+            if item.generation != self._generation:
+                return
+            if item.state == KazooState.CONNECTED:
+                self._disconnected_since = None
+                self._sync()
+                return
+            if self._disconnected_since is None:
+                self._disconnected_since = time.monotonic()
+            with self._lock:
+                if item.state == KazooState.LOST:
+                    self._session_id = None
+                    if self._state is not Connection.LOST:
+                        self._transition(Connection.LOST)
+                elif self._state is Connection.CONNECTED:
+                    self._transition(Connection.SUSPENDED)
+        elif item.generation == self._generation and self._state is Connection.CONNECTED:
+            self._reread(item.group)
+
+    def _periodic(self) -> None:
+        """Retry a failed re-registration (each second); replace a client stuck disconnected."""
+        client, now = self._client, time.monotonic()
+        if client is None:
+            return
+        if self._state is Connection.LOST and client.connected and now >= self._retry_at:
+            self._retry_at = now + 1.0
+            self._sync()
+        since = self._disconnected_since
+        if since is not None and now - since > self._stuck_after and now >= self._probe_at:
+            self._probe_at = now + self._session_timeout
+            self._replace_stuck_client()
+
+    def _sync(self) -> None:
+        """After kazoo reports CONNECTED: register anew (new session) or re-read (same session)."""
+        with self._lock:
+            client, generation = self._client, self._generation
+            registered = self._session_id
+        if client is None or not client.connected:
+            return
+        session_id = self._connected_session(client)
+        if registered != session_id:
+            with self._lock:
+                if self._state is not Connection.LOST:
+                    self._transition(Connection.LOST)
+                self._session_id = None
+                self._own_sessions.add(session_id)
+            self._register(client, session_id)
+            views = [self._read_view(client, generation, g) for g in self._groups]
+            self._ensure_session(client, session_id)
+            with self._lock:
+                if self._generation != generation or self._stopping.is_set():
+                    return
+                self._session_id = session_id
+                self._emit(Registered(session_id))
+                for view in views:
+                    self._publish(view)
+                self._transition(Connection.CONNECTED)
+            log.info("node %s re-registered (session %#x)", self._node.node_id, session_id)
+            return
+        views = [self._read_view(client, generation, g) for g in self._groups]
+        if any(self._node.node_id not in v.node_ids for v in views):
+            self._register(client, session_id)
+            views = [self._read_view(client, generation, g) for g in self._groups]
+        self._ensure_session(client, session_id)
+        with self._lock:
+            if self._generation != generation or self._session_id != session_id:
+                return
+            for view in views:
+                self._publish(view)
+            if self._state is Connection.SUSPENDED:
+                self._transition(Connection.CONNECTED)
+
+    def _reread(self, group: str) -> None:
+        with self._lock:
+            client, generation, session_id = self._client, self._generation, self._session_id
+        if client is None or session_id is None or not client.connected:
+            return
+        view = self._read_view(client, generation, group)
+        if self._node.node_id not in view.node_ids and not self._stopping.is_set():
+            log.warning(
+                "node %s: our member znode in %s vanished; re-creating it",
+                self._node.node_id,
+                group,
+            )
+            self._register(client, session_id)
+            view = self._read_view(client, generation, group)
+        self._ensure_session(client, session_id)
+        with self._lock:
+            if self._generation == generation and self._session_id == session_id:
+                self._publish(view)
+
+    def _replace_stuck_client(self) -> None:
+        """Open a second session; swap it in if the old client still cannot reconnect."""
+        old = self._client
+        generation, probe = self._new_client()
+        try:
+            probe.start(timeout=min(self._session_timeout, self._op_timeout))
+        except KazooTimeoutError:
+            return  # the server is still unreachable: keep waiting for the old session
+        deadline = time.monotonic() + self.RECONNECT_GRACE
+        while old is not None and not old.connected and time.monotonic() < deadline:
+            if self._stopping.wait(0.1):
+                break
+        if self._stopping.is_set() or (old is not None and old.connected):
+            self._close_client(probe)
+            return
+        log.warning(
+            "node %s: disconnected for %.1fs while the server accepts new sessions; "
+            "replacing the ZooKeeper client (a wiped server refuses the old session)",
+            self._node.node_id,
+            time.monotonic() - (self._disconnected_since or time.monotonic()),
+        )
+        with self._lock:
+            self._client, self._generation = probe, generation
+            self._disconnected_since = None
+            self._session_id = None
+            if self._state is not Connection.LOST:
+                self._transition(Connection.LOST)
+        if old is not None:
+            self._close_client(old)
+        self._sync()
+
+    # --- ZooKeeper operations --------------------------------------------------------------------
+
+    def _wait(self, result: Any) -> Any:
+        """The value of a kazoo async result, within the operation timeout.
+
+        NoNode/NodeExists/BadVersion pass through for the caller; other failures become
+        CoordinationUnavailable."""
+        try:
+            return result.get(timeout=self._op_timeout)
+        except (NoNodeError, NodeExistsError, BadVersionError):
+            raise
+        except KazooTimeoutError as exc:
+            raise CoordinationUnavailable(
+                f"ZooKeeper did not answer within {self._op_timeout:.1f}s"
+            ) from exc
+        except KazooException as exc:
+            raise CoordinationUnavailable(
+                f"ZooKeeper call failed: {type(exc).__name__} {exc}".rstrip()
+            ) from exc
+
+    @staticmethod
+    def _connected_session(client: KazooClient) -> int:
+        client_id = client.client_id
+        if client_id is None:
+            raise CoordinationUnavailable("not connected to ZooKeeper")
+        return int(client_id[0])
+
+    def _ensure_session(self, client: KazooClient, session_id: int) -> None:
+        if self._connected_session(client) != session_id:
+            raise CoordinationUnavailable("the ZooKeeper session changed during the operation")
+
+    def _register(self, client: KazooClient, session_id: int) -> None:
+        """Create our ephemeral member znode in every group (idempotent under one session)."""
+        for group, role in self._groups.items():
+            members = self.members_path(group)
+            path = f"{members}/{self._node.node_id}"
+            data = self._node.as_member(role).to_bytes()
+            self._wait(client.ensure_path_async(members))
+            for _ in range(5):
+                try:
+                    self._wait(client.create_async(path, data, ephemeral=True))
+                    break
+                except NodeExistsError:
+                    pass
+                try:
+                    current, stat = self._wait(client.get_async(path))
+                except NoNodeError:
+                    continue  # vanished meanwhile: create again
+                verdict = classify_existing(stat.ephemeralOwner, session_id, self._own_sessions)
+                if verdict is ExistingMember.OURS:
+                    if current != data:
+                        self._wait(client.set_async(path, data, version=stat.version))
+                    break
+                if verdict is ExistingMember.FOREIGN:
+                    raise DuplicateNode(
+                        f"node id {self._node.node_id!r} is already registered in group {group!r} "
+                        f"by another live node (session {stat.ephemeralOwner:#x}); "
+                        "give this node another DROVER_NODE_ID or stop the other one"
+                    )
+                log.info(
+                    "group %s: deleting our stale member znode of session %#x",
+                    group,
+                    stat.ephemeralOwner,
+                )
+                try:
+                    self._wait(client.delete_async(path, version=stat.version))
+                except (NoNodeError, BadVersionError):
+                    pass
+            else:
+                raise CoordinationUnavailable(f"could not create {path}: it keeps changing")
+            self._ensure_session(client, session_id)
+
+    def _read_view(self, client: KazooClient, generation: int, group: str) -> GroupView:
+        """Children + cversion (one call, re-arming the watch), then every member's data."""
+        path = self.members_path(group)
+        watcher = self._watcher(generation, group)
+        session_id = self._connected_session(client)
+        for _ in range(5):
+            try:
+                children, stat = self._wait(
+                    client.get_children_async(path, watch=watcher, include_data=True)
+                )
+            except NoNodeError:
+                return GroupView(group, (), 0, session_id)
+            pending = {name: client.get_async(f"{path}/{name}") for name in children}
+            data: dict[str, bytes] = {}
+            try:
+                for name, result in pending.items():
+                    data[name] = self._wait(result)[0]
+            except NoNodeError:
+                continue  # a member left between the two reads; its watch fired: read again
+            return build_view(group, data, int(stat.cversion), session_id)
+        raise CoordinationUnavailable(f"membership of group {group!r} kept changing while read")
+
+    def _delete_own(self, client: KazooClient, session_id: int) -> None:
+        pending = {
+            f"{self.members_path(g)}/{self._node.node_id}": client.get_async(
+                f"{self.members_path(g)}/{self._node.node_id}"
+            )
+            for g in self._groups
+        }
+        deletions = []
+        for path, result in pending.items():
+            try:
+                _, stat = self._wait(result)
+            except NoNodeError:
+                continue
+            if stat.ephemeralOwner == session_id:
+                deletions.append(client.delete_async(path, version=stat.version))
+        for result in deletions:
+            try:
+                self._wait(result)
+            except (NoNodeError, BadVersionError):
+                pass
+
+    @staticmethod
+    def _close_client(client: KazooClient) -> None:
+        try:
+            client.stop()
+        finally:
+            client.close()
+
+    # --- state and events ------------------------------------------------------------------------
+
+    def _transition(self, new: Connection) -> None:
+        """The one place the state changes; caller holds the lock. Emits ConnectionChanged."""
+        self._state = next_state(self._state, new)
+        self._suspended_since = time.monotonic() if new is Connection.SUSPENDED else None
+        self._emit(ConnectionChanged(new))
+        log.info("node %s: ZooKeeper connection %s", self._node.node_id, new)
+
+    def _publish(self, view: GroupView) -> None:
+        """Cache and emit ``view`` unless it equals or predates the cached view (lock held)."""
+        old = self._views.get(view.group)
+        if old is not None:
+            if view == old:
+                return
+            if view.session_id == old.session_id and view.epoch < old.epoch:
+                return
+        self._views[view.group] = view
+        self._emit(ViewChanged(view))
+
+    def _emit(self, event: CoordinatorEvent) -> None:
+        self._outbox.put(event)
+
+    def _run_dispatcher(self) -> None:
+        while True:
+            event = self._outbox.get()
+            if event is _STOP:
+                return
+            try:
+                self._on_event(event)  # type: ignore[arg-type]
+            except Exception:
+                log.exception("node %s: on_event failed for %r", self._node.node_id, event)

@@ -1,0 +1,195 @@
+"""The pure parts of scheduler.coordination: member data, views, the state table, names."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from scheduler.coordination import (
+    _TRANSITIONS,
+    Connection,
+    Coordinator,
+    ExistingMember,
+    GroupView,
+    MemberInfo,
+    NodeInfo,
+    build_view,
+    classify_existing,
+    next_state,
+    normalize_namespace,
+)
+from scheduler.errors import IllegalTransition, InvalidInput
+from scheduler.ownership import Member, owner_of, pool_of
+
+texts = st.text(min_size=1, max_size=20)
+members = st.builds(
+    MemberInfo,
+    node_id=texts,
+    role=st.sampled_from(["active", "backup"]),
+    az=st.text(max_size=10),
+    cloud=st.text(max_size=10),
+    api_url=st.text(max_size=30),
+    started_at=st.floats(min_value=0, max_value=4e9, allow_nan=False),
+)
+
+
+@given(members)
+def test_member_info_round_trips_through_json(info: MemberInfo) -> None:
+    data = info.to_bytes()
+    assert MemberInfo.from_bytes(data) == info
+    assert json.loads(data)["node_id"] == info.node_id
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"not json",
+        b"[]",
+        b'{"node_id": "n1"}',
+        b'{"node_id":"n1","role":"leader","az":"a","cloud":"c","api_url":"u","started_at":1}',
+        b'{"node_id":"n1","role":"active","az":"a","cloud":"c","api_url":"u","started_at":"x"}',
+        b"\xff\xfe",
+    ],
+)
+def test_member_info_refuses_foreign_data(data: bytes) -> None:
+    with pytest.raises(InvalidInput):
+        MemberInfo.from_bytes(data)
+
+
+def test_node_info_becomes_a_member_per_role() -> None:
+    node = NodeInfo("n1", az="az-2", cloud="gcp", api_url="http://x", started_at=12.5)
+    assert node.as_member("backup") == MemberInfo("n1", "backup", "az-2", "gcp", "http://x", 12.5)
+
+
+def _member(node_id: str, role: str = "active") -> MemberInfo:
+    return MemberInfo(node_id, role, "az", "cloud", f"http://{node_id}", 1.0)  # type: ignore[arg-type]
+
+
+def test_build_view_sorts_and_skips_bad_members() -> None:
+    data = {
+        "n3": _member("n3").to_bytes(),
+        "n1": _member("n1", "backup").to_bytes(),
+        "junk": b"{",
+        "n2": _member("someone-else").to_bytes(),  # name and data disagree
+    }
+    view = build_view("g", data, epoch=7, session_id=42)
+    assert view.node_ids == ("n1", "n3")
+    assert (view.group, view.epoch, view.session_id) == ("g", 7, 42)
+    assert view.ownership_members == (Member("n1", "backup"), Member("n3", "active"))
+    assert view.pool == ("n3",)
+    assert view.member("n1") == _member("n1", "backup")
+    assert view.member("n2") is None
+
+
+@given(st.dictionaries(st.text(min_size=1, max_size=8), st.sampled_from(["active", "backup"])))
+def test_view_pool_and_owner_follow_the_ownership_rule(roles: dict[str, str]) -> None:
+    data = {n: _member(n, r).to_bytes() for n, r in roles.items()}
+    view = build_view("g", data, epoch=1, session_id=1)
+    assert list(view.node_ids) == sorted(roles)
+    expected_pool = pool_of(Member(n, r) for n, r in roles.items())
+    assert view.pool == expected_pool
+    assert view.owner_of("job-1") == owner_of("job-1", expected_pool)
+
+
+def test_empty_view_owns_nothing() -> None:
+    view = GroupView("g", (), 0, 1)
+    assert view.pool == () and view.owner_of("job") is None
+
+
+def test_existing_member_classification() -> None:
+    assert classify_existing(5, 5, {3, 5}) is ExistingMember.OURS
+    assert classify_existing(3, 5, {3, 5}) is ExistingMember.STALE_OURS
+    assert classify_existing(9, 5, {3, 5}) is ExistingMember.FOREIGN
+    assert classify_existing(0, 5, {0, 5}) is ExistingMember.FOREIGN  # not ephemeral
+
+
+def test_state_table() -> None:
+    legal = {(a, b) for a, targets in _TRANSITIONS.items() for b in targets}
+    assert legal == {
+        (Connection.LOST, Connection.CONNECTED),
+        (Connection.CONNECTED, Connection.SUSPENDED),
+        (Connection.CONNECTED, Connection.LOST),
+        (Connection.SUSPENDED, Connection.CONNECTED),
+        (Connection.SUSPENDED, Connection.LOST),
+    }
+    for a in Connection:
+        for b in Connection:
+            if (a, b) in legal:
+                assert next_state(a, b) is b
+            else:
+                with pytest.raises(IllegalTransition):
+                    next_state(a, b)
+
+
+@pytest.mark.parametrize(
+    ("given_ns", "expected"),
+    [("/drover", "/drover"), ("drover/", "/drover"), ("/a//b/", "/a/b"), ("/", ""), ("", "")],
+)
+def test_namespace_normalization(given_ns: str, expected: str) -> None:
+    assert normalize_namespace(given_ns) == expected
+
+
+@pytest.mark.parametrize("bad", ["/zookeeper", "/a/../b", "/a/\x01"])
+def test_namespace_refuses_bad_paths(bad: str) -> None:
+    with pytest.raises(InvalidInput):
+        normalize_namespace(bad)
+
+
+def _noop(event: object) -> None:
+    pass
+
+
+@pytest.mark.parametrize(
+    ("node_id", "groups", "message"),
+    [
+        ("a/b", {"g": "active"}, "node id"),
+        ("", {"g": "active"}, "node id"),
+        ("n1", {"g/x": "active"}, "group"),
+        ("n1", {"..": "active"}, "group"),
+        ("n1", {"g": "leader"}, "role"),
+    ],
+)
+def test_coordinator_refuses_bad_identity(node_id: str, groups: dict, message: str) -> None:
+    with pytest.raises(InvalidInput, match=message):
+        Coordinator("127.0.0.1:1", "/drover", NodeInfo(node_id), groups, 2.0, _noop)
+
+
+def test_coordinator_from_settings() -> None:
+    from scheduler.config import Settings
+
+    settings = Settings(
+        node_id="n7",
+        zk_hosts="127.0.0.1:1",
+        zk_namespace="/dep",
+        zk_session_timeout=3.0,
+        groups="g1:active,g2:backup",
+        az="az-9",
+        cloud="aws",
+        api_port=8123,
+    )
+    coordinator = Coordinator.from_settings(settings, _noop)
+    assert coordinator.groups == {"g1": "active", "g2": "backup"}
+    assert coordinator.node.az == "az-9" and coordinator.node.api_url == "http://127.0.0.1:8123"
+    assert coordinator.members_path("g1") == "/dep/groups/g1/members"
+    assert coordinator.state is Connection.LOST and coordinator.views() == {}
+
+
+def test_start_without_a_server_fails_clearly_and_leaves_nothing_running() -> None:
+    import threading
+
+    from scheduler.coordination import CoordinationUnavailable
+    from tests.zkserver import free_port
+
+    coordinator = Coordinator(
+        f"127.0.0.1:{free_port()}", "/drover", NodeInfo("n1"), {"g": "active"}, 2.0, _noop
+    )
+    with pytest.raises(CoordinationUnavailable, match="no ZooKeeper session"):
+        coordinator.start(timeout=1.0)
+    coordinator.stop()
+    assert not [t for t in threading.enumerate() if t.name.startswith("coordinator-")]
+    with pytest.raises(IllegalTransition):
+        coordinator.start(timeout=1.0)
