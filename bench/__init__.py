@@ -1,0 +1,1 @@
+"""Benchmarks and the simulated Spark standalone cluster (never used by Drover itself)."""

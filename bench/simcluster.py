@@ -1,0 +1,579 @@
+"""A simulated Spark standalone cluster for benchmarks and fault tests (never a default).
+
+One threaded HTTP server on loopback plays the master's REST submission server, the master's web
+UI ``/json/`` and one worker's ``/log/`` endpoint -- the subset
+:class:`scheduler.backends.standalone.StandaloneRestBackend` uses -- with thousands of fake
+drivers and applications held in memory. Register it as a normal ``standalone`` cluster whose
+``rest_url`` and ``ui_url`` are the simulator's URL (``master_url`` is ``spark://sim-...``).
+
+Life of one fake driver (times from its create; all configurable)::
+
+    create ----- launch_delay ----> driver RUNNING on the worker (launch command readable)
+           ----- + app_start_delay -> app WAITING ----- + executor_delay -> app RUNNING
+    fail_after(name, T): at create + T the driver FAILED, the app FINISHED
+    kill: driver KILLED and app gone kill_delay seconds after the kill request
+
+Faults: ``latency`` added to every answer; ``fail_next_creates(n)`` (400, or 500 with
+``http_status``); ``fail_after``; ``lose_state()`` (a master restarted without recovery: every
+driver and app forgotten); ``unreachable_for(T, mode)`` -- ``close`` drops connections without an
+answer, ``503`` answers Service Unavailable; ``kill_delay`` for slow kills. Completed drivers are
+retained like Spark's ``spark.deploy.retainedDrivers`` (200 by default).
+
+Control: the :class:`SimCluster` methods in-process, or ``POST /sim/control`` with
+``{"op": <method name>, ...keyword arguments}`` from another process (see :func:`control`);
+``GET /sim/stats`` counts drivers and requests. ``/sim/*`` stays reachable during unreachable
+periods.
+
+    python -m bench.simcluster --port 7177 [--app-start-delay 1] [--kill-delay 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import socket
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+SPARK_VERSION = "4.3.0"
+PYTHON_RUNNER = "org.apache.spark.deploy.PythonRunner"
+WORKER_ID = "worker-sim-0"
+CONTROL_OPS = frozenset(
+    {
+        "configure",
+        "fail_next_creates",
+        "fail_after",
+        "lose_state",
+        "unreachable_for",
+        "reachable",
+    }
+)
+
+
+@dataclass
+class FakeDriver:
+    id: str
+    app_name: str
+    properties: dict[str, str]
+    app_args: list[str]
+    created: float
+    launch_at: float
+    app_at: float
+    running_at: float
+    app_id: str
+    fail_at: float | None = None
+    kill_at: float | None = None
+    #: final driver state once ended (FINISHED, FAILED, KILLED)
+    ended: str | None = None
+    ended_at: float | None = None
+
+    def advance(self, now: float) -> None:
+        if self.ended is not None:
+            return
+        if self.kill_at is not None and now >= self.kill_at:
+            self.ended, self.ended_at = "KILLED", self.kill_at
+        elif self.fail_at is not None and now >= self.fail_at:
+            self.ended, self.ended_at = "FAILED", self.fail_at
+
+    def driver_state(self, now: float) -> str:
+        if self.ended is not None:
+            return self.ended
+        return "RUNNING" if now >= self.launch_at else "SUBMITTED"
+
+    def app_state(self, now: float) -> str | None:
+        """WAITING / RUNNING while registered, None before; the app leaves when the driver ends."""
+        if self.ended is not None or now < self.app_at:
+            return None
+        return "RUNNING" if now >= self.running_at else "WAITING"
+
+
+@dataclass
+class _Faults:
+    latency: float = 0.0
+    fail_creates: int = 0
+    fail_status: int = 400
+    unreachable_until: float = 0.0
+    unreachable_mode: str = "close"
+    fail_after: dict[str, float] = field(default_factory=dict)
+
+
+class SimCluster:
+    """The simulated master + worker; start() binds a free loopback port unless one is given."""
+
+    def __init__(
+        self,
+        *,
+        port: int = 0,
+        launch_delay: float = 0.0,
+        app_start_delay: float = 0.5,
+        executor_delay: float = 0.0,
+        kill_delay: float = 0.0,
+        retained_drivers: int = 200,
+    ) -> None:
+        self.port = port
+        self.launch_delay = launch_delay
+        self.app_start_delay = app_start_delay
+        self.executor_delay = executor_delay
+        self.kill_delay = kill_delay
+        self.retained_drivers = retained_drivers
+        self._lock = threading.Lock()
+        self._drivers: dict[str, FakeDriver] = {}
+        self._completed: deque[str] = deque()
+        self._faults = _Faults()
+        self._seq = 0
+        self._app_seq = 0
+        self.requests = 0
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # ----------------------------------------------------------------------- lifecycle
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    rest_url = url
+    ui_url = url
+
+    @property
+    def master_url(self) -> str:
+        return f"spark://sim-127.0.0.1:{self.port}"
+
+    def start(self) -> SimCluster:
+        sim = self
+
+        class Handler(_Handler):
+            cluster = sim
+
+        server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        server.daemon_threads = True
+        self._server = server
+        self.port = server.server_address[1]
+        self._thread = threading.Thread(
+            target=server.serve_forever, args=(0.05,), name=f"simcluster-{self.port}", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> SimCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ----------------------------------------------------------------------- control
+
+    def configure(self, **settings: float) -> None:
+        """Change delays at run time: launch_delay, app_start_delay, executor_delay, kill_delay,
+        latency (seconds)."""
+        with self._lock:
+            for key, value in settings.items():
+                if key == "latency":
+                    self._faults.latency = float(value)
+                elif key in ("launch_delay", "app_start_delay", "executor_delay", "kill_delay"):
+                    setattr(self, key, float(value))
+                else:
+                    raise ValueError(f"unknown setting {key!r}")
+
+    def fail_next_creates(self, n: int, http_status: int = 400) -> None:
+        with self._lock:
+            self._faults.fail_creates = int(n)
+            self._faults.fail_status = int(http_status)
+
+    def fail_after(self, app_name: str, seconds: float) -> None:
+        """The driver carrying ``app_name`` (now or submitted later) fails ``seconds`` after its
+        create (or after now, if it runs already)."""
+        now = time.monotonic()
+        with self._lock:
+            self._faults.fail_after[app_name] = float(seconds)
+            for driver in self._drivers.values():
+                if driver.app_name == app_name and driver.ended is None:
+                    driver.fail_at = max(driver.created, now) + float(seconds)
+
+    def lose_state(self) -> None:
+        """Forget every driver and app, as a master restarted without recovery does."""
+        with self._lock:
+            self._drivers.clear()
+            self._completed.clear()
+
+    def unreachable_for(self, seconds: float, mode: str = "close") -> None:
+        if mode not in ("close", "503"):
+            raise ValueError("mode is 'close' or '503'")
+        with self._lock:
+            self._faults.unreachable_until = time.monotonic() + float(seconds)
+            self._faults.unreachable_mode = mode
+
+    def reachable(self) -> None:
+        with self._lock:
+            self._faults.unreachable_until = 0.0
+
+    def stats(self) -> dict[str, int]:
+        now = time.monotonic()
+        with self._lock:
+            self._advance_all(now)
+            states: dict[str, int] = {}
+            apps = 0
+            for driver in self._drivers.values():
+                key = driver.driver_state(now)
+                states[key] = states.get(key, 0) + 1
+                apps += driver.app_state(now) is not None
+            return {
+                "drivers": len(self._drivers),
+                "apps": apps,
+                "requests": self.requests,
+                **states,
+            }
+
+    def live_apps(self, app_name: str | None = None) -> list[str]:
+        """Ids of registered (WAITING or RUNNING) apps, optionally only those named ``app_name``."""
+        now = time.monotonic()
+        with self._lock:
+            self._advance_all(now)
+            return [
+                d.app_id
+                for d in self._drivers.values()
+                if d.app_state(now) is not None and (app_name is None or d.app_name == app_name)
+            ]
+
+    # ----------------------------------------------------------------------- model
+
+    def _advance_all(self, now: float) -> None:
+        for driver in list(self._drivers.values()):
+            self._advance(driver, now)
+
+    def _advance(self, driver: FakeDriver, now: float) -> None:
+        """Apply time to one driver; forget the oldest completed ones beyond the retention."""
+        if driver.ended is not None:
+            return
+        driver.advance(now)
+        if driver.ended is not None:
+            self._completed.append(driver.id)
+            while len(self._completed) > self.retained_drivers:
+                self._drivers.pop(self._completed.popleft(), None)
+
+    def _create(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        props = body.get("sparkProperties")
+        if (
+            body.get("action") != "CreateSubmissionRequest"
+            or not isinstance(props, dict)
+            or not body.get("appResource")
+            or not body.get("mainClass")
+        ):
+            return 400, _error("Malformed request: missing appResource, mainClass or properties")
+        now = time.monotonic()
+        with self._lock:
+            if self._faults.fail_creates > 0:
+                self._faults.fail_creates -= 1
+                status = self._faults.fail_status
+                return status, _error("injected failure: submission refused")
+            self._seq += 1
+            self._app_seq += 1
+            stamp = datetime.now(UTC).strftime("%Y%m%d%H%M%S")
+            name = str(props.get("spark.app.name", ""))
+            launch = now + self.launch_delay
+            driver = FakeDriver(
+                id=f"driver-{stamp}-{self._seq:04d}",
+                app_name=name,
+                properties={str(k): str(v) for k, v in props.items()},
+                app_args=[str(a) for a in body.get("appArgs", [])],
+                created=now,
+                launch_at=launch,
+                app_at=launch + self.app_start_delay,
+                running_at=launch + self.app_start_delay + self.executor_delay,
+                app_id=f"app-{stamp}-{self._app_seq:04d}",
+            )
+            if name in self._faults.fail_after:
+                driver.fail_at = now + self._faults.fail_after[name]
+            self._drivers[driver.id] = driver
+        return 200, {
+            "action": "CreateSubmissionResponse",
+            "message": f"Driver successfully submitted as {driver.id}",
+            "serverSparkVersion": SPARK_VERSION,
+            "submissionId": driver.id,
+            "success": True,
+        }
+
+    def _status(self, driver_id: str) -> dict[str, Any]:
+        now = time.monotonic()
+        with self._lock:
+            driver = self._drivers.get(driver_id)
+            if driver is not None:
+                self._advance(driver, now)
+                driver = self._drivers.get(driver_id)
+            answer: dict[str, Any] = {
+                "action": "SubmissionStatusResponse",
+                "serverSparkVersion": SPARK_VERSION,
+                "submissionId": driver_id,
+                "success": driver is not None,
+            }
+            if driver is not None:
+                answer["driverState"] = driver.driver_state(now)
+                if now >= driver.launch_at:
+                    answer["workerId"] = WORKER_ID
+                    answer["workerHostPort"] = f"127.0.0.1:{self.port}"
+            return answer
+
+    def _kill(self, driver_id: str) -> dict[str, Any]:
+        now = time.monotonic()
+        with self._lock:
+            driver = self._drivers.get(driver_id)
+            if driver is not None:
+                self._advance(driver, now)
+            ok = driver is not None and driver.ended is None
+            if driver is not None and ok and driver.kill_at is None:
+                driver.kill_at = now + self.kill_delay
+                self._advance(driver, now)
+        message = (
+            f"Kill request for {driver_id} submitted"
+            if ok
+            else f"Driver {driver_id} has already finished or does not exist"
+        )
+        return {
+            "action": "KillSubmissionResponse",
+            "message": message,
+            "serverSparkVersion": SPARK_VERSION,
+            "submissionId": driver_id,
+            "success": ok,
+        }
+
+    def _master_json(self) -> dict[str, Any]:
+        now = time.monotonic()
+        with self._lock:
+            self._advance_all(now)
+            active_drivers: list[dict[str, Any]] = []
+            completed_drivers: list[dict[str, Any]] = []
+            active_apps: list[dict[str, Any]] = []
+            completed_apps: list[dict[str, Any]] = []
+            for d in self._drivers.values():
+                state = d.driver_state(now)
+                entry = {
+                    "id": d.id,
+                    "starttime": str(int(d.created * 1000)),
+                    "state": state,
+                    "cores": 1,
+                    "memory": 512,
+                    "resources": {},
+                    "submitdate": "",
+                    "worker": WORKER_ID if now >= d.launch_at else "None",
+                    "mainclass": PYTHON_RUNNER,
+                }
+                (completed_drivers if d.ended else active_drivers).append(entry)
+                app_state = d.app_state(now)
+                app = {"id": d.app_id, "name": d.app_name, "cores": 1, "user": "sim"}
+                if app_state is not None:
+                    active_apps.append({**app, "state": app_state})
+                elif d.ended is not None and d.ended_at is not None and d.ended_at >= d.app_at:
+                    completed_apps.append({**app, "state": "FINISHED"})
+            return {
+                "url": self.master_url,
+                "workers": [
+                    {
+                        "id": WORKER_ID,
+                        "host": "127.0.0.1",
+                        "port": self.port,
+                        "webuiaddress": self.url,
+                        "cores": 100000,
+                        "state": "ALIVE",
+                    }
+                ],
+                "aliveworkers": 1,
+                "activeapps": active_apps,
+                "completedapps": completed_apps,
+                "activedrivers": active_drivers,
+                "completeddrivers": completed_drivers,
+                "status": "ALIVE",
+            }
+
+    def _driver_log(self, driver_id: str) -> str:
+        now = time.monotonic()
+        with self._lock:
+            driver = self._drivers.get(driver_id)
+            if driver is None or now < driver.launch_at:
+                return f"Error: invalid log directory /sim/work/{driver_id}/\n"
+            options = " ".join(f'"-D{k}={v}"' for k, v in driver.properties.items())
+            args = " ".join(f'"{a}"' for a in driver.app_args)
+        command = (
+            f'Launch Command: "java" "-cp" "/sim/jars/*" "-Xmx512M" {options} '
+            f'"org.apache.spark.deploy.worker.DriverWrapper" "spark://Worker@127.0.0.1:1" '
+            f'"{PYTHON_RUNNER}" {args}\n{"=" * 40}\n\n'
+        )
+        return (
+            f"==== Bytes 0-{len(command)} of {len(command)} of /sim/work/{driver_id}/stderr ====\n"
+            + command
+        )
+
+    def _fault_for(self, path: str) -> str | None:
+        """'close' or '503' while unreachable (never for /sim/ control paths), else None."""
+        if path.startswith("/sim/"):
+            return None
+        with self._lock:
+            self.requests += 1
+            latency = self._faults.latency
+            fault = self._faults.unreachable_mode
+            down = time.monotonic() < self._faults.unreachable_until
+        if latency:
+            time.sleep(latency)
+        return fault if down else None
+
+    def _control(self, body: dict[str, Any]) -> dict[str, Any]:
+        op = body.pop("op", None)
+        if op not in CONTROL_OPS:
+            raise ValueError(f"unknown op {op!r}; one of {sorted(CONTROL_OPS)}")
+        getattr(self, op)(**body)
+        return {"ok": True, "stats": self.stats()}
+
+
+def _error(message: str) -> dict[str, Any]:
+    return {
+        "action": "ErrorResponse",
+        "message": message,
+        "serverSparkVersion": SPARK_VERSION,
+        "success": False,
+    }
+
+
+class _Handler(BaseHTTPRequestHandler):
+    cluster: SimCluster
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # else a 40 ms delayed-ACK stall per answer
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+        pass
+
+    def _send(self, status: int, body: Any, content_type: str = "application/json") -> None:
+        data = (json.dumps(body) if content_type == "application/json" else body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _drop(self) -> None:
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def _body(self) -> dict[str, Any]:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        value = json.loads(raw) if raw else {}
+        if not isinstance(value, dict):
+            raise ValueError("expected a JSON object")
+        return value
+
+    def _handle(self, method: str) -> None:
+        parts = urlsplit(self.path)
+        path = parts.path
+        sim = self.cluster
+        fault = sim._fault_for(path)
+        if method == "POST":
+            try:
+                body = self._body()
+            except ValueError as exc:
+                self._send(400, _error(f"Malformed request: {exc}"))
+                return
+        else:
+            body = {}
+        if fault == "close":
+            self._drop()
+            return
+        if fault == "503":
+            self._send(503, {"message": "simulated outage"})
+            return
+        sub = "/v1/submissions/"
+        if method == "POST" and path == f"{sub}create":
+            self._send(*sim._create(body))
+        elif method == "GET" and path.startswith(f"{sub}status/"):
+            self._send(200, sim._status(path[len(sub) + len("status/") :]))
+        elif method == "POST" and path.startswith(f"{sub}kill/"):
+            self._send(200, sim._kill(path[len(sub) + len("kill/") :]))
+        elif method == "GET" and path == f"{sub}readyz":
+            self._send(200, {"action": "ReadyzResponse", "message": "", "success": True})
+        elif method == "GET" and path in ("/json", "/json/"):
+            self._send(200, sim._master_json())
+        elif method == "GET" and path in ("/log", "/log/"):
+            driver_id = parse_qs(parts.query).get("driverId", [""])[0]
+            self._send(200, sim._driver_log(driver_id), "text/plain;charset=utf-8")
+        elif method == "POST" and path == "/sim/control":
+            try:
+                self._send(200, sim._control(body))
+            except (TypeError, ValueError) as exc:
+                self._send(400, {"ok": False, "error": str(exc)})
+        elif method == "GET" and path == "/sim/stats":
+            self._send(200, sim.stats())
+        else:
+            self._send(404, _error(f"no such endpoint: {method} {path}"))
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server naming
+        self._handle("GET")
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server naming
+        self._handle("POST")
+
+
+def control(url: str, op: str, timeout: float = 5.0, **params: Any) -> dict[str, Any]:
+    """Drive a simulator in another process: ``control(url, "lose_state")``."""
+    import httpx
+
+    response = httpx.post(
+        f"{url.rstrip('/')}/sim/control",
+        json={"op": op, **params},
+        timeout=timeout,
+        trust_env=False,
+    )
+    response.raise_for_status()
+    answer: dict[str, Any] = response.json()
+    return answer
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Simulated Spark standalone master (loopback).")
+    parser.add_argument("--port", type=int, default=0, help="0 = a free port")
+    parser.add_argument("--launch-delay", type=float, default=0.0)
+    parser.add_argument("--app-start-delay", type=float, default=0.5)
+    parser.add_argument("--executor-delay", type=float, default=0.0)
+    parser.add_argument("--kill-delay", type=float, default=0.0)
+    parser.add_argument("--latency", type=float, default=0.0)
+    parser.add_argument("--retained-drivers", type=int, default=200)
+    args = parser.parse_args(argv)
+    sim = SimCluster(
+        port=args.port,
+        launch_delay=args.launch_delay,
+        app_start_delay=args.app_start_delay,
+        executor_delay=args.executor_delay,
+        kill_delay=args.kill_delay,
+        retained_drivers=args.retained_drivers,
+    ).start()
+    sim.configure(latency=args.latency)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    print(
+        json.dumps({"rest_url": sim.url, "ui_url": sim.url, "master_url": sim.master_url}),
+        flush=True,
+    )
+    stop.wait()
+    sim.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

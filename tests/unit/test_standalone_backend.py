@@ -1,0 +1,356 @@
+"""StandaloneRestBackend against the simulated standalone cluster (bench/simcluster.py)."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from bench.simcluster import SimCluster, control
+from scheduler.backends.base import AppState, ClusterBackend, SubmitRequest
+from scheduler.backends.local import LocalSparkSubmitBackend
+from scheduler.backends.registry import BackendRegistry, is_loopback_master
+from scheduler.backends.standalone import (
+    APP_TAG_PROPERTY,
+    PYTHON_RUNNER,
+    StandaloneRestBackend,
+    app_name_from_launch_command,
+    app_tag,
+)
+from scheduler.config import Settings
+from scheduler.errors import ClusterError, ClusterUnreachable, SubmissionRejected
+from scheduler.records import ClusterRecord
+from tests.conftest import wait_until
+
+APP_START = 0.3
+
+
+@pytest.fixture
+def sim() -> Iterator[SimCluster]:
+    cluster = SimCluster(app_start_delay=APP_START).start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def backend(sim: SimCluster) -> Iterator[StandaloneRestBackend]:
+    made = make_backend(sim)
+    yield made
+    made.close()
+
+
+def make_backend(sim: SimCluster, **kwargs: object) -> StandaloneRestBackend:
+    return StandaloneRestBackend(
+        sim.rest_url, sim.master_url, sim.ui_url, python="/usr/bin/python3", timeout_s=2.0, **kwargs
+    )  # type: ignore[arg-type]
+
+
+def request(job: str = "job", run_id: int = 1, **kwargs: object) -> SubmitRequest:
+    fields: dict[str, object] = {
+        "entrypoint": "/pipelines/p.py",
+        "checkpoint_location": "/ckpt/job",
+    }
+    fields.update(kwargs)
+    return SubmitRequest(job_name=job, run_id=run_id, fencing_token=f"tok-{run_id}", **fields)  # type: ignore[arg-type]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def test_submission_body() -> None:
+    backend = StandaloneRestBackend(
+        "http://127.0.0.1:1", "spark://m:7077", "http://127.0.0.1:2", python="/py"
+    )
+    body = backend.submission_body(
+        request(
+            args=["--output", "/out"],
+            conf={
+                "spark.master": "local[*]",
+                "spark.driver.supervise": "true",
+                "spark.drover.fencingToken": "forged",
+                "spark.executor.memory": "1g",
+                "x.y": "z",
+            },
+            env={"A": "1", "DROVER_JOB": "forged"},
+            py_files=["/p/drover_runtime.py", "/p/util.py"],
+            fence_urls=["http://127.0.0.1:8000", "http://127.0.0.1:8001"],
+        )
+    )
+    assert body["action"] == "CreateSubmissionRequest"
+    assert body["mainClass"] == PYTHON_RUNNER
+    assert body["appResource"] == "file:/pipelines/p.py"
+    assert body["appArgs"] == [
+        "/pipelines/p.py",
+        "/p/drover_runtime.py,/p/util.py",
+        "--output",
+        "/out",
+    ]
+    props = body["sparkProperties"]
+    assert props["spark.master"] == "spark://m:7077"
+    assert props["spark.app.name"] == "drover:job:1"
+    assert props["spark.submit.deployMode"] == "cluster"
+    assert props["spark.driver.supervise"] == "false"
+    assert props["spark.drover.job"] == "job"
+    assert props["spark.drover.runId"] == "1"
+    assert props["spark.drover.fencingToken"] == "tok-1"
+    assert props["spark.drover.checkpointLocation"] == "/ckpt/job"
+    assert props["spark.drover.fenceUrls"] == "http://127.0.0.1:8000,http://127.0.0.1:8001"
+    assert props["spark.submit.pyFiles"] == "/p/drover_runtime.py,/p/util.py"
+    assert props[APP_TAG_PROPERTY] == app_tag("drover:job:1")
+    assert props["spark.executor.memory"] == "1g" and props["spark.driver.memory"] == "512m"
+    assert props["spark.cores.max"] == "1" and props["x.y"] == "z"
+    env = body["environmentVariables"]
+    assert env["PYSPARK_PYTHON"] == "/py" and env["A"] == "1"
+    assert env["DROVER_JOB"] == "job" and env["DROVER_FENCING_TOKEN"] == "tok-1"
+    assert env["DROVER_FENCE_URLS"] == "http://127.0.0.1:8000,http://127.0.0.1:8001"
+    no_py = backend.submission_body(request(entrypoint="s3a://b/p.py"))
+    assert no_py["appResource"] == "s3a://b/p.py" and no_py["appArgs"][1] == ""
+    assert "spark.submit.pyFiles" not in no_py["sparkProperties"]
+    assert isinstance(backend, ClusterBackend)
+    backend.close()
+
+
+def test_launch_command_parsing() -> None:
+    name = "drover:token-refresher:7"  # Spark redacts values matching "token"
+    redacted = '"-Dspark.app.name=*********(redacted)" "-Dspark.master=spark://x"'
+    assert app_name_from_launch_command(redacted) is None
+    tagged = f'{redacted} "-D{APP_TAG_PROPERTY}={app_tag(name)}"'
+    assert app_name_from_launch_command(tagged) == name
+    assert app_name_from_launch_command('"-Dspark.app.name=drover:jöb:1" "x"') == "drover:jöb:1"
+    assert app_name_from_launch_command("Error: invalid log directory /w/driver-1/") is None
+
+
+def test_lifecycle_starting_running_killed(sim: SimCluster, backend: StandaloneRestBackend) -> None:
+    sub = backend.submit(request())
+    assert sub.submission_id.startswith("driver-")
+    first = backend.status(sub.submission_id)
+    assert (
+        first.state is AppState.STARTING
+        and first.reason == "driver launched, app not registered yet"
+    )
+    running = wait_until(
+        lambda: (s := backend.status(sub.submission_id)).state is AppState.RUNNING and s,
+        timeout=5,
+        interval=0.05,
+        what="the app to run",
+    )
+    assert running.app_id is not None and running.app_id.startswith("app-")
+    assert sim.live_apps("drover:job:1") == [running.app_id]
+
+    backend.kill(sub.submission_id)
+    killed = backend.status(sub.submission_id)
+    assert killed.state is AppState.KILLED and killed.reason == "killed"
+    assert sim.live_apps() == []
+    backend.kill(sub.submission_id)  # idempotent
+    backend.kill("driver-20260101000000-9999")  # unknown: nothing to do
+    assert backend.find("drover:job:1") is None
+
+
+def test_waiting_app_and_queued_driver_are_starting(sim: SimCluster) -> None:
+    sim.configure(launch_delay=0.6, executor_delay=0.6)
+    backend = make_backend(sim, listing_ttl_s=0.0)
+    try:
+        sub = backend.submit(request())
+        queued = backend.status(sub.submission_id)
+        assert (queued.state, queued.reason) == (AppState.STARTING, "driver waiting for a worker")
+        # a fresh instance knows nothing about the queued driver: find() refuses to guess
+        other = make_backend(sim)
+        with pytest.raises(ClusterUnreachable, match="not identified yet"):
+            other.find("drover:job:1")
+        waiting = wait_until(
+            lambda: (s := backend.status(sub.submission_id)).app_id and s,
+            timeout=5,
+            interval=0.05,
+            what="the app to register",
+        )
+        assert (waiting.state, waiting.reason) == (AppState.STARTING, "app waiting")
+        wait_until(
+            lambda: backend.status(sub.submission_id).state is AppState.RUNNING,
+            timeout=5,
+            interval=0.05,
+            what="executors",
+        )
+        found = other.find("drover:job:1")
+        assert found is not None and found.submission_id == sub.submission_id
+        other.close()
+    finally:
+        backend.close()
+
+
+def test_adopt_after_crash_between_submit_and_record(sim: SimCluster) -> None:
+    """A new backend instance (a restarted node) finds the driver by app name alone."""
+    first = make_backend(sim)
+    sub = first.submit(request("etl", 42))
+    first.submit(request("other", 43))
+    first.close()  # "crash": the driver id was never recorded
+
+    fresh = make_backend(sim)
+    try:
+        found = fresh.find("drover:etl:42")
+        assert found is not None and found.submission_id == sub.submission_id
+        assert fresh.find("drover:nope:1") is None
+        assert fresh.log_reads == 2  # each live driver's launch command read once...
+        assert fresh.find("drover:nope:2") is None
+        assert fresh.log_reads == 2  # ...and cached
+        state = wait_until(
+            lambda: (s := fresh.status(sub.submission_id)).state is AppState.RUNNING and s,
+            timeout=5,
+            interval=0.05,
+            what="the adopted app to run",
+        )
+        found = fresh.find("drover:etl:42")
+        assert found is not None and found.app_id == state.app_id
+        apps = {a.app_name: a for a in fresh.list_applications()}
+        assert set(apps) == {"drover:etl:42", "drover:other:43"}
+        assert apps["drover:etl:42"].submission_id == sub.submission_id
+        assert apps["drover:etl:42"].state is AppState.RUNNING
+    finally:
+        fresh.close()
+
+
+def test_rejected_and_unreachable(sim: SimCluster, backend: StandaloneRestBackend) -> None:
+    sim.fail_next_creates(1)
+    with pytest.raises(SubmissionRejected, match="injected failure"):
+        backend.submit(request(run_id=1))
+    sim.fail_next_creates(1, http_status=500)
+    with pytest.raises(ClusterUnreachable, match="500"):
+        backend.submit(request(run_id=2))
+    sub = backend.submit(request(run_id=3))
+
+    for mode in ("close", "503"):
+        sim.unreachable_for(30, mode=mode)
+        time.sleep(backend.listing_ttl_s)  # let the cached listing expire
+        with pytest.raises(ClusterUnreachable) as info:
+            backend.status(sub.submission_id)
+        assert isinstance(info.value, ClusterError)
+        if mode == "close":
+            assert isinstance(info.value.__cause__, httpx.HTTPError)
+        for call in (
+            lambda: backend.submit(request(run_id=4)),
+            lambda: backend.kill(sub.submission_id),
+            lambda: backend.find("drover:job:3"),
+            backend.list_applications,
+        ):
+            with pytest.raises(ClusterUnreachable):
+                call()
+        probe = backend.probe()
+        assert not probe.ok and probe.latency_s < 2.5
+        sim.reachable()
+    assert backend.probe().ok
+    assert backend.status(sub.submission_id).state.is_alive
+
+    nowhere = f"http://127.0.0.1:{free_port()}"
+    dead = StandaloneRestBackend(nowhere, "spark://127.0.0.1:1", nowhere, timeout_s=1.0)
+    with pytest.raises(ClusterUnreachable) as info:
+        dead.status("driver-1")
+    assert isinstance(info.value.__cause__, httpx.ConnectError)
+    assert not dead.probe().ok
+    dead.close()
+
+
+def test_lost_master_state_and_failures(sim: SimCluster, backend: StandaloneRestBackend) -> None:
+    doomed = backend.submit(request("doomed", 1))
+    sim.fail_after("drover:doomed:1", 0.5)
+    failed = wait_until(
+        lambda: (s := backend.status(doomed.submission_id)).state.is_terminal and s,
+        timeout=5,
+        interval=0.05,
+        what="the driver to fail",
+    )
+    assert failed.state is AppState.FAILED and failed.reason
+    assert "error" in failed.reason
+
+    sub = backend.submit(request("kept", 2))
+    sim.lose_state()
+    time.sleep(backend.listing_ttl_s)
+    lost = backend.status(sub.submission_id)
+    assert lost.state is AppState.NOT_FOUND and "does not know" in (lost.reason or "")
+    assert backend.find("drover:kept:2") is None
+    backend.kill(sub.submission_id)  # nothing to kill: still no error
+
+
+def test_slow_kill(sim: SimCluster, backend: StandaloneRestBackend) -> None:
+    sim.configure(kill_delay=1.0)
+    sub = backend.submit(request())
+    wait_until(
+        lambda: backend.status(sub.submission_id).state is AppState.RUNNING,
+        timeout=5,
+        interval=0.05,
+        what="the app to run",
+    )
+    asked = time.monotonic()
+    backend.kill(sub.submission_id)
+    assert backend.status(sub.submission_id).state is AppState.RUNNING  # not confirmed yet
+    backend.kill(sub.submission_id)  # a repeated kill does not restart the clock
+    wait_until(
+        lambda: backend.status(sub.submission_id).state is AppState.KILLED,
+        timeout=5,
+        interval=0.05,
+        what="the slow kill",
+    )
+    assert time.monotonic() - asked >= 0.9
+    assert sim.live_apps() == []
+
+
+def test_one_listing_per_tick(sim: SimCluster) -> None:
+    backend = make_backend(sim, listing_ttl_s=30.0)
+    try:
+        subs = [backend.submit(request(f"j{i}", i)) for i in range(200)]
+        time.sleep(APP_START + 0.1)
+        before = sim.requests
+        started = time.monotonic()
+        states = [backend.status(s.submission_id).state for s in subs]
+        tick = time.monotonic() - started
+        assert states == [AppState.RUNNING] * 200
+        assert backend.listing_fetches == 1
+        assert sim.requests - before == 1  # one /json/; names were cached at submit
+        assert tick < 2.0
+    finally:
+        backend.close()
+
+
+def test_http_control_endpoint(sim: SimCluster, backend: StandaloneRestBackend) -> None:
+    sub = backend.submit(request())
+    answer = control(sim.url, "unreachable_for", seconds=30, mode="503")
+    assert answer["ok"] and answer["stats"]["drivers"] == 1
+    time.sleep(backend.listing_ttl_s)
+    with pytest.raises(ClusterUnreachable, match="503"):
+        backend.status(sub.submission_id)
+    control(sim.url, "reachable")
+    control(sim.url, "lose_state")
+    assert backend.status(sub.submission_id).state is AppState.NOT_FOUND
+    with pytest.raises(httpx.HTTPStatusError):
+        control(sim.url, "no_such_op")
+    assert httpx.get(f"{sim.url}/sim/stats", trust_env=False).json()["drivers"] == 0
+
+
+def test_registry_builds_backends(tmp_path: Path, sim: SimCluster) -> None:
+    settings = Settings(data_dir=tmp_path, node_id="n1")
+
+    def record(kind: str, master: str, rest: str = "", ui: str = "") -> ClusterRecord:
+        return ClusterRecord(kind, kind, master, rest, ui, "az-1", "local", "", "NORMAL", 4)
+
+    registry = BackendRegistry(settings)
+    try:
+        sa = registry.for_cluster(record("standalone", sim.master_url, sim.rest_url, sim.ui_url))
+        assert isinstance(sa, StandaloneRestBackend) and sa.probe().ok
+        remote = registry.for_cluster(record("spark-submit", "yarn"))
+        assert isinstance(remote, LocalSparkSubmitBackend)
+        assert remote.master == "yarn" and not remote.loopback_driver
+        assert remote.runs_dir == (tmp_path / "cluster-runs" / "spark-submit").resolve()
+        with pytest.raises(ClusterError, match="needs master_url, rest_url and ui_url"):
+            registry.for_cluster(record("standalone", "spark://x:1"))
+    finally:
+        registry.close()
+    assert is_loopback_master("spark://127.0.0.1:7077") and is_loopback_master("local[2]")
+    assert not is_loopback_master("k8s://https://10.0.0.1:6443")
