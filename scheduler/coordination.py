@@ -82,10 +82,13 @@ class CoordinationUnavailable(DroverError):
 
 
 class Connection(enum.StrEnum):
-    """This node's standing with ZooKeeper (see the module docstring for what each allows)."""
+    """This node's standing with ZooKeeper (the module docstring has the transitions)."""
 
+    #: registered, views current: may act on what it owns (each action behind a fenced write)
     CONNECTED = "CONNECTED"
+    #: connection down, session perhaps alive: start nothing new, keep running work
     SUSPENDED = "SUSPENDED"
+    #: session gone with our member znodes: own nothing until re-registered and re-read
     LOST = "LOST"
 
 

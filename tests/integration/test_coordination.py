@@ -389,6 +389,7 @@ def test_namespaces_are_isolated(nodes: Nodes, zk_hosts: str) -> None:
 def test_short_outage_suspends_and_keeps_the_session(
     private_zk: ZkServer, private_nodes: Nodes
 ) -> None:
+    """A restart (as short as the JVM allows: 1.5–3 s here) keeps both sessions and members."""
     a, rec_a = private_nodes.start("a", {"g1": "active"})
     b, rec_b = private_nodes.start("b", {"g1": "active"})
     wait_until(lambda: len(a.views()["g1"].members) == 2, timeout=5, what="a to see b")
@@ -415,7 +416,7 @@ def test_short_outage_suspends_and_keeps_the_session(
     )
     outage = time.monotonic() - began
     print(
-        f"\nSUSPENDED {suspended_after * 1000:.0f} ms after the server stopped; "
+        f"\nSUSPENDED {suspended_after * 1000:.0f} ms after SIGTERM to the server; "
         f"CONNECTED again {outage:.2f} s after (session {SESSION} s)"
     )
     for rec in (rec_a, rec_b):
