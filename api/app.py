@@ -6,7 +6,7 @@ from fastapi import FastAPI
 
 from api import problems
 from api.deps import NodeContext
-from api.routes import health, jobs
+from api.routes import clusters, groups, health, jobs
 from api.routes.fence import router as fence_router
 
 
@@ -20,5 +20,7 @@ def create_app(context: NodeContext) -> FastAPI:
     problems.install(app)
     app.include_router(health.router)
     app.include_router(jobs.router)
+    app.include_router(clusters.router)
+    app.include_router(groups.router)
     app.include_router(fence_router)
     return app

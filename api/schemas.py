@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Generic, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
 from urllib.parse import urlparse
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt
 
+from scheduler.catalog import MAX_LIMIT, ClusterHealth
 from scheduler.names import name_problem
-from scheduler.records import EventRecord, JobRecord, RunRecord
-from scheduler.states import DesiredState, JobState, Priority, RunState
+from scheduler.records import ClusterRecord, EventRecord, GroupRecord, JobRecord, RunRecord
+from scheduler.states import ClusterKind, DesiredState, JobState, Priority, RunState
 
 
 def _valid_name(value: str) -> str:
@@ -186,3 +187,135 @@ class Page(BaseModel, Generic[T]):
     count: int
     limit: int
     offset: int
+
+
+# -- clusters and groups (scheduler.catalog says what the fields mean) --------------------------
+
+Url = Annotated[str, Field(max_length=512)]
+ZoneLabel = Annotated[str, Field(max_length=64)]
+CapacityLimit = Annotated[StrictInt, Field(ge=0, le=MAX_LIMIT)]
+StorageRoot = Annotated[str, Field(min_length=1, max_length=1024)]
+
+
+class ClusterCreate(_Strict):
+    """A Spark cluster. ``storage_root``: an absolute path, ``file://`` or ``s3a://`` URI.
+    Capacity limits: 0 = unlimited."""
+
+    name: Name
+    kind: ClusterKind
+    storage_root: StorageRoot
+    master_url: Url = ""
+    rest_url: Url = ""
+    ui_url: Url = ""
+    az: ZoneLabel = ""
+    cloud: ZoneLabel = ""
+    max_concurrent_submissions: CapacityLimit = 0
+    max_running_apps: CapacityLimit = 0
+    max_cores: CapacityLimit = 0
+
+
+class ClusterUpdate(_Strict):
+    """Only the fields sent are changed; ``health`` is read-only."""
+
+    kind: ClusterKind | None = None
+    storage_root: StorageRoot | None = None
+    master_url: Url | None = None
+    rest_url: Url | None = None
+    ui_url: Url | None = None
+    az: ZoneLabel | None = None
+    cloud: ZoneLabel | None = None
+    max_concurrent_submissions: CapacityLimit | None = None
+    max_running_apps: CapacityLimit | None = None
+    max_cores: CapacityLimit | None = None
+
+
+class ClusterPublic(BaseModel):
+    name: str
+    kind: ClusterKind
+    master_url: str
+    rest_url: str
+    ui_url: str
+    az: str
+    cloud: str
+    storage_root: str
+    health: ClusterHealth
+    max_concurrent_submissions: int
+    max_running_apps: int
+    max_cores: int
+    version: int
+    created_at: datetime | None
+    updated_at: datetime | None
+
+    @classmethod
+    def of(cls, cluster: ClusterRecord) -> ClusterPublic:
+        return cls(
+            name=cluster.name,
+            kind=ClusterKind(cluster.kind),
+            master_url=cluster.master_url,
+            rest_url=cluster.rest_url,
+            ui_url=cluster.ui_url,
+            az=cluster.az,
+            cloud=cluster.cloud,
+            storage_root=cluster.storage_root,
+            health=ClusterHealth(cluster.health),
+            max_concurrent_submissions=cluster.max_concurrent_submissions,
+            max_running_apps=cluster.max_running_apps,
+            max_cores=cluster.max_cores,
+            version=cluster.version,
+            created_at=cluster.created_at,
+            updated_at=cluster.updated_at,
+        )
+
+
+class GroupCreate(_Strict):
+    name: Name
+    primary_cluster: Name
+    failover_cluster: Name | None = None
+
+
+class GroupUpdate(_Strict):
+    """Only the fields sent are changed; ``failover_cluster: null`` removes the failover."""
+
+    primary_cluster: Name | None = None
+    failover_cluster: Name | None = None
+
+
+class GroupMemberPublic(BaseModel):
+    """A live Drover node registered in the group (filled from the membership view)."""
+
+    node_id: str
+    role: str
+    az: str = ""
+    cloud: str = ""
+    api_url: str = ""
+    started_at: float | None = None
+    #: jobs of the group this member owns
+    jobs: int | None = None
+
+
+class GroupPublic(BaseModel):
+    """A group's catalog fields; the live fields are null where no membership view is attached."""
+
+    name: str
+    primary_cluster: str
+    failover_cluster: str | None
+    version: int
+    created_at: datetime | None
+    updated_at: datetime | None
+    members: list[GroupMemberPublic] | None = None
+    #: node ids sharing the group's jobs, in ownership order (DESIGN §2)
+    pool: list[str] | None = None
+    epoch: int | None = None
+
+    @classmethod
+    def of(cls, group: GroupRecord, **live: Any) -> GroupPublic:
+        """``live``: members, pool, epoch, as the membership view knows them."""
+        return cls(
+            name=group.name,
+            primary_cluster=group.primary_cluster,
+            failover_cluster=group.failover_cluster,
+            version=group.version,
+            created_at=group.created_at,
+            updated_at=group.updated_at,
+            **live,
+        )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from scheduler import storage
 from scheduler.config import Settings
 from scheduler.states import ClusterKind
 from scheduler.store import repo
@@ -12,8 +13,11 @@ DEFAULT_GROUP = "default"
 
 
 def ensure_defaults(store: Store, settings: Settings) -> None:
-    """Create the local cluster and the default group if missing (idempotent; never overwrites)."""
-    root = settings.checkpoints_dir / LOCAL_CLUSTER
+    """Create the local cluster and the default group if missing (idempotent; never overwrites).
+
+    The local cluster's storage root is ``<data dir>/checkpoints/local`` as a ``file://`` URI.
+    """
+    root = storage.normalise_root(str(settings.checkpoints_dir / LOCAL_CLUSTER))
     with store.transaction() as session:
         repo.ensure_cluster(
             session,
@@ -22,6 +26,6 @@ def ensure_defaults(store: Store, settings: Settings) -> None:
             master_url=settings.spark_local_master,
             az=settings.az,
             cloud=settings.cloud,
-            storage_root=root.as_uri(),
+            storage_root=root,
         )
         repo.ensure_group(session, DEFAULT_GROUP, primary_cluster=LOCAL_CLUSTER)

@@ -9,6 +9,12 @@ the job should run counts as a failure; after ``max_attempts`` failures within
 ``validity_interval`` seconds (counted from the later of that window and the last explicit
 start) the job is FAILED for good, until an operator starts it again. Between attempts the
 reconciler waits ``backoff_initial * 2**(n-1)`` seconds, at most ``backoff_max``.
+
+Abnormal cluster (``cluster_abnormal=True``: the cluster the job runs on, or would be submitted
+to, has a health other than NORMAL): nothing is submitted there. A job that should run waits in
+QUEUED with :data:`CLUSTER_ABNORMAL` as its reason (no Submit, no Resubmit, no GiveUp), and a run
+that ends meanwhile does not count against the restart budget. Observing, killing and stopping
+work as usual.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from datetime import datetime, timedelta
 
 from scheduler.backends.base import AppState, AppStatus
 from scheduler.records import JobRecord, RunRecord
-from scheduler.states import DesiredState, JobState, RunState
+from scheduler.states import DesiredState, JobState, RunState, can_transition
 
 
 @dataclass(frozen=True)
@@ -110,7 +116,20 @@ class GiveUp:
     reason: str
 
 
-Action = Noop | SetState | Submit | Resubmit | Observed | Kill | CloseRun | GiveUp
+@dataclass(frozen=True)
+class Hold:
+    """The job may not start now: record ``reason`` as its state reason; no state change, no
+    cluster call."""
+
+    reason: str
+
+
+Action = Noop | SetState | Submit | Resubmit | Observed | Kill | CloseRun | GiveUp | Hold
+
+CLUSTER_ABNORMAL = (
+    "waiting: the job's cluster is abnormal; no restart there until it is NORMAL again "
+    "or the job fails over"
+)
 
 _FINAL_RUN_STATE = {
     AppState.FINISHED: RunState.FINISHED,
@@ -127,19 +146,33 @@ def plan(
     failures: Failures,
     policy: RestartPolicy,
     now: datetime,
+    cluster_abnormal: bool = False,
 ) -> Action:
     """Decide the next action for ``job``.
 
     ``observed`` is the cluster's view of the current run's application (``None`` when the job has
     no live run). For a run still SUBMITTING without a submission id, it is the result of looking
     the application up by name (NOT_FOUND when none carries the run's name).
+    ``cluster_abnormal``: the job's cluster is not NORMAL (see the module docstring).
     """
     run = job.current_run
     if run is not None and not run.state.is_final:
         if observed is None:
             return Noop("the current run's application has not been observed")
-        return _plan_live_run(job, run, observed, failures=failures, policy=policy)
+        return _plan_live_run(
+            job, run, observed, failures=failures, policy=policy, abnormal=cluster_abnormal
+        )
+    if cluster_abnormal and job.desired_state == DesiredState.RUNNING:
+        return _wait_for_cluster(job)
     return _plan_without_run(job, failures=failures, policy=policy, now=now)
+
+
+def _wait_for_cluster(job: JobRecord) -> Action:
+    if job.state != JobState.QUEUED and can_transition(job.state, JobState.QUEUED):
+        return SetState(JobState.QUEUED, CLUSTER_ABNORMAL)
+    if job.state_reason != CLUSTER_ABNORMAL:
+        return Hold(CLUSTER_ABNORMAL)
+    return Noop(CLUSTER_ABNORMAL)
 
 
 def _plan_live_run(
@@ -149,17 +182,18 @@ def _plan_live_run(
     *,
     failures: Failures,
     policy: RestartPolicy,
+    abnormal: bool,
 ) -> Action:
     wanted = job.desired_state == DesiredState.RUNNING and run.generation == job.generation
     if observed.state.is_terminal:
         if run.state == RunState.SUBMITTING and run.submission_id is None:
-            if wanted:
+            if wanted and not abnormal:
                 return Resubmit(run)
             return CloseRun(
                 run,
                 RunState.LOST,
                 _after_stop(job),
-                "never submitted",
+                f"never submitted; {CLUSTER_ABNORMAL}" if wanted else "never submitted",
                 None,
                 counts_as_failure=False,
             )
@@ -183,6 +217,12 @@ def _plan_live_run(
             }[final]
         )
         job_state = JobState.FINISHED if final == RunState.FINISHED else JobState.FAILED
+        if abnormal:  # the cluster's fault, not the job's: no failure, no giving up
+            if job.desired_state == DesiredState.RUNNING:
+                reason = f"{reason} (on an abnormal cluster: not counted as a failure)"
+            return CloseRun(
+                run, final, job_state, reason, observed.exit_code, counts_as_failure=False
+            )
         if job.desired_state == DesiredState.RUNNING and failures.count + 1 >= policy.max_attempts:
             job_state = JobState.FAILED
             reason = _gave_up(failures.count + 1, policy, reason)

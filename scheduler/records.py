@@ -95,6 +95,8 @@ class EventRecord:
 
 @dataclass(frozen=True)
 class ClusterRecord:
+    """A cluster (``scheduler.catalog`` says what its fields mean; limits: 0 = unlimited)."""
+
     name: str
     kind: str
     master_url: str
@@ -105,6 +107,11 @@ class ClusterRecord:
     storage_root: str
     health: str
     max_concurrent_submissions: int
+    max_running_apps: int = 0
+    max_cores: int = 0
+    version: int = 1
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -112,6 +119,9 @@ class GroupRecord:
     name: str
     primary_cluster: str
     failover_cluster: str | None
+    version: int = 1
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -87,8 +87,15 @@ class Cluster(Base):
     storage_root: Mapped[str] = mapped_column(String(1024))
     #: NORMAL | VOTE_ABNORMAL | THRESHOLD_ABNORMAL | MANUAL_ABNORMAL (cluster-health issue)
     health: Mapped[str] = mapped_column(String(32), default="NORMAL")
-    #: most submissions in flight at once on this cluster (0 = unlimited)
+    #: capacity limits, 0 = unlimited (see scheduler.catalog):
+    #: submissions in flight at once on this cluster
     max_concurrent_submissions: Mapped[int] = mapped_column(Integer, default=0)
+    #: live applications Drover keeps on this cluster
+    max_running_apps: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    #: sum of ``spark.cores.max`` of those applications
+    max_cores: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    #: optimistic concurrency (``If-Match``); bumped by every change through the API
+    version: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow, onupdate=utcnow)
 
@@ -98,7 +105,9 @@ class Group(Base):
 
     name: Mapped[str] = mapped_column(Name(), primary_key=True)
     primary_cluster: Mapped[str] = mapped_column(ForeignKey("clusters.name"))
+    #: must differ from ``primary_cluster`` (checked by the repository, not the database)
     failover_cluster: Mapped[str | None] = mapped_column(ForeignKey("clusters.name"))
+    version: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow, onupdate=utcnow)
 

@@ -149,3 +149,76 @@ def test_delete_refuses_a_running_job_and_cascades(store: Store) -> None:
         with pytest.raises(NotFound):
             repo.get_job(s, "j")
     assert counts["jobs"] == counts["runs"] == counts["job_events"] == 0
+
+
+# -- clusters and groups (catalog) ----------------------------------------------------------------
+
+
+def test_catalog_migration_keeps_existing_clusters_and_groups(empty_store: Store) -> None:
+    empty_store.upgrade("0001")
+    with empty_store.engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "INSERT INTO clusters (name, kind, master_url, rest_url, ui_url, az, cloud, "
+                "storage_root, health, max_concurrent_submissions, created_at, updated_at) "
+                "VALUES ('old', 'local', '', '', '', '', '', 'file:///ck/old', 'NORMAL', 2, "
+                "'2024-01-01 00:00:00', '2024-01-01 00:00:00')"
+            )
+        )
+        conn.execute(
+            sa.text(
+                "INSERT INTO scheduling_groups (name, primary_cluster, created_at, updated_at) "
+                "VALUES ('g', 'old', '2024-01-01 00:00:00', '2024-01-01 00:00:00')"
+            )
+        )
+    empty_store.upgrade()
+    with empty_store.session() as s:
+        old = repo.get_cluster(s, "old")
+        group = repo.get_group(s, "g")
+    assert (old.max_concurrent_submissions, old.max_running_apps, old.max_cores) == (2, 0, 0)
+    assert old.version == 1 and group.version == 1
+    empty_store.downgrade("0001")
+    with empty_store.engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT name FROM clusters")).scalars().all() == ["old"]
+    assert "max_cores" not in {
+        c["name"] for c in sa.inspect(empty_store.engine).get_columns("clusters")
+    }
+
+
+def _cluster(store: Store, name: str, root: str) -> None:
+    from scheduler.catalog import ClusterSpec
+
+    with store.transaction() as s:
+        repo.create_cluster(
+            s, name, ClusterSpec(kind="spark-submit", master_url="yarn", storage_root=root)
+        )
+
+
+def test_explicit_checkpoint_locations_lie_under_the_primary_clusters_root(store: Store) -> None:
+    from scheduler.errors import InvalidInput
+
+    _cluster(store, "a", "s3a://ck-a/drover")
+    _cluster(store, "b", "s3a://ck-b/drover")
+    with store.transaction() as s:
+        repo.create_group(s, "g", primary_cluster="a", failover_cluster="b")
+    with store.session() as s:
+        check = repo.validate_checkpoint_location
+        assert check(s, "g", "") == ""
+        assert check(s, "g", "s3a://ck-a/drover/x/../orders/") == "s3a://ck-a/drover/orders"
+        for bad in ("s3a://ck-b/drover/orders", "s3a://ck-a/other", "s3a://ck-a/drover", "/tmp/x"):
+            with pytest.raises(InvalidInput):
+                check(s, "g", bad)
+        with pytest.raises(InvalidInput, match="no group"):
+            check(s, "nope", "s3a://ck-a/drover/x")
+
+
+def test_cluster_and_group_names_are_case_sensitive(store: Store) -> None:
+    _cluster(store, "spark", "/ck/lower")
+    _cluster(store, "Spark", "/ck/upper")
+    with pytest.raises(AlreadyExists):
+        _cluster(store, "spark", "/ck/again")
+    with store.transaction() as s:
+        repo.create_group(s, "G", primary_cluster="Spark", failover_cluster="spark")
+    with store.session() as s:
+        assert [c.name for c in repo.list_clusters(s)] == ["Spark", "local", "spark"]
+        assert repo.get_group(s, "G").failover_cluster == "spark"

@@ -12,10 +12,12 @@ from hypothesis import strategies as st
 
 from scheduler.backends.base import AppState, AppStatus, app_name_for
 from scheduler.planning import (
+    CLUSTER_ABNORMAL,
     Action,
     CloseRun,
     Failures,
     GiveUp,
+    Hold,
     Kill,
     Noop,
     Observed,
@@ -550,3 +552,95 @@ def test_zero_max_attempts_gives_up_from_queued() -> None:
     job = make_job(state=JobState.QUEUED)
     action = do_plan(job, failures=0, policy=replace(POLICY, max_attempts=0))
     assert can_transition(job.state, asked_job_state(action) or job.state), action
+
+
+# -- abnormal cluster: no restart there, observe and kill as usual --------------------------------
+
+
+def plan_abnormal(job: JobRecord, observed: AppStatus | None = None, failures: int = 0) -> Action:
+    return plan(
+        job, observed, failures=Failures(failures), policy=POLICY, now=NOW, cluster_abnormal=True
+    )
+
+
+@pytest.mark.parametrize(
+    "state", [JobState.FAILED, JobState.FINISHED, JobState.STOPPED, JobState.UNKNOWN]
+)
+def test_abnormal_cluster_queues_the_job_with_the_reason(state: JobState) -> None:
+    previous = make_run(state=RunState.FAILED, ended_at=NOW - timedelta(minutes=1))
+    action = plan_abnormal(make_job(run=previous, state=state), failures=1)
+    assert action == SetState(JobState.QUEUED, CLUSTER_ABNORMAL)
+
+
+def test_abnormal_cluster_holds_a_queued_job_once_then_waits_quietly() -> None:
+    assert plan_abnormal(make_job(state=JobState.QUEUED)) == Hold(CLUSTER_ABNORMAL)
+    waiting = make_job(state=JobState.QUEUED, state_reason=CLUSTER_ABNORMAL)
+    assert plan_abnormal(waiting) == Noop(CLUSTER_ABNORMAL)
+
+
+def test_abnormal_cluster_never_gives_up_on_the_job() -> None:
+    action = plan_abnormal(make_job(state=JobState.QUEUED), failures=POLICY.max_attempts + 2)
+    assert not isinstance(action, GiveUp | Submit)
+
+
+def test_abnormal_cluster_does_not_resubmit_an_unsubmitted_run() -> None:
+    run = make_run(state=RunState.SUBMITTING, submission_id=None, app_id=None)
+    job = make_job(run=run, state=JobState.SUBMITTING)
+    assert do_plan(job, AppStatus(AppState.NOT_FOUND)) == Resubmit(run)
+    action = plan_abnormal(job, AppStatus(AppState.NOT_FOUND))
+    assert isinstance(action, CloseRun)
+    assert (action.run_state, action.job_state) == (RunState.LOST, JobState.QUEUED)
+    assert not action.counts_as_failure and CLUSTER_ABNORMAL in action.reason
+
+
+@pytest.mark.parametrize("app", [AppState.FAILED, AppState.NOT_FOUND, AppState.FINISHED])
+def test_abnormal_cluster_run_ending_is_not_a_failure(app: AppState) -> None:
+    job = make_job(run=make_run(state=RunState.RUNNING), state=JobState.RUNNING)
+    action = plan_abnormal(job, AppStatus(app), failures=POLICY.max_attempts - 1)
+    assert isinstance(action, CloseRun)
+    assert not action.counts_as_failure
+    assert "gave up" not in action.reason and "abnormal cluster" in action.reason
+    assert can_transition(job.state, action.job_state)
+    normal = do_plan(job, AppStatus(app), failures=POLICY.max_attempts - 1)
+    assert isinstance(normal, CloseRun) and normal.counts_as_failure
+
+
+def test_abnormal_cluster_still_observes_kills_and_stops() -> None:
+    run = make_run(state=RunState.STARTING)
+    status = AppStatus(AppState.RUNNING, app_id="app-7")
+    job = make_job(run=run, state=JobState.STARTING)
+    assert plan_abnormal(job, status) == do_plan(job, status)
+    stopping = make_job(run=make_run(), desired_state=STOPPED, state=JobState.RUNNING)
+    assert plan_abnormal(stopping, status) == Kill(stopping.current_run, "desired state is STOPPED")
+    gone = make_run(state=RunState.STOPPING)
+    closing = make_job(run=gone, desired_state=STOPPED, state=JobState.STOPPING)
+    action = plan_abnormal(closing, AppStatus(AppState.KILLED))
+    assert isinstance(action, CloseRun) and action.job_state == JobState.STOPPED
+    queued = make_job(desired_state=STOPPED, state=JobState.QUEUED)
+    assert plan_abnormal(queued) == SetState(JobState.STOPPED, "desired state is STOPPED")
+
+
+@given(
+    st.sampled_from(list(JobState)),
+    st.sampled_from([RUNNING, STOPPED]),
+    st.sampled_from([None, *RunState]),
+    st.sampled_from([None, *AppState]),
+    st.integers(min_value=0, max_value=5),
+)
+def test_abnormal_cluster_never_submits_and_only_legal_transitions(
+    state: JobState,
+    desired: DesiredState,
+    run_state: RunState | None,
+    app: AppState | None,
+    failures: int,
+) -> None:
+    run = make_run(state=run_state) if run_state is not None else None
+    job = make_job(run=run, state=state, desired_state=desired)
+    action = plan_abnormal(job, AppStatus(app) if app is not None else None, failures)
+    assert not isinstance(action, Submit | Resubmit | GiveUp)
+    if isinstance(action, CloseRun):
+        assert not action.counts_as_failure
+    # wherever the normal plan asks for a legal state change, so does this one
+    normal = do_plan(job, AppStatus(app) if app is not None else None, failures=failures)
+    if can_transition(state, asked_job_state(normal) or state):
+        assert can_transition(state, asked_job_state(action) or state), (state, action)

@@ -1,0 +1,102 @@
+"""``/v1/clusters``: the Spark clusters jobs run on (``scheduler.catalog`` says what is valid).
+
+Every mutation is one transaction that also writes the audit log. ``health`` is read-only here:
+the cluster monitor sets it. ``PATCH`` takes ``If-Match: "<version>"``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Query, Response, status
+
+from api.deps import ActorDep, ContextDep, ExpectedVersionDep, StoreDep
+from api.schemas import ClusterCreate, ClusterPublic, ClusterUpdate, Page
+from scheduler.catalog import ClusterSpec, validate_cluster_name
+from scheduler.errors import InvalidInput
+from scheduler.records import ClusterRecord
+from scheduler.store import repo
+
+router = APIRouter(prefix="/v1/clusters", tags=["clusters"])
+
+Limit = Annotated[int, Query(ge=1, le=1000)]
+Offset = Annotated[int, Query(ge=0)]
+
+
+def _etag(response: Response, cluster: ClusterRecord) -> None:
+    response.headers["ETag"] = f'"{cluster.version}"'
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=ClusterPublic)
+def create_cluster(
+    body: ClusterCreate, ctx: ContextDep, store: StoreDep, actor: ActorDep, response: Response
+) -> ClusterPublic:
+    spec = ClusterSpec(**body.model_dump(exclude={"name"}))
+    with store.transaction() as session:
+        cluster = repo.create_cluster(session, body.name, spec)
+        repo.add_audit(
+            session,
+            actor=actor,
+            action="cluster.create",
+            target_kind="cluster",
+            target_name=cluster.name,
+            detail=body.model_dump(mode="json"),
+            node_id=ctx.settings.node_id,
+        )
+    response.headers["Location"] = f"/v1/clusters/{quote(cluster.name, safe='')}"
+    _etag(response, cluster)
+    return ClusterPublic.of(cluster)
+
+
+@router.get("", response_model=Page[ClusterPublic])
+def list_clusters(store: StoreDep, limit: Limit = 100, offset: Offset = 0) -> Page[ClusterPublic]:
+    with store.session() as session:
+        clusters = repo.list_clusters(session)
+    return Page[ClusterPublic](
+        data=[ClusterPublic.of(c) for c in clusters[offset : offset + limit]],
+        count=len(clusters),
+        limit=limit,
+        offset=offset,
+    )
+
+
+@router.get("/{name}", response_model=ClusterPublic)
+def get_cluster(name: str, store: StoreDep, response: Response) -> ClusterPublic:
+    with store.session() as session:
+        cluster = repo.get_cluster(session, validate_cluster_name(name))
+    _etag(response, cluster)
+    return ClusterPublic.of(cluster)
+
+
+@router.patch("/{name}", response_model=ClusterPublic)
+def update_cluster(
+    name: str,
+    body: ClusterUpdate,
+    ctx: ContextDep,
+    store: StoreDep,
+    actor: ActorDep,
+    expected_version: ExpectedVersionDep,
+    response: Response,
+) -> ClusterPublic:
+    changes: dict[str, Any] = body.model_dump(exclude_unset=True)
+    if not changes:
+        raise InvalidInput("nothing to change: send at least one field")
+    nulls = sorted(k for k, v in changes.items() if v is None)
+    if nulls:
+        raise InvalidInput(f"fields cannot be null: {', '.join(nulls)}")
+    with store.transaction() as session:
+        cluster = repo.update_cluster(
+            session, validate_cluster_name(name), changes, expected_version=expected_version
+        )
+        repo.add_audit(
+            session,
+            actor=actor,
+            action="cluster.update",
+            target_kind="cluster",
+            target_name=cluster.name,
+            detail=body.model_dump(mode="json", exclude_unset=True),
+            node_id=ctx.settings.node_id,
+        )
+    _etag(response, cluster)
+    return ClusterPublic.of(cluster)

@@ -1,0 +1,104 @@
+"""``/v1/groups``: scheduling groups, each bound to a primary and an optional failover cluster.
+
+Every mutation is one transaction that also writes the audit log. The group document carries the
+catalog fields; ``members``, ``pool`` and ``epoch`` are null unless a membership view fills them.
+``PATCH`` takes ``If-Match: "<version>"``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Query, Response, status
+
+from api.deps import ActorDep, ContextDep, ExpectedVersionDep, StoreDep
+from api.schemas import GroupCreate, GroupPublic, GroupUpdate, Page
+from scheduler.catalog import validate_group_name
+from scheduler.errors import InvalidInput
+from scheduler.records import GroupRecord
+from scheduler.store import repo
+
+router = APIRouter(prefix="/v1/groups", tags=["groups"])
+
+Limit = Annotated[int, Query(ge=1, le=1000)]
+Offset = Annotated[int, Query(ge=0)]
+
+
+def _etag(response: Response, group: GroupRecord) -> None:
+    response.headers["ETag"] = f'"{group.version}"'
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=GroupPublic)
+def create_group(
+    body: GroupCreate, ctx: ContextDep, store: StoreDep, actor: ActorDep, response: Response
+) -> GroupPublic:
+    with store.transaction() as session:
+        group = repo.create_group(
+            session,
+            body.name,
+            primary_cluster=body.primary_cluster,
+            failover_cluster=body.failover_cluster,
+        )
+        repo.add_audit(
+            session,
+            actor=actor,
+            action="group.create",
+            target_kind="group",
+            target_name=group.name,
+            detail=body.model_dump(mode="json"),
+            node_id=ctx.settings.node_id,
+        )
+    response.headers["Location"] = f"/v1/groups/{quote(group.name, safe='')}"
+    _etag(response, group)
+    return GroupPublic.of(group)
+
+
+@router.get("", response_model=Page[GroupPublic])
+def list_groups(store: StoreDep, limit: Limit = 100, offset: Offset = 0) -> Page[GroupPublic]:
+    with store.session() as session:
+        groups = repo.list_groups(session)
+    return Page[GroupPublic](
+        data=[GroupPublic.of(g) for g in groups[offset : offset + limit]],
+        count=len(groups),
+        limit=limit,
+        offset=offset,
+    )
+
+
+@router.get("/{name}", response_model=GroupPublic)
+def get_group(name: str, store: StoreDep, response: Response) -> GroupPublic:
+    with store.session() as session:
+        group = repo.get_group(session, validate_group_name(name))
+    _etag(response, group)
+    return GroupPublic.of(group)
+
+
+@router.patch("/{name}", response_model=GroupPublic)
+def update_group(
+    name: str,
+    body: GroupUpdate,
+    ctx: ContextDep,
+    store: StoreDep,
+    actor: ActorDep,
+    expected_version: ExpectedVersionDep,
+    response: Response,
+) -> GroupPublic:
+    changes: dict[str, Any] = body.model_dump(exclude_unset=True)
+    if not changes:
+        raise InvalidInput("nothing to change: send at least one field")
+    with store.transaction() as session:
+        group = repo.update_group(
+            session, validate_group_name(name), changes, expected_version=expected_version
+        )
+        repo.add_audit(
+            session,
+            actor=actor,
+            action="group.update",
+            target_kind="group",
+            target_name=group.name,
+            detail=body.model_dump(mode="json", exclude_unset=True),
+            node_id=ctx.settings.node_id,
+        )
+    _etag(response, group)
+    return GroupPublic.of(group)
