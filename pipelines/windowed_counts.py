@@ -2,7 +2,8 @@
 
 Stateful streaming: event-time windows of 10 s on ``timestamp`` (watermark 10 s), keyed by
 ``value % 5``, with the count and sum of ``value``; ``update`` output mode; a processing-time
-trigger. Each micro-batch goes through ``foreachBatch``: the run's fence check first, then the
+trigger. Each micro-batch goes through ``foreachBatch``: the run's fence check first (see
+``drover_runtime``; a superseded run exits cleanly with code 0), then the
 batch is written as Parquet under ``--output``, partitioned by ``batch_id`` -- so ``batch_id=N``
 directories show which batches were written, and a restart from the checkpoint continues the
 batch ids. A replayed batch (the run died after writing it but before committing it) overwrites
@@ -23,10 +24,10 @@ import sys
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-try:
-    from pipelines.drover_runtime import RunContext
-except ImportError:  # run as a script: the pipelines directory is on sys.path
-    from drover_runtime import RunContext  # type: ignore[no-redef]
+try:  # shipped next to the pipeline (py-file of the standalone backend, or the script dir)
+    from drover_runtime import RunContext
+except ImportError:  # imported from the repository
+    from pipelines.drover_runtime import RunContext  # type: ignore[no-redef]
 
 WINDOW = "10 seconds"
 WATERMARK = "10 seconds"
@@ -81,7 +82,6 @@ def main(argv: list[str] | None = None) -> int:
     rates = spark.readStream.format("rate").option("rowsPerSecond", args.rows_per_second).load()
 
     def write_batch(batch: DataFrame, batch_id: int) -> None:
-        ctx.on_batch(batch_id)  # self-fencing: a stale run commits nothing
         (
             batch.withColumn("run_id", F.lit(ctx.run_id))
             .withColumn("batch_id", F.lit(batch_id))
@@ -97,11 +97,10 @@ def main(argv: list[str] | None = None) -> int:
         .outputMode("update")
         .option("checkpointLocation", checkpoint)
         .trigger(processingTime=f"{args.trigger_seconds} seconds")
-        .foreachBatch(write_batch)
+        .foreachBatch(ctx.fenced(write_batch))  # self-fencing: a stale run commits nothing
         .start()
     )
-    query.awaitTermination()
-    return 0
+    return ctx.await_termination(query)  # 0 also when fenced out
 
 
 if __name__ == "__main__":

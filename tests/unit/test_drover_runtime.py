@@ -1,0 +1,304 @@
+"""The pipelines' self-fencing (pipelines/drover_runtime.py) against a stub fence endpoint."""
+
+from __future__ import annotations
+
+import io
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from pipelines.drover_runtime import (
+    FENCED_LINE_PREFIX,
+    WARNING_PREFIX,
+    FencedOut,
+    HttpFence,
+    RunContext,
+    Verdict,
+    fence_verdict,
+)
+
+JOB, TOKEN = "orders", "tok-1"
+
+
+@dataclass
+class Stub:
+    """A fence endpoint whose answer the test sets; records the requests it got."""
+
+    status: int = 200
+    body: Any = None
+    delay_s: float = 0.0
+    requests: list[tuple[str, dict[str, str]]] = field(default_factory=list)
+    url: str = ""
+
+    def answer(self, token: str | None, status: int = 200, **extra: Any) -> None:
+        self.status = status
+        self.body = {"job": JOB, "current_run_id": 2, "fencing_token": token, **extra}
+
+
+@pytest.fixture
+def stub() -> Iterator[Stub]:
+    state = Stub()
+    state.answer(TOKEN)
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            state.requests.append((self.path, dict(self.headers)))
+            if state.delay_s:
+                time.sleep(state.delay_s)  # the stub plays a slow node
+            data = json.dumps(state.body).encode()
+            self.send_response(state.status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    state.url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+@pytest.fixture
+def dead_url() -> str:
+    """A loopback URL nothing listens on (connection refused)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make_ctx(check: Callable[[RunContext, int], bool], **kw: Any) -> RunContext:
+    return RunContext(job=JOB, run_id="1", fencing_token=TOKEN, fence_check=check, **kw)
+
+
+# --------------------------------------------------------------------------- the pure decision
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "verdict"),
+    [
+        (200, {"job": JOB, "fencing_token": TOKEN}, Verdict.CURRENT),
+        (200, {"job": JOB, "fencing_token": "tok-2", "current_run_id": 2}, Verdict.SUPERSEDED),
+        (200, {"job": JOB, "fencing_token": None, "run_state": "KILLED"}, Verdict.SUPERSEDED),
+        (404, {"type": "urn:drover:problem:not-found", "job": JOB}, Verdict.SUPERSEDED),
+        # a 404 that does not name the job: not a fence endpoint (wrong URL, old node)
+        (404, {"type": "urn:drover:problem:not-found", "detail": "Not Found"}, Verdict.NO_ANSWER),
+        (503, {"type": "urn:drover:problem:store-unavailable"}, Verdict.NO_ANSWER),
+        (200, {"job": "other", "fencing_token": TOKEN}, Verdict.NO_ANSWER),
+        (200, {"job": JOB}, Verdict.NO_ANSWER),
+        (200, ["not", "an", "object"], Verdict.NO_ANSWER),
+    ],
+)
+def test_fence_verdict(status: int, body: Any, verdict: Verdict) -> None:
+    assert fence_verdict(JOB, TOKEN, status, body)[0] is verdict
+
+
+# --------------------------------------------------------------------------- HttpFence
+
+
+def test_current_token_goes_on_and_sends_auth(stub: Stub) -> None:
+    fence = HttpFence(stub.url, auth="secret")
+    ctx = make_ctx(fence)
+    ctx.on_batch(0)
+    ctx.on_batch(1)
+    assert ctx.fenced_out is None
+    assert [path for path, _ in stub.requests] == [f"/v1/jobs/{JOB}/fence"] * 2
+    assert stub.requests[0][1]["Authorization"] == "Bearer secret"
+
+
+def test_no_auth_header_without_a_token(stub: Stub) -> None:
+    make_ctx(HttpFence(stub.url)).on_batch(0)
+    assert "Authorization" not in stub.requests[0][1]
+
+
+@pytest.mark.parametrize("current", ["tok-2", None])
+def test_superseded_or_null_token_fences_out(stub: Stub, current: str | None) -> None:
+    ctx = make_ctx(HttpFence(stub.url))
+    ctx.on_batch(0)
+    stub.answer(current, run_state="KILLED")
+    with pytest.raises(FencedOut, match="batch 1"):
+        ctx.on_batch(1)
+    assert ctx.fenced_out is not None and "no longer current" in ctx.fenced_out
+    # once fenced out, always fenced out, without asking again
+    asked = len(stub.requests)
+    stub.answer(TOKEN)
+    assert not ctx.is_current(2)
+    assert len(stub.requests) == asked
+
+
+def test_deleted_job_fences_out(stub: Stub) -> None:
+    stub.status, stub.body = 404, {"type": "urn:drover:problem:not-found", "job": JOB}
+    with pytest.raises(FencedOut, match="no longer exists"):
+        make_ctx(HttpFence(stub.url)).on_batch(0)
+
+
+def test_unreachable_keeps_going_with_a_warning(dead_url: str) -> None:
+    out = io.StringIO()
+    ctx = make_ctx(HttpFence(dead_url, timeout_s=0.5, stream=out))
+    ctx.on_batch(0)
+    ctx.on_batch(1)
+    assert ctx.fenced_out is None
+    warnings = [line for line in out.getvalue().splitlines() if line.startswith(WARNING_PREFIX)]
+    assert len(warnings) == 2 and "unlimited" in warnings[0]
+
+
+def test_slow_node_counts_as_unreachable(stub: Stub) -> None:
+    stub.delay_s = 1.0
+    out = io.StringIO()
+    started = time.monotonic()
+    make_ctx(HttpFence(stub.url, timeout_s=0.2, stream=out)).on_batch(0)
+    assert time.monotonic() - started < 0.9
+    assert WARNING_PREFIX in out.getvalue()
+
+
+def test_first_answering_url_decides_and_is_asked_first_next_time(
+    stub: Stub, dead_url: str
+) -> None:
+    out = io.StringIO()
+    fence = HttpFence(f"{dead_url}, {stub.url}/", timeout_s=0.5, stream=out)
+    ctx = make_ctx(fence)
+    ctx.on_batch(0)
+    assert out.getvalue() == ""  # the second URL answered: no warning
+    stub.answer("tok-2")
+    with pytest.raises(FencedOut):
+        ctx.on_batch(1)
+    assert fence.urls[fence._preferred] == stub.url
+
+
+def test_blind_limit_stops_after_the_bound(stub: Stub, dead_url: str) -> None:
+    clock, out = Clock(), io.StringIO()
+    fence = HttpFence(stub.url, timeout_s=0.5, max_blind_s=30, clock=clock, stream=out)
+    ctx = make_ctx(fence)
+    ctx.on_batch(0)  # confirmed at t=1000
+    fence.urls = (dead_url,)  # Drover becomes unreachable
+    clock.now += 20
+    ctx.on_batch(1)  # blind for 20 s: goes on
+    assert "limit 30 s" in out.getvalue()
+    clock.now += 11
+    with pytest.raises(FencedOut, match="no Drover fence URL answered for 31 s"):
+        ctx.on_batch(2)
+
+
+def test_blind_time_counts_from_the_last_confirmation(stub: Stub) -> None:
+    clock = Clock()
+    fence = HttpFence(stub.url, max_blind_s=30, clock=clock, stream=io.StringIO())
+    clock.now += 100  # a long time passes while Drover answers
+    make_ctx(fence).on_batch(0)
+    assert fence.last_confirmed == clock.now
+
+
+# --------------------------------------------------------------------------- RunContext
+
+
+def test_unmanaged_runs_never_check() -> None:
+    def boom(ctx: RunContext, batch_id: int) -> bool:
+        raise AssertionError("an unmanaged run must not check")
+
+    RunContext(fence_check=boom).on_batch(0)
+
+
+def test_injected_check_returning_false_fences_out() -> None:
+    ctx = make_ctx(lambda c, b: b < 3)
+    ctx.on_batch(2)
+    with pytest.raises(FencedOut, match="nothing of batch 3 was committed"):
+        ctx.on_batch(3)
+
+
+def test_fenced_wrapper_writes_nothing_when_superseded() -> None:
+    written: list[int] = []
+    ctx = make_ctx(lambda c, b: b < 1)
+    write = ctx.fenced(lambda df, batch_id: written.append(batch_id))
+    write(None, 0)  # type: ignore[arg-type]
+    with pytest.raises(FencedOut):
+        write(None, 1)  # type: ignore[arg-type]
+    assert written == [0]
+
+
+class FakeQuery:
+    """Plays a StreamingQuery: terminates with ``error`` after ``polls`` polls."""
+
+    def __init__(self, on_poll: Callable[[int], None], polls: int = 10_000) -> None:
+        self.on_poll, self.polls, self.calls = on_poll, polls, 0
+        self.isActive, self.stopped = True, False
+
+    def awaitTermination(self, timeout: int | None = None) -> bool:  # noqa: N802 - pyspark's
+        self.calls += 1
+        self.on_poll(self.calls)
+        return not self.isActive
+
+    def stop(self) -> None:
+        self.stopped, self.isActive = True, False
+
+
+class FakeSpark:
+    stopped = False
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+def test_await_termination_turns_fenced_out_into_a_clean_exit(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    ctx = make_ctx(lambda c, b: b < 1)
+    write = ctx.fenced(lambda df, batch_id: None)
+
+    def batch_fails(call: int) -> None:
+        write(None, call - 1)  # type: ignore[arg-type]  # raises FencedOut at batch 1
+
+    spark, query = FakeSpark(), FakeQuery(batch_fails)
+    assert ctx.await_termination(query, spark) == 0  # type: ignore[arg-type]
+    assert spark.stopped
+    lines = capsys.readouterr().err.splitlines()
+    assert [line for line in lines if line.startswith(FENCED_LINE_PREFIX)] == [
+        f"{FENCED_LINE_PREFIX} {ctx.fenced_out}"
+    ]
+
+
+def test_await_termination_propagates_other_failures() -> None:
+    def fails(call: int) -> None:
+        raise RuntimeError("the pipeline is broken")
+
+    spark = FakeSpark()
+    with pytest.raises(RuntimeError, match="broken"):
+        make_ctx(lambda c, b: True).await_termination(FakeQuery(fails), spark)  # type: ignore[arg-type]
+    assert not spark.stopped
+
+
+def test_idle_check_stops_a_superseded_idle_stream(capsys: pytest.CaptureFixture[str]) -> None:
+    current = {"ok": True}
+    ctx = make_ctx(lambda c, b: current["ok"], idle_check_s=0.05)
+
+    def idle(call: int) -> None:
+        if call == 3:
+            current["ok"] = False  # superseded while no batch runs
+        time.sleep(0.06)  # one "poll" of awaitTermination
+
+    spark, query = FakeSpark(), FakeQuery(idle)
+    assert ctx.await_termination(query, spark) == 0  # type: ignore[arg-type]
+    assert query.stopped and spark.stopped
+    assert "stopped while idle" in capsys.readouterr().err
