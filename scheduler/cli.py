@@ -23,6 +23,10 @@ jobs_app = typer.Typer(no_args_is_help=True, help="Jobs, through a node's REST A
 app.add_typer(node_app, name="node")
 app.add_typer(db_app, name="db")
 app.add_typer(jobs_app, name="jobs")
+clusters_app = typer.Typer(no_args_is_help=True, help="Spark clusters, through a node's REST API.")
+groups_app = typer.Typer(no_args_is_help=True, help="Scheduling groups, through a node's REST API.")
+app.add_typer(clusters_app, name="clusters")
+app.add_typer(groups_app, name="groups")
 
 ApiOption = Annotated[
     str | None, typer.Option("--api", help="node API URL (default: DROVER_API_HOST/PORT)")
@@ -238,6 +242,154 @@ def jobs_events(name: str, api: ApiOption = None) -> None:
     for event in reversed(_call("GET", _job_url(api, name, "/events"))["data"]):
         change = f"{event['from_state'] or ''}->{event['to_state'] or ''}"
         typer.echo(f"{event['at']} {change:<22} {event['cause']}: {event['message']}")
+
+
+# -- clusters and groups -------------------------------------------------------------------
+
+
+def _resource_url(api: str | None, kind: str, name: str | None = None) -> str:
+    from urllib.parse import quote
+
+    base = f"{_api(api)}/v1/{kind}"
+    return base if name is None else f"{base}/{quote(name, safe='')}"
+
+
+def _if_match(version: int | None) -> dict[str, str]:
+    return {} if version is None else {"If-Match": f'"{version}"'}
+
+
+KindOption = Annotated[str | None, typer.Option(help="standalone | spark-submit | local")]
+RootOption = Annotated[
+    str | None, typer.Option(help="checkpoint storage root: absolute path, file:// or s3a:// URI")
+]
+MasterOption = Annotated[str | None, typer.Option(help="Spark master URL")]
+RestOption = Annotated[str | None, typer.Option(help="REST submission server URL (standalone)")]
+UiOption = Annotated[str | None, typer.Option(help="master web UI URL (standalone)")]
+AzOption = Annotated[str | None, typer.Option(help="availability zone")]
+CloudOption = Annotated[str | None, typer.Option(help="cloud")]
+SubmissionsOption = Annotated[
+    int | None, typer.Option(help="most submissions in flight at once (0 = unlimited)")
+]
+AppsOption = Annotated[int | None, typer.Option(help="most live applications (0 = unlimited)")]
+CoresOption = Annotated[int | None, typer.Option(help="most cores of live apps (0 = unlimited)")]
+VersionOption = Annotated[
+    int | None, typer.Option("--if-version", help="refuse unless the record is at this version")
+]
+
+
+def _cluster_fields(**options: Any) -> dict[str, Any]:
+    return {key: value for key, value in options.items() if value is not None}
+
+
+@clusters_app.command("list")
+def clusters_list(api: ApiOption = None) -> None:
+    page = _call("GET", _resource_url(api, "clusters"), params={"limit": 1000})
+    for c in page["data"]:
+        typer.echo(
+            f"{c['name']:<24} {c['kind']:<12} {c['health']:<18} az={c['az'] or '-':<12} "
+            f"{c['master_url'] or '-':<28} {c['storage_root']}"
+        )
+    typer.echo(f"{page['count']} cluster(s)")
+
+
+@clusters_app.command("get")
+def clusters_get(name: str, api: ApiOption = None) -> None:
+    _print(_call("GET", _resource_url(api, "clusters", name)))
+
+
+@clusters_app.command("create")
+def clusters_create(
+    name: str,
+    kind: Annotated[str, typer.Option(help="standalone | spark-submit | local")],
+    storage_root: Annotated[
+        str, typer.Option(help="checkpoint storage root: absolute path, file:// or s3a:// URI")
+    ],
+    api: ApiOption = None,
+    master_url: MasterOption = None,
+    rest_url: RestOption = None,
+    ui_url: UiOption = None,
+    az: AzOption = None,
+    cloud: CloudOption = None,
+    max_concurrent_submissions: SubmissionsOption = None,
+    max_running_apps: AppsOption = None,
+    max_cores: CoresOption = None,
+) -> None:
+    """Add a Spark cluster."""
+    body = {"name": name, "kind": kind, "storage_root": storage_root}
+    body |= _cluster_fields(
+        master_url=master_url,
+        rest_url=rest_url,
+        ui_url=ui_url,
+        az=az,
+        cloud=cloud,
+        max_concurrent_submissions=max_concurrent_submissions,
+        max_running_apps=max_running_apps,
+        max_cores=max_cores,
+    )
+    _print(_call("POST", _resource_url(api, "clusters"), json=body))
+
+
+@clusters_app.command("update")
+def clusters_update(
+    name: str,
+    api: ApiOption = None,
+    kind: KindOption = None,
+    storage_root: RootOption = None,
+    master_url: MasterOption = None,
+    rest_url: RestOption = None,
+    ui_url: UiOption = None,
+    az: AzOption = None,
+    cloud: CloudOption = None,
+    max_concurrent_submissions: SubmissionsOption = None,
+    max_running_apps: AppsOption = None,
+    max_cores: CoresOption = None,
+    if_version: VersionOption = None,
+) -> None:
+    """Change the fields given; the others stay as they are."""
+    body = _cluster_fields(
+        kind=kind,
+        storage_root=storage_root,
+        master_url=master_url,
+        rest_url=rest_url,
+        ui_url=ui_url,
+        az=az,
+        cloud=cloud,
+        max_concurrent_submissions=max_concurrent_submissions,
+        max_running_apps=max_running_apps,
+        max_cores=max_cores,
+    )
+    if not body:
+        _fail("nothing to change: give at least one option")
+    url = _resource_url(api, "clusters", name)
+    _print(_call("PATCH", url, json=body, headers=_if_match(if_version)))
+
+
+@groups_app.command("list")
+def groups_list(api: ApiOption = None) -> None:
+    page = _call("GET", _resource_url(api, "groups"), params={"limit": 1000})
+    for g in page["data"]:
+        typer.echo(
+            f"{g['name']:<24} primary={g['primary_cluster']:<24} "
+            f"failover={g['failover_cluster'] or '-'}"
+        )
+    typer.echo(f"{page['count']} group(s)")
+
+
+@groups_app.command("get")
+def groups_get(name: str, api: ApiOption = None) -> None:
+    _print(_call("GET", _resource_url(api, "groups", name)))
+
+
+@groups_app.command("create")
+def groups_create(
+    name: str,
+    primary: Annotated[str, typer.Option("--primary", help="primary cluster")],
+    failover: Annotated[str | None, typer.Option("--failover", help="failover cluster")] = None,
+    api: ApiOption = None,
+) -> None:
+    """Add a scheduling group bound to a primary (and optionally a failover) cluster."""
+    body = {"name": name, "primary_cluster": primary, "failover_cluster": failover}
+    _print(_call("POST", _resource_url(api, "groups"), json=body))
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -1,0 +1,122 @@
+"""``drover clusters`` and ``drover groups`` against a real node API (uvicorn on a free port)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import uvicorn
+from typer.testing import CliRunner
+
+from api.app import create_app
+from api.deps import NodeContext
+from scheduler.bootstrap import ensure_defaults
+from scheduler.cli import app
+from scheduler.config import Settings
+from scheduler.store.db import Store
+from tests.conftest import wait_until
+
+pytestmark = pytest.mark.integration
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def api_url(tmp_path: Path) -> Iterator[str]:
+    settings = Settings(data_dir=tmp_path / "data", node_id="cli-test")
+    store = Store(f"sqlite:///{tmp_path / 'drover.db'}")
+    store.upgrade()
+    ensure_defaults(store, settings)
+    port = _free_port()
+    config = uvicorn.Config(
+        create_app(NodeContext(settings, store)), host="127.0.0.1", port=port, log_level="warning"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: server.started, timeout=15, what="the test API to start")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        store.dispose()
+
+
+def drover(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_clusters_and_groups_through_the_cli(api_url: str) -> None:
+    code, out, err = drover(
+        "clusters", "create", "spark-a", "--api", api_url, "--kind", "standalone",
+        "--storage-root", "/data/ck/a/", "--master-url", "spark://127.0.0.1:7077",
+        "--rest-url", "http://127.0.0.1:6066", "--ui-url", "http://127.0.0.1:8080",
+        "--az", "az1", "--max-running-apps", "5",
+    )  # fmt: skip
+    assert code == 0, err
+    assert '"storage_root": "file:///data/ck/a"' in out
+    code, out, err = drover(
+        "clusters", "create", "yarn-b", "--api", api_url, "--kind", "spark-submit",
+        "--storage-root", "s3a://ck-b/drover", "--master-url", "yarn",
+    )  # fmt: skip
+    assert code == 0, err
+
+    code, out, _ = drover("clusters", "list", "--api", api_url)
+    assert code == 0 and "3 cluster(s)" in out
+    assert "spark-a" in out and "file:///data/ck/a" in out and "NORMAL" in out
+
+    code, out, err = drover(
+        "clusters", "update", "spark-a", "--api", api_url, "--max-cores", "16", "--if-version", "1"
+    )
+    assert code == 0, err
+    assert '"max_cores": 16' in out and '"version": 2' in out
+    code, _, err = drover("clusters", "update", "spark-a", "--api", api_url, "--if-version", "1")
+    assert code != 0 and "nothing to change" in err
+    code, _, err = drover(
+        "clusters", "update", "spark-a", "--api", api_url, "--az", "x", "--if-version", "1"
+    )
+    assert code != 0 and err.startswith("drover: 412") and len(err.strip().splitlines()) == 1
+
+    code, out, err = drover(
+        "groups", "create", "ads", "--api", api_url, "--primary", "spark-a", "--failover", "yarn-b"
+    )
+    assert code == 0, err
+    code, out, _ = drover("groups", "list", "--api", api_url)
+    assert "ads" in out and "failover=yarn-b" in out and "2 group(s)" in out
+    code, out, _ = drover("groups", "get", "ads", "--api", api_url)
+    assert code == 0 and '"primary_cluster": "spark-a"' in out
+    code, out, _ = drover("clusters", "get", "yarn-b", "--api", api_url)
+    assert code == 0 and '"master_url": "yarn"' in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("clusters", "get", "nope"), "404"),
+        (("groups", "get", "nope"), "404"),
+        (("clusters", "create", "x", "--kind", "standalone", "--storage-root", "/ck/x"), "422"),
+        (("clusters", "create", "x", "--kind", "local", "--storage-root", "rel/x"), "422"),
+        (("groups", "create", "g", "--primary", "local", "--failover", "local"), "422"),
+        (("groups", "create", "default", "--primary", "local"), "409"),
+    ],
+)
+def test_cli_errors_are_one_line_and_exit_non_zero(
+    api_url: str, args: tuple[str, ...], message: str
+) -> None:
+    code, out, err = drover(*args, "--api", api_url)
+    assert code != 0 and out == ""
+    assert err.startswith(f"drover: {message}") and len(err.strip().splitlines()) == 1
+
+
+def test_cli_reports_an_unreachable_api_on_one_line() -> None:
+    code, _, err = drover("clusters", "list", "--api", f"http://127.0.0.1:{_free_port()}")
+    assert code != 0 and err.startswith("drover: cannot reach")
