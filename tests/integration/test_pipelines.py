@@ -1,0 +1,460 @@
+"""The sample pipelines on real Spark (local mode through the local backend), and self-fencing
+against a real Drover API (uvicorn in a thread over a SQLite store).
+
+Every local Spark start costs ~5-12 s on a 2-core machine; at most two Spark applications are
+alive at once (one pipeline, plus the reader session that checks Parquet contents). The runs_dir
+fixture SIGKILLs every process a test's runs started, even when the test fails.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import statistics
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pyspark
+import pytest
+import uvicorn
+
+from api.app import create_app
+from api.deps import NodeContext
+from pipelines.drover_runtime import FENCED_LINE_PREFIX, HttpFence, Verdict
+from scheduler.backends.base import AppState, SubmitRequest, app_name_for
+from scheduler.backends.local import LocalSparkSubmitBackend
+from scheduler.bootstrap import ensure_defaults
+from scheduler.config import Settings
+from scheduler.records import JobSpec, RunRecord
+from scheduler.states import DesiredState, JobState, RunState
+from scheduler.store import repo
+from scheduler.store.db import Store
+from tests.conftest import wait_until
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+WINDOWED = REPO / "pipelines" / "windowed_counts.py"
+FILE_DROP = REPO / "pipelines" / "file_drop_etl.py"
+SPARK_HOME = Path(pyspark.__file__).parent
+START_TIMEOUT_S = 120.0  # JVM + SparkContext + first batch, with other agents on the 2 cores
+BATCH_TIMEOUT_S = 90.0
+GONE_TIMEOUT_S = 60.0
+NODE = "test-node"
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def live_pids_under(root: Path) -> list[int]:
+    """Live processes whose DROVER_RUN_DIR lies under ``root`` (everything a run started)."""
+    prefix = f"DROVER_RUN_DIR={root}/".encode()
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_bytes()
+            if stat[stat.rindex(b")") + 2 :].split()[0] == b"Z":
+                continue
+            environ = Path(entry.path, "environ").read_bytes()
+        except OSError:
+            continue
+        if any(item.startswith(prefix) for item in environ.split(b"\0")):
+            found.append(int(entry.name))
+    return found
+
+
+def log_tail(run_dir: Path, lines: int = 40) -> str:
+    try:
+        text = (run_dir / "driver.log").read_text(errors="replace")
+    except FileNotFoundError:
+        return f"(no driver.log in {run_dir})"
+    return "driver.log tail:\n" + "\n".join(text.splitlines()[-lines:])
+
+
+def batch_ids(output: Path) -> list[int]:
+    if not output.is_dir():
+        return []
+    return sorted(int(p.name.split("=", 1)[1]) for p in output.glob("batch_id=*") if p.is_dir())
+
+
+def committed(checkpoint: Path) -> list[int]:
+    commits = checkpoint / "commits"
+    if not commits.is_dir():
+        return []
+    return sorted(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+
+
+def wait_with_log(condition: Callable[[], Any], timeout: float, what: str, run_dir: Path) -> Any:
+    """wait_until, with the driver log's tail in the failure message."""
+    try:
+        return wait_until(condition, timeout=timeout, what=what)
+    except pytest.fail.Exception as exc:
+        pytest.fail(f"{exc}\n{log_tail(run_dir)}", pytrace=False)
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture
+def runs_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
+    monkeypatch.setenv("SPARK_LOCAL_HOSTNAME", "127.0.0.1")
+    runs = (tmp_path / "runs").resolve()
+    yield runs
+    for pid in live_pids_under(runs):  # also after failures: nothing may outlive the test
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + GONE_TIMEOUT_S
+    while live_pids_under(runs) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not live_pids_under(runs), "processes of the test survived SIGKILL"
+
+
+@pytest.fixture
+def backend(runs_dir: Path) -> Iterator[LocalSparkSubmitBackend]:
+    made = LocalSparkSubmitBackend(SPARK_HOME, runs_dir, master="local[1]", kill_grace_s=5.0)
+    yield made
+    made.close()
+
+
+@dataclass
+class DroverApi:
+    """A real node API on a free loopback port, over its own SQLite store."""
+
+    url: str
+    store: Store
+
+    def create_running_job(self, name: str, checkpoint: str) -> RunRecord:
+        """A job whose current run is open (RUNNING), as an owner would have recorded it."""
+        spec = JobSpec(name=name, entrypoint=str(WINDOWED), desired_state=DesiredState.RUNNING)
+        with self.store.transaction() as session:
+            job = repo.create_job(session, spec, cause="test", node_id=NODE)
+            return self._new_current_run(session, job, checkpoint)
+
+    def supersede(self, name: str) -> RunRecord:
+        """Another run becomes the job's current run (e.g. after a failover)."""
+        with self.store.transaction() as session:
+            job = repo.get_job(session, name)
+            for state in (JobState.UNKNOWN, JobState.QUEUED):
+                version = repo.transition_job(
+                    session, job, state, reason="test: superseded", cause="test", node_id=NODE
+                )
+                job = replace(job, state=state, version=version)
+            old = job.current_run
+            assert old is not None
+            return self._new_current_run(session, job, old.checkpoint_location)
+
+    def _new_current_run(self, session: Any, job: Any, checkpoint: str) -> RunRecord:
+        run = repo.create_run(
+            session,
+            job,
+            cluster="local",
+            node_id=NODE,
+            owner_epoch=0,
+            checkpoint_location=checkpoint,
+            app_name_for=app_name_for,
+        )
+        version = repo.transition_job(
+            session,
+            job,
+            JobState.SUBMITTING,
+            reason="test: submitting",
+            cause="test",
+            node_id=NODE,
+            run_id=run.id,
+            current_run_id=run.id,
+        )
+        job = replace(job, state=JobState.SUBMITTING, version=version)
+        repo.transition_job(
+            session, job, JobState.RUNNING, reason="test: running", cause="test", node_id=NODE
+        )
+        return repo.update_run(session, run, state=RunState.RUNNING)
+
+
+@pytest.fixture
+def drover_api(tmp_path: Path) -> Iterator[DroverApi]:
+    settings = Settings(data_dir=tmp_path / "data", node_id=NODE)
+    store = Store(f"sqlite:///{tmp_path / 'drover.db'}")
+    store.upgrade()
+    ensure_defaults(store, settings)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(NodeContext(settings, store)), log_level="warning", lifespan="off"
+        )
+    )
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: server.started, timeout=20, what="the node API to start")
+        yield DroverApi(f"http://127.0.0.1:{port}", store)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+        store.dispose()
+    assert not thread.is_alive(), "uvicorn did not stop"
+
+
+# --------------------------------------------------------------------------- fence endpoint
+
+
+def test_fence_endpoint_and_check_cost(drover_api: DroverApi, tmp_path: Path) -> None:
+    """The endpoint's answers, and the cost of one check (median/p99 over 200 calls)."""
+    run = drover_api.create_running_job("orders", str(tmp_path / "ckpt"))
+    fence = HttpFence(drover_api.url)
+    assert fence.ask("orders", run.fencing_token)[0] is Verdict.CURRENT
+    assert fence.ask("orders", "not-our-token")[0] is Verdict.SUPERSEDED
+    assert fence.ask("no-such-job", "x")[0] is Verdict.SUPERSEDED  # 404 naming the job
+
+    timings = []
+    for _ in range(200):
+        started = time.perf_counter()
+        verdict, _ = fence.ask("orders", run.fencing_token)
+        timings.append(time.perf_counter() - started)
+        assert verdict is Verdict.CURRENT
+    timings.sort()
+    median, p99 = statistics.median(timings) * 1000, timings[197] * 1000
+    print(
+        f"\nfence check over HTTP (loopback, uvicorn, SQLite): median {median:.1f} ms, "
+        f"p99 {p99:.1f} ms, max {timings[-1] * 1000:.1f} ms"
+    )
+    assert median < 50, "a fence check must stay cheap enough to run every batch"
+
+    second = drover_api.supersede("orders")
+    assert fence.ask("orders", run.fencing_token)[0] is Verdict.SUPERSEDED
+    assert fence.ask("orders", second.fencing_token)[0] is Verdict.CURRENT
+
+
+# --------------------------------------------------------------------------- self-fencing
+
+
+def test_superseded_pipeline_exits_by_itself(
+    tmp_path: Path, runs_dir: Path, backend: LocalSparkSubmitBackend, drover_api: DroverApi
+) -> None:
+    """windowed_counts commits batches; its token is superseded in the store; it stops by itself
+    within two batches, exit code 0, one fenced-out line, nothing committed after it."""
+    output, checkpoint = tmp_path / "out", tmp_path / "ckpt"
+    run = drover_api.create_running_job("counts", str(checkpoint))
+    request = SubmitRequest(
+        job_name="counts",
+        run_id=run.id,
+        fencing_token=run.fencing_token,
+        entrypoint=str(WINDOWED),
+        args=["--output", str(output), "--trigger-seconds", "2", "--rows-per-second", "20"],
+        fence_urls=("http://127.0.0.1:1", drover_api.url),
+        checkpoint_location=str(checkpoint),
+    )
+    submission = backend.submit(request)
+    run_dir = runs_dir / "counts" / str(run.id)
+    wait_with_log(
+        lambda: len(committed(checkpoint)) >= 2, START_TIMEOUT_S, "two committed batches", run_dir
+    )
+
+    drover_api.supersede("counts")
+    superseded_at = time.monotonic()
+    last_before = max(committed(checkpoint))  # batch last+1 may be past its check already
+
+    ended = wait_with_log(
+        lambda: (s := backend.status(submission.submission_id)).state.is_terminal and s,
+        GONE_TIMEOUT_S,
+        "the superseded pipeline to exit by itself",
+        run_dir,
+    )
+    took = time.monotonic() - superseded_at
+    assert ended.state is AppState.FINISHED and ended.exit_code == 0, (ended, log_tail(run_dir))
+
+    log = (run_dir / "driver.log").read_text(errors="replace")
+    fenced = [line for line in log.splitlines() if line.startswith(FENCED_LINE_PREFIX)]
+    assert len(fenced) == 1, log_tail(run_dir)
+    match = re.search(r"nothing of batch (\d+) was committed", fenced[0])
+    assert match is not None, fenced[0]
+    refused = int(match.group(1))
+    assert last_before < refused <= last_before + 2, (last_before, refused)
+    assert max(committed(checkpoint)) < refused
+    assert max(batch_ids(output)) < refused
+    # the first URL is dead: the fence fell through to the node, without stopping the run
+    assert "drover-runtime: warning:" not in log
+    print(
+        f"\nfenced out at batch {refused} (last commit before supersession {last_before}), "
+        f"process gone {took:.1f} s after the supersession: {fenced[0]}"
+    )
+
+
+# --------------------------------------------------------------------------- file-drop ETL
+
+FILE_1 = """order_id,customer,country,amount,ordered_at
+1,  Ada   Lovelace ,gb,12.50,2024-05-01 10:00:00
+2,Bob,us,abc,2024-05-01 10:00:00
+3,,fr,1.00,2024-05-01 10:00:00
+4,Carol,france,2.00,2024-05-01 10:00:00
+1,Ada Lovelace,GB,13.00,2024-05-01 11:00:00
+7,Frank,es
+"""
+FILE_2 = """order_id,customer,country,amount,ordered_at
+8,"Grace, H",nl,4.5,2024-05-02T09:30:00
+9,Heidi,se,-1,2024-05-01 10:00:00
+x10,Ivan,pl,5,2024-05-01 10:00:00
+11,Judy,de,7.25,not-a-time
+12, Mallory ,Fr,0,2024-05-03 00:00:00
+12, Mallory ,Fr,0,2024-05-03 00:00:00
+"""
+FILE_3 = """order_id,customer,country,amount,ordered_at
+13,Niaj,ca,99.99,2024-05-04 12:00:00
+14,Olivia,au,1,2024-05-04 12:00:00,extra
+"""
+EXPECTED = {
+    0: {(1, "Ada Lovelace", "GB", Decimal("13.00"), "2024-05-01 11:00:00", "orders-1.csv")},
+    1: {
+        (8, "Grace, H", "NL", Decimal("4.50"), "2024-05-02 09:30:00", "orders-2.csv"),
+        (12, "Mallory", "FR", Decimal("0.00"), "2024-05-03 00:00:00", "orders-2.csv"),
+    },
+    2: {(13, "Niaj", "CA", Decimal("99.99"), "2024-05-04 12:00:00", "orders-3.csv")},
+}
+
+
+def drop(inbox: Path, name: str, text: str) -> None:
+    """Make a file appear in the input directory atomically (hidden name, then rename)."""
+    hidden = inbox / f".{name}.tmp"
+    hidden.write_text(text)
+    hidden.rename(inbox / name)
+
+
+@pytest.fixture
+def reader(runs_dir: Path) -> Iterator[Callable[[Path], dict[int, set[tuple[Any, ...]]]]]:
+    """Reads the ETL's Parquet output by batch (a second, small Spark app; started lazily)."""
+    sessions: list[Any] = []
+
+    def read(output: Path) -> dict[int, set[tuple[Any, ...]]]:
+        from pyspark.sql import SparkSession
+        from pyspark.sql import functions as F
+
+        if not sessions:
+            sessions.append(
+                SparkSession.builder.master("local[1]")
+                .appName("test-pipelines-reader")
+                .config("spark.ui.enabled", "false")
+                .config("spark.sql.shuffle.partitions", "1")
+                .getOrCreate()
+            )
+        rows = (
+            sessions[0]
+            .read.parquet(str(output))
+            .select(
+                "batch_id",
+                "order_id",
+                "customer",
+                "country",
+                "amount",
+                F.date_format("ordered_at", "yyyy-MM-dd HH:mm:ss").alias("ordered_at"),
+                "source_file",
+                "ingested_at",
+                "run_id",
+            )
+            .collect()
+        )
+        by_batch: dict[int, set[tuple[Any, ...]]] = {}
+        for row in rows:
+            assert row.ingested_at is not None and row.run_id
+            by_batch.setdefault(row.batch_id, set()).add(tuple(row)[1:7])
+        return by_batch
+
+    try:
+        yield read
+    finally:
+        for session in sessions:
+            stop_spark_and_jvm(session)
+
+
+def stop_spark_and_jvm(session: Any) -> None:
+    """Stop a SparkSession of this process and its gateway JVM (spark.stop() leaves the JVM)."""
+    from pyspark import SparkContext
+
+    session.stop()
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    gateway.shutdown()
+    proc = getattr(gateway, "proc", None)
+    if proc is not None:
+        proc.kill()
+        proc.wait(timeout=30)
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+
+
+def test_file_drop_etl_cleans_and_resumes_from_its_checkpoint(
+    tmp_path: Path,
+    runs_dir: Path,
+    backend: LocalSparkSubmitBackend,
+    reader: Callable[[Path], dict[int, set[tuple[Any, ...]]]],
+) -> None:
+    inbox, output, checkpoint = tmp_path / "inbox", tmp_path / "out", tmp_path / "ckpt"
+    inbox.mkdir()
+
+    def start(run_id: int) -> tuple[str, Path]:
+        request = SubmitRequest(
+            job_name="orders",
+            run_id=run_id,
+            fencing_token=f"tok-{run_id}",
+            entrypoint=str(FILE_DROP),
+            args=[
+                "--input",
+                str(inbox),
+                "--output",
+                str(output),
+                "--trigger-seconds",
+                "1",
+                "--max-files-per-trigger",
+                "1",
+            ],  # fmt: skip
+            checkpoint_location=str(checkpoint),
+        )
+        return backend.submit(request).submission_id, runs_dir / "orders" / str(run_id)
+
+    first, run_dir = start(1)
+    drop(inbox, "orders-1.csv", FILE_1)
+    wait_with_log(lambda: committed(checkpoint) == [0], START_TIMEOUT_S, "batch 0", run_dir)
+    drop(inbox, "orders-2.csv", FILE_2)
+    wait_with_log(lambda: committed(checkpoint) == [0, 1], BATCH_TIMEOUT_S, "batch 1", run_dir)
+    assert reader(output) == {0: EXPECTED[0], 1: EXPECTED[1]}
+    written = {b: sorted(p.name for p in (output / f"batch_id={b}").iterdir()) for b in (0, 1)}
+
+    backend.kill(first)
+    wait_with_log(
+        lambda: backend.status(first).state is AppState.KILLED,
+        GONE_TIMEOUT_S,
+        "the first run to be killed",
+        run_dir,
+    )
+    drop(inbox, "orders-3.csv", FILE_3)  # arrives while nothing runs
+
+    second, run_dir = start(2)
+    wait_with_log(lambda: committed(checkpoint) == [0, 1, 2], START_TIMEOUT_S, "batch 2", run_dir)
+    # earlier files were not read again: their partitions are untouched, batch ids continue
+    assert reader(output) == EXPECTED
+    for batch_id, files in written.items():
+        assert sorted(p.name for p in (output / f"batch_id={batch_id}").iterdir()) == files
+    assert backend.status(second).state is AppState.RUNNING
+    log = (run_dir / "driver.log").read_text(errors="replace")
+    assert "self-fencing is off" in log  # managed run without fence URLs says so
+    backend.kill(second)
+    wait_with_log(
+        lambda: backend.status(second).state is AppState.KILLED,
+        GONE_TIMEOUT_S,
+        "the second run to be killed",
+        run_dir,
+    )
