@@ -220,6 +220,8 @@ def _plan_live_run(
         if abnormal:  # the cluster's fault, not the job's: no failure, no giving up
             if job.desired_state == DesiredState.RUNNING:
                 reason = f"{reason} (on an abnormal cluster: not counted as a failure)"
+            if not can_transition(job.state, job_state):
+                job_state = JobState.FAILED
             return CloseRun(
                 run, final, job_state, reason, observed.exit_code, counts_as_failure=False
             )
