@@ -375,7 +375,13 @@ class SimCluster:
                 }
                 (completed_drivers if d.ended else active_drivers).append(entry)
                 app_state = d.app_state(now)
-                app = {"id": d.app_id, "name": d.app_name, "cores": 1, "user": "sim"}
+                app = {
+                    "id": d.app_id,
+                    "name": d.app_name,
+                    "starttime": int(d.app_at * 1000),
+                    "cores": 1,
+                    "user": "sim",
+                }
                 if app_state is not None:
                     active_apps.append({**app, "state": app_state})
                 elif d.ended is not None and d.ended_at is not None and d.ended_at >= d.app_at:

@@ -117,6 +117,13 @@ _TAG = re.compile(r"-D" + re.escape(APP_TAG_PROPERTY) + r"=([0-9a-f]+)")
 _APP_NAME = re.compile(r'"-Dspark\.app\.name=((?:[^"\\]|\\.)*)"')
 
 
+def _millis(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
 def app_tag(app_name: str) -> str:
     """The redaction-proof form of an app name carried in ``spark.drover.appTag``."""
     return app_name.encode("utf-8").hex()
@@ -143,6 +150,8 @@ class _Driver:
     worker: str | None
     mainclass: str
     active: bool
+    #: master clock, ms (when the master accepted the driver)
+    starttime: int
 
 
 @dataclass(frozen=True)
@@ -151,6 +160,8 @@ class _App:
     name: str
     state: str
     active: bool
+    #: master clock, ms (when the app registered)
+    starttime: int
 
 
 @dataclass(frozen=True)
@@ -165,9 +176,11 @@ class _Listing:
     workers: dict[str, str]
     status: str
 
-    def app(self, name: str) -> _App | None:
-        """The most relevant app of that name: RUNNING, then WAITING, then any completed one."""
-        apps = self.apps.get(name, [])
+    def app(self, name: str, since: float = 0) -> _App | None:
+        """The most relevant app of that name registered at or after ``since`` (ms): RUNNING,
+        then WAITING, then any completed one. ``since`` = the driver's start time skips apps of
+        earlier drivers that carried the same name (e.g. another Drover database's run 1)."""
+        apps = [a for a in self.apps.get(name, []) if a.starttime >= since]
         for wanted in ("RUNNING", "WAITING"):
             for app in apps:
                 if app.active and app.state == wanted:
@@ -337,13 +350,18 @@ class StandaloneRestBackend:
             for key, active in (("completeddrivers", False), ("activedrivers", True)):
                 for d in body.get(key, []):
                     drivers[d["id"]] = _Driver(
-                        d["id"], d["state"], d.get("worker"), d.get("mainclass", ""), active
+                        d["id"],
+                        d["state"],
+                        d.get("worker"),
+                        d.get("mainclass", ""),
+                        active,
+                        _millis(d.get("starttime")),
                     )
             apps: dict[str, list[_App]] = {}
             for key, active in (("activeapps", True), ("completedapps", False)):
                 for a in body.get(key, []):
                     apps.setdefault(a["name"], []).append(
-                        _App(a["id"], a["name"], a["state"], active)
+                        _App(a["id"], a["name"], a["state"], active, _millis(a.get("starttime")))
                     )
             workers = {w["id"]: w.get("webuiaddress", "") for w in body.get("workers", [])}
         except (KeyError, TypeError) as exc:
@@ -445,9 +463,12 @@ class StandaloneRestBackend:
             raise ClusterUnreachable(
                 f"{driver_id}: driver state UNKNOWN on {self.master_url} (master recovering)"
             )
+        listed = listing.drivers.get(driver_id)
+        # a driver the listing does not show is younger than the listing: so is any app of it
+        since = listed.starttime if listed is not None else float("inf")
         name = self._name_of(driver_id, worker, listing) if state == "RUNNING" else None
         if state == "RUNNING":
-            app = listing.app(name) if name is not None else None
+            app = listing.app(name, since) if name is not None else None
             if name is None:
                 return AppStatus(
                     AppState.STARTING, reason="driver launched, app not identified yet"
@@ -465,7 +486,7 @@ class StandaloneRestBackend:
             return AppStatus(AppState.STARTING, app.id, reason=f"app {app.state.lower()}")
         with self._lock:
             known = self._cache.names.get(driver_id)
-        ended = listing.app(known) if known is not None else None
+        ended = listing.app(known, since) if known is not None else None
         app_id = ended.id if ended is not None else None
         if state == "FINISHED":
             return AppStatus(AppState.FINISHED, app_id, exit_code=0)
@@ -534,7 +555,7 @@ class StandaloneRestBackend:
                 continue
             name = self._name_of(driver.id, driver.worker, listing)
             if name == app_name:
-                app = listing.app(app_name)
+                app = listing.app(app_name, driver.starttime)
                 return Submission(driver.id, app.id if app is not None and app.active else None)
             if name is None:
                 unidentified.append(driver.id)

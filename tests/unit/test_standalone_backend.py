@@ -155,6 +155,14 @@ def test_lifecycle_starting_running_killed(sim: SimCluster, backend: StandaloneR
     backend.kill("driver-20260101000000-9999")  # unknown: nothing to do
     assert backend.find("drover:job:1") is None
 
+    # the same app name again (e.g. run 1 of a job in a fresh Drover database): the ended app
+    # of the earlier driver must not pass for the new driver's app
+    again = backend.submit(request())
+    assert backend.status(again.submission_id).state is AppState.STARTING
+    fresh = make_backend(sim, listing_ttl_s=0.0)
+    assert fresh.status(again.submission_id).state is AppState.STARTING
+    fresh.close()
+
 
 def test_waiting_app_and_queued_driver_are_starting(sim: SimCluster) -> None:
     sim.configure(launch_delay=0.6, executor_delay=0.6)
