@@ -13,8 +13,11 @@ import re
 import signal
 import socket
 import statistics
+import sys
 import threading
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from decimal import Decimal
@@ -30,24 +33,27 @@ from api.deps import NodeContext
 from pipelines.drover_runtime import FENCED_LINE_PREFIX, HttpFence, Verdict
 from scheduler.backends.base import AppState, SubmitRequest, app_name_for
 from scheduler.backends.local import LocalSparkSubmitBackend
+from scheduler.backends.standalone import StandaloneRestBackend
 from scheduler.bootstrap import ensure_defaults
 from scheduler.config import Settings
 from scheduler.records import JobSpec, RunRecord
 from scheduler.states import DesiredState, JobState, RunState
 from scheduler.store import repo
 from scheduler.store.db import Store
-from tests.conftest import wait_until
+from tests.conftest import SparkStandalone, wait_until
 
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
 WINDOWED = REPO / "pipelines" / "windowed_counts.py"
 FILE_DROP = REPO / "pipelines" / "file_drop_etl.py"
+RUNTIME = REPO / "pipelines" / "drover_runtime.py"
 SPARK_HOME = Path(pyspark.__file__).parent
 START_TIMEOUT_S = 120.0  # JVM + SparkContext + first batch, with other agents on the 2 cores
 BATCH_TIMEOUT_S = 90.0
 GONE_TIMEOUT_S = 60.0
 NODE = "test-node"
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 # --------------------------------------------------------------------------- helpers
@@ -458,3 +464,157 @@ def test_file_drop_etl_cleans_and_resumes_from_its_checkpoint(
         "the second run to be killed",
         run_dir,
     )
+
+
+# --------------------------------------------------------------------------- standalone cluster A
+
+
+def driver_log_tail(cluster: SparkStandalone, driver_id: str, size: int = 256 << 10) -> str:
+    """The tails of a driver's stdout and stderr, through its worker's log endpoint.
+
+    PythonRunner merges the Python process's stderr into the driver's stdout."""
+    state = cluster.master_state()
+    drivers = state.get("activedrivers", []) + state.get("completeddrivers", [])
+    worker_id = next(d.get("worker") for d in drivers if d["id"] == driver_id)
+    address = next(w["webuiaddress"] for w in state["workers"] if w["id"] == worker_id)
+    tails = []
+    for kind in ("stdout", "stderr"):
+        query = urllib.parse.urlencode({"driverId": driver_id, "logType": kind, "byteLength": size})
+        with _NO_PROXY.open(f"{address.rstrip('/')}/log/?{query}", timeout=5) as resp:
+            tails.append(resp.read().decode("utf-8", errors="replace"))
+    return "\n".join(tails)
+
+
+def test_superseded_pipeline_exits_by_itself_on_standalone_cluster(
+    tmp_path: Path, spark_standalone: SparkStandalone, drover_api: DroverApi
+) -> None:
+    """The same on real cluster A through the REST backend: the driver runs on a worker, with
+    drover_runtime.py shipped as a py-file; the driver ends FINISHED (exit 0) by itself."""
+    output, checkpoint = tmp_path / "out", tmp_path / "ckpt"
+    run = drover_api.create_running_job("counts-a", str(checkpoint))
+    backend = StandaloneRestBackend(
+        spark_standalone.rest_url,
+        spark_standalone.master_url,
+        spark_standalone.ui_url,
+        python=sys.executable,
+    )
+    request = SubmitRequest(
+        job_name="counts-a",
+        run_id=run.id,
+        fencing_token=run.fencing_token,
+        entrypoint=str(WINDOWED),
+        args=["--output", str(output), "--trigger-seconds", "2", "--rows-per-second", "20"],
+        checkpoint_location=str(checkpoint),
+        py_files=[str(RUNTIME)],
+        fence_urls=(drover_api.url,),
+    )
+    driver_id = backend.submit(request).submission_id
+    try:
+        wait_until(
+            lambda: len(committed(checkpoint)) >= 2,
+            timeout=START_TIMEOUT_S,
+            what=f"two committed batches of {driver_id} on cluster A",
+        )
+        drover_api.supersede("counts-a")
+        superseded_at = time.monotonic()
+        last_before = max(committed(checkpoint))
+        ended = wait_until(
+            lambda: (s := backend.status(driver_id)).state.is_terminal and s,
+            timeout=GONE_TIMEOUT_S,
+            what=f"{driver_id} to exit by itself",
+        )
+        took = time.monotonic() - superseded_at
+        assert ended.state is AppState.FINISHED, (
+            ended,
+            driver_log_tail(spark_standalone, driver_id),
+        )
+        log = driver_log_tail(spark_standalone, driver_id)
+        fenced = [line for line in log.splitlines() if line.startswith(FENCED_LINE_PREFIX)]
+        assert len(fenced) == 1, log[-4000:]
+        match = re.search(r"nothing of batch (\d+) was committed", fenced[0])
+        assert match is not None, fenced[0]
+        refused = int(match.group(1))
+        assert last_before < refused <= last_before + 2, (last_before, refused)
+        assert max(committed(checkpoint)) < refused
+        assert max(batch_ids(output)) < refused
+        wait_until(
+            lambda: (
+                not [
+                    a
+                    for a in spark_standalone.master_state()["activeapps"]
+                    if a["name"] == request.app_name
+                ]
+            ),
+            timeout=GONE_TIMEOUT_S,
+            what="the application to leave the master's active list",
+        )
+        print(
+            f"\ncluster A: fenced out at batch {refused} (last commit before {last_before}), "
+            f"driver FINISHED {took:.1f} s after the supersession"
+        )
+    finally:
+        backend.kill(driver_id)
+        wait_until(
+            lambda: backend.status(driver_id).state.is_terminal,
+            timeout=GONE_TIMEOUT_S,
+            what=f"{driver_id} to end",
+        )
+        backend.close()
+
+
+def test_idle_file_drop_etl_stops_itself_on_standalone_cluster(
+    tmp_path: Path, spark_standalone: SparkStandalone, drover_api: DroverApi
+) -> None:
+    """file_drop_etl on cluster A cleans a dropped file; superseded while idle (no new files, so
+    no batch runs), it stops by itself through the idle check of await_termination."""
+    inbox, output, checkpoint = tmp_path / "inbox", tmp_path / "out", tmp_path / "ckpt"
+    inbox.mkdir()
+    run = drover_api.create_running_job("orders-a", str(checkpoint))
+    backend = StandaloneRestBackend(
+        spark_standalone.rest_url,
+        spark_standalone.master_url,
+        spark_standalone.ui_url,
+        python=sys.executable,
+    )
+    request = SubmitRequest(
+        job_name="orders-a",
+        run_id=run.id,
+        fencing_token=run.fencing_token,
+        entrypoint=str(FILE_DROP),
+        args=["--input", str(inbox), "--output", str(output), "--trigger-seconds", "1"],
+        conf={"spark.drover.fenceIdleCheckSeconds": "2"},
+        checkpoint_location=str(checkpoint),
+        py_files=[str(RUNTIME)],
+        fence_urls=(drover_api.url,),
+    )
+    driver_id = backend.submit(request).submission_id
+    try:
+        drop(inbox, "orders-1.csv", FILE_1)
+        wait_until(
+            lambda: committed(checkpoint) == [0] and batch_ids(output) == [0],
+            timeout=START_TIMEOUT_S,
+            what=f"batch 0 of {driver_id} on cluster A",
+        )
+        assert list((output / "batch_id=0").glob("*.parquet")), "batch 0 wrote no Parquet"
+        drover_api.supersede("orders-a")
+        superseded_at = time.monotonic()
+        ended = wait_until(
+            lambda: (s := backend.status(driver_id)).state.is_terminal and s,
+            timeout=GONE_TIMEOUT_S,
+            what=f"idle {driver_id} to exit by itself",
+        )
+        took = time.monotonic() - superseded_at
+        log = driver_log_tail(spark_standalone, driver_id)
+        assert ended.state is AppState.FINISHED, (ended, log[-4000:])
+        fenced = [line for line in log.splitlines() if line.startswith(FENCED_LINE_PREFIX)]
+        assert len(fenced) == 1 and "stopped while idle" in fenced[0], log[-4000:]
+        assert committed(checkpoint) == [0] and batch_ids(output) == [0]
+        print(f"\ncluster A: idle file_drop_etl fenced out {took:.1f} s after the supersession")
+    finally:
+        backend.kill(driver_id)
+        wait_until(
+            lambda: backend.status(driver_id).state.is_terminal,
+            timeout=GONE_TIMEOUT_S,
+            what=f"{driver_id} to end",
+        )
+        backend.close()
