@@ -37,8 +37,8 @@ from scheduler.backends.standalone import StandaloneRestBackend
 PIPELINE = """\
 import time
 from pyspark.sql import SparkSession
-SparkSession.builder.getOrCreate()
-while True:
+jsc = SparkSession.builder.getOrCreate().sparkContext._jsc
+while not jsc.sc().isStopped():  # a Py4J error once the killed driver JVM is gone ends us
     time.sleep(1)
 """
 POLL_S = 0.05

@@ -55,7 +55,10 @@ created a driver: callers :meth:`find` the app name before submitting again.
 
 Kill: ``POST kill/<id>``; ``success: false`` ("already finished or does not exist") counts as
 done, so kill is idempotent. Confirmation comes from :meth:`status` (KILLED / NOT_FOUND); on
-Spark 4.3 the driver is KILLED and the app gone from ``/json/`` ~0.6 s after the kill.
+Spark 4.3 the driver is KILLED and the app gone from ``/json/`` ~0.6 s after the kill. The kill
+stops the driver JVM only: the Python driver process exits when its next Py4J call fails (a
+streaming query's ``awaitTermination`` does at once). A Python loop that never calls into the JVM
+outlives the kill as an orphan on the worker (seen in testing: still alive 15 min later).
 """
 
 from __future__ import annotations

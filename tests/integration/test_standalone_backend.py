@@ -8,6 +8,8 @@ alive at a time; every driver a test submitted is killed in a finaliser, even on
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import sys
 import textwrap
@@ -47,7 +49,8 @@ out = sys.argv[1]
 with open(out + ".tmp", "w") as fh:
     json.dump(record, fh)
 os.replace(out + ".tmp", out)
-while True:
+jsc = spark.sparkContext._jsc
+while not jsc.sc().isStopped():  # a Py4J error once the killed driver JVM is gone ends us
     time.sleep(1)
 """
 
@@ -59,17 +62,47 @@ def free_port() -> int:
         return port
 
 
+def pids_under(root: Path) -> list[int]:
+    """Live processes whose command line mentions ``root`` (the Python drivers of a test)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            state = (entry / "stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != b"Z" and str(root).encode() in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
 @pytest.fixture
-def pipeline(tmp_path: Path) -> tuple[Path, Path]:
+def pipeline(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     (tmp_path / "drover_test_helper.py").write_text('MARK = "helper-imported"\n')
     path = tmp_path / "sleeper.py"
     path.write_text(textwrap.dedent(PIPELINE))
-    return path, tmp_path / "drover_test_helper.py"
+    yield path, tmp_path / "drover_test_helper.py"
+    # Spark's kill stops the driver JVM; the Python driver must notice and exit by itself.
+    # Whatever is left after the deadline is killed, and the test fails.
+    try:
+        wait_until(
+            lambda: not pids_under(tmp_path),
+            timeout=GONE_TIMEOUT_S,
+            what="the Python drivers to exit after the kill",
+        )
+    finally:
+        for pid in pids_under(tmp_path):
+            os.kill(pid, signal.SIGKILL)
 
 
 @pytest.fixture
-def make_backend() -> Iterator[Callable[[SparkStandalone], StandaloneRestBackend]]:
-    """Backends whose submissions are all killed at the end of the test."""
+def make_backend(
+    pipeline: tuple[Path, Path],
+) -> Iterator[Callable[[SparkStandalone], StandaloneRestBackend]]:
+    """Backends whose submissions are all killed at the end of the test (before ``pipeline``
+    checks that the Python drivers exited)."""
     made: list[StandaloneRestBackend] = []
     submitted: list[tuple[StandaloneRestBackend, str]] = []
 
