@@ -8,6 +8,7 @@ fixture SIGKILLs every process a test's runs started, even when the test fails.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -243,6 +244,26 @@ def test_fence_endpoint_and_check_cost(drover_api: DroverApi, tmp_path: Path) ->
     second = drover_api.supersede("orders")
     assert fence.ask("orders", run.fencing_token)[0] is Verdict.SUPERSEDED
     assert fence.ask("orders", second.fencing_token)[0] is Verdict.CURRENT
+    assert get_json(f"{drover_api.url}/v1/jobs/orders/fence") == {
+        "job": "orders",
+        "current_run_id": second.id,
+        "fencing_token": second.fencing_token,
+        "run_state": "RUNNING",
+        "desired_state": "RUNNING",
+    }
+
+    # a closed current run is nobody's fence: even its own token is superseded
+    with drover_api.store.transaction() as session:
+        repo.update_run(session, second, state=RunState.KILLED)
+    body = get_json(f"{drover_api.url}/v1/jobs/orders/fence")
+    assert (body["fencing_token"], body["run_state"]) == (None, "KILLED")
+    assert fence.ask("orders", second.fencing_token)[0] is Verdict.SUPERSEDED
+
+
+def get_json(url: str) -> Any:
+    with _NO_PROXY.open(url, timeout=5) as resp:
+        assert resp.headers["Cache-Control"] == "no-store"
+        return json.load(resp)
 
 
 # --------------------------------------------------------------------------- self-fencing
