@@ -21,6 +21,7 @@ _STATUS: list[tuple[type[errors.DroverError], int]] = [
     (errors.NotFound, 404),
     (errors.Conflict, 409),
     (errors.StoreError, 503),
+    (errors.CoordinationUnavailable, 503),
     (errors.ClusterError, 502),
 ]
 

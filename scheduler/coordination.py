@@ -63,7 +63,13 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 from kazoo.retry import KazooRetry
 
-from scheduler.errors import DroverError, DuplicateNode, IllegalTransition, InvalidInput, NotFound
+from scheduler.errors import (
+    CoordinationUnavailable,
+    DuplicateNode,
+    IllegalTransition,
+    InvalidInput,
+    NotFound,
+)
 from scheduler.ownership import Member, owner_of, pool_of
 
 if TYPE_CHECKING:
@@ -73,12 +79,6 @@ log = logging.getLogger(__name__)
 
 Role = Literal["active", "backup"]
 _ROLES = ("active", "backup")
-
-
-class CoordinationUnavailable(DroverError):
-    """ZooKeeper did not answer, or this node has no registered session right now."""
-
-    kind = "coordination-unavailable"
 
 
 class Connection(enum.StrEnum):

@@ -58,6 +58,12 @@ class StaleWrite(Conflict):
     kind = "stale-write"
 
 
+class NotOwner(StaleWrite):
+    """This node's claim on a job is not current (another node owns it under a newer epoch)."""
+
+    kind = "not-owner"
+
+
 class PreconditionFailed(StaleWrite):
     """The client's ``If-Match`` version is not the current one."""
 
@@ -70,6 +76,12 @@ class StoreError(DroverError):
 
 class SchemaOutOfDate(StoreError):
     kind = "schema-out-of-date"
+
+
+class CoordinationUnavailable(DroverError):
+    """ZooKeeper did not answer, or this node has no registered session right now."""
+
+    kind = "coordination-unavailable"
 
 
 class ClusterError(DroverError):

@@ -8,6 +8,7 @@ jobs in SQL. Python's built-in string hashing differs between processes: never u
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -43,3 +44,49 @@ def owner_of(name: str, pool: tuple[str, ...]) -> str | None:
     if not pool:
         return None
     return pool[owner_index(name, len(pool))]
+
+
+@dataclass(frozen=True)
+class Fence:
+    """A node's claim on jobs under one membership epoch; every store write on a job checks it."""
+
+    node_id: str
+    epoch: int
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What one node may act on in one group right now: its slot in the pool under an epoch."""
+
+    group: str
+    fence: Fence
+    #: this node's position in the sorted pool, and the pool's size
+    index: int
+    size: int
+    #: acting on a last known view while ZooKeeper is unreachable (explicitly configured)
+    degraded: bool = False
+    #: ``time.monotonic()`` after which the claim may no longer be acted on (a lease: the last
+    #: confirmed ZooKeeper round trip plus part of the session timeout; monotonic time keeps
+    #: running while a process is frozen, so a thawed node finds its lease expired)
+    valid_until: float = math.inf
+
+    def valid(self, now: float) -> bool:
+        return now < self.valid_until
+
+
+def claim_for(
+    group: str,
+    node_id: str,
+    members: Iterable[Member],
+    epoch: int,
+    *,
+    degraded: bool = False,
+    valid_until: float = math.inf,
+) -> Claim | None:
+    """This node's claim in ``group`` for a membership view, or None when it is not in the pool."""
+    pool = pool_of(members)
+    if node_id not in pool:
+        return None
+    return Claim(
+        group, Fence(node_id, epoch), pool.index(node_id), len(pool), degraded, valid_until
+    )

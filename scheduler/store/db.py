@@ -5,6 +5,7 @@ All SQL lives in the store package. Callers own transactions (``with store.trans
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cached_property
@@ -25,7 +26,14 @@ from scheduler.errors import SchemaOutOfDate, StoreError
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 
 
+def _crc32(value: str | None) -> int | None:
+    """MySQL's ``CRC32()`` for SQLite: the ownership hash over UTF-8 bytes (DESIGN §2)."""
+    return None if value is None else zlib.crc32(value.encode("utf-8"))
+
+
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    # the same SQL selects a node's jobs on both databases: CRC32(name) % :n = :i
+    dbapi_connection.create_function("crc32", 1, _crc32, deterministic=True)
     cursor = dbapi_connection.cursor()
     # Several processes (API, actors) share the file: WAL lets readers run beside one writer.
     cursor.execute("PRAGMA journal_mode=WAL")

@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     DateTime,
     ForeignKey,
     Index,
@@ -22,6 +23,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
 )
+from sqlalchemy import false as sa_false
 from sqlalchemy.dialects import mysql
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -170,6 +172,11 @@ class Run(Base):
     state: Mapped[str] = mapped_column(String(16), index=True)
     reason: Mapped[str] = mapped_column(Text, default="")
     exit_code: Mapped[int | None] = mapped_column(Integer)
+    #: the run's end counts against the job's restart budget (an application failure; not a
+    #: kill by Drover, a run never submitted, or a failure on an abnormal cluster)
+    counts_as_failure: Mapped[bool] = mapped_column(
+        Boolean, default=False, server_default=sa_false()
+    )
     created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
     submitted_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     started_at: Mapped[datetime | None] = mapped_column(UtcDateTime())

@@ -10,12 +10,20 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from scheduler import catalog, storage
-from scheduler.errors import AlreadyExists, Conflict, InvalidInput, NotFound, StaleWrite
+from scheduler.errors import (
+    AlreadyExists,
+    Conflict,
+    InvalidInput,
+    NotFound,
+    NotOwner,
+    StaleWrite,
+)
+from scheduler.ownership import Claim, Fence
 from scheduler.records import (
     AuditRecord,
     ClusterRecord,
@@ -437,6 +445,7 @@ def create_job(session: Session, spec: JobSpec, *, cause: str, node_id: str) -> 
         raise InvalidInput(f"no group named {spec.group!r}")
     if session.scalars(select(Job.id).where(Job.name == spec.name)).first() is not None:
         raise AlreadyExists(f"a job named {spec.name!r} already exists")
+    checkpoint = validate_checkpoint_location(session, spec.group, spec.checkpoint_location)
     now = utcnow()
     state = JobState.QUEUED if spec.desired_state == DesiredState.RUNNING else JobState.STOPPED
     job = Job(
@@ -448,7 +457,7 @@ def create_job(session: Session, spec: JobSpec, *, cause: str, node_id: str) -> 
         entrypoint=spec.entrypoint,
         args=list(spec.args),
         conf=dict(spec.conf),
-        checkpoint_location=spec.checkpoint_location,
+        checkpoint_location=checkpoint,
         desired_state=spec.desired_state.value,
         state=state.value,
         state_reason="",
@@ -529,6 +538,13 @@ def update_job_spec(
         raise InvalidInput(f"fields cannot be changed: {', '.join(sorted(unknown))}")
     job = _load_job(session, name, for_update=True)
     _check_version(job, expected_version)
+    if "checkpoint_location" in changes:
+        changes = {
+            **changes,
+            "checkpoint_location": validate_checkpoint_location(
+                session, job.group_name, changes["checkpoint_location"]
+            ),
+        }
     for key, value in changes.items():
         if key == "priority":
             value = Priority(value).value
@@ -610,16 +626,67 @@ def delete_job(
     return record
 
 
-def jobs_to_reconcile(session: Session, groups: Iterable[str] | None) -> list[JobRecord]:
-    """Jobs that may need work: desired RUNNING, or not yet at rest."""
+def jobs_to_reconcile(
+    session: Session, groups: Iterable[str] | None, fence: Fence | None = None
+) -> list[JobRecord]:
+    """Jobs that may need work: desired RUNNING or not at rest; with ``fence``, only its own."""
     at_rest = [s.value for s in (JobState.STOPPED, JobState.FINISHED, JobState.FAILED)]
     stmt = select(Job).where(
         (Job.desired_state == DesiredState.RUNNING.value) | Job.state.not_in(at_rest)
     )
     if groups is not None:
         stmt = stmt.where(Job.group_name.in_(list(groups)))
+    if fence is not None:
+        stmt = stmt.where(*_owned_by(fence))
     jobs = list(session.scalars(stmt.order_by(Job.id)))
     return _with_current_runs(session, jobs)
+
+
+# -- ownership and fencing (DESIGN §2, invariant 3) ----------------------------------------------
+
+
+def _owned_by(fence: Fence) -> tuple[Any, ...]:
+    return (Job.owner == fence.node_id, Job.owner_epoch == fence.epoch)
+
+
+def claim_jobs(session: Session, claim: Claim) -> int:
+    """Take the group's jobs that hash to this node's pool slot; returns how many changed hands.
+
+    ``CRC32(name) % size = index`` runs in the database (SQLite gets a ``crc32`` function from
+    the store). A job already claimed under a newer epoch is left alone: a node with a stale
+    view can never take a job back. The version is not bumped: ownership is not a spec change.
+    """
+    fence = claim.fence
+    result = session.execute(
+        update(Job)
+        .where(
+            Job.group_name == claim.group,
+            func.crc32(Job.name) % claim.size == claim.index,
+            Job.owner_epoch <= fence.epoch,
+            or_(Job.owner.is_(None), Job.owner != fence.node_id, Job.owner_epoch < fence.epoch),
+        )
+        .values(owner=fence.node_id, owner_epoch=fence.epoch)
+        .execution_options(synchronize_session=False)
+    )
+    return int(result.rowcount)  # type: ignore[attr-defined]
+
+
+def check_owner(session: Session, job: JobRecord, fence: Fence) -> None:
+    """Prove in this transaction that ``fence`` still owns ``job``; raises NotOwner otherwise.
+
+    A no-op UPDATE, so that on MySQL it also locks the row until the transaction ends: a
+    concurrent claim by another node waits for this transaction instead of racing it.
+    """
+    result = session.execute(
+        update(Job)
+        .where(Job.id == job.id, *_owned_by(fence))
+        .values(owner_epoch=Job.owner_epoch)
+        .execution_options(synchronize_session=False)
+    )
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        raise NotOwner(
+            f"job {job.name!r} is no longer owned by {fence.node_id} under epoch {fence.epoch}"
+        )
 
 
 def transition_job(
@@ -631,12 +698,14 @@ def transition_job(
     cause: str,
     node_id: str,
     run_id: int | None = None,
+    fence: Fence | None = None,
     **fields: Any,
 ) -> int:
     """Conditionally move ``job`` (as last read) to ``new_state``; returns the new version.
 
     The write only lands if the job is still at the version the caller read: a concurrent API
-    write or another node's action makes it raise StaleWrite, and nothing is changed.
+    write or another node's action makes it raise StaleWrite, and nothing is changed. With a
+    ``fence`` it also only lands while that claim owns the job (NotOwner otherwise).
     """
     transition(job.state, new_state)
     values: dict[str, Any] = {
@@ -645,12 +714,15 @@ def transition_job(
         "updated_at": utcnow(),
         **fields,
     }
-    if new_state != job.state:
+    if new_state != job.state or reason != job.state_reason:
         values["state_reason"] = reason
-    result = session.execute(
-        update(Job).where(Job.id == job.id, Job.version == job.version).values(**values)
-    )
+    conditions = [Job.id == job.id, Job.version == job.version]
+    if fence is not None:
+        conditions.extend(_owned_by(fence))
+    result = session.execute(update(Job).where(*conditions).values(**values))
     if result.rowcount != 1:  # type: ignore[attr-defined]
+        if fence is not None:
+            check_owner(session, job, fence)  # raises NotOwner when that is the reason
         raise StaleWrite(f"job {job.name!r} changed since version {job.version}")
     if new_state != job.state:
         session.add(
@@ -758,6 +830,7 @@ RUN_FIELDS = frozenset(
         "submitted_at",
         "started_at",
         "ended_at",
+        "counts_as_failure",
     }
 )
 
@@ -795,11 +868,11 @@ def list_runs(
 def failures_since(
     session: Session, job: JobRecord, since: datetime
 ) -> tuple[int, datetime | None]:
-    """Runs that ended on their own (not killed by Drover) since ``since``, and the last end."""
-    counted = [RunState.FAILED.value, RunState.FINISHED.value, RunState.LOST.value]
+    """Runs whose end counted as a failure (``counts_as_failure``) since ``since``, and the last
+    end: not kills by Drover, runs never submitted, or failures on an abnormal cluster."""
     row = session.execute(
         select(func.count(), func.max(Run.ended_at)).where(
-            Run.job_id == job.id, Run.state.in_(counted), Run.ended_at >= since
+            Run.job_id == job.id, Run.counts_as_failure.is_(True), Run.ended_at >= since
         )
     ).one()
     last = row[1]

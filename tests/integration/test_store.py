@@ -117,7 +117,13 @@ def test_runs_history_timestamps_and_failure_window(store: Store) -> None:
     ended = datetime(2030, 1, 2, 3, 4, 5, 123456, tzinfo=UTC)
     with store.transaction() as s:
         repo.update_run(
-            s, run, state=RunState.FAILED, reason="exit code 1", exit_code=1, ended_at=ended
+            s,
+            run,
+            state=RunState.FAILED,
+            reason="exit code 1",
+            exit_code=1,
+            ended_at=ended,
+            counts_as_failure=True,
         )
         with pytest.raises(StaleWrite):
             repo.update_run(s, run, state=RunState.RUNNING)
@@ -222,3 +228,33 @@ def test_cluster_and_group_names_are_case_sensitive(store: Store) -> None:
     with store.session() as s:
         assert [c.name for c in repo.list_clusters(s)] == ["Spark", "local", "spark"]
         assert repo.get_group(s, "G").failover_cluster == "spark"
+
+
+def test_only_runs_flagged_as_failures_use_the_restart_budget(store: Store) -> None:
+    """A kill by Drover, a run never submitted, a failure on an abnormal cluster: not counted."""
+    _create(store, "j", desired_state=DesiredState.RUNNING)
+    ended = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
+    for state, counts in [
+        (RunState.KILLED, False),
+        (RunState.LOST, False),
+        (RunState.FAILED, False),
+        (RunState.FAILED, True),
+        (RunState.FINISHED, True),
+    ]:
+        with store.transaction() as s:
+            job = repo.get_job(s, "j")
+            run = repo.create_run(
+                s,
+                job,
+                cluster="local",
+                node_id="n",
+                owner_epoch=0,
+                checkpoint_location="file:///c",
+                app_name_for=app_name_for,
+            )
+            repo.update_run(s, run, state=state, ended_at=ended, counts_as_failure=counts)
+    with store.session() as s:
+        assert repo.failures_since(s, repo.get_job(s, "j"), ended - timedelta(seconds=1)) == (
+            2,
+            ended,
+        )

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.ownership import Member, name_crc32, owner_index, owner_of, pool_of
+from scheduler.ownership import Member, claim_for, name_crc32, owner_index, owner_of, pool_of
 
 VECTORS = Path(__file__).parents[3] / "shared" / "vectors" / "ownership.json"
 
@@ -197,3 +197,17 @@ def test_active_joining_when_none_alive_takes_everything_back(
         newcomer = newcomer + "-new"
     joined = [*members, Member(newcomer, "active")]
     assert _owners(names, joined) == [newcomer] * len(names)
+
+
+@given(member_lists(), job_name_lists, st.integers(min_value=0, max_value=2**40))
+def test_every_job_has_exactly_one_owner_for_any_membership(
+    members: list[Member], names: list[str], epoch: int
+) -> None:
+    """The claims every member computes from one view partition the jobs: one owner each."""
+    claims = [c for m in members if (c := claim_for("g", m.node_id, members, epoch)) is not None]
+    assert len(claims) == len(pool_of(members)) >= 1
+    assert sorted(c.index for c in claims) == list(range(len(claims)))
+    for name in names:
+        holders = [c.fence.node_id for c in claims if name_crc32(name) % c.size == c.index]
+        assert holders == [owner_of(name, pool_of(members))]
+    assert all(c.fence.epoch == epoch and c.valid(0.0) for c in claims)
