@@ -8,6 +8,7 @@ from api import problems
 from api.deps import NodeContext
 from api.routes import clusters, groups, health, jobs
 from api.routes.fence import router as fence_router
+from api.routes.membership import router as membership_router
 
 
 def create_app(context: NodeContext) -> FastAPI:
@@ -23,4 +24,5 @@ def create_app(context: NodeContext) -> FastAPI:
     app.include_router(clusters.router)
     app.include_router(groups.router)
     app.include_router(fence_router)
+    app.include_router(membership_router)
     return app

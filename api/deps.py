@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Header, Request
 
@@ -13,8 +13,12 @@ from scheduler.errors import InvalidInput
 from scheduler.store.db import Store
 
 
-def _no_nudge(group: str) -> None:
+def _no_nudge(group: str, job: str | None = None) -> None:
     return None
+
+
+def _no_views() -> dict[str, Any]:
+    return {"mode": "standalone", "connection": "NONE", "groups": {}}
 
 
 def _always_ready() -> tuple[bool, str]:
@@ -27,8 +31,13 @@ class NodeContext:
 
     settings: Settings
     store: Store
-    #: wake the reconciler of a group at once (instead of at its next tick)
-    nudge: Callable[[str], None] = field(default=_no_nudge)
+    #: wake the owner of a job at once (instead of at its next tick): this node's reconciler of
+    #: the group, or the owning node's over HTTP
+    nudge: Callable[[str, str | None], None] = field(default=_no_nudge)
+    #: wake this node's reconciler of a group (what a forwarded nudge does)
+    nudge_local: Callable[[str], None] = field(default=_no_nudge)
+    #: membership as this node sees it (see ``NodeRuntime.views``)
+    views: Callable[[], dict[str, Any]] = field(default=_no_views)
     #: whether the node's actors are up, and why not
     readiness: Callable[[], tuple[bool, str]] = field(default=_always_ready)
 

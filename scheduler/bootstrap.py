@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from scheduler import storage
 from scheduler.config import Settings
+from scheduler.errors import StoreError
 from scheduler.states import ClusterKind
 from scheduler.store import repo
 from scheduler.store.db import Store
@@ -18,14 +19,22 @@ def ensure_defaults(store: Store, settings: Settings) -> None:
     The local cluster's storage root is ``<data dir>/checkpoints/local`` as a ``file://`` URI.
     """
     root = storage.normalise_root(str(settings.checkpoints_dir / LOCAL_CLUSTER))
-    with store.transaction() as session:
-        repo.ensure_cluster(
-            session,
-            LOCAL_CLUSTER,
-            kind=ClusterKind.LOCAL.value,
-            master_url=settings.spark_local_master,
-            az=settings.az,
-            cloud=settings.cloud,
-            storage_root=root,
-        )
-        repo.ensure_group(session, DEFAULT_GROUP, primary_cluster=LOCAL_CLUSTER)
+    for attempt in (1, 2):
+        try:
+            with store.transaction() as session:
+                repo.ensure_cluster(
+                    session,
+                    LOCAL_CLUSTER,
+                    kind=ClusterKind.LOCAL.value,
+                    master_url=settings.spark_local_master,
+                    az=settings.az,
+                    cloud=settings.cloud,
+                    storage_root=root,
+                )
+                repo.ensure_group(session, DEFAULT_GROUP, primary_cluster=LOCAL_CLUSTER)
+            return
+        except StoreError:
+            # several nodes starting at once race to insert the same rows: the loser's second
+            # pass finds them
+            if attempt == 2:
+                raise

@@ -55,6 +55,12 @@ class Settings(BaseSettings):
     groups: str = ""
     az: str = "az-1"
     cloud: str = "local"
+    #: while ZooKeeper is unreachable, keep acting (incl. new starts) on the last known membership
+    #: view; every start made so is flagged in the job's events. Off: such a node only waits.
+    degraded_mode: bool = False
+    #: Drover API URLs pipelines ask for their fencing check (comma separated; default: this
+    #: node's URL plus every live member's); in production a load balancer in front of the nodes
+    fence_urls: str = ""
 
     # Spark
     #: SPARK_HOME; default: the installed pyspark package

@@ -24,10 +24,22 @@ def run_node(settings: Settings) -> None:
     ensure_defaults(store, settings)
     runtime = NodeRuntime(settings)
     log.info("node %s starting its actors", settings.node_id)
-    runtime.start()
+    try:
+        runtime.start()
+    except BaseException:
+        runtime.stop()
+        store.dispose()
+        raise
     try:
         app = create_app(
-            NodeContext(settings, store, nudge=runtime.nudge, readiness=runtime.readiness)
+            NodeContext(
+                settings,
+                store,
+                nudge=runtime.nudge,
+                nudge_local=runtime.nudge_local,
+                readiness=runtime.readiness,
+                views=runtime.views,
+            )
         )
         server = uvicorn.Server(
             uvicorn.Config(

@@ -8,6 +8,14 @@ One ``tick()`` reads the jobs that may need work and, for each, runs the phases
 3. record   — a conditional write in the store records the intent (fenced by the job's version);
 4. act      — only then submit or kill on the cluster, and record the outcome.
 
+Fencing (invariant 3): a tick starts from the node's current :class:`~scheduler.ownership.Claim`
+on the group (its slot in the pool under a membership epoch). No claim -- membership not
+confirmed, session suspended or lost, or this node not in the pool -- means the tick does
+nothing at all. Otherwise the tick first claims the jobs of its slot in the store (a job claimed
+under a newer epoch is never taken back), then works only on jobs the store says it owns, and
+every write (and a no-op proof write before every kill and submission) carries the claim as a
+condition: a node with a stale view cannot act.
+
 One job's error never stops the others, and nothing here raises out of ``tick()``. This class
 does blocking I/O (store, cluster); the reconciler actor runs it off its event loop.
 """
@@ -16,20 +24,23 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlparse
 
+from scheduler import catalog, storage
 from scheduler.backends.base import AppState, AppStatus, ClusterBackend, SubmitRequest, app_name_for
 from scheduler.backends.registry import BackendRegistry
-from scheduler.errors import ClusterUnreachable, StaleWrite, SubmissionRejected
+from scheduler.errors import ClusterUnreachable, NotOwner, StaleWrite, SubmissionRejected
+from scheduler.ownership import Claim, Fence
 from scheduler.planning import (
     Action,
     CloseRun,
     Failures,
     GiveUp,
+    Hold,
     Kill,
     Noop,
     Observed,
@@ -50,12 +61,20 @@ log = logging.getLogger("drover.reconciler")
 CAUSE = "reconciler"
 
 
+class LeaseExpired(Exception):
+    """The claim's lease ran out during a tick (frozen process, lost ZooKeeper): stop acting."""
+
+
 @dataclass
 class TickStats:
     jobs: int = 0
     actions: int = 0
     errors: int = 0
     seconds: float = 0.0
+    #: jobs that changed hands to this node at the start of the tick
+    claimed: int = 0
+    #: no current claim: the tick did nothing
+    paused: bool = False
 
 
 class Reconciler:
@@ -65,7 +84,8 @@ class Reconciler:
         backends: BackendRegistry,
         *,
         node_id: str,
-        groups: Callable[[], Iterable[str] | None],
+        group: str,
+        claim: Callable[[], Claim | None],
         policy: RestartPolicy,
         unknown_after_polls: int = 3,
         clock: Callable[[], datetime] = utcnow,
@@ -73,25 +93,54 @@ class Reconciler:
         self._store = store
         self._backends = backends
         self._node_id = node_id
-        self._groups = groups
+        self._group = group
+        self._current_claim = claim
+        self._claim: Claim | None = None
         self._policy = policy
         self._unknown_after = unknown_after_polls
         self._clock = clock
         self._poll_failures: dict[int, int] = {}
         self._last_error: dict[int, str] = {}
         self._clusters: dict[str, ClusterRecord] = {}
-        #: the membership epoch this node acts under (fencing; the distribution issue sets it)
-        self.epoch = 0
+        self._every_cluster: list[ClusterRecord] | None = None
+        #: extras every submission carries (the fencing check's URLs, the runtime's py-files)
+        self.fence_urls: tuple[str, ...] = ()
+        self.py_files: tuple[str, ...] = ()
+
+    def _check_lease(self) -> None:
+        """Raise LeaseExpired unless the claim is still valid (renewed once if it ran out)."""
+        if self._claim is not None and self._claim.valid(time.monotonic()):
+            return
+        fresh = self._current_claim() if self._claim is not None else None
+        if fresh is None or self._claim is None or fresh.fence != self._claim.fence:
+            raise LeaseExpired(self._group)  # a changed view is picked up by the next tick
+        if not fresh.valid(time.monotonic()):
+            raise LeaseExpired(self._group)
+        self._claim = fresh
+
+    @property
+    def _fence(self) -> Fence:
+        assert self._claim is not None, "acting outside a tick"
+        return self._claim.fence
 
     # -- the loop body ----------------------------------------------------------------------
 
     def tick(self) -> TickStats:
         started = time.monotonic()
         stats = TickStats()
-        self._clusters = {}  # cluster records may change between ticks, not within one
+        # cluster records may change between ticks, not within one
+        self._clusters = {}
+        self._every_cluster = None
+        self._claim = claim = self._current_claim()
+        if claim is None:
+            stats.paused = True
+            stats.seconds = time.monotonic() - started
+            return stats
         try:
+            with self._store.transaction() as session:
+                stats.claimed = repo.claim_jobs(session, claim)
             with self._store.session() as session:
-                jobs = repo.jobs_to_reconcile(session, self._groups())
+                jobs = repo.jobs_to_reconcile(session, [self._group], claim.fence)
         except Exception:
             log.exception("cannot read the jobs to reconcile")
             stats.errors += 1
@@ -100,9 +149,18 @@ class Reconciler:
         stats.jobs = len(jobs)
         for job in jobs:
             try:
+                self._check_lease()
                 if self.reconcile(job):
                     stats.actions += 1
                 self._last_error.pop(job.id, None)
+            except LeaseExpired:
+                log.warning(
+                    "the claim on group %s expired mid-tick; waiting for membership", self._group
+                )
+                stats.paused = True
+                break
+            except NotOwner as exc:
+                log.info("job %s: %s; left to its owner", job.name, exc)
             except StaleWrite as exc:
                 log.info(
                     "job %s changed while reconciling (%s); it is re-read next tick", job.name, exc
@@ -121,10 +179,18 @@ class Reconciler:
             return False
         job, observed = observation
         failures = self._failures(job, observed, now)
-        action = plan(job, observed, failures=failures, policy=self._policy, now=now)
+        action = plan(
+            job,
+            observed,
+            failures=failures,
+            policy=self._policy,
+            now=now,
+            cluster_abnormal=catalog.is_abnormal(self._job_cluster(job).health),
+        )
         if isinstance(action, Noop):
             return False
         log.debug("job %s: %s", job.name, action)
+        self._check_lease()
         self._act(job, action, failures, now)
         return True
 
@@ -157,6 +223,7 @@ class Reconciler:
                         JobState.UNKNOWN,
                         cause=CAUSE,
                         node_id=self._node_id,
+                        fence=self._fence,
                         reason=f"cluster {run.cluster} unreachable for {polls} polls: {exc}",
                     )
             return None
@@ -167,6 +234,7 @@ class Reconciler:
         self, job: JobRecord, run: RunRecord, submission_id: str, app_id: str | None
     ) -> RunRecord:
         with self._store.transaction() as session:
+            repo.check_owner(session, job, self._fence)
             adopted = repo.update_run(
                 session,
                 run,
@@ -214,23 +282,41 @@ class Reconciler:
             self._kill(job, action)
         elif isinstance(action, CloseRun):
             self._close_run(job, action, failures, now)
+        elif isinstance(action, Hold):
+            self._set_state(job, job.state, action.reason, force=True)
 
-    def _set_state(self, job: JobRecord, state: JobState, reason: str, **fields: Any) -> JobRecord:
-        if state == job.state and not fields:
+    def _set_state(
+        self, job: JobRecord, state: JobState, reason: str, *, force: bool = False, **fields: Any
+    ) -> JobRecord:
+        """Move the job to ``state`` (``force``: write even when only the reason changes)."""
+        if state == job.state and not fields and not force:
             return job
         with self._store.transaction() as session:
             version = repo.transition_job(
-                session, job, state, reason=reason, cause=CAUSE, node_id=self._node_id, **fields
+                session,
+                job,
+                state,
+                reason=reason,
+                cause=CAUSE,
+                node_id=self._node_id,
+                fence=self._fence,
+                **fields,
             )
         return replace(job, state=state, version=version)
 
     def _submit_new_run(self, job: JobRecord, reason: str) -> None:
-        cluster = self._cluster(job.cluster or self._primary_cluster(job.group))
-        checkpoint = job.checkpoint_location or _default_checkpoint(cluster, job.name)
+        cluster = self._job_cluster(job)
+        checkpoint = storage.checkpoint_location(cluster, job, self._all_clusters())
         with self._store.transaction() as session:
             if job.state != JobState.QUEUED:
                 version = repo.transition_job(
-                    session, job, JobState.QUEUED, reason=reason, cause=CAUSE, node_id=self._node_id
+                    session,
+                    job,
+                    JobState.QUEUED,
+                    reason=reason,
+                    cause=CAUSE,
+                    node_id=self._node_id,
+                    fence=self._fence,
                 )
                 job = replace(job, state=JobState.QUEUED, version=version)
             run = repo.create_run(
@@ -238,7 +324,7 @@ class Reconciler:
                 job,
                 cluster=cluster.name,
                 node_id=self._node_id,
-                owner_epoch=self.epoch,
+                owner_epoch=self._fence.epoch,
                 checkpoint_location=checkpoint,
                 app_name_for=app_name_for,
             )
@@ -252,10 +338,19 @@ class Reconciler:
                 reason=f"submitting attempt {run.attempt} to cluster {cluster.name}",
                 current_run_id=run.id,
                 cluster_name=cluster.name,
-                owner=self._node_id,
-                owner_epoch=self.epoch,
                 not_before=None,
+                fence=self._fence,
             )
+            if self._claim is not None and self._claim.degraded:
+                repo.add_job_event(
+                    session,
+                    job,
+                    cause=CAUSE,
+                    node_id=self._node_id,
+                    run_id=run.id,
+                    message="DEGRADED MODE: started while ZooKeeper is unreachable, on the "
+                    f"last known membership (epoch {self._fence.epoch})",
+                )
         job = replace(
             job,
             state=JobState.SUBMITTING,
@@ -276,7 +371,12 @@ class Reconciler:
             args=job.args,
             conf=job.conf,
             checkpoint_location=run.checkpoint_location,
+            py_files=self.py_files,
+            fence_urls=self.fence_urls,
         )
+        with self._store.transaction() as session:  # the claim is current right before acting
+            repo.check_owner(session, job, self._fence)
+        self._check_lease()
         try:
             submission = backend.submit(request)
         except SubmissionRejected as exc:
@@ -319,6 +419,7 @@ class Reconciler:
                 JobState.STARTING,
                 cause=CAUSE,
                 node_id=self._node_id,
+                fence=self._fence,
                 run_id=run.id,
                 reason=f"submitted as {submission.submission_id}",
             )
@@ -330,6 +431,7 @@ class Reconciler:
         if action.run_state == RunState.RUNNING and action.run.started_at is None:
             fields["started_at"] = now
         with self._store.transaction() as session:
+            repo.check_owner(session, job, self._fence)
             repo.update_run(session, action.run, **fields)
             if job.state != action.job_state:
                 repo.transition_job(
@@ -338,26 +440,29 @@ class Reconciler:
                     action.job_state,
                     cause=CAUSE,
                     node_id=self._node_id,
+                    fence=self._fence,
                     reason=f"application {action.status.app_id or action.run.app_name} is "
                     f"{action.status.state}",
                 )
 
     def _kill(self, job: JobRecord, action: Kill) -> None:
         run = action.run
-        if run.state != RunState.STOPPING or job.state != JobState.STOPPING:
-            with self._store.transaction() as session:
-                if run.state != RunState.STOPPING:
-                    run = repo.update_run(session, run, state=RunState.STOPPING)
-                if job.state != JobState.STOPPING:
-                    repo.transition_job(
-                        session,
-                        job,
-                        JobState.STOPPING,
-                        cause=CAUSE,
-                        node_id=self._node_id,
-                        reason=f"stopping: {action.reason}",
-                    )
+        with self._store.transaction() as session:  # proves the claim before every kill
+            repo.check_owner(session, job, self._fence)
+            if run.state != RunState.STOPPING:
+                run = repo.update_run(session, run, state=RunState.STOPPING)
+            if job.state != JobState.STOPPING:
+                repo.transition_job(
+                    session,
+                    job,
+                    JobState.STOPPING,
+                    cause=CAUSE,
+                    node_id=self._node_id,
+                    fence=self._fence,
+                    reason=f"stopping: {action.reason}",
+                )
         assert run.submission_id is not None, "a live application always has a submission id"
+        self._check_lease()
         # Repeated on every tick until the cluster confirms the application is gone.
         self._backend(run.cluster).kill(run.submission_id)
 
@@ -376,6 +481,7 @@ class Reconciler:
                 reason=action.reason,
                 exit_code=action.exit_code,
                 ended_at=now,
+                counts_as_failure=action.counts_as_failure,
             )
             repo.transition_job(
                 session,
@@ -383,6 +489,7 @@ class Reconciler:
                 action.job_state,
                 cause=CAUSE,
                 node_id=self._node_id,
+                fence=self._fence,
                 run_id=action.run.id,
                 reason=action.reason,
                 **fields,
@@ -406,6 +513,20 @@ class Reconciler:
                 cluster = self._clusters[name] = repo.get_cluster(session, name)
         return cluster
 
+    def _all_clusters(self) -> list[ClusterRecord]:
+        """Every cluster's record (for the storage-root rule), read once per tick."""
+        if self._every_cluster is None:
+            with self._store.session() as session:
+                self._every_cluster = repo.list_clusters(session)
+        return self._every_cluster
+
+    def _job_cluster(self, job: JobRecord) -> ClusterRecord:
+        """The cluster of the job's live run, else the job's cluster, else its group's primary."""
+        run = job.current_run
+        if run is not None and not run.state.is_final:
+            return self._cluster(run.cluster)
+        return self._cluster(job.cluster or self._primary_cluster(job.group))
+
     def _primary_cluster(self, group: str) -> str:
         with self._store.session() as session:
             return repo.get_group(session, group).primary_cluster
@@ -424,11 +545,6 @@ class Reconciler:
             self._record_event(job, f"reconcile error (retried every tick): {message}")
         except Exception:
             log.exception("cannot record the error of job %s", job.name)
-
-
-def _default_checkpoint(cluster: ClusterRecord, job_name: str) -> str:
-    """``<cluster storage root>/<job>/checkpoint``: a job writes only under its cluster's root."""
-    return f"{cluster.storage_root.rstrip('/')}/{job_name}/checkpoint"
 
 
 def _entrypoint_path(entrypoint: str) -> str:

@@ -61,7 +61,7 @@ def create_job(
             detail=body.model_dump(mode="json"),
             node_id=node,
         )
-    ctx.nudge(job.group)
+    ctx.nudge(job.group, job.name)
     response.headers["Location"] = f"/v1/jobs/{quote(job.name, safe='')}"
     _etag(response, job)
     return JobPublic.of(job)
@@ -144,7 +144,7 @@ def update_job(
             detail=body.model_dump(mode="json", exclude_unset=True),
             node_id=node,
         )
-    ctx.nudge(job.group)
+    ctx.nudge(job.group, job.name)
     _etag(response, job)
     return JobPublic.of(job)
 
@@ -215,7 +215,7 @@ def _command(
             target_name=job.name,
             node_id=node,
         )
-    ctx.nudge(job.group)
+    ctx.nudge(job.group, job.name)
     _etag(response, job)
     return JobPublic.of(job)
 

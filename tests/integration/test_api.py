@@ -27,7 +27,9 @@ def nudged() -> list[str]:
 
 @pytest.fixture
 def client(store: Store, settings: Settings, nudged: list[str]) -> Iterator[TestClient]:
-    app = create_app(NodeContext(settings, store, nudge=nudged.append))
+    app = create_app(
+        NodeContext(settings, store, nudge=lambda group, job=None: nudged.append(group))
+    )
     with TestClient(app, raise_server_exceptions=True) as c:
         yield c
 

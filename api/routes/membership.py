@@ -1,0 +1,85 @@
+"""``/v1/nodes`` (live nodes as this node sees them) and ``/v1/internal/nudge`` (forwarded wakes).
+
+Any node answers: the membership comes from this node's ZooKeeper views of its own groups, so a
+node lists the members of the groups it belongs to. A write on one node reaches the job's owner
+through ``POST /v1/internal/nudge`` on the owner (see ``NodeRuntime.nudge``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, status
+from pydantic import BaseModel, ConfigDict
+
+from api.deps import ContextDep
+from scheduler.names import validate_name
+
+router = APIRouter(tags=["membership"])
+
+
+class NodePublic(BaseModel):
+    node_id: str
+    api_url: str
+    az: str
+    cloud: str
+    started_at: float | None = None
+    #: group -> role of this node in it
+    groups: dict[str, str]
+
+
+class NodeList(BaseModel):
+    #: ``standalone`` (no ZooKeeper), ``zookeeper`` or ``degraded``
+    mode: str
+    connection: str
+    data: list[NodePublic]
+    count: int
+
+
+class NudgeRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    group: str
+    job: str | None = None
+
+
+def nodes_of(views: dict[str, Any]) -> list[NodePublic]:
+    """The distinct live members of every group in ``views``, by node id."""
+    nodes: dict[str, NodePublic] = {}
+    if "self" in views:  # standalone: this node only
+        me = views["self"]
+        return [NodePublic(groups={}, **me)]
+    for group, view in sorted(views.get("groups", {}).items()):
+        for member in view["members"]:
+            node = nodes.get(member["node_id"])
+            if node is None:
+                node = nodes[member["node_id"]] = NodePublic(
+                    node_id=member["node_id"],
+                    api_url=member["api_url"],
+                    az=member["az"],
+                    cloud=member["cloud"],
+                    started_at=member.get("started_at"),
+                    groups={},
+                )
+            node.groups[group] = member["role"]
+    return [nodes[n] for n in sorted(nodes)]
+
+
+@router.get("/v1/nodes", response_model=NodeList)
+def list_nodes(ctx: ContextDep) -> NodeList:
+    views = ctx.views()
+    data = nodes_of(views)
+    return NodeList(
+        mode=views.get("mode", "standalone"),
+        connection=views.get("connection", "NONE"),
+        data=data,
+        count=len(data),
+    )
+
+
+@router.post("/v1/internal/nudge", status_code=status.HTTP_202_ACCEPTED, include_in_schema=False)
+def nudge(body: NudgeRequest, ctx: ContextDep) -> dict[str, str]:
+    """Another node accepted a write on a job this node owns: act on it now."""
+    validate_name(body.group, "group name")
+    ctx.nudge_local(body.group)
+    return {"status": "accepted"}
