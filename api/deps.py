@@ -38,6 +38,8 @@ class NodeContext:
     nudge_local: Callable[[str], None] = field(default=_no_nudge)
     #: membership as this node sees it (see ``NodeRuntime.views``)
     views: Callable[[], dict[str, Any]] = field(default=_no_views)
+    #: this node's actors (see ``NodeRuntime.status``)
+    status: Callable[[], dict[str, Any]] = field(default=dict)
     #: whether the node's actors are up, and why not
     readiness: Callable[[], tuple[bool, str]] = field(default=_always_ready)
 

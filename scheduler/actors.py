@@ -586,7 +586,19 @@ class NodeRuntime:
         """Membership as this node sees it (mode, connection, per group members/pool/epoch)."""
         if self._supervisor is None:
             return {"mode": "starting", "connection": "NONE", "groups": {}}
-        return ray.get(self._supervisor.views.remote(), timeout=PING_TIMEOUT)  # type: ignore[no-any-return]
+        try:
+            return ray.get(self._supervisor.views.remote(), timeout=PING_TIMEOUT)  # type: ignore[no-any-return]
+        except Exception as exc:
+            return {"mode": "unknown", "connection": "UNKNOWN", "groups": {}, "error": repr(exc)}
+
+    def status(self) -> dict[str, Any]:
+        """This node's actors: membership, and per group the reconciler's ticks and last tick."""
+        if self._supervisor is None:
+            return {"reconcilers": {}, "membership": {}}
+        try:
+            return ray.get(self._supervisor.status.remote(), timeout=PING_TIMEOUT)  # type: ignore[no-any-return]
+        except Exception as exc:
+            return {"reconcilers": {}, "membership": {}, "error": repr(exc)}
 
     def readiness(self) -> tuple[bool, str]:
         if self._supervisor is None:

@@ -39,6 +39,7 @@ def run_node(settings: Settings) -> None:
                 nudge_local=runtime.nudge_local,
                 readiness=runtime.readiness,
                 views=runtime.views,
+                status=runtime.status,
             )
         )
         server = uvicorn.Server(

@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlparse
 
-from scheduler import catalog, storage
+from scheduler import catalog, faults, storage
 from scheduler.backends.base import AppState, AppStatus, ClusterBackend, SubmitRequest, app_name_for
 from scheduler.backends.registry import BackendRegistry
 from scheduler.errors import ClusterUnreachable, NotOwner, StaleWrite, SubmissionRejected
@@ -379,6 +379,7 @@ class Reconciler:
         self._check_lease()
         try:
             submission = backend.submit(request)
+            faults.hit("after-submit")  # a crash here must never lead to a second application
         except SubmissionRejected as exc:
             now = self._clock()
             failures = self._failures(job, None, now)

@@ -67,11 +67,26 @@ def list_groups(store: StoreDep, limit: Limit = 100, offset: Offset = 0) -> Page
 
 
 @router.get("/{name}", response_model=GroupPublic)
-def get_group(name: str, store: StoreDep, response: Response) -> GroupPublic:
+def get_group(name: str, ctx: ContextDep, store: StoreDep, response: Response) -> GroupPublic:
+    """The group's catalog fields plus, as this node sees them, its live members (with the number
+    of jobs each owns), the pool and the epoch."""
     with store.session() as session:
         group = repo.get_group(session, validate_group_name(name))
+        per_owner = repo.jobs_per_owner(session, group.name)
     _etag(response, group)
-    return GroupPublic.of(group)
+    return GroupPublic.of(group, **_live(ctx.views(), group.name, per_owner))
+
+
+def _live(views: dict[str, Any], group: str, per_owner: dict[str | None, int]) -> dict[str, Any]:
+    if "self" in views:  # standalone: this node is the group's only member
+        me = views["self"]
+        members = [{**me, "jobs": sum(per_owner.values())}]
+        return {"members": members, "pool": [me["node_id"]], "epoch": 0}
+    view = views.get("groups", {}).get(group)
+    if view is None:  # this node is not a member: it does not watch the group
+        return {}
+    members = [{**m, "jobs": per_owner.get(m["node_id"], 0)} for m in view["members"]]
+    return {"members": members, "pool": view["pool"], "epoch": view["epoch"]}
 
 
 @router.patch("/{name}", response_model=GroupPublic)

@@ -34,6 +34,10 @@ class NodeList(BaseModel):
     connection: str
     data: list[NodePublic]
     count: int
+    #: the answering node's id and its actors: membership, and per group the reconciler's
+    #: ticks and last tick (``at``, ``jobs``, ``claimed``, ``paused``, ``seconds``)
+    this_node: str
+    actors: dict[str, Any]
 
 
 class NudgeRequest(BaseModel):
@@ -74,6 +78,8 @@ def list_nodes(ctx: ContextDep) -> NodeList:
         connection=views.get("connection", "NONE"),
         data=data,
         count=len(data),
+        this_node=ctx.settings.node_id,
+        actors=ctx.status(),
     )
 
 

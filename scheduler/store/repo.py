@@ -671,6 +671,14 @@ def claim_jobs(session: Session, claim: Claim) -> int:
     return int(result.rowcount)  # type: ignore[attr-defined]
 
 
+def jobs_per_owner(session: Session, group: str) -> dict[str | None, int]:
+    """How many of ``group``'s jobs each node owns in the store (None: not claimed yet)."""
+    rows = session.execute(
+        select(Job.owner, func.count()).where(Job.group_name == group).group_by(Job.owner)
+    )
+    return {owner: int(count) for owner, count in rows}
+
+
 def check_owner(session: Session, job: JobRecord, fence: Fence) -> None:
     """Prove in this transaction that ``fence`` still owns ``job``; raises NotOwner otherwise.
 
