@@ -209,9 +209,9 @@ class Reconciler:
                 else:
                     run = self._adopt(job, run, found.submission_id, found.app_id)
                     job = replace(job, current_run=run)
-                    status = backend.status(found.submission_id)
+                    status = backend.status(found.submission_id, run.app_name)
             else:
-                status = backend.status(run.submission_id)
+                status = backend.status(run.submission_id, run.app_name)
         except ClusterUnreachable as exc:
             polls = self._poll_failures.get(run.id, 0) + 1
             self._poll_failures[run.id] = polls

@@ -142,8 +142,13 @@ class ClusterBackend(Protocol):
         """Start one application. Raises SubmissionRejected or ClusterUnreachable."""
         ...
 
-    def status(self, submission_id: str) -> AppStatus:
-        """The current state of a submitted application (NOT_FOUND if the cluster forgot it)."""
+    def status(self, submission_id: str, app_name: str | None = None) -> AppStatus:
+        """The current state of a submitted application (NOT_FOUND if the cluster forgot it).
+
+        ``app_name``: the name the caller recorded with this submission id (the run's app
+        name). A backend that would otherwise have to look the name up on the cluster may
+        trust it: the pair was recorded from :meth:`submit` or :meth:`find`.
+        """
         ...
 
     def kill(self, submission_id: str) -> None:

@@ -481,7 +481,7 @@ class LocalSparkSubmitBackend:
 
     # ----------------------------------------------------------------------- status
 
-    def status(self, submission_id: str) -> AppStatus:
+    def status(self, submission_id: str, app_name: str | None = None) -> AppStatus:
         return self._status(submission_id, None)
 
     def _status(self, submission_id: str, procs: list[_Proc] | None) -> AppStatus:

@@ -22,10 +22,11 @@ What the master exposes (measured on Spark 4.3.0):
   ``token-refresher`` would lose its ``spark.app.name`` there. So every submission also carries
   ``spark.drover.appTag`` = the hex of the UTF-8 app name, which no redaction pattern matches.
 
-Driver -> app name: remembered from :meth:`submit`, else read once from the driver's launch
-command through its worker's log endpoint (~15 ms) and cached for the backend's lifetime (a
-driver's name never changes). A driver not launched yet (SUBMITTED, no worker) cannot be
-identified; see :meth:`find`.
+Driver -> app name: remembered from :meth:`submit` or from the name a :meth:`status` caller
+recorded with the submission id (a node taking over jobs knows them from its store), else read
+once from the driver's launch command through its worker's log endpoint (~15 ms) and cached for
+the backend's lifetime (a driver's name never changes). A driver not launched yet (SUBMITTED, no
+worker) cannot be identified; see :meth:`find`.
 
 State of one submission (:meth:`status`)::
 
@@ -422,7 +423,11 @@ class StandaloneRestBackend:
 
     # ----------------------------------------------------------------------- status
 
-    def status(self, submission_id: str) -> AppStatus:
+    def status(self, submission_id: str, app_name: str | None = None) -> AppStatus:
+        if app_name:
+            # the caller recorded this pair from submit()/find(): no launch-command read needed
+            with self._lock:
+                self._cache.names.setdefault(submission_id, app_name)
         listing = self._listing()
         driver = listing.drivers.get(submission_id)
         message = None

@@ -327,10 +327,36 @@ def test_one_listing_per_tick(sim: SimCluster) -> None:
         backend.close()
 
 
+def test_takeover_status_with_recorded_names_reads_no_launch_command(sim: SimCluster) -> None:
+    """A node taking over jobs passes each run's recorded app name: one listing, no log reads."""
+    first = make_backend(sim)
+    subs = [first.submit(request(f"j{i}", i)) for i in range(50)]
+    first.close()
+    time.sleep(APP_START + 0.1)
+    fresh = make_backend(sim, listing_ttl_s=30.0)
+    try:
+        before = sim.requests
+        states = [fresh.status(s.submission_id, f"drover:j{i}:{i}") for i, s in enumerate(subs)]
+        assert [s.state for s in states] == [AppState.RUNNING] * 50
+        assert all(s.app_id for s in states)
+        assert fresh.log_reads == 0
+        assert sim.requests - before == 1  # the listing only
+        # without the name a fresh backend reads the driver's launch command once
+        other = make_backend(sim)
+        try:
+            assert other.status(subs[0].submission_id).state is AppState.RUNNING
+            assert other.log_reads == 1
+        finally:
+            other.close()
+    finally:
+        fresh.close()
+
+
 def test_http_control_endpoint(sim: SimCluster, backend: StandaloneRestBackend) -> None:
     sub = backend.submit(request())
     answer = control(sim.url, "unreachable_for", seconds=30, mode="503")
     assert answer["ok"] and answer["stats"]["drivers"] == 1
+    assert answer["stats"]["creates"] == 1 and answer["stats"]["kills"] == 0
     time.sleep(backend.listing_ttl_s)
     with pytest.raises(ClusterUnreachable, match="503"):
         backend.status(sub.submission_id)
