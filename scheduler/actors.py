@@ -342,6 +342,9 @@ class JobReconciler:
         self._stopping = False
         self._ticks = 0
         self._last_tick: dict[str, Any] = {}
+        #: the first complete tick under the newest epoch seen: when every job this node owns
+        #: since that membership change had been looked at (takeover is done here)
+        self._epoch_reconciled: dict[str, Any] = {}
 
     def _fetch_claim(self) -> Any:
         """The current claim from Membership (runs in the tick's worker thread); None on error."""
@@ -380,7 +383,17 @@ class JobReconciler:
                     "claimed": stats.claimed,
                     "paused": stats.paused,
                     "seconds": round(stats.seconds, 4),
+                    "epoch": stats.epoch,
                 }
+                done = self._epoch_reconciled.get("epoch")
+                if stats.complete and stats.epoch is not None and stats.epoch != done:
+                    self._epoch_reconciled = {
+                        "epoch": stats.epoch,
+                        "at": self._last_tick["at"],
+                        "jobs": stats.jobs,
+                        "claimed": stats.claimed,
+                        "seconds": self._last_tick["seconds"],
+                    }
             except Exception:  # the loop never dies
                 log.exception("reconcile tick of group %s failed", self._group)
             # an action usually changes state the next tick should see at once
@@ -392,7 +405,12 @@ class JobReconciler:
 
     async def ping(self) -> dict[str, Any]:
         self._ensure_loop()
-        return {"group": self._group, "ticks": self._ticks, "last_tick": self._last_tick}
+        return {
+            "group": self._group,
+            "ticks": self._ticks,
+            "last_tick": self._last_tick,
+            "epoch_reconciled": self._epoch_reconciled,
+        }
 
     async def nudge(self) -> None:
         self._ensure_loop().set()

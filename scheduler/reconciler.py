@@ -75,6 +75,10 @@ class TickStats:
     claimed: int = 0
     #: no current claim: the tick did nothing
     paused: bool = False
+    #: the membership epoch of the claim the tick ran under (None: no claim)
+    epoch: int | None = None
+    #: every owned job was looked at (not paused mid-tick, jobs could be read)
+    complete: bool = False
 
 
 class Reconciler:
@@ -136,6 +140,7 @@ class Reconciler:
             stats.paused = True
             stats.seconds = time.monotonic() - started
             return stats
+        stats.epoch = claim.fence.epoch
         try:
             with self._store.transaction() as session:
                 stats.claimed = repo.claim_jobs(session, claim)
@@ -168,6 +173,8 @@ class Reconciler:
             except Exception as exc:  # one job's error never stops the loop
                 stats.errors += 1
                 self._note_error(job, exc)
+        else:
+            stats.complete = True
         stats.seconds = time.monotonic() - started
         return stats
 

@@ -35,7 +35,8 @@ class NodeList(BaseModel):
     data: list[NodePublic]
     count: int
     #: the answering node's id and its actors: membership, and per group the reconciler's
-    #: ticks and last tick (``at``, ``jobs``, ``claimed``, ``paused``, ``seconds``)
+    #: ticks, last tick (``at``, ``jobs``, ``claimed``, ``paused``, ``seconds``, ``epoch``) and
+    #: ``epoch_reconciled``: the end (``at``) of the first complete tick under the newest epoch
     this_node: str
     actors: dict[str, Any]
 
