@@ -21,8 +21,8 @@ retained like Spark's ``spark.deploy.retainedDrivers`` (200 by default).
 
 Control: the :class:`SimCluster` methods in-process, or ``POST /sim/control`` with
 ``{"op": <method name>, ...keyword arguments}`` from another process (see :func:`control`);
-``GET /sim/stats`` counts drivers and requests. ``/sim/*`` stays reachable during unreachable
-periods.
+``GET /sim/stats`` counts drivers, requests, creates and kills. ``/sim/*`` stays reachable
+during unreachable periods.
 
     python -m bench.simcluster --port 7177 [--app-start-delay 1] [--kill-delay 0]
 """
@@ -130,6 +130,9 @@ class SimCluster:
         self._seq = 0
         self._app_seq = 0
         self.requests = 0
+        #: accepted creates and kill requests of live drivers since start (never reset)
+        self.creates = 0
+        self.kills = 0
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -237,6 +240,8 @@ class SimCluster:
                 "drivers": len(self._drivers),
                 "apps": apps,
                 "requests": self.requests,
+                "creates": self.creates,
+                "kills": self.kills,
                 **states,
             }
 
@@ -284,6 +289,7 @@ class SimCluster:
                 return status, _error("injected failure: submission refused")
             self._seq += 1
             self._app_seq += 1
+            self.creates += 1
             stamp = datetime.now(UTC).strftime("%Y%m%d%H%M%S")
             name = str(props.get("spark.app.name", ""))
             launch = now + self.launch_delay
@@ -337,6 +343,7 @@ class SimCluster:
                 self._advance(driver, now)
             ok = driver is not None and driver.ended is None
             if driver is not None and ok and driver.kill_at is None:
+                self.kills += 1
                 driver.kill_at = now + self.kill_delay
                 self._advance(driver, now)
         message = (
