@@ -7,8 +7,9 @@ records the action's intent in the store (a conditional write) and only then act
 Restart policy (owned by Drover, not by Spark's ``supervise``): a run that ends on its own while
 the job should run counts as a failure; after ``max_attempts`` failures within
 ``validity_interval`` seconds (counted from the later of that window and the last explicit
-start) the job is FAILED for good, until an operator starts it again. Between attempts the
-reconciler waits ``backoff_initial * 2**(n-1)`` seconds, at most ``backoff_max``.
+start) the job is FAILED for good, until an operator starts it again: a FAILED job whose reason
+starts with :data:`GAVE_UP` stays so even once its failures have left the window. Between
+attempts the reconciler waits ``backoff_initial * 2**(n-1)`` seconds, at most ``backoff_max``.
 
 Abnormal cluster (``cluster_abnormal=True``: the cluster the job runs on, or would be submitted
 to, has a health other than NORMAL): nothing is submitted there. A job that should run waits in
@@ -131,6 +132,9 @@ CLUSTER_ABNORMAL = (
     "or the job fails over"
 )
 
+#: how the reason of a job whose restart budget is spent begins (see :func:`_gave_up`)
+GAVE_UP = "gave up after "
+
 _FINAL_RUN_STATE = {
     AppState.FINISHED: RunState.FINISHED,
     AppState.FAILED: RunState.FAILED,
@@ -162,6 +166,8 @@ def plan(
         return _plan_live_run(
             job, run, observed, failures=failures, policy=policy, abnormal=cluster_abnormal
         )
+    if job.desired_state == DesiredState.RUNNING and _given_up(job):
+        return Noop("gave up; waiting for an operator to start the job again")
     if cluster_abnormal and job.desired_state == DesiredState.RUNNING:
         return _wait_for_cluster(job)
     return _plan_without_run(job, failures=failures, policy=policy, now=now)
@@ -269,5 +275,11 @@ def _plan_without_run(
     return Submit("desired state is RUNNING")
 
 
+def _given_up(job: JobRecord) -> bool:
+    """The restart budget was spent (GiveUp, or the CloseRun that spent it), and no operator has
+    started the job since (a start or restart moves it out of FAILED)."""
+    return job.state == JobState.FAILED and job.state_reason.startswith(GAVE_UP)
+
+
 def _gave_up(count: int, policy: RestartPolicy, reason: str) -> str:
-    return f"gave up after {count} failures within {policy.validity_interval:g} s: {reason}"
+    return f"{GAVE_UP}{count} failures within {policy.validity_interval:g} s: {reason}"

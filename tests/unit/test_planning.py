@@ -162,6 +162,17 @@ def test_gave_up_and_failed_waits_for_an_operator(failures: int) -> None:
     assert "gave up" in action.why
 
 
+@pytest.mark.parametrize("abnormal", [False, True])
+def test_gave_up_stays_failed_after_the_failures_left_the_window(abnormal: bool) -> None:
+    # regression: once the validity interval had passed, a given-up job was submitted again
+    reason = "gave up after 3 failures within 600 s: driver exited with an error"
+    job = make_job(state=JobState.FAILED, state_reason=reason)
+    action = plan(
+        job, None, failures=Failures(0), policy=POLICY, now=NOW, cluster_abnormal=abnormal
+    )
+    assert isinstance(action, Noop) and "gave up" in action.why
+
+
 def test_budget_spent_but_not_failed_gives_up() -> None:
     job = make_job(state=JobState.FINISHED, state_reason="application finished")
     action = do_plan(job, failures=3)
