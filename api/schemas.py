@@ -76,6 +76,8 @@ class RunPublic(BaseModel):
     attempt: int
     cluster: str
     node: str
+    #: the membership epoch under which ``node`` created the run (fencing)
+    owner_epoch: int
     state: RunState
     reason: str
     exit_code: int | None
@@ -95,6 +97,7 @@ class RunPublic(BaseModel):
             attempt=run.attempt,
             cluster=run.cluster,
             node=run.node_id,
+            owner_epoch=run.owner_epoch,
             state=run.state,
             reason=run.reason,
             exit_code=run.exit_code,
