@@ -11,7 +11,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 export LC_ALL=C
 export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 # every Ray port on 127.0.0.1 (RUNTIME-NOTES)
-export SPARK_CLUSTERS=${SPARK_CLUSTERS:-1}
+export SPARK_CLUSTERS=${SPARK_CLUSTERS:-2}  # cluster B: two-cluster tests
 # the packages that exist (bench/ and friends may not, e.g. in a fresh clone before anything is in them)
 LINT_PATHS=()
 for path in scheduler api tests pipelines migrations bench scripts; do
