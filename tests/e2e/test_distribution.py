@@ -574,3 +574,34 @@ def test_zookeeper_outages(
         assert {len(a) for a in monitor.apps.values()} == {1}
     finally:
         stop_jobs(z1, jobs)
+
+
+# -- forwarding ---------------------------------------------------------------------------------
+
+
+def test_a_write_on_any_node_reaches_the_owner_at_once(
+    deployment: Callable[..., Deployment],
+) -> None:
+    """With a 60 s tick, only the forwarded nudge can make the owner act within seconds."""
+    d = deployment(DROVER_RECONCILE_INTERVAL="60")
+    w1 = d.node("w1", "default:active", "az-a")
+    w2 = d.node("w2", "default:active", "az-b")
+    d.start(w1, w2)
+    wait_members(w1, "default", ["w1", "w2"], timeout=10)
+    wait_members(w2, "default", ["w1", "w2"], timeout=10)
+    job = name_owned_by(["w1", "w2"], "w2", "forwarded")
+    written = time.monotonic()
+    w1.post(  # through the node that does not own it
+        "/v1/jobs",
+        {"name": job, "entrypoint": "/no/such/pipeline.py", "desired_state": "RUNNING"},
+    )
+
+    def first_run() -> dict[str, Any] | None:
+        runs = w1.get(f"/v1/jobs/{job}/runs")["data"]
+        return runs[-1] if runs else None
+
+    run = wait_until(first_run, timeout=10, interval=0.05, what="the owner to act on the job")
+    print(f"\nwrite on w1 -> first run by {run['node']} after {time.monotonic() - written:.2f}s")
+    assert run["node"] == "w2"
+    assert job_of(w1, job)["owner"] == "w2"
+    w1.post(f"/v1/jobs/{job}/stop")
