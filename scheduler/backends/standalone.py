@@ -43,11 +43,15 @@ Scale (simulated master in another process, 2 busy cores): 10,000 creates from 8
 a status() tick over 10,000 drivers 0.3 s (one listing); a fresh backend's first find() reads
 10,000 launch commands in 6-7 s (8 parallel reads), later finds 0.3 s.
 
-Listing cache: ``/json/`` is fetched at most once per ``listing_ttl_s`` (0.5 s by default) and
-shared by every call, so a reconciler tick over many jobs costs one listing plus one REST status
-call only for drivers the listing does not show (just submitted, or forgotten by the master) or
-that failed (for the error message). :meth:`submit` and :meth:`kill` drop the cached listing;
-:meth:`find` always reads a fresh one (it decides whether to submit).
+Listing cache: ``/json/`` is fetched at most once per ``listing_ttl_s`` (0.5 s by default), or
+per ``LISTING_REUSE_FACTOR`` times the last fetch's duration if that is longer (a 10,000-driver
+listing took 0.5-0.7 s on a busy machine: with a plain TTL measured from the fetch's start it
+was stale on arrival, and a tick that wrote to the store between status() calls fetched it once
+per job), and shared by every call, so a reconciler tick over many jobs costs one listing (a
+few if the tick is long) plus one REST status call only for drivers the listing does not show
+(just submitted, or forgotten by the master) or that failed (for the error message).
+:meth:`submit` and :meth:`kill` drop the cached listing; :meth:`find` always reads a fresh one
+(it decides whether to submit).
 
 Errors: connection errors, timeouts, 5xx and garbled answers raise
 :class:`~scheduler.errors.ClusterUnreachable` (chained); a 4xx or ``success: false`` on create
@@ -71,7 +75,7 @@ import threading
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
@@ -91,6 +95,8 @@ log = logging.getLogger(__name__)
 PYTHON_RUNNER = "org.apache.spark.deploy.PythonRunner"
 DEFAULT_SPARK_VERSION = "4.3.0"
 DEFAULT_LISTING_TTL_S = 0.5
+#: a cached listing is reused for at least this many times its fetch took (see the docstring)
+LISTING_REUSE_FACTOR = 4.0
 #: resources of one small streaming job (fits a test worker; a job's conf overrides them)
 DEFAULT_RESOURCE_CONF: Mapping[str, str] = {
     "spark.driver.memory": "512m",
@@ -179,6 +185,8 @@ class _Listing:
     #: worker id -> worker web UI address
     workers: dict[str, str]
     status: str
+    #: how long the fetch took (s)
+    seconds: float = 0.0
 
     def app(self, name: str, since: float = 0) -> _App | None:
         """The most relevant app of that name registered at or after ``since`` (ms): RUNNING,
@@ -324,19 +332,26 @@ class StandaloneRestBackend:
     # ----------------------------------------------------------------------- listing
 
     def _listing(self, max_age: float | None = None) -> _Listing:
-        """The master's /json/, at most ``max_age`` (default: the TTL) seconds old."""
-        max_age = self.listing_ttl_s if max_age is None else max_age
+        """The master's /json/, at most ``max_age`` seconds old (default: the TTL, or
+        ``LISTING_REUSE_FACTOR`` times the last fetch's duration if that is longer)."""
+
+        def fresh(cached: _Listing) -> bool:
+            limit = max_age
+            if limit is None:
+                limit = max(self.listing_ttl_s, LISTING_REUSE_FACTOR * cached.seconds)
+            return time.monotonic() - cached.fetched_at <= limit
+
         with self._lock:
             cached = self._cache.listing
-        if cached is not None and time.monotonic() - cached.fetched_at <= max_age:
+        if cached is not None and fresh(cached):
             return cached
         with self._fetch_lock:  # one fetch at a time; others reuse its result
             with self._lock:
                 cached = self._cache.listing
-            if cached is not None and time.monotonic() - cached.fetched_at <= max_age:
+            if cached is not None and fresh(cached):
                 return cached
             started = time.monotonic()
-            listing = self._fetch_listing(started)
+            listing = replace(self._fetch_listing(started), seconds=time.monotonic() - started)
             with self._lock:
                 self._cache.listing = listing
                 self.listing_fetches += 1

@@ -327,6 +327,21 @@ def test_one_listing_per_tick(sim: SimCluster) -> None:
         backend.close()
 
 
+def test_slow_listing_is_reused_for_a_multiple_of_its_fetch_time(sim: SimCluster) -> None:
+    """A listing slower than the TTL is not stale on arrival: work between status() calls
+    (store writes) does not refetch it once per job."""
+    backend = make_backend(sim, listing_ttl_s=0.05)
+    try:
+        subs = [backend.submit(request(f"j{i}", i)) for i in range(3)]
+        sim.configure(latency=0.2)
+        for sub in subs:
+            backend.status(sub.submission_id)
+            time.sleep(0.1)
+        assert backend.listing_fetches == 1
+    finally:
+        backend.close()
+
+
 def test_takeover_status_with_recorded_names_reads_no_launch_command(sim: SimCluster) -> None:
     """A node taking over jobs passes each run's recorded app name: one listing, no log reads."""
     first = make_backend(sim)
