@@ -1,0 +1,164 @@
+"""Drover node processes for benches: start, wait ready, graceful stop, kill -9 (no pytest).
+
+Each node is ``drover node run`` in a session of its own; Ray's processes (GCS, raylet, the
+actors' workers) stay in that session, so "the node" is every process of the session: kill -9
+goes to all of them at once, as when a machine dies.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+
+DROVER = str(Path(sys.executable).with_name("drover"))
+T = TypeVar("T")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def poll(
+    condition: Callable[[], T | None], *, timeout: float, what: str, interval: float = 0.05
+) -> T:
+    """Call ``condition`` until it returns something truthy; TimeoutError at the deadline.
+
+    An exception from ``condition`` counts as "not yet" and is shown if the deadline passes.
+    """
+    deadline = time.monotonic() + timeout
+    last: BaseException | None = None
+    while True:
+        try:
+            result = condition()
+            if result:
+                return result
+        except Exception as exc:  # noqa: BLE001 - "not yet"
+            last = exc
+        if time.monotonic() >= deadline:
+            detail = f" (last error: {type(last).__name__}: {last})" if last else ""
+            raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}{detail}")
+        time.sleep(interval)
+
+
+def session_pids(sid: int) -> list[int]:
+    """Every live process whose session id is ``sid``."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_bytes()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(b")") + 2 :].split()
+        if int(fields[3]) == sid and fields[0] != b"Z":
+            pids.append(int(entry.name))
+    return pids
+
+
+@dataclass
+class NodeProcess:
+    node_id: str
+    env: dict[str, str]
+    log_path: Path
+    port: int = field(default_factory=free_port)
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self) -> None:
+        env = {**self.env, "DROVER_NODE_ID": self.node_id, "DROVER_API_PORT": str(self.port)}
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [DROVER, "node", "run"],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def wait_ready(self, timeout: float = 180.0) -> None:
+        def ready() -> bool:
+            if not self.alive:
+                raise RuntimeError(f"node {self.node_id} exited:\n{self.log_tail()}")
+            return httpx.get(f"{self.url}/readyz", timeout=2, trust_env=False).status_code == 200
+
+        try:
+            poll(ready, timeout=timeout, interval=0.3, what=f"node {self.node_id} to be ready")
+        except TimeoutError as exc:
+            if not self.alive:
+                raise RuntimeError(f"node {self.node_id} exited:\n{self.log_tail()}") from exc
+            raise
+
+    def log_tail(self, chars: int = 3000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    def get(self, path: str, timeout: float = 5.0) -> Any:
+        response = httpx.get(f"{self.url}{path}", timeout=timeout, trust_env=False)
+        response.raise_for_status()
+        return response.json()
+
+    def terminate(self) -> None:
+        """Send SIGTERM (graceful stop: drain, leave ZooKeeper) and return at once."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+
+    def wait_exit(self, timeout: float = 60.0) -> None:
+        """Wait for the node to exit after :meth:`terminate` (kill -9 at the deadline)."""
+        assert self.proc is not None
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill9()
+        self._reap_session()
+
+    def stop(self, timeout: float = 60.0) -> None:
+        if self.proc is None:
+            return
+        self.terminate()
+        self.wait_exit(timeout)
+
+    def kill9(self) -> None:
+        """Every process of the node dies at once (a machine crash)."""
+        assert self.proc is not None
+        for pid in session_pids(self.proc.pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.wait(timeout=30)
+        self._reap_session()
+
+    def _reap_session(self) -> None:
+        assert self.proc is not None
+        sid = self.proc.pid
+        deadline = time.monotonic() + 20
+        while session_pids(sid) and time.monotonic() < deadline:
+            for pid in session_pids(sid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.1)
