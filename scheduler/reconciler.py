@@ -366,9 +366,12 @@ class Reconciler:
             current_run=run,
             cluster=cluster.name,
         )
-        self._submit(job, run, cluster)
+        # the intent transaction above was the fenced proof: no second one before acting
+        self._submit(job, run, cluster, proven=True)
 
-    def _submit(self, job: JobRecord, run: RunRecord, cluster: ClusterRecord) -> None:
+    def _submit(
+        self, job: JobRecord, run: RunRecord, cluster: ClusterRecord, *, proven: bool = False
+    ) -> None:
         backend = self._backends.for_cluster(cluster)
         request = SubmitRequest(
             job_name=job.name,
@@ -381,8 +384,9 @@ class Reconciler:
             py_files=self.py_files,
             fence_urls=self.fence_urls,
         )
-        with self._store.transaction() as session:  # the claim is current right before acting
-            repo.check_owner(session, job, self._fence)
+        if not proven:
+            with self._store.transaction() as session:  # the claim is current before acting
+                repo.check_owner(session, job, self._fence)
         self._check_lease()
         try:
             submission = backend.submit(request)
