@@ -1,4 +1,5 @@
-"""Drover node processes for benches: start, wait ready, graceful stop, kill -9 (no pytest).
+"""Drover node processes for benches and end-to-end tests: start, wait ready, graceful stop,
+kill -9, freeze and thaw (no pytest here; ``tests/e2e/nodes.py`` adds the test conveniences).
 
 Each node is ``drover node run`` in a session of its own; Ray's processes (GCS, raylet, the
 actors' workers) stay in that session, so "the node" is every process of the session: kill -9
@@ -114,10 +115,16 @@ class NodeProcess:
         except OSError:
             return ""
 
-    def get(self, path: str, timeout: float = 5.0) -> Any:
-        response = httpx.get(f"{self.url}{path}", timeout=timeout, trust_env=False)
+    def get(self, path: str, timeout: float = 5.0, **params: Any) -> Any:
+        response = httpx.get(f"{self.url}{path}", params=params, timeout=timeout, trust_env=False)
         response.raise_for_status()
         return response.json()
+
+    def post(self, path: str, body: Any = None, timeout: float = 10.0) -> Any:
+        """POST ``body`` as JSON; AssertionError with the answer unless it is 2xx."""
+        response = httpx.post(f"{self.url}{path}", json=body, timeout=timeout, trust_env=False)
+        assert response.status_code < 300, response.text
+        return response.json() if response.content else None
 
     def terminate(self) -> None:
         """Send SIGTERM (graceful stop: drain, leave ZooKeeper) and return at once."""
@@ -134,11 +141,14 @@ class NodeProcess:
             self.kill9()
         self._reap_session()
 
-    def stop(self, timeout: float = 60.0) -> None:
+    def stop(self, timeout: float = 60.0) -> float:
+        """Graceful stop; returns how long the node took to exit (0 if it never started)."""
         if self.proc is None:
-            return
+            return 0.0
+        started = time.monotonic()
         self.terminate()
         self.wait_exit(timeout)
+        return time.monotonic() - started
 
     def kill9(self) -> None:
         """Every process of the node dies at once (a machine crash)."""
@@ -150,6 +160,17 @@ class NodeProcess:
                 pass
         self.proc.wait(timeout=30)
         self._reap_session()
+
+    def freeze(self) -> None:
+        """SIGSTOP every process of the node (a paused VM, a long GC pause)."""
+        assert self.proc is not None
+        for pid in session_pids(self.proc.pid):
+            os.kill(pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        assert self.proc is not None
+        for pid in session_pids(self.proc.pid):
+            os.kill(pid, signal.SIGCONT)
 
     def _reap_session(self) -> None:
         assert self.proc is not None
