@@ -287,6 +287,61 @@ def test_lost_master_state_and_failures(sim: SimCluster, backend: StandaloneRest
     backend.kill(sub.submission_id)  # nothing to kill: still no error
 
 
+def test_failed_driver_reason_has_exit_code_and_last_output_line() -> None:
+    """The master tells neither why a driver FAILED nor its exit code: both come from the end of
+    the driver's logs on its worker (here in Spark 4.3's format)."""
+    driver = "driver-20260101000000-0001"
+    worker = {"id": "worker-1", "webuiaddress": "http://127.0.0.1:8081", "state": "ALIVE"}
+    listing = {
+        "status": "ALIVE",
+        "workers": [worker],
+        "activeapps": [],
+        "completedapps": [],
+        "activedrivers": [],
+        "completeddrivers": [
+            {
+                "id": driver,
+                "state": "FAILED",
+                "worker": "worker-1",
+                "mainclass": PYTHON_RUNNER,
+                "starttime": "1",
+            }
+        ],
+    }
+    logs = {
+        "stderr": "==== Bytes 0-99 of 99 of /work/stderr ====\n"
+        "Exception in thread main: org.apache.spark.SparkUserAppException: "
+        "User application exited with 3\n\tat org.apache.spark.deploy.PythonRunner$.main\n",
+        "stdout": "==== Bytes 0-60 of 60 of /work/stdout ====\nTraceback ...\n"
+        "ValueError: no such table: orders\n\n",
+    }
+
+    def answer(req: httpx.Request) -> httpx.Response:
+        if req.url.path == "/json/":
+            return httpx.Response(200, json=listing)
+        if req.url.path.startswith("/v1/submissions/status/"):
+            return httpx.Response(
+                200, json={"success": True, "driverState": "FAILED", "workerId": "worker-1"}
+            )
+        if req.url.path == "/log/":
+            assert "offset" not in req.url.params  # no offset: the end of the log
+            return httpx.Response(200, text=logs[req.url.params["logType"]])
+        return httpx.Response(404)
+
+    backend = StandaloneRestBackend(
+        "http://127.0.0.1:6066",
+        "spark://127.0.0.1:7077",
+        "http://127.0.0.1:8080",
+        transport=httpx.MockTransport(answer),
+    )
+    status = backend.status(driver, "drover:orders:1")
+    assert status.state is AppState.FAILED and status.exit_code == 3
+    assert status.reason == "driver exited with code 3: ValueError: no such table: orders"
+    logs["stderr"] = logs["stdout"] = ""  # nothing readable: the generic reason
+    assert backend.status(driver).reason == "driver exited with an error"
+    backend.close()
+
+
 def test_slow_kill(sim: SimCluster, backend: StandaloneRestBackend) -> None:
     sim.configure(kill_delay=1.0)
     sub = backend.submit(request())
