@@ -13,9 +13,9 @@ Points (issue 4, "Acceptance"): 1 and 3 in :func:`test_lifecycle_checkpoint_and_
 batches) is shown on cluster A by
 ``tests/integration/test_pipelines.py::test_superseded_pipeline_exits_by_itself_on_standalone_cluster``.
 
-At most three Spark applications are alive at once. Each test's jobs carry a random prefix; the
-fixture stops them through the API and, as a last resort, kills their drivers on the clusters
-and their Python processes, even when the test failed.
+At most two Spark applications of this file are alive at once. Each test's jobs carry a random
+prefix; the fixture stops them through the API and, as a last resort, kills their drivers on the
+clusters and their Python processes, even when the test failed.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ WINDOWED_ARGS = ["--trigger-seconds", "2", "--rows-per-second", "20", "--shuffle
 def api_port() -> int:
     """A free loopback port outside the kernel's ephemeral range (32768-60999) and Ray's worker
     ports (10002-19999): a port-0 pick can be taken by one of the node's own Ray processes
-    before its API binds it (seen: the node then exits while Ray's server answers /readyz)."""
+    before its API binds it (seen: the node then exits, and whatever holds the port answers)."""
     rng = random.Random()
     for _ in range(100):
         port = rng.randrange(20000, 32000)
