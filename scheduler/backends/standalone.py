@@ -42,7 +42,7 @@ State of one submission (:meth:`status`)::
 The master gives no reason and no exit code for a FAILED driver: :meth:`status` reads the end of
 the driver's stderr (``User application exited with N``) and stdout (the Python application's
 last line: PythonRunner merges Python's stderr into it) on its worker, so the reason reads
-``driver exited with code 1: ValueError: ...``.
+``driver exited with code 1; last output: ValueError: ...``.
 
 Scale (simulated master in another process, 2 busy cores): 10,000 creates from 8 threads 5 s;
 a status() tick over 10,000 drivers 0.3 s (one listing); a fresh backend's first find() reads
@@ -510,7 +510,7 @@ class StandaloneRestBackend:
         if exit_code is not None:
             reason = f"driver exited with code {exit_code}"
         if lines:
-            reason = f"{reason}: {lines[-1][:300]}"
+            reason = f"{reason}; last output: {lines[-1][:300]}"
         return replace(status, reason=reason, exit_code=exit_code)
 
     def _rest_status(self, driver_id: str) -> dict[str, Any] | None:

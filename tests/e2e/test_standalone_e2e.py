@@ -553,7 +553,9 @@ def test_restart_policy(stack_factory: Callable[..., Stack]) -> None:
     assert reason.startswith(f"gave up after {MAX_ATTEMPTS} failures within {VALIDITY_S:g} s: ")
     assert runs[-1]["reason"] in reason, (reason, runs[-1])
     # the master says only FAILED; exit code and last line come from the driver's logs
-    assert reason.endswith("driver exited with code 1: always_fails: failing on purpose")
+    assert reason.endswith(
+        "driver exited with code 1; last output: always_fails: failing on purpose"
+    )
     span = (ts(runs[-1]["ended_at"]) - ts(runs[0]["ended_at"])).total_seconds()
     assert span < VALIDITY_S
     always_gaps = [
@@ -570,7 +572,9 @@ def test_restart_policy(stack_factory: Callable[..., Stack]) -> None:
     runs_rarely = stack.runs(rarely)
     failed = [r for r in runs_rarely if r["state"] == "FAILED"]
     assert len(failed) >= 3 and all(r["started_at"] for r in runs_rarely), runs_rarely
-    assert all(r["reason"].endswith("fails_after: failing on purpose") for r in failed), failed
+    assert all(
+        r["reason"].endswith("code 1; last output: fails_after: failing on purpose") for r in failed
+    ), failed
     ends = [ts(r["ended_at"]) for r in failed]
     spacing = [(b - a).total_seconds() for a, b in zip(ends, ends[1:], strict=False)]
     assert min(spacing) > VALIDITY_S / (MAX_ATTEMPTS - 1), spacing

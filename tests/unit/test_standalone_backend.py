@@ -336,7 +336,9 @@ def test_failed_driver_reason_has_exit_code_and_last_output_line() -> None:
     )
     status = backend.status(driver, "drover:orders:1")
     assert status.state is AppState.FAILED and status.exit_code == 3
-    assert status.reason == "driver exited with code 3: ValueError: no such table: orders"
+    assert status.reason == (
+        "driver exited with code 3; last output: ValueError: no such table: orders"
+    )
     logs["stderr"] = logs["stdout"] = ""  # nothing readable: the generic reason
     assert backend.status(driver).reason == "driver exited with an error"
     backend.close()
