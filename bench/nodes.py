@@ -9,6 +9,7 @@ goes to all of them at once, as when a machine dies.
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -25,10 +26,26 @@ DROVER = str(Path(sys.executable).with_name("drover"))
 T = TypeVar("T")
 
 
+#: below the kernel's ephemeral ports (32768-60999) and above Ray's worker ports (10000-19999)
+PORT_RANGE = (20000, 32000)
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port that was free a moment ago, from :data:`PORT_RANGE`.
+
+    Not a port-0 pick: the kernel hands those out again to the next process binding port 0 (a
+    node's own Ray processes did, before its API bound it; the node exited and whatever held the
+    port answered its readiness probe)."""
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(*PORT_RANGE)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {PORT_RANGE}")
 
 
 def poll(

@@ -21,15 +21,12 @@ import subprocess
 import time
 from pathlib import Path
 
+from bench.nodes import free_port
+
+__all__ = ["ZkServer", "free_port", "srvr"]
+
 ZK_CLASSPATH = "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar"
 JVM_OPTS = ["-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def srvr(port: int, timeout: float = 1.0) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -16,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from bench.nodes import free_port
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -23,12 +23,6 @@ pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 DROVER = str(Path(sys.executable).with_name("drover"))
 JOB = "e2e-windowed-counts"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

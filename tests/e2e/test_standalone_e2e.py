@@ -21,10 +21,8 @@ clusters and their Python processes, even when the test failed.
 from __future__ import annotations
 
 import os
-import random
 import secrets
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -36,6 +34,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from bench.nodes import free_port as api_port
 from scheduler.backends.standalone import StandaloneRestBackend
 from scheduler.store import repo
 from scheduler.store.db import Store
@@ -68,22 +67,6 @@ WINDOWED_ARGS = ["--trigger-seconds", "2", "--rows-per-second", "20", "--shuffle
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def api_port() -> int:
-    """A free loopback port outside the kernel's ephemeral range (32768-60999) and Ray's worker
-    ports (10002-19999): a port-0 pick can be taken by one of the node's own Ray processes
-    before its API binds it (seen: the node then exits, and whatever holds the port answers)."""
-    rng = random.Random()
-    for _ in range(100):
-        port = rng.randrange(20000, 32000)
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port in 20000-32000")
 
 
 def live_pids(marker: bytes) -> list[int]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +12,7 @@ from typer.testing import CliRunner
 
 from api.app import create_app
 from api.deps import NodeContext
+from bench.nodes import free_port as _free_port
 from scheduler.bootstrap import ensure_defaults
 from scheduler.cli import app
 from scheduler.config import Settings
@@ -20,12 +20,6 @@ from scheduler.store.db import Store
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.integration
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

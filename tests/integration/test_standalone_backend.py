@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import sys
 import textwrap
 from collections.abc import Callable, Iterator
@@ -19,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from bench.nodes import free_port
 from scheduler.backends.base import AppState, SubmitRequest
 from scheduler.backends.standalone import StandaloneRestBackend
 from scheduler.errors import ClusterUnreachable
@@ -53,13 +53,6 @@ jsc = spark.sparkContext._jsc
 while not jsc.sc().isStopped():  # a Py4J error once the killed driver JVM is gone ends us
     time.sleep(1)
 """
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def pids_under(root: Path) -> list[int]:

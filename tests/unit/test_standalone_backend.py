@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,6 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bench.nodes import free_port
 from bench.simcluster import SimCluster, control
 from scheduler.backends.base import AppState, ClusterBackend, SubmitRequest
 from scheduler.backends.local import LocalSparkSubmitBackend
@@ -58,13 +58,6 @@ def request(job: str = "job", run_id: int = 1, **kwargs: object) -> SubmitReques
     }
     fields.update(kwargs)
     return SubmitRequest(job_name=job, run_id=run_id, fencing_token=f"tok-{run_id}", **fields)  # type: ignore[arg-type]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def test_submission_body() -> None:
