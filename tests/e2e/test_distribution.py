@@ -605,3 +605,66 @@ def test_a_write_on_any_node_reaches_the_owner_at_once(
     assert run["node"] == "w2"
     assert job_of(w1, job)["owner"] == "w2"
     w1.post(f"/v1/jobs/{job}/stop")
+
+
+# -- identity and actor crashes -----------------------------------------------------------------
+
+
+def test_a_second_node_with_a_live_id_is_refused(deployment: Callable[..., Deployment]) -> None:
+    d = deployment()
+    first = d.node("dup", "default:active", "az-a")
+    d.start(first)
+    second = NodeProcess("dup", {**first.env}, d.tmp_path / "dup-2.log")
+    second.start()
+    assert second.proc is not None
+    # it waits up to a session timeout for a crashed predecessor's session, then refuses
+    code = second.proc.wait(timeout=SESSION + 60)
+    tail = second.log_tail().strip().splitlines()
+    assert code != 0
+    assert tail[-1].startswith("drover: node id 'dup' is already registered"), tail[-3:]
+    second.stop()
+    assert first.alive and member_ids(first, "default") == ["dup"]
+
+
+def actor_pids(node: NodeProcess, actor: str) -> list[int]:
+    """The worker processes of one of the node's actors (``ray::Membership`` ...)."""
+    from bench.nodes import session_pids
+
+    assert node.proc is not None
+    found = []
+    for pid in session_pids(node.proc.pid):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if cmdline.startswith(f"ray::{actor}".encode()):
+            found.append(pid)
+    return found
+
+
+def test_crashed_actors_are_restarted_and_recover_from_the_store(
+    deployment: Callable[..., Deployment],
+) -> None:
+    """kill -9 of the Membership and reconciler actors of one node: Ray restarts them, the node
+    registers again and takes its jobs back; the other node covers the gap."""
+    import os
+    import signal
+
+    d = deployment()
+    c1 = d.node("c1", "default:active", "az-a")
+    c2 = d.node("c2", "default:active", "az-b")
+    d.start(c1, c2)
+    names = [f"crash-{i}" for i in range(12)]
+    create_jobs(c1, "default", names)
+    wait_owners(c1, "default", names, ["c1", "c2"], timeout=15)
+    victims = actor_pids(c1, "Membership") + actor_pids(c1, "JobReconciler")
+    assert len(victims) == 2, victims
+    for pid in victims:
+        os.kill(pid, signal.SIGKILL)
+    # c1's ZooKeeper session died with its Membership actor: c2 takes every job ...
+    wait_owners(c2, "default", names, ["c2"], timeout=SESSION + 5)
+    # ... until the restarted actors have registered again and claimed c1's share back
+    wait_owners(c2, "default", names, ["c1", "c2"], timeout=SESSION + 30)
+    assert set(actor_pids(c1, "Membership")).isdisjoint(victims)
+    c1.wait_ready(timeout=30)
+    assert c1.get("/v1/nodes")["connection"] == "CONNECTED"
