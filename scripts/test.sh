@@ -71,7 +71,7 @@ run_pytest() {
     # shellcheck source=/dev/null
     . var/services/env
     set +a
-    .venv/bin/pytest -q -ra "$@"
+    .venv/bin/pytest -q -ra --durations=15 "$@"
 }
 
 T0=$EPOCHREALTIME
