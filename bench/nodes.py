@@ -22,6 +22,8 @@ from typing import Any, TypeVar
 
 import httpx
 
+from bench.procs import session_pids
+
 DROVER = str(Path(sys.executable).with_name("drover"))
 T = TypeVar("T")
 
@@ -68,22 +70,6 @@ def poll(
             detail = f" (last error: {type(last).__name__}: {last})" if last else ""
             raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}{detail}")
         time.sleep(interval)
-
-
-def session_pids(sid: int) -> list[int]:
-    """Every live process whose session id is ``sid``."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_bytes()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(b")") + 2 :].split()
-        if int(fields[3]) == sid and fields[0] != b"Z":
-            pids.append(int(entry.name))
-    return pids
 
 
 @dataclass

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from bench.procs import live_pids
 from scheduler.ownership import owner_of
 from tests.conftest import SparkStandalone, require_env, wait_until
 from tests.e2e.nodes import DROVER, NodeProcess, owners
@@ -628,18 +629,9 @@ def test_a_second_node_with_a_live_id_is_refused(deployment: Callable[..., Deplo
 
 def actor_pids(node: NodeProcess, actor: str) -> list[int]:
     """The worker processes of one of the node's actors (``ray::Membership`` ...)."""
-    from bench.nodes import session_pids
-
     assert node.proc is not None
-    found = []
-    for pid in session_pids(node.proc.pid):
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if cmdline.startswith(f"ray::{actor}".encode()):
-            found.append(pid)
-    return found
+    sid, title = node.proc.pid, f"ray::{actor}".encode()
+    return live_pids(lambda p: p.session == sid and p.cmdline().startswith(title))
 
 
 def test_crashed_actors_are_restarted_and_recover_from_the_store(

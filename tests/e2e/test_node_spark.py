@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from bench.nodes import free_port
+from bench.procs import pids_with_cmdline
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -73,20 +74,9 @@ def node(tmp_path: Path, fresh_mysql_url: Callable[[], str]) -> Iterator[tuple[h
 
 
 def _live_run_processes(tmp_path: Path) -> list[int]:
-    """PIDs of processes whose command line mentions this test's data dir (its Spark runs)."""
+    """Processes whose command line mentions this test's data dir (its Spark runs)."""
     marker = str(tmp_path / "data").encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes()
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        if marker in cmdline and stat.rsplit(")", 1)[1].split()[0] != "Z":
-            found.append(int(entry.name))
-    return found
+    return [pid for pid in pids_with_cmdline(marker) if pid != os.getpid()]
 
 
 def _kill_leftover_spark(tmp_path: Path) -> None:

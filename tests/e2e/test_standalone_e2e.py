@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from bench.nodes import free_port as api_port
+from bench.procs import pids_with_env, pids_with_env_prefix
 from scheduler.backends.standalone import StandaloneRestBackend
 from scheduler.store import repo
 from scheduler.store.db import Store
@@ -72,25 +73,7 @@ WINDOWED_ARGS = ["--trigger-seconds", "2", "--rows-per-second", "20", "--shuffle
 def live_pids(marker: bytes) -> list[int]:
     """Live processes whose environment holds the entry ``marker`` (or an entry starting with it
     when it ends with ``-``)."""
-    found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = Path(entry.path, "stat").read_bytes()
-            if stat[stat.rindex(b")") + 2 :].split()[0] == b"Z":
-                continue
-            environ = Path(entry.path, "environ").read_bytes()
-        except OSError:
-            continue
-        items = environ.split(b"\0")
-        if marker.endswith(b"-"):
-            hit = any(item.startswith(marker) for item in items)
-        else:
-            hit = marker in items
-        if hit:
-            found.append(int(entry.name))
-    return found
+    return pids_with_env_prefix(marker) if marker.endswith(b"-") else pids_with_env(marker)
 
 
 def driver_pids(token: str) -> list[int]:

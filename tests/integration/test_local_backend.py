@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 import pyspark
 import pytest
 
+from bench.procs import pids_with_env_prefix, processes
 from scheduler.backends.base import AppState, AppStatus, SubmitRequest
 from scheduler.backends.local import LocalSparkSubmitBackend
 from scheduler.errors import SubmissionRejected
@@ -63,37 +64,14 @@ def log_tail(run_dir: Path, lines: int = 40) -> str:
     return "driver.log tail:\n" + "\n".join(text.splitlines()[-lines:])
 
 
-def proc_entries() -> Iterator[tuple[int, str, int]]:
-    """(pid, state, session id) of every process in /proc, zombies included."""
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            raw = Path(entry.path, "stat").read_bytes()
-        except OSError:
-            continue
-        fields = raw[raw.rindex(b")") + 2 :].split()
-        yield int(entry.name), fields[0].decode(), int(fields[3])
-
-
 def session_processes(sid: int) -> list[tuple[int, str]]:
-    return [(pid, state) for pid, state, session in proc_entries() if session == sid]
+    """(pid, state) of every process of session ``sid``, zombies included."""
+    return [(p.pid, p.state) for p in processes() if p.session == sid]
 
 
 def pids_with_run_dir_under(root: Path) -> list[int]:
     """Live processes whose DROVER_RUN_DIR lies under ``root`` (every process a run started)."""
-    prefix = f"DROVER_RUN_DIR={root}/".encode()
-    found = []
-    for pid, state, _ in proc_entries():
-        if state == "Z":
-            continue
-        try:
-            environ = Path(f"/proc/{pid}/environ").read_bytes()
-        except OSError:
-            continue
-        if any(item.startswith(prefix) for item in environ.split(b"\0")):
-            found.append(pid)
-    return found
+    return pids_with_env_prefix(f"DROVER_RUN_DIR={root}/".encode())
 
 
 def sid_of(submission_id: str) -> int:

@@ -31,6 +31,7 @@ import uvicorn
 
 from api.app import create_app
 from api.deps import NodeContext
+from bench.procs import pids_with_env_prefix
 from pipelines.drover_runtime import FENCED_LINE_PREFIX, HttpFence, Verdict
 from scheduler.backends.base import AppState, SubmitRequest, app_name_for
 from scheduler.backends.local import LocalSparkSubmitBackend
@@ -58,25 +59,6 @@ _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def live_pids_under(root: Path) -> list[int]:
-    """Live processes whose DROVER_RUN_DIR lies under ``root`` (everything a run started)."""
-    prefix = f"DROVER_RUN_DIR={root}/".encode()
-    found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = Path(entry.path, "stat").read_bytes()
-            if stat[stat.rindex(b")") + 2 :].split()[0] == b"Z":
-                continue
-            environ = Path(entry.path, "environ").read_bytes()
-        except OSError:
-            continue
-        if any(item.startswith(prefix) for item in environ.split(b"\0")):
-            found.append(int(entry.name))
-    return found
 
 
 def log_tail(run_dir: Path, lines: int = 40) -> str:
@@ -117,15 +99,19 @@ def runs_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("SPARK_LOCAL_HOSTNAME", "127.0.0.1")
     runs = (tmp_path / "runs").resolve()
     yield runs
-    for pid in live_pids_under(runs):  # also after failures: nothing may outlive the test
+
+    def leftovers() -> list[int]:
+        return pids_with_env_prefix(f"DROVER_RUN_DIR={runs}/".encode())
+
+    for pid in leftovers():  # also after failures: nothing may outlive the test
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
     deadline = time.monotonic() + GONE_TIMEOUT_S
-    while live_pids_under(runs) and time.monotonic() < deadline:
+    while leftovers() and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not live_pids_under(runs), "processes of the test survived SIGKILL"
+    assert not leftovers(), "processes of the test survived SIGKILL"
 
 
 @pytest.fixture

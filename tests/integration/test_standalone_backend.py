@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from bench.nodes import free_port
+from bench.procs import pids_with_cmdline
 from scheduler.backends.base import AppState, SubmitRequest
 from scheduler.backends.standalone import StandaloneRestBackend
 from scheduler.errors import ClusterUnreachable
@@ -55,22 +56,6 @@ while not jsc.sc().isStopped():  # a Py4J error once the killed driver JVM is go
 """
 
 
-def pids_under(root: Path) -> list[int]:
-    """Live processes whose command line mentions ``root`` (the Python drivers of a test)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes()
-            state = (entry / "stat").read_bytes().rsplit(b")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if state != b"Z" and str(root).encode() in cmdline:
-            found.append(int(entry.name))
-    return found
-
-
 @pytest.fixture
 def pipeline(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     (tmp_path / "drover_test_helper.py").write_text('MARK = "helper-imported"\n')
@@ -81,12 +66,12 @@ def pipeline(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     # Whatever is left after the deadline is killed, and the test fails.
     try:
         wait_until(
-            lambda: not pids_under(tmp_path),
+            lambda: not pids_with_cmdline(str(tmp_path).encode()),
             timeout=GONE_TIMEOUT_S,
             what="the Python drivers to exit after the kill",
         )
     finally:
-        for pid in pids_under(tmp_path):
+        for pid in pids_with_cmdline(str(tmp_path).encode()):
             os.kill(pid, signal.SIGKILL)
 
 

@@ -18,6 +18,7 @@ from typing import TypeVar
 
 import pytest
 
+from bench.procs import pids_with_env_prefix, session_pids
 from scheduler.backends.base import AppState, SubmitRequest
 from scheduler.backends.local import (
     INDEX_DIR,
@@ -53,20 +54,6 @@ def wait_for(condition: Callable[[], T], timeout: float = 10.0) -> T:
     return value
 
 
-def session_pids(sid: int) -> list[int]:
-    found = []
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                raw = Path(entry.path, "stat").read_bytes()
-            except OSError:
-                continue
-            fields = raw[raw.rindex(b")") + 2 :].split()
-            if int(fields[3]) == sid and fields[0] != b"Z":
-                found.append(int(entry.name))
-    return found
-
-
 @pytest.fixture
 def spark_home(tmp_path: Path) -> Path:
     home = tmp_path / "spark"
@@ -83,18 +70,11 @@ def backend(spark_home: Path, tmp_path: Path) -> Iterator[LocalSparkSubmitBacken
     backend = LocalSparkSubmitBackend(spark_home, runs, kill_grace_s=0.5)
     yield backend
     backend.close()
-    prefix = f"DROVER_RUN_DIR={backend.runs_dir}/".encode()
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                environ = Path(entry.path, "environ").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if any(item.startswith(prefix) for item in environ):
-                try:
-                    os.kill(int(entry.name), signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+    for pid in pids_with_env_prefix(f"DROVER_RUN_DIR={backend.runs_dir}/".encode()):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def pipeline(tmp_path: Path, name: str, body: str) -> str:
