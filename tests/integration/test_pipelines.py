@@ -20,6 +20,7 @@ import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from pathlib import Path
@@ -492,6 +493,45 @@ def driver_log_tail(cluster: SparkStandalone, driver_id: str, size: int = 256 <<
     return "\n".join(tails)
 
 
+@contextmanager
+def fenced_run_on(
+    cluster: SparkStandalone,
+    drover_api: DroverApi,
+    run: RunRecord,
+    entrypoint: Path,
+    args: list[str],
+    checkpoint: Path,
+    conf: dict[str, str] | None = None,
+) -> Iterator[tuple[StandaloneRestBackend, SubmitRequest, str]]:
+    """Submit ``run`` of a pipeline to ``cluster`` through the REST backend, fencing against the
+    test's Drover API; kill the driver and wait for its end afterwards, whatever happened."""
+    backend = StandaloneRestBackend(
+        cluster.rest_url, cluster.master_url, cluster.ui_url, python=sys.executable
+    )
+    request = SubmitRequest(
+        job_name=run.job_name,
+        run_id=run.id,
+        fencing_token=run.fencing_token,
+        entrypoint=str(entrypoint),
+        args=args,
+        conf=conf or {},
+        checkpoint_location=str(checkpoint),
+        py_files=[str(RUNTIME)],
+        fence_urls=(drover_api.url,),
+    )
+    driver_id = backend.submit(request).submission_id
+    try:
+        yield backend, request, driver_id
+    finally:
+        backend.kill(driver_id)
+        wait_until(
+            lambda: backend.status(driver_id).state.is_terminal,
+            timeout=GONE_TIMEOUT_S,
+            what=f"{driver_id} to end",
+        )
+        backend.close()
+
+
 def test_superseded_pipeline_exits_by_itself_on_standalone_cluster(
     tmp_path: Path, spark_standalone: SparkStandalone, drover_api: DroverApi
 ) -> None:
@@ -499,24 +539,12 @@ def test_superseded_pipeline_exits_by_itself_on_standalone_cluster(
     drover_runtime.py shipped as a py-file; the driver ends FINISHED (exit 0) by itself."""
     output, checkpoint = tmp_path / "out", tmp_path / "ckpt"
     run = drover_api.create_running_job("counts-a", str(checkpoint))
-    backend = StandaloneRestBackend(
-        spark_standalone.rest_url,
-        spark_standalone.master_url,
-        spark_standalone.ui_url,
-        python=sys.executable,
-    )
-    request = SubmitRequest(
-        job_name="counts-a",
-        run_id=run.id,
-        fencing_token=run.fencing_token,
-        entrypoint=str(WINDOWED),
-        args=["--output", str(output), "--trigger-seconds", "2", "--rows-per-second", "20"],
-        checkpoint_location=str(checkpoint),
-        py_files=[str(RUNTIME)],
-        fence_urls=(drover_api.url,),
-    )
-    driver_id = backend.submit(request).submission_id
-    try:
+    args = ["--output", str(output), "--trigger-seconds", "2", "--rows-per-second", "20"]
+    with fenced_run_on(spark_standalone, drover_api, run, WINDOWED, args, checkpoint) as (
+        backend,
+        request,
+        driver_id,
+    ):
         wait_until(
             lambda: len(committed(checkpoint)) >= 2,
             timeout=START_TIMEOUT_S,
@@ -559,14 +587,6 @@ def test_superseded_pipeline_exits_by_itself_on_standalone_cluster(
             f"\ncluster A: fenced out at batch {refused} (last commit before {last_before}), "
             f"driver FINISHED {took:.1f} s after the supersession"
         )
-    finally:
-        backend.kill(driver_id)
-        wait_until(
-            lambda: backend.status(driver_id).state.is_terminal,
-            timeout=GONE_TIMEOUT_S,
-            what=f"{driver_id} to end",
-        )
-        backend.close()
 
 
 def test_idle_file_drop_etl_stops_itself_on_standalone_cluster(
@@ -577,25 +597,13 @@ def test_idle_file_drop_etl_stops_itself_on_standalone_cluster(
     inbox, output, checkpoint = tmp_path / "inbox", tmp_path / "out", tmp_path / "ckpt"
     inbox.mkdir()
     run = drover_api.create_running_job("orders-a", str(checkpoint))
-    backend = StandaloneRestBackend(
-        spark_standalone.rest_url,
-        spark_standalone.master_url,
-        spark_standalone.ui_url,
-        python=sys.executable,
-    )
-    request = SubmitRequest(
-        job_name="orders-a",
-        run_id=run.id,
-        fencing_token=run.fencing_token,
-        entrypoint=str(FILE_DROP),
-        args=["--input", str(inbox), "--output", str(output), "--trigger-seconds", "1"],
-        conf={"spark.drover.fenceIdleCheckSeconds": "2"},
-        checkpoint_location=str(checkpoint),
-        py_files=[str(RUNTIME)],
-        fence_urls=(drover_api.url,),
-    )
-    driver_id = backend.submit(request).submission_id
-    try:
+    args = ["--input", str(inbox), "--output", str(output), "--trigger-seconds", "1"]
+    conf = {"spark.drover.fenceIdleCheckSeconds": "2"}
+    with fenced_run_on(spark_standalone, drover_api, run, FILE_DROP, args, checkpoint, conf) as (
+        backend,
+        _,
+        driver_id,
+    ):
         drop(inbox, "orders-1.csv", FILE_1)
         wait_until(
             lambda: committed(checkpoint) == [0] and batch_ids(output) == [0],
@@ -617,11 +625,3 @@ def test_idle_file_drop_etl_stops_itself_on_standalone_cluster(
         assert len(fenced) == 1 and "stopped while idle" in fenced[0], log[-4000:]
         assert committed(checkpoint) == [0] and batch_ids(output) == [0]
         print(f"\ncluster A: idle file_drop_etl fenced out {took:.1f} s after the supersession")
-    finally:
-        backend.kill(driver_id)
-        wait_until(
-            lambda: backend.status(driver_id).state.is_terminal,
-            timeout=GONE_TIMEOUT_S,
-            what=f"{driver_id} to end",
-        )
-        backend.close()
