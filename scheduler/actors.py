@@ -18,6 +18,7 @@ Blocking work (store, clusters) runs in a worker thread; the event loop only wai
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 import os
@@ -216,7 +217,7 @@ class Membership:
 
     async def claim(self, group: str) -> dict[str, Any]:
         """This node's claim in ``group`` now (None: do nothing), and the API URLs to fence with."""
-        from scheduler.ownership import Claim, Fence, Member, claim_for
+        from scheduler.ownership import Claim, Fence, claim_for
 
         self._ensure_loop()
         settings = self._settings
@@ -228,7 +229,7 @@ class Membership:
         claim = None
         now = time.monotonic()
         if view is not None and self._started:
-            members = [Member(m.node_id, m.role) for m in view.members]
+            members = view.ownership_members
             urls += [m.api_url for m in view.members if m.api_url not in urls]
             if self._connection == "CONNECTED" and now < self._confirmed_at + self._lease:
                 claim = claim_for(
@@ -238,12 +239,7 @@ class Membership:
                     view.epoch,
                     valid_until=self._confirmed_at + self._lease,
                 )
-            elif (
-                settings.degraded_mode
-                and self._connection == "SUSPENDED"
-                and self._suspended_since is not None
-                and now - self._suspended_since > self._lease
-            ):
+            elif self._degraded_now():
                 claim = claim_for(
                     group,
                     settings.node_id,
@@ -256,8 +252,6 @@ class Membership:
 
     async def views(self) -> dict[str, Any]:
         """Plain data for the API: connection, and per group the members, pool and epoch."""
-        from scheduler.ownership import Member, pool_of
-
         self._ensure_loop()
         settings = self._settings
         groups: dict[str, Any] = {}
@@ -271,19 +265,11 @@ class Membership:
             }
             return {"mode": "standalone", "connection": "NONE", "groups": {}, "self": me}
         for name, view in self._views.items():
-            members = [
-                {
-                    "node_id": m.node_id,
-                    "role": m.role,
-                    "az": m.az,
-                    "cloud": m.cloud,
-                    "api_url": m.api_url,
-                    "started_at": m.started_at,
-                }
-                for m in view.members
-            ]
-            pool = pool_of(Member(m.node_id, m.role) for m in view.members)
-            groups[name] = {"epoch": view.epoch, "members": members, "pool": list(pool)}
+            groups[name] = {
+                "epoch": view.epoch,
+                "members": [dataclasses.asdict(m) for m in view.members],
+                "pool": list(view.pool),
+            }
         lease_left = self._confirmed_at + self._lease - time.monotonic()
         return {
             "mode": "degraded" if self._degraded_now() else "zookeeper",
@@ -293,6 +279,7 @@ class Membership:
         }
 
     def _degraded_now(self) -> bool:
+        """Configured for degraded mode and ZooKeeper unreachable for longer than a lease."""
         return (
             self._settings.degraded_mode
             and self._connection == "SUSPENDED"

@@ -107,6 +107,7 @@ class Reconciler:
         self._last_error: dict[int, str] = {}
         self._clusters: dict[str, ClusterRecord] = {}
         self._every_cluster: list[ClusterRecord] | None = None
+        self._primaries: dict[str, str] = {}
         #: extras every submission carries (the fencing check's URLs, the runtime's py-files)
         self.fence_urls: tuple[str, ...] = ()
         self.py_files: tuple[str, ...] = ()
@@ -134,6 +135,7 @@ class Reconciler:
         stats = TickStats()
         # cluster records may change between ticks, not within one
         self._clusters = {}
+        self._primaries = {}
         self._every_cluster = None
         self._claim = claim = self._current_claim()
         if claim is None:
@@ -443,7 +445,8 @@ class Reconciler:
         if action.run_state == RunState.RUNNING and action.run.started_at is None:
             fields["started_at"] = now
         with self._store.transaction() as session:
-            repo.check_owner(session, job, self._fence)
+            if job.state == action.job_state:  # otherwise the fenced transition is the proof
+                repo.check_owner(session, job, self._fence)
             repo.update_run(session, action.run, **fields)
             if job.state != action.job_state:
                 repo.transition_job(
@@ -460,7 +463,8 @@ class Reconciler:
     def _kill(self, job: JobRecord, action: Kill) -> None:
         run = action.run
         with self._store.transaction() as session:  # proves the claim before every kill
-            repo.check_owner(session, job, self._fence)
+            if job.state == JobState.STOPPING:  # otherwise the fenced transition is the proof
+                repo.check_owner(session, job, self._fence)
             if run.state != RunState.STOPPING:
                 run = repo.update_run(session, run, state=RunState.STOPPING)
             if job.state != JobState.STOPPING:
@@ -540,8 +544,12 @@ class Reconciler:
         return self._cluster(job.cluster or self._primary_cluster(job.group))
 
     def _primary_cluster(self, group: str) -> str:
-        with self._store.session() as session:
-            return repo.get_group(session, group).primary_cluster
+        """The group's primary cluster, read once per tick (jobs without a cluster need it)."""
+        primary = self._primaries.get(group)
+        if primary is None:
+            with self._store.session() as session:
+                primary = self._primaries[group] = repo.get_group(session, group).primary_cluster
+        return primary
 
     def _backend(self, cluster_name: str) -> ClusterBackend:
         return self._backends.for_cluster(self._cluster(cluster_name))
