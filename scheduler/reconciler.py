@@ -226,13 +226,10 @@ class Reconciler:
             self._poll_failures[run.id] = polls
             if polls >= self._unknown_after and job.state != JobState.UNKNOWN:
                 with self._store.transaction() as session:
-                    repo.transition_job(
+                    self._transition(
                         session,
                         job,
                         JobState.UNKNOWN,
-                        cause=CAUSE,
-                        node_id=self._node_id,
-                        fence=self._fence,
                         reason=f"cluster {run.cluster} unreachable for {polls} polls: {exc}",
                     )
             return None
@@ -294,6 +291,21 @@ class Reconciler:
         elif isinstance(action, Hold):
             self._set_state(job, job.state, action.reason, force=True)
 
+    def _transition(
+        self, session: Any, job: JobRecord, state: JobState, *, reason: str, **fields: Any
+    ) -> int:
+        """This reconciler's state write: version-conditional and fenced by its claim."""
+        return repo.transition_job(
+            session,
+            job,
+            state,
+            reason=reason,
+            cause=CAUSE,
+            node_id=self._node_id,
+            fence=self._fence,
+            **fields,
+        )
+
     def _set_state(
         self, job: JobRecord, state: JobState, reason: str, *, force: bool = False, **fields: Any
     ) -> JobRecord:
@@ -301,14 +313,11 @@ class Reconciler:
         if state == job.state and not fields and not force:
             return job
         with self._store.transaction() as session:
-            version = repo.transition_job(
+            version = self._transition(
                 session,
                 job,
                 state,
                 reason=reason,
-                cause=CAUSE,
-                node_id=self._node_id,
-                fence=self._fence,
                 **fields,
             )
         return replace(job, state=state, version=version)
@@ -318,14 +327,11 @@ class Reconciler:
         checkpoint = storage.checkpoint_location(cluster, job, self._all_clusters())
         with self._store.transaction() as session:
             if job.state != JobState.QUEUED:
-                version = repo.transition_job(
+                version = self._transition(
                     session,
                     job,
                     JobState.QUEUED,
                     reason=reason,
-                    cause=CAUSE,
-                    node_id=self._node_id,
-                    fence=self._fence,
                 )
                 job = replace(job, state=JobState.QUEUED, version=version)
             run = repo.create_run(
@@ -337,18 +343,15 @@ class Reconciler:
                 checkpoint_location=checkpoint,
                 app_name_for=app_name_for,
             )
-            version = repo.transition_job(
+            version = self._transition(
                 session,
                 job,
                 JobState.SUBMITTING,
-                cause=CAUSE,
-                node_id=self._node_id,
                 run_id=run.id,
                 reason=f"submitting attempt {run.attempt} to cluster {cluster.name}",
                 current_run_id=run.id,
                 cluster_name=cluster.name,
                 not_before=None,
-                fence=self._fence,
             )
             if self._claim is not None and self._claim.degraded:
                 repo.add_job_event(
@@ -427,13 +430,10 @@ class Reconciler:
                 submitted_at=self._clock(),
                 state=RunState.STARTING,
             )
-            repo.transition_job(
+            self._transition(
                 session,
                 job,
                 JobState.STARTING,
-                cause=CAUSE,
-                node_id=self._node_id,
-                fence=self._fence,
                 run_id=run.id,
                 reason=f"submitted as {submission.submission_id}",
             )
@@ -449,13 +449,10 @@ class Reconciler:
                 repo.check_owner(session, job, self._fence)
             repo.update_run(session, action.run, **fields)
             if job.state != action.job_state:
-                repo.transition_job(
+                self._transition(
                     session,
                     job,
                     action.job_state,
-                    cause=CAUSE,
-                    node_id=self._node_id,
-                    fence=self._fence,
                     reason=f"application {action.status.app_id or action.run.app_name} is "
                     f"{action.status.state}",
                 )
@@ -468,13 +465,10 @@ class Reconciler:
             if run.state != RunState.STOPPING:
                 run = repo.update_run(session, run, state=RunState.STOPPING)
             if job.state != JobState.STOPPING:
-                repo.transition_job(
+                self._transition(
                     session,
                     job,
                     JobState.STOPPING,
-                    cause=CAUSE,
-                    node_id=self._node_id,
-                    fence=self._fence,
                     reason=f"stopping: {action.reason}",
                 )
         assert run.submission_id is not None, "a live application always has a submission id"
@@ -499,13 +493,10 @@ class Reconciler:
                 ended_at=now,
                 counts_as_failure=action.counts_as_failure,
             )
-            repo.transition_job(
+            self._transition(
                 session,
                 job,
                 action.job_state,
-                cause=CAUSE,
-                node_id=self._node_id,
-                fence=self._fence,
                 run_id=action.run.id,
                 reason=action.reason,
                 **fields,
