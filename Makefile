@@ -3,7 +3,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := test
 VENV := .venv
 # only the ones that exist: a fresh clone has no empty directories
-LINT_PATHS := $(wildcard scheduler api tests pipelines migrations bench scripts)
+LINT_PATHS := $(wildcard scheduler api drover harness tests pipelines migrations bench scripts)
 
 .PHONY: test setup services-up services-down services-status lint demo clean
 

@@ -10,6 +10,7 @@ from fastapi import Depends, Header, Request
 
 from scheduler.config import Settings
 from scheduler.errors import InvalidInput
+from scheduler.membership import MembershipSnapshot, Mode, NodeCard, unavailable
 from scheduler.store.db import Store
 
 
@@ -17,8 +18,9 @@ def _no_nudge(group: str, job: str | None = None) -> None:
     return None
 
 
-def _no_views() -> dict[str, Any]:
-    return {"mode": "standalone", "connection": "NONE", "groups": {}}
+def _no_views() -> MembershipSnapshot:
+    """An API without a node's actors (tests, tools) knows no membership."""
+    return unavailable(Mode.STARTING, NodeCard("", "", "", ""))
 
 
 def _always_ready() -> tuple[bool, str]:
@@ -37,7 +39,7 @@ class NodeContext:
     #: wake this node's reconciler of a group (what a forwarded nudge does)
     nudge_local: Callable[[str], None] = field(default=_no_nudge)
     #: membership as this node sees it (see ``NodeRuntime.views``)
-    views: Callable[[], dict[str, Any]] = field(default=_no_views)
+    views: Callable[[], MembershipSnapshot] = field(default=_no_views)
     #: this node's actors (see ``NodeRuntime.status``)
     status: Callable[[], dict[str, Any]] = field(default=dict)
     #: whether the node's actors are up, and why not

@@ -2,7 +2,7 @@
 
 Starts everything it needs and removes it at the end (also on Ctrl-C or an error):
 
-- the simulated standalone cluster (``bench/simcluster.py``, own process) registered as a normal
+- the simulated standalone cluster (``harness/simcluster.py``, own process) registered as a normal
   ``standalone`` cluster: nodes talk to it through the real REST backend;
 - a fresh MariaDB database on the server of ``DROVER_TEST_MYSQL_URL`` (``drover db upgrade``),
   dropped at the end;
@@ -56,13 +56,15 @@ import httpx
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, make_url
 
-from bench.nodes import DROVER, NodeProcess, poll
+from harness.nodes import DROVER, NodeProcess, poll
 from scheduler import storage
 from scheduler.catalog import ClusterSpec
 from scheduler.errors import StoreError
 from scheduler.ownership import Member, owner_of, pool_of
 from scheduler.states import DesiredState, JobState
-from scheduler.store import repo
+from scheduler.store import catalog as catalog_store
+from scheduler.store import inspection, ledger
+from scheduler.store import jobs as jobs_store
 from scheduler.store.db import Store
 from scheduler.store.models import Job, utcnow
 
@@ -151,7 +153,7 @@ def simulator(app_start_delay: float) -> Iterator[Simulator]:
         [
             sys.executable,
             "-m",
-            "bench.simcluster",
+            "harness.simcluster",
             "--port",
             "0",
             "--app-start-delay",
@@ -198,8 +200,8 @@ def register(store: Store, sim: Simulator, workdir: Path) -> None:
         cloud="local",
     )
     with store.transaction() as session:
-        repo.create_cluster(session, CLUSTER, spec)
-        repo.create_group(session, GROUP, primary_cluster=CLUSTER)
+        catalog_store.create_cluster(session, CLUSTER, spec)
+        catalog_store.create_group(session, GROUP, primary_cluster=CLUSTER)
 
 
 def job_names(count: int) -> list[str]:
@@ -242,17 +244,17 @@ def seed_jobs(store: Store, names: list[str], entrypoint: str) -> None:
 
 def count_in_state(store: Store, state: JobState) -> int:
     with store.session() as session:
-        return repo.list_jobs(session, state=state, group=GROUP, limit=1)[1]
+        return jobs_store.list_jobs(session, state=state, group=GROUP, limit=1)[1]
 
 
 def per_owner(store: Store) -> dict[str | None, int]:
     with store.session() as session:
-        return repo.jobs_per_owner(session, GROUP)
+        return ledger.jobs_per_owner(session, GROUP)
 
 
 def run_count(store: Store) -> int:
     with store.session() as session:
-        return repo.table_counts(session)["runs"]
+        return inspection.table_counts(session)["runs"]
 
 
 def expected_owners(names: list[str], members: list[tuple[str, str]]) -> dict[str | None, int]:

@@ -6,7 +6,7 @@ from scheduler import storage
 from scheduler.config import Settings
 from scheduler.errors import StoreError
 from scheduler.states import ClusterKind
-from scheduler.store import repo
+from scheduler.store import catalog as catalog_store
 from scheduler.store.db import Store
 
 LOCAL_CLUSTER = "local"
@@ -22,7 +22,7 @@ def ensure_defaults(store: Store, settings: Settings) -> None:
     for attempt in (1, 2):
         try:
             with store.transaction() as session:
-                repo.ensure_cluster(
+                catalog_store.ensure_cluster(
                     session,
                     LOCAL_CLUSTER,
                     kind=ClusterKind.LOCAL.value,
@@ -31,7 +31,7 @@ def ensure_defaults(store: Store, settings: Settings) -> None:
                     cloud=settings.cloud,
                     storage_root=root,
                 )
-                repo.ensure_group(session, DEFAULT_GROUP, primary_cluster=LOCAL_CLUSTER)
+                catalog_store.ensure_group(session, DEFAULT_GROUP, primary_cluster=LOCAL_CLUSTER)
             return
         except StoreError:
             # several nodes starting at once race to insert the same rows: the loser's second

@@ -52,7 +52,8 @@ from scheduler.planning import (
 )
 from scheduler.records import ClusterRecord, JobRecord, RunRecord
 from scheduler.states import DesiredState, JobState, RunState, can_transition
-from scheduler.store import repo
+from scheduler.store import catalog as catalog_store
+from scheduler.store import journal, ledger
 from scheduler.store.db import Store
 from scheduler.store.models import utcnow
 
@@ -145,9 +146,9 @@ class Reconciler:
         stats.epoch = claim.fence.epoch
         try:
             with self._store.transaction() as session:
-                stats.claimed = repo.claim_jobs(session, claim)
+                stats.claimed = ledger.claim_jobs(session, claim)
             with self._store.session() as session:
-                jobs = repo.jobs_to_reconcile(session, [self._group], claim.fence)
+                jobs = ledger.jobs_to_reconcile(session, [self._group], claim.fence)
         except Exception:
             log.exception("cannot read the jobs to reconcile")
             stats.errors += 1
@@ -240,15 +241,15 @@ class Reconciler:
         self, job: JobRecord, run: RunRecord, submission_id: str, app_id: str | None
     ) -> RunRecord:
         with self._store.transaction() as session:
-            repo.check_owner(session, job, self._fence)
-            adopted = repo.update_run(
+            ledger.check_owner(session, job, self._fence)
+            adopted = ledger.update_run(
                 session,
                 run,
                 submission_id=submission_id,
                 app_id=app_id,
                 submitted_at=run.submitted_at or self._clock(),
             )
-            repo.add_job_event(
+            journal.add_job_event(
                 session,
                 job,
                 cause=CAUSE,
@@ -266,7 +267,7 @@ class Reconciler:
             return Failures()
         since = self._policy.window_start(now, job.attempts_reset_at)
         with self._store.session() as session:
-            count, last = repo.failures_since(session, job, since)
+            count, last = ledger.failures_since(session, job, since)
         return Failures(count, last)
 
     # -- record and act -----------------------------------------------------------------------
@@ -295,7 +296,7 @@ class Reconciler:
         self, session: Any, job: JobRecord, state: JobState, *, reason: str, **fields: Any
     ) -> int:
         """This reconciler's state write: version-conditional and fenced by its claim."""
-        return repo.transition_job(
+        return ledger.transition_job(
             session,
             job,
             state,
@@ -334,7 +335,7 @@ class Reconciler:
                     reason=reason,
                 )
                 job = replace(job, state=JobState.QUEUED, version=version)
-            run = repo.create_run(
+            run = ledger.create_run(
                 session,
                 job,
                 cluster=cluster.name,
@@ -354,7 +355,7 @@ class Reconciler:
                 not_before=None,
             )
             if self._claim is not None and self._claim.degraded:
-                repo.add_job_event(
+                journal.add_job_event(
                     session,
                     job,
                     cause=CAUSE,
@@ -391,7 +392,7 @@ class Reconciler:
         )
         if not proven:
             with self._store.transaction() as session:  # the claim is current before acting
-                repo.check_owner(session, job, self._fence)
+                ledger.check_owner(session, job, self._fence)
         self._check_lease()
         try:
             submission = backend.submit(request)
@@ -422,7 +423,7 @@ class Reconciler:
             )
             return
         with self._store.transaction() as session:
-            run = repo.update_run(
+            run = ledger.update_run(
                 session,
                 run,
                 submission_id=submission.submission_id,
@@ -446,8 +447,8 @@ class Reconciler:
             fields["started_at"] = now
         with self._store.transaction() as session:
             if job.state == action.job_state:  # otherwise the fenced transition is the proof
-                repo.check_owner(session, job, self._fence)
-            repo.update_run(session, action.run, **fields)
+                ledger.check_owner(session, job, self._fence)
+            ledger.update_run(session, action.run, **fields)
             if job.state != action.job_state:
                 self._transition(
                     session,
@@ -461,9 +462,9 @@ class Reconciler:
         run = action.run
         with self._store.transaction() as session:  # proves the claim before every kill
             if job.state == JobState.STOPPING:  # otherwise the fenced transition is the proof
-                repo.check_owner(session, job, self._fence)
+                ledger.check_owner(session, job, self._fence)
             if run.state != RunState.STOPPING:
-                run = repo.update_run(session, run, state=RunState.STOPPING)
+                run = ledger.update_run(session, run, state=RunState.STOPPING)
             if job.state != JobState.STOPPING:
                 self._transition(
                     session,
@@ -484,7 +485,7 @@ class Reconciler:
             delay = self._policy.backoff(failures.count + 1)
             fields["not_before"] = now + timedelta(seconds=delay)
         with self._store.transaction() as session:
-            repo.update_run(
+            ledger.update_run(
                 session,
                 action.run,
                 state=action.run_state,
@@ -508,7 +509,7 @@ class Reconciler:
     def _record_event(self, job: JobRecord, message: str, run_id: int | None = None) -> None:
         """An event that is not a state change, in a transaction of its own."""
         with self._store.transaction() as session:
-            repo.add_job_event(
+            journal.add_job_event(
                 session, job, cause=CAUSE, node_id=self._node_id, message=message, run_id=run_id
             )
 
@@ -517,14 +518,14 @@ class Reconciler:
         cluster = self._clusters.get(name)
         if cluster is None:
             with self._store.session() as session:
-                cluster = self._clusters[name] = repo.get_cluster(session, name)
+                cluster = self._clusters[name] = catalog_store.get_cluster(session, name)
         return cluster
 
     def _all_clusters(self) -> list[ClusterRecord]:
         """Every cluster's record (for the storage-root rule), read once per tick."""
         if self._every_cluster is None:
             with self._store.session() as session:
-                self._every_cluster = repo.list_clusters(session)
+                self._every_cluster = catalog_store.list_clusters(session)
         return self._every_cluster
 
     def _job_cluster(self, job: JobRecord) -> ClusterRecord:
@@ -539,7 +540,9 @@ class Reconciler:
         primary = self._primaries.get(group)
         if primary is None:
             with self._store.session() as session:
-                primary = self._primaries[group] = repo.get_group(session, group).primary_cluster
+                primary = self._primaries[group] = catalog_store.get_group(
+                    session, group
+                ).primary_cluster
         return primary
 
     def _backend(self, cluster_name: str) -> ClusterBackend:

@@ -16,7 +16,8 @@ from api.schemas import ClusterCreate, ClusterPublic, ClusterUpdate, Page
 from scheduler.catalog import ClusterSpec, validate_cluster_name
 from scheduler.errors import InvalidInput
 from scheduler.records import ClusterRecord
-from scheduler.store import repo
+from scheduler.store import catalog as catalog_store
+from scheduler.store import journal
 
 router = APIRouter(prefix="/v1/clusters", tags=["clusters"])
 
@@ -34,8 +35,8 @@ def create_cluster(
 ) -> ClusterPublic:
     spec = ClusterSpec(**body.model_dump(exclude={"name"}))
     with store.transaction() as session:
-        cluster = repo.create_cluster(session, body.name, spec)
-        repo.add_audit(
+        cluster = catalog_store.create_cluster(session, body.name, spec)
+        journal.add_audit(
             session,
             actor=actor,
             action="cluster.create",
@@ -52,7 +53,7 @@ def create_cluster(
 @router.get("", response_model=Page[ClusterPublic])
 def list_clusters(store: StoreDep, limit: Limit = 100, offset: Offset = 0) -> Page[ClusterPublic]:
     with store.session() as session:
-        clusters = repo.list_clusters(session)
+        clusters = catalog_store.list_clusters(session)
     return Page[ClusterPublic](
         data=[ClusterPublic.of(c) for c in clusters[offset : offset + limit]],
         count=len(clusters),
@@ -64,7 +65,7 @@ def list_clusters(store: StoreDep, limit: Limit = 100, offset: Offset = 0) -> Pa
 @router.get("/{name}", response_model=ClusterPublic)
 def get_cluster(name: str, store: StoreDep, response: Response) -> ClusterPublic:
     with store.session() as session:
-        cluster = repo.get_cluster(session, validate_cluster_name(name))
+        cluster = catalog_store.get_cluster(session, validate_cluster_name(name))
     _etag(response, cluster)
     return ClusterPublic.of(cluster)
 
@@ -86,10 +87,10 @@ def update_cluster(
     if nulls:
         raise InvalidInput(f"fields cannot be null: {', '.join(nulls)}")
     with store.transaction() as session:
-        cluster = repo.update_cluster(
+        cluster = catalog_store.update_cluster(
             session, validate_cluster_name(name), changes, expected_version=expected_version
         )
-        repo.add_audit(
+        journal.add_audit(
             session,
             actor=actor,
             action="cluster.update",

@@ -25,7 +25,7 @@ from api.problems import problem
 from scheduler.errors import NotFound
 from scheduler.names import validate_name
 from scheduler.states import DesiredState, RunState
-from scheduler.store import repo
+from scheduler.store import jobs as jobs_store
 
 router = APIRouter(prefix="/v1/jobs", tags=["fence"])
 
@@ -53,7 +53,7 @@ def get_fence(
     name = validate_name(name, "job name")
     try:
         with store.session() as session:
-            job = repo.get_job(session, name)
+            job = jobs_store.get_job(session, name)
     except NotFound as exc:
         return problem(404, exc.kind, exc.message, request.url.path, job=name)
     run = job.current_run

@@ -7,6 +7,7 @@ catalog fields; ``members``, ``pool`` and ``epoch`` are null unless a membership
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Annotated, Any
 from urllib.parse import quote
 
@@ -16,8 +17,10 @@ from api.deps import ActorDep, ContextDep, ExpectedVersionDep, StoreDep
 from api.schemas import GroupCreate, GroupPublic, GroupUpdate, Page
 from scheduler.catalog import validate_group_name
 from scheduler.errors import InvalidInput
+from scheduler.membership import MembershipSnapshot
 from scheduler.records import GroupRecord
-from scheduler.store import repo
+from scheduler.store import catalog as catalog_store
+from scheduler.store import journal, ledger
 
 router = APIRouter(prefix="/v1/groups", tags=["groups"])
 
@@ -34,13 +37,13 @@ def create_group(
     body: GroupCreate, ctx: ContextDep, store: StoreDep, actor: ActorDep, response: Response
 ) -> GroupPublic:
     with store.transaction() as session:
-        group = repo.create_group(
+        group = catalog_store.create_group(
             session,
             body.name,
             primary_cluster=body.primary_cluster,
             failover_cluster=body.failover_cluster,
         )
-        repo.add_audit(
+        journal.add_audit(
             session,
             actor=actor,
             action="group.create",
@@ -57,7 +60,7 @@ def create_group(
 @router.get("", response_model=Page[GroupPublic])
 def list_groups(store: StoreDep, limit: Limit = 100, offset: Offset = 0) -> Page[GroupPublic]:
     with store.session() as session:
-        groups = repo.list_groups(session)
+        groups = catalog_store.list_groups(session)
     return Page[GroupPublic](
         data=[GroupPublic.of(g) for g in groups[offset : offset + limit]],
         count=len(groups),
@@ -71,22 +74,33 @@ def get_group(name: str, ctx: ContextDep, store: StoreDep, response: Response) -
     """The group's catalog fields plus, as this node sees them, its live members (with the number
     of jobs each owns), the pool and the epoch."""
     with store.session() as session:
-        group = repo.get_group(session, validate_group_name(name))
-        per_owner = repo.jobs_per_owner(session, group.name)
+        group = catalog_store.get_group(session, validate_group_name(name))
+        per_owner = ledger.jobs_per_owner(session, group.name)
     _etag(response, group)
     return GroupPublic.of(group, **_live(ctx.views(), group.name, per_owner))
 
 
-def _live(views: dict[str, Any], group: str, per_owner: dict[str | None, int]) -> dict[str, Any]:
-    if "self" in views:  # standalone: this node is the group's only member
-        me = views["self"]
-        members = [{**me, "jobs": sum(per_owner.values())}]
-        return {"members": members, "pool": [me["node_id"]], "epoch": 0}
-    view = views.get("groups", {}).get(group)
+def _live(
+    snapshot: MembershipSnapshot, group: str, per_owner: dict[str | None, int]
+) -> dict[str, Any]:
+    if snapshot.standalone:  # this node is the group's only member
+        me = snapshot.this_node
+        members = [
+            {
+                "node_id": me.node_id,
+                "role": "active",
+                "az": me.az,
+                "cloud": me.cloud,
+                "api_url": me.api_url,
+                "jobs": sum(per_owner.values()),
+            }
+        ]
+        return {"members": members, "pool": [me.node_id], "epoch": 0}
+    view = snapshot.groups.get(group)
     if view is None:  # this node is not a member: it does not watch the group
         return {}
-    members = [{**m, "jobs": per_owner.get(m["node_id"], 0)} for m in view["members"]]
-    return {"members": members, "pool": view["pool"], "epoch": view["epoch"]}
+    members = [{**asdict(m), "jobs": per_owner.get(m.node_id, 0)} for m in view.members]
+    return {"members": members, "pool": list(view.pool), "epoch": view.epoch}
 
 
 @router.patch("/{name}", response_model=GroupPublic)
@@ -103,10 +117,10 @@ def update_group(
     if not changes:
         raise InvalidInput("nothing to change: send at least one field")
     with store.transaction() as session:
-        group = repo.update_group(
+        group = catalog_store.update_group(
             session, validate_group_name(name), changes, expected_version=expected_version
         )
-        repo.add_audit(
+        journal.add_audit(
             session,
             actor=actor,
             action="group.update",

@@ -17,7 +17,8 @@ from scheduler.errors import InvalidInput
 from scheduler.names import validate_name
 from scheduler.records import JobRecord, JobSpec
 from scheduler.states import Command, DesiredState, JobState, command_effect
-from scheduler.store import repo
+from scheduler.store import jobs as jobs_store
+from scheduler.store import journal
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -51,8 +52,8 @@ def create_job(
     )
     node = ctx.settings.node_id
     with store.transaction() as session:
-        job = repo.create_job(session, spec, cause=f"api:create by {actor}", node_id=node)
-        repo.add_audit(
+        job = jobs_store.create_job(session, spec, cause=f"api:create by {actor}", node_id=node)
+        journal.add_audit(
             session,
             actor=actor,
             action="job.create",
@@ -79,7 +80,7 @@ def list_jobs(
     offset: Offset = 0,
 ) -> Page[JobPublic]:
     with store.session() as session:
-        jobs, count = repo.list_jobs(
+        jobs, count = jobs_store.list_jobs(
             session,
             state=state,
             desired_state=desired_state,
@@ -97,7 +98,7 @@ def list_jobs(
 @router.get("/{name}", response_model=JobPublic)
 def get_job(name: str, store: StoreDep, response: Response) -> JobPublic:
     with store.session() as session:
-        job = repo.get_job(session, _name(name))
+        job = jobs_store.get_job(session, _name(name))
     _etag(response, job)
     return JobPublic.of(job)
 
@@ -121,9 +122,9 @@ def update_job(
     desired = changes.pop("desired_state", None)
     node = ctx.settings.node_id
     with store.transaction() as session:
-        job = repo.get_job(session, _name(name))
+        job = jobs_store.get_job(session, _name(name))
         if changes:
-            job = repo.update_job_spec(
+            job = jobs_store.update_job_spec(
                 session,
                 job.name,
                 changes,
@@ -135,7 +136,7 @@ def update_job(
         if desired is not None and desired != job.desired_state:
             command = Command.START if desired == DesiredState.RUNNING else Command.STOP
             job = _apply(session, job, command, expected_version, actor, node)
-        repo.add_audit(
+        journal.add_audit(
             session,
             actor=actor,
             action="job.update",
@@ -159,8 +160,8 @@ def delete_job(
 ) -> Response:
     node = ctx.settings.node_id
     with store.transaction() as session:
-        job = repo.delete_job(session, _name(name), expected_version=expected_version)
-        repo.add_audit(
+        job = jobs_store.delete_job(session, _name(name), expected_version=expected_version)
+        journal.add_audit(
             session,
             actor=actor,
             action="job.delete",
@@ -180,7 +181,7 @@ def _apply(
     node: str,
 ) -> JobRecord:
     effect = command_effect(command, job.desired_state, job.state)
-    return repo.apply_command(
+    return jobs_store.apply_command(
         session,
         job.name,
         desired=effect.desired,
@@ -205,9 +206,9 @@ def _command(
 ) -> JobPublic:
     node = ctx.settings.node_id
     with store.transaction() as session:
-        job = repo.get_job(session, _name(name))
+        job = jobs_store.get_job(session, _name(name))
         job = _apply(session, job, command, expected_version, actor, node)
-        repo.add_audit(
+        journal.add_audit(
             session,
             actor=actor,
             action=f"job.{command}",
@@ -252,7 +253,7 @@ def list_runs(
     name: str, store: StoreDep, limit: Limit = 100, offset: Offset = 0
 ) -> Page[RunPublic]:
     with store.session() as session:
-        runs, count = repo.list_runs(session, _name(name), limit=limit, offset=offset)
+        runs, count = jobs_store.list_runs(session, _name(name), limit=limit, offset=offset)
     return Page[RunPublic](
         data=[RunPublic.of(r) for r in runs], count=count, limit=limit, offset=offset
     )
@@ -263,7 +264,7 @@ def list_events(
     name: str, store: StoreDep, limit: Limit = 100, offset: Offset = 0
 ) -> Page[EventPublic]:
     with store.session() as session:
-        events, count = repo.list_events(session, _name(name), limit=limit, offset=offset)
+        events, count = journal.list_events(session, _name(name), limit=limit, offset=offset)
     return Page[EventPublic](
         data=[EventPublic.of(e) for e in events], count=count, limit=limit, offset=offset
     )

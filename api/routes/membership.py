@@ -13,6 +13,7 @@ from fastapi import APIRouter, status
 from pydantic import BaseModel, ConfigDict
 
 from api.deps import ContextDep
+from scheduler.membership import MembershipSnapshot
 from scheduler.names import validate_name
 
 router = APIRouter(tags=["membership"])
@@ -48,35 +49,33 @@ class NudgeRequest(BaseModel):
     job: str | None = None
 
 
-def nodes_of(views: dict[str, Any]) -> list[NodePublic]:
-    """The distinct live members of every group in ``views``, by node id."""
-    nodes: dict[str, NodePublic] = {}
-    if "self" in views:  # standalone: this node only
-        me = views["self"]
-        return [NodePublic(groups={}, **me)]
-    for group, view in sorted(views.get("groups", {}).items()):
-        for member in view["members"]:
-            node = nodes.get(member["node_id"])
-            if node is None:
-                node = nodes[member["node_id"]] = NodePublic(
-                    node_id=member["node_id"],
-                    api_url=member["api_url"],
-                    az=member["az"],
-                    cloud=member["cloud"],
-                    started_at=member.get("started_at"),
-                    groups={},
-                )
-            node.groups[group] = member["role"]
-    return [nodes[n] for n in sorted(nodes)]
+def nodes_of(snapshot: MembershipSnapshot) -> list[NodePublic]:
+    """The distinct live members of this node's groups, by node id (standalone: this node)."""
+    if snapshot.standalone:
+        me = snapshot.this_node
+        return [
+            NodePublic(node_id=me.node_id, api_url=me.api_url, az=me.az, cloud=me.cloud, groups={})
+        ]
+    return [
+        NodePublic(
+            node_id=card.node_id,
+            api_url=card.api_url,
+            az=card.az,
+            cloud=card.cloud,
+            started_at=card.started_at,
+            groups=dict(card.groups),
+        )
+        for card in snapshot.nodes()
+    ]
 
 
 @router.get("/v1/nodes", response_model=NodeList)
 def list_nodes(ctx: ContextDep) -> NodeList:
-    views = ctx.views()
-    data = nodes_of(views)
+    snapshot = ctx.views()
+    data = nodes_of(snapshot)
     return NodeList(
-        mode=views.get("mode", "standalone"),
-        connection=views.get("connection", "NONE"),
+        mode=str(snapshot.mode),
+        connection=snapshot.connection,
         data=data,
         count=len(data),
         this_node=ctx.settings.node_id,

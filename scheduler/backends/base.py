@@ -1,7 +1,7 @@
 """The cluster-backend interface (DESIGN §4): submit, status, kill, list applications, probe.
 
 Every backend (local spark-submit, spark-submit to any master, Spark standalone REST -- which
-also drives the simulated cluster of ``bench/simcluster.py``) implements :class:`ClusterBackend`.
+also drives the simulated cluster of ``harness/simcluster.py``) implements :class:`ClusterBackend`.
 Calls are synchronous and may block on I/O: callers run them off the event loop. A backend never
 guesses: when it cannot tell the state of an application it raises
 :class:`~scheduler.errors.ClusterUnreachable`.

@@ -6,7 +6,7 @@
                     (spark://, yarn, k8s://...); runs under <data_dir>/cluster-runs/<cluster>
     standalone      StandaloneRestBackend on the cluster's REST, master and UI URLs
 
-The simulated cluster (``bench/simcluster.py``) is not a kind: it is registered as a normal
+The simulated cluster (``harness/simcluster.py``) is not a kind: it is registered as a normal
 ``standalone`` cluster whose URLs point at the simulator.
 """
 

@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
-from bench.procs import live_pids
+from harness.procs import live_pids
 from scheduler.ownership import owner_of
 from tests.conftest import SparkStandalone, require_env, wait_until
-from tests.e2e.nodes import DROVER, NodeProcess, owners
-from tests.zkserver import ZkServer, free_port
+from tests.support.nodes import DROVER, NodeProcess, owners
+from tests.support.zkserver import ZkServer, free_port
 
 pytestmark = pytest.mark.e2e
 

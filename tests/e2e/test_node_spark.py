@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from bench.nodes import free_port
-from bench.procs import pids_with_cmdline
+from harness.nodes import free_port
+from harness.procs import pids_with_cmdline
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.e2e

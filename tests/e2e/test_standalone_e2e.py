@@ -34,13 +34,13 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from bench.nodes import free_port as api_port
-from bench.procs import pids_with_env, pids_with_env_prefix
+from harness.nodes import free_port as api_port
+from harness.procs import pids_with_env, pids_with_env_prefix
 from scheduler.backends.standalone import StandaloneRestBackend
-from scheduler.store import repo
+from scheduler.store import jobs as jobs_store
 from scheduler.store.db import Store
 from tests.conftest import SparkStandalone, wait_until
-from tests.e2e.nodes import DROVER, NodeProcess
+from tests.support.nodes import DROVER, NodeProcess
 
 pytestmark = pytest.mark.e2e
 
@@ -439,7 +439,7 @@ def test_crash_between_submit_and_record_adopts(
     store = Store(stack.database_url)
     try:
         with store.session() as session:
-            run = repo.get_job(session, name).current_run
+            run = jobs_store.get_job(session, name).current_run
     finally:
         store.dispose()
     assert run is not None

@@ -12,7 +12,8 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from api.deps import NodeContext
 from scheduler.config import Settings
-from scheduler.store import repo
+from scheduler.store import inspection, journal
+from scheduler.store import jobs as jobs_store
 from scheduler.store.db import Store
 
 pytestmark = pytest.mark.integration
@@ -37,9 +38,9 @@ def client(store: Store, settings: Settings, nudged: list[str]) -> Iterator[Test
 def snapshot(store: Store) -> dict[str, Any]:
     """Everything a bad request must leave as it was."""
     with store.session() as s:
-        jobs, _ = repo.list_jobs(s, limit=1000)
+        jobs, _ = jobs_store.list_jobs(s, limit=1000)
         return {
-            "counts": repo.table_counts(s),
+            "counts": inspection.table_counts(s),
             "jobs": [(j.name, j.version, j.state, j.desired_state, j.updated_at) for j in jobs],
         }
 
@@ -123,7 +124,7 @@ def test_create_read_list_update_delete(
     assert client.delete("/v1/jobs/orders-enrich").status_code == 204
     assert client.get("/v1/jobs/orders-enrich").status_code == 404
     with store.session() as s:
-        actions = [a.action for a in repo.list_audit(s)]
+        actions = [a.action for a in journal.list_audit(s)]
     assert actions[::-1] == [
         "job.create",
         "job.create",

@@ -12,7 +12,8 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from api.deps import NodeContext
 from scheduler.config import Settings
-from scheduler.store import repo
+from scheduler.store import catalog as catalog_store
+from scheduler.store import inspection, journal
 from scheduler.store.db import Store
 
 pytestmark = pytest.mark.integration
@@ -37,9 +38,9 @@ def snapshot(store: Store) -> dict[str, Any]:
     """Everything a bad request must leave as it was."""
     with store.session() as s:
         return {
-            "counts": repo.table_counts(s),
-            "clusters": repo.list_clusters(s),
-            "groups": repo.list_groups(s),
+            "counts": inspection.table_counts(s),
+            "clusters": catalog_store.list_clusters(s),
+            "groups": catalog_store.list_groups(s),
         }
 
 
@@ -106,7 +107,7 @@ def test_cluster_create_read_list_update(client: TestClient, store: Store) -> No
     same = client.patch("/v1/clusters/spark-a", json={"az": "eu-west-1a"})
     assert same.json()["version"] == 3  # nothing changed: no new version
     with store.session() as s:
-        actions = [a.action for a in repo.list_audit(s)][::-1]
+        actions = [a.action for a in journal.list_audit(s)][::-1]
     assert actions == ["cluster.create"] * 3 + ["cluster.update"] * 3
 
 
@@ -139,7 +140,7 @@ def test_group_create_read_list_update(client: TestClient, store: Store) -> None
     swapped = client.patch("/v1/groups/payments", json={"primary_cluster": "b"}).json()
     assert swapped["primary_cluster"] == "b" and swapped["version"] == 3
     with store.session() as s:
-        actions = [a.action for a in repo.list_audit(s)][::-1]
+        actions = [a.action for a in journal.list_audit(s)][::-1]
     assert actions[2:] == ["group.create", "group.update", "group.update"]
 
 
@@ -548,7 +549,7 @@ def test_bad_input_gets_a_problem_document_and_changes_nothing(
         body = {k: v for k, v in body.items() if v is not None}
     if isinstance(body, dict) and body.get("storage_root") == "LOCAL_ROOT":
         with store.session() as s:
-            body = {"storage_root": repo.get_cluster(s, "local").storage_root + "/sub"}
+            body = {"storage_root": catalog_store.get_cluster(s, "local").storage_root + "/sub"}
     before = snapshot(store)
     response = client.request(method, path, json=body, headers=headers)
     assert response.status_code == status, response.text

@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 
 from api.app import create_app
 from api.deps import NodeContext
-from bench.nodes import free_port as _free_port
+from drover.cli import app
+from harness.nodes import free_port as _free_port
 from scheduler.bootstrap import ensure_defaults
-from scheduler.cli import app
 from scheduler.config import Settings
 from scheduler.store.db import Store
 from tests.conftest import wait_until

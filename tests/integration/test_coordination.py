@@ -2,7 +2,7 @@
 
 The shared server (DROVER_TEST_ZK_HOSTS, tickTime 500) carries registration, views, duplicates,
 graceful stop, session expiry and namespaces, each test in its own namespace. Tests that stop,
-restart or wipe a server use a private one (tests/zkserver.py) on a port of their own.
+restart or wipe a server use a private one (tests/support/zkserver.py) on a port of their own.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from scheduler.coordination import (
 )
 from scheduler.errors import DuplicateNode
 from tests.conftest import wait_until
-from tests.zkserver import ZkServer, free_port
+from tests.support.zkserver import ZkServer, free_port
 
 pytestmark = pytest.mark.integration
 

@@ -8,7 +8,9 @@ from scheduler.errors import NotOwner, StaleWrite
 from scheduler.ownership import Claim, Fence, owner_index
 from scheduler.records import JobSpec
 from scheduler.states import DesiredState, JobState
-from scheduler.store import repo
+from scheduler.store import catalog as catalog_store
+from scheduler.store import jobs as jobs_store
+from scheduler.store import journal, ledger
 from scheduler.store.db import Store
 
 pytestmark = pytest.mark.integration
@@ -21,7 +23,7 @@ NAMES = ["orders", "Orders", "clicks-eu", "café_au_lait", "订单流", "x", "a.
 def _create(store: Store, names: list[str]) -> None:
     with store.transaction() as session:
         for name in names:
-            repo.create_job(
+            jobs_store.create_job(
                 session,
                 JobSpec(name=name, entrypoint="/p.py", desired_state=DesiredState.RUNNING),
                 cause="test",
@@ -31,7 +33,7 @@ def _create(store: Store, names: list[str]) -> None:
 
 def _owners(store: Store) -> dict[str, tuple[str | None, int]]:
     with store.session() as session:
-        jobs, _ = repo.list_jobs(session, limit=1000, offset=0)
+        jobs, _ = jobs_store.list_jobs(session, limit=1000, offset=0)
     return {j.name: (j.owner, j.owner_epoch) for j in jobs}
 
 
@@ -40,7 +42,7 @@ def test_claims_select_exactly_the_crc32_slot_of_each_node(store: Store) -> None
     pool = ["n1", "n2", "n3"]
     with store.transaction() as session:
         claimed = [
-            repo.claim_jobs(session, Claim("default", Fence(node, 7), i, len(pool)))
+            ledger.claim_jobs(session, Claim("default", Fence(node, 7), i, len(pool)))
             for i, node in enumerate(pool)
         ]
     assert sum(claimed) == len(NAMES)
@@ -50,41 +52,41 @@ def test_claims_select_exactly_the_crc32_slot_of_each_node(store: Store) -> None
     # the same claims again change nothing
     with store.transaction() as session:
         again = [
-            repo.claim_jobs(session, Claim("default", Fence(node, 7), i, len(pool)))
+            ledger.claim_jobs(session, Claim("default", Fence(node, 7), i, len(pool)))
             for i, node in enumerate(pool)
         ]
     assert again == [0, 0, 0]
     with store.session() as session:
-        mine = repo.jobs_to_reconcile(session, ["default"], Fence("n2", 7))
+        mine = ledger.jobs_to_reconcile(session, ["default"], Fence("n2", 7))
     assert {j.name for j in mine} == {n for n in NAMES if owner_index(n, 3) == 1}
 
 
 def test_a_stale_view_never_takes_a_job_back(store: Store) -> None:
     _create(store, NAMES)
     with store.transaction() as session:  # epoch 8: n2 alone owns everything
-        assert repo.claim_jobs(session, Claim("default", Fence("n2", 8), 0, 1)) == len(NAMES)
+        assert ledger.claim_jobs(session, Claim("default", Fence("n2", 8), 0, 1)) == len(NAMES)
     with store.transaction() as session:  # n1 still believes epoch 7 and a pool of two
-        assert repo.claim_jobs(session, Claim("default", Fence("n1", 7), 0, 2)) == 0
+        assert ledger.claim_jobs(session, Claim("default", Fence("n1", 7), 0, 2)) == 0
     assert set(_owners(store).values()) == {("n2", 8)}
     with store.session() as session:
-        assert repo.jobs_to_reconcile(session, ["default"], Fence("n1", 7)) == []
+        assert ledger.jobs_to_reconcile(session, ["default"], Fence("n1", 7)) == []
 
 
 def test_fenced_writes_fail_for_a_stale_claim_and_change_nothing(store: Store) -> None:
     _create(store, ["orders"])
     with store.transaction() as session:
-        repo.claim_jobs(session, Claim("default", Fence("n1", 3), 0, 1))
+        ledger.claim_jobs(session, Claim("default", Fence("n1", 3), 0, 1))
     with store.session() as session:
-        seen_by_n1 = repo.get_job(session, "orders")
+        seen_by_n1 = jobs_store.get_job(session, "orders")
     # n2 takes over under a newer epoch (n1 is frozen and does not know yet)
     with store.transaction() as session:
-        repo.claim_jobs(session, Claim("default", Fence("n2", 4), 0, 1))
+        ledger.claim_jobs(session, Claim("default", Fence("n2", 4), 0, 1))
     with pytest.raises(NotOwner):
         with store.transaction() as session:
-            repo.check_owner(session, seen_by_n1, Fence("n1", 3))
+            ledger.check_owner(session, seen_by_n1, Fence("n1", 3))
     with pytest.raises(NotOwner):
         with store.transaction() as session:
-            repo.transition_job(
+            ledger.transition_job(
                 session,
                 seen_by_n1,
                 JobState.QUEUED,
@@ -94,7 +96,7 @@ def test_fenced_writes_fail_for_a_stale_claim_and_change_nothing(store: Store) -
                 fence=Fence("n1", 3),
             )
     with store.session() as session:
-        after = repo.get_job(session, "orders")
+        after = jobs_store.get_job(session, "orders")
     assert (after.state, after.version, after.owner, after.owner_epoch) == (
         seen_by_n1.state,
         seen_by_n1.version,
@@ -102,12 +104,12 @@ def test_fenced_writes_fail_for_a_stale_claim_and_change_nothing(store: Store) -
         4,
     )
     with store.session() as session:
-        events, _ = repo.list_events(session, "orders")
+        events, _ = journal.list_events(session, "orders")
     assert all(e.node_id != "n1" for e in events)
     # the current owner's write lands; a version conflict is still a plain StaleWrite
     with store.transaction() as session:
-        repo.check_owner(session, after, Fence("n2", 4))
-        repo.transition_job(
+        ledger.check_owner(session, after, Fence("n2", 4))
+        ledger.transition_job(
             session,
             after,
             JobState.QUEUED,
@@ -118,7 +120,7 @@ def test_fenced_writes_fail_for_a_stale_claim_and_change_nothing(store: Store) -
         )
     with pytest.raises(StaleWrite) as info:
         with store.transaction() as session:
-            repo.transition_job(
+            ledger.transition_job(
                 session,
                 after,
                 JobState.QUEUED,
@@ -132,8 +134,8 @@ def test_fenced_writes_fail_for_a_stale_claim_and_change_nothing(store: Store) -
 
 def test_claims_are_per_group(store: Store) -> None:
     with store.transaction() as session:
-        repo.ensure_group(session, "g2", primary_cluster="local")
-        repo.create_job(
+        catalog_store.ensure_group(session, "g2", primary_cluster="local")
+        jobs_store.create_job(
             session,
             JobSpec(name="in-g2", entrypoint="/p.py", group="g2"),
             cause="test",
@@ -141,7 +143,7 @@ def test_claims_are_per_group(store: Store) -> None:
         )
     _create(store, ["in-default"])
     with store.transaction() as session:
-        assert repo.claim_jobs(session, Claim("g2", Fence("b1", 1), 0, 1)) == 1
+        assert ledger.claim_jobs(session, Claim("g2", Fence("b1", 1), 0, 1)) == 1
     owners = _owners(store)
     assert owners["in-g2"] == ("b1", 1)
     assert owners["in-default"] == (None, 0)

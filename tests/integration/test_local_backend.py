@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import pyspark
 import pytest
 
-from bench.procs import pids_with_env_prefix, processes
+from harness.procs import pids_with_env_prefix, processes
 from scheduler.backends.base import AppState, AppStatus, SubmitRequest
 from scheduler.backends.local import LocalSparkSubmitBackend
 from scheduler.errors import SubmissionRejected

@@ -32,7 +32,7 @@ import uvicorn
 
 from api.app import create_app
 from api.deps import NodeContext
-from bench.procs import pids_with_env_prefix
+from harness.procs import pids_with_env_prefix
 from pipelines.drover_runtime import FENCED_LINE_PREFIX, HttpFence, Verdict
 from scheduler.backends.base import AppState, SubmitRequest, app_name_for
 from scheduler.backends.local import LocalSparkSubmitBackend
@@ -41,7 +41,8 @@ from scheduler.bootstrap import ensure_defaults
 from scheduler.config import Settings
 from scheduler.records import JobSpec, RunRecord
 from scheduler.states import DesiredState, JobState, RunState
-from scheduler.store import repo
+from scheduler.store import jobs as jobs_store
+from scheduler.store import ledger
 from scheduler.store.db import Store
 from tests.conftest import SparkStandalone, wait_until
 
@@ -133,15 +134,15 @@ class DroverApi:
         """A job whose current run is open (RUNNING), as an owner would have recorded it."""
         spec = JobSpec(name=name, entrypoint=str(WINDOWED), desired_state=DesiredState.RUNNING)
         with self.store.transaction() as session:
-            job = repo.create_job(session, spec, cause="test", node_id=NODE)
+            job = jobs_store.create_job(session, spec, cause="test", node_id=NODE)
             return self._new_current_run(session, job, checkpoint)
 
     def supersede(self, name: str) -> RunRecord:
         """Another run becomes the job's current run (e.g. after a failover)."""
         with self.store.transaction() as session:
-            job = repo.get_job(session, name)
+            job = jobs_store.get_job(session, name)
             for state in (JobState.UNKNOWN, JobState.QUEUED):
-                version = repo.transition_job(
+                version = ledger.transition_job(
                     session, job, state, reason="test: superseded", cause="test", node_id=NODE
                 )
                 job = replace(job, state=state, version=version)
@@ -150,7 +151,7 @@ class DroverApi:
             return self._new_current_run(session, job, old.checkpoint_location)
 
     def _new_current_run(self, session: Any, job: Any, checkpoint: str) -> RunRecord:
-        run = repo.create_run(
+        run = ledger.create_run(
             session,
             job,
             cluster="local",
@@ -159,7 +160,7 @@ class DroverApi:
             checkpoint_location=checkpoint,
             app_name_for=app_name_for,
         )
-        version = repo.transition_job(
+        version = ledger.transition_job(
             session,
             job,
             JobState.SUBMITTING,
@@ -170,10 +171,10 @@ class DroverApi:
             current_run_id=run.id,
         )
         job = replace(job, state=JobState.SUBMITTING, version=version)
-        repo.transition_job(
+        ledger.transition_job(
             session, job, JobState.RUNNING, reason="test: running", cause="test", node_id=NODE
         )
-        return repo.update_run(session, run, state=RunState.RUNNING)
+        return ledger.update_run(session, run, state=RunState.RUNNING)
 
 
 @pytest.fixture
@@ -241,7 +242,7 @@ def test_fence_endpoint_and_check_cost(drover_api: DroverApi, tmp_path: Path) ->
 
     # a closed current run is nobody's fence: even its own token is superseded
     with drover_api.store.transaction() as session:
-        repo.update_run(session, second, state=RunState.KILLED)
+        ledger.update_run(session, second, state=RunState.KILLED)
     body = get_json(f"{drover_api.url}/v1/jobs/orders/fence")
     assert (body["fencing_token"], body["run_state"]) == (None, "KILLED")
     assert fence.ask("orders", second.fencing_token)[0] is Verdict.SUPERSEDED

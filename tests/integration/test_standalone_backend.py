@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from bench.nodes import free_port
-from bench.procs import pids_with_cmdline
+from harness.nodes import free_port
+from harness.procs import pids_with_cmdline
 from scheduler.backends.base import AppState, SubmitRequest
 from scheduler.backends.standalone import StandaloneRestBackend
 from scheduler.errors import ClusterUnreachable

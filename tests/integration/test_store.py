@@ -14,7 +14,9 @@ from scheduler.errors import AlreadyExists, Conflict, NotFound, StaleWrite
 from scheduler.ownership import name_crc32
 from scheduler.records import JobSpec
 from scheduler.states import DesiredState, JobState, RunState
-from scheduler.store import repo
+from scheduler.store import catalog as catalog_store
+from scheduler.store import inspection, journal, ledger
+from scheduler.store import jobs as jobs_store
 from scheduler.store.db import Store
 from scheduler.store.models import Base
 
@@ -54,7 +56,9 @@ def test_out_of_date_schema_is_refused_with_the_command_to_run(empty_store: Stor
 
 def _create(store: Store, name: str, **kw: object) -> None:
     with store.transaction() as s:
-        repo.create_job(s, JobSpec(name=name, entrypoint="/p.py", **kw), cause="t", node_id="n")  # type: ignore[arg-type]
+        jobs_store.create_job(
+            s, JobSpec(name=name, entrypoint="/p.py", **kw), cause="t", node_id="n"
+        )  # type: ignore[arg-type]
 
 
 def test_job_names_are_case_sensitive_unicode_identities(store: Store) -> None:
@@ -63,10 +67,10 @@ def test_job_names_are_case_sensitive_unicode_identities(store: Store) -> None:
     with pytest.raises(AlreadyExists):
         _create(store, "café-订单")
     with store.session() as s:
-        jobs, count = repo.list_jobs(s)
+        jobs, count = jobs_store.list_jobs(s)
         assert count == 3
         assert {j.name for j in jobs} == {"orders", "Orders", "café-订单"}
-        assert repo.get_job(s, "café-订单").name == "café-订单"
+        assert jobs_store.get_job(s, "café-订单").name == "café-订单"
 
 
 def test_crc32_in_sql_matches_the_ownership_hash(store: Store) -> None:
@@ -74,7 +78,7 @@ def test_crc32_in_sql_matches_the_ownership_hash(store: Store) -> None:
     for name in names:
         _create(store, name)
     with store.session() as s:
-        assert sorted(j.name for j in repo.list_jobs(s)[0]) == sorted(names)
+        assert sorted(j.name for j in jobs_store.list_jobs(s)[0]) == sorted(names)
     if store.engine.dialect.name != "sqlite":  # SQLite has no CRC32(); MySQL selects by it
         with store.engine.connect() as conn:
             rows = dict(conn.execute(sa.text("SELECT name, CRC32(name) FROM jobs")).all())
@@ -84,15 +88,15 @@ def test_crc32_in_sql_matches_the_ownership_hash(store: Store) -> None:
 def test_conditional_transition_refuses_a_stale_version(store: Store) -> None:
     _create(store, "j", desired_state=DesiredState.RUNNING)
     with store.session() as s:
-        seen = repo.get_job(s, "j")
+        seen = jobs_store.get_job(s, "j")
     assert seen.state == JobState.QUEUED
     with store.transaction() as s:
-        repo.transition_job(s, seen, JobState.SUBMITTING, reason="r", cause="t", node_id="n")
+        ledger.transition_job(s, seen, JobState.SUBMITTING, reason="r", cause="t", node_id="n")
     with pytest.raises(StaleWrite), store.transaction() as s:
-        repo.transition_job(s, seen, JobState.STOPPED, reason="late", cause="t", node_id="n")
+        ledger.transition_job(s, seen, JobState.STOPPED, reason="late", cause="t", node_id="n")
     with store.session() as s:
-        now = repo.get_job(s, "j")
-        events, _ = repo.list_events(s, "j")
+        now = jobs_store.get_job(s, "j")
+        events, _ = journal.list_events(s, "j")
     assert (now.state, now.version) == (JobState.SUBMITTING, seen.version + 1)
     assert [(e.from_state, e.to_state) for e in events] == [
         ("QUEUED", "SUBMITTING"),
@@ -103,8 +107,8 @@ def test_conditional_transition_refuses_a_stale_version(store: Store) -> None:
 def test_runs_history_timestamps_and_failure_window(store: Store) -> None:
     _create(store, "j", desired_state=DesiredState.RUNNING)
     with store.transaction() as s:
-        job = repo.get_job(s, "j")
-        run = repo.create_run(
+        job = jobs_store.get_job(s, "j")
+        run = ledger.create_run(
             s,
             job,
             cluster="local",
@@ -116,7 +120,7 @@ def test_runs_history_timestamps_and_failure_window(store: Store) -> None:
     assert run.app_name == f"drover:j:{run.id}" and run.attempt == 1
     ended = datetime(2030, 1, 2, 3, 4, 5, 123456, tzinfo=UTC)
     with store.transaction() as s:
-        repo.update_run(
+        ledger.update_run(
             s,
             run,
             state=RunState.FAILED,
@@ -126,21 +130,21 @@ def test_runs_history_timestamps_and_failure_window(store: Store) -> None:
             counts_as_failure=True,
         )
         with pytest.raises(StaleWrite):
-            repo.update_run(s, run, state=RunState.RUNNING)
+            ledger.update_run(s, run, state=RunState.RUNNING)
     with store.session() as s:
-        runs, count = repo.list_runs(s, "j")
+        runs, count = jobs_store.list_runs(s, "j")
         assert count == 1 and runs[0].ended_at == ended  # microseconds and UTC survive
-        assert repo.failures_since(s, job, ended - timedelta(seconds=1)) == (1, ended)
-        assert repo.failures_since(s, job, ended + timedelta(seconds=1))[0] == 0
+        assert ledger.failures_since(s, job, ended - timedelta(seconds=1)) == (1, ended)
+        assert ledger.failures_since(s, job, ended + timedelta(seconds=1))[0] == 0
 
 
 def test_delete_refuses_a_running_job_and_cascades(store: Store) -> None:
     _create(store, "j", desired_state=DesiredState.RUNNING)
     with pytest.raises(Conflict), store.transaction() as s:
-        repo.delete_job(s, "j", expected_version=None)
+        jobs_store.delete_job(s, "j", expected_version=None)
     with store.transaction() as s:
-        job = repo.get_job(s, "j")
-        repo.create_run(
+        job = jobs_store.get_job(s, "j")
+        ledger.create_run(
             s,
             job,
             cluster="local",
@@ -149,11 +153,11 @@ def test_delete_refuses_a_running_job_and_cascades(store: Store) -> None:
             checkpoint_location="",
             app_name_for=app_name_for,
         )
-        repo.delete_job(s, "j", expected_version=None, refuse_if_running=False)
+        jobs_store.delete_job(s, "j", expected_version=None, refuse_if_running=False)
     with store.session() as s:
-        counts = repo.table_counts(s)
+        counts = inspection.table_counts(s)
         with pytest.raises(NotFound):
-            repo.get_job(s, "j")
+            jobs_store.get_job(s, "j")
     assert counts["jobs"] == counts["runs"] == counts["job_events"] == 0
 
 
@@ -179,8 +183,8 @@ def test_catalog_migration_keeps_existing_clusters_and_groups(empty_store: Store
         )
     empty_store.upgrade()
     with empty_store.session() as s:
-        old = repo.get_cluster(s, "old")
-        group = repo.get_group(s, "g")
+        old = catalog_store.get_cluster(s, "old")
+        group = catalog_store.get_group(s, "g")
     assert (old.max_concurrent_submissions, old.max_running_apps, old.max_cores) == (2, 0, 0)
     assert old.version == 1 and group.version == 1
     empty_store.downgrade("0001")
@@ -195,7 +199,7 @@ def _cluster(store: Store, name: str, root: str) -> None:
     from scheduler.catalog import ClusterSpec
 
     with store.transaction() as s:
-        repo.create_cluster(
+        catalog_store.create_cluster(
             s, name, ClusterSpec(kind="spark-submit", master_url="yarn", storage_root=root)
         )
 
@@ -206,9 +210,9 @@ def test_explicit_checkpoint_locations_lie_under_the_primary_clusters_root(store
     _cluster(store, "a", "s3a://ck-a/drover")
     _cluster(store, "b", "s3a://ck-b/drover")
     with store.transaction() as s:
-        repo.create_group(s, "g", primary_cluster="a", failover_cluster="b")
+        catalog_store.create_group(s, "g", primary_cluster="a", failover_cluster="b")
     with store.session() as s:
-        check = repo.validate_checkpoint_location
+        check = catalog_store.validate_checkpoint_location
         assert check(s, "g", "") == ""
         assert check(s, "g", "s3a://ck-a/drover/x/../orders/") == "s3a://ck-a/drover/orders"
         for bad in ("s3a://ck-b/drover/orders", "s3a://ck-a/other", "s3a://ck-a/drover", "/tmp/x"):
@@ -224,10 +228,10 @@ def test_cluster_and_group_names_are_case_sensitive(store: Store) -> None:
     with pytest.raises(AlreadyExists):
         _cluster(store, "spark", "/ck/again")
     with store.transaction() as s:
-        repo.create_group(s, "G", primary_cluster="Spark", failover_cluster="spark")
+        catalog_store.create_group(s, "G", primary_cluster="Spark", failover_cluster="spark")
     with store.session() as s:
-        assert [c.name for c in repo.list_clusters(s)] == ["Spark", "local", "spark"]
-        assert repo.get_group(s, "G").failover_cluster == "spark"
+        assert [c.name for c in catalog_store.list_clusters(s)] == ["Spark", "local", "spark"]
+        assert catalog_store.get_group(s, "G").failover_cluster == "spark"
 
 
 def test_only_runs_flagged_as_failures_use_the_restart_budget(store: Store) -> None:
@@ -242,8 +246,8 @@ def test_only_runs_flagged_as_failures_use_the_restart_budget(store: Store) -> N
         (RunState.FINISHED, True),
     ]:
         with store.transaction() as s:
-            job = repo.get_job(s, "j")
-            run = repo.create_run(
+            job = jobs_store.get_job(s, "j")
+            run = ledger.create_run(
                 s,
                 job,
                 cluster="local",
@@ -252,9 +256,11 @@ def test_only_runs_flagged_as_failures_use_the_restart_budget(store: Store) -> N
                 checkpoint_location="file:///c",
                 app_name_for=app_name_for,
             )
-            repo.update_run(s, run, state=state, ended_at=ended, counts_as_failure=counts)
+            ledger.update_run(s, run, state=state, ended_at=ended, counts_as_failure=counts)
     with store.session() as s:
-        assert repo.failures_since(s, repo.get_job(s, "j"), ended - timedelta(seconds=1)) == (
+        assert ledger.failures_since(
+            s, jobs_store.get_job(s, "j"), ended - timedelta(seconds=1)
+        ) == (
             2,
             ended,
         )

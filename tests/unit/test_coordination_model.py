@@ -182,7 +182,7 @@ def test_start_without_a_server_fails_clearly_and_leaves_nothing_running() -> No
     import threading
 
     from scheduler.coordination import CoordinationUnavailable
-    from tests.zkserver import free_port
+    from tests.support.zkserver import free_port
 
     coordinator = Coordinator(
         f"127.0.0.1:{free_port()}", "/drover", NodeInfo("n1"), {"g": "active"}, 2.0, _noop

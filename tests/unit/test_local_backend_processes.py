@@ -18,7 +18,7 @@ from typing import TypeVar
 
 import pytest
 
-from bench.procs import pids_with_env_prefix, session_pids
+from harness.procs import pids_with_env_prefix, session_pids
 from scheduler.backends.base import AppState, SubmitRequest
 from scheduler.backends.local import (
     INDEX_DIR,

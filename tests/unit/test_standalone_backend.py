@@ -1,4 +1,4 @@
-"""StandaloneRestBackend against the simulated standalone cluster (bench/simcluster.py)."""
+"""StandaloneRestBackend against the simulated standalone cluster (harness/simcluster.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bench.nodes import free_port
-from bench.simcluster import SimCluster, control
+from harness.nodes import free_port
+from harness.simcluster import SimCluster, control
 from scheduler.backends.base import AppState, ClusterBackend, SubmitRequest
 from scheduler.backends.local import LocalSparkSubmitBackend
 from scheduler.backends.registry import BackendRegistry, is_loopback_master

@@ -1,4 +1,4 @@
-"""Real Drover node processes for end-to-end tests: ``bench/nodes.py``'s NodeProcess (start,
+"""Real Drover node processes for end-to-end tests: ``harness/nodes.py``'s NodeProcess (start,
 stop, kill -9, freeze, thaw, get/post), failing the test instead of raising on a deadline."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from bench.nodes import DROVER, free_port, session_pids
-from bench.nodes import NodeProcess as _NodeProcess
+from harness.nodes import DROVER, free_port, session_pids
+from harness.nodes import NodeProcess as _NodeProcess
 
 __all__ = ["DROVER", "NodeProcess", "free_port", "owners", "session_pids"]
 

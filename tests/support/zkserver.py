@@ -21,7 +21,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from bench.nodes import free_port
+from harness.nodes import free_port
 
 __all__ = ["ZkServer", "free_port", "srvr"]
 

@@ -1,5 +1,5 @@
 """Drover node processes for benches and end-to-end tests: start, wait ready, graceful stop,
-kill -9, freeze and thaw (no pytest here; ``tests/e2e/nodes.py`` adds the test conveniences).
+kill -9, freeze and thaw (no pytest here; ``tests/support/nodes.py`` adds the test conveniences).
 
 Each node is ``drover node run`` in a session of its own; Ray's processes (GCS, raylet, the
 actors' workers) stay in that session, so "the node" is every process of the session: kill -9
@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from bench.procs import session_pids
+from harness.procs import session_pids
 
 DROVER = str(Path(sys.executable).with_name("drover"))
 T = TypeVar("T")

@@ -24,7 +24,7 @@ Control: the :class:`SimCluster` methods in-process, or ``POST /sim/control`` wi
 ``GET /sim/stats`` counts drivers, requests, creates and kills. ``/sim/*`` stays reachable
 during unreachable periods.
 
-    python -m bench.simcluster --port 7177 [--app-start-delay 1] [--kill-delay 0]
+    python -m harness.simcluster --port 7177 [--app-start-delay 1] [--kill-delay 0]
 """
 
 from __future__ import annotations

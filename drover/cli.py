@@ -51,7 +51,7 @@ def _settings() -> Any:
 @node_app.command("run")
 def node_run() -> None:
     """Start a node: API on DROVER_API_HOST:DROVER_API_PORT plus its actors."""
-    from scheduler.node import run_node
+    from drover.node import run_node
 
     configure_logging()
     settings = _settings()

@@ -1,0 +1,24 @@
+"""The node's actors (DESIGN §4). Every Ray call of the scheduler is in this package.
+
+    NodeSupervisor      supervisor.py   one per node; starts Membership, then the JobReconciler;
+     ├── Membership     membership.py   pings them every second and re-creates any that died;
+     └── JobReconciler  reconcilers.py  drains on stop (reconcilers first, then membership).
+           one reconcile loop per group, all in one actor process (a group costs a loop, not
+           a process: a node in 50 groups stays small)
+
+``runtime.py`` (NodeRuntime) is the node process's side: it starts Ray and the supervisor, and is
+what the API and the CLI call. ``common.py`` holds what the actors share (names, timeouts, the
+Ray import with loopback binding).
+
+Membership holds the node's ZooKeeper session (all of it in ``scheduler.coordination``) and hands
+each reconcile loop its current :class:`~scheduler.ownership.Claim` at the start of every tick,
+decided by the pure :func:`scheduler.membership.decide_claim`. Actors are restartable
+(``max_restarts=-1``): a restarted actor reruns its constructor with no state and recovers what it
+needs from the store. Their loops start lazily on the first call (``ping``/``nudge``), so a
+supervisor ping after a restart brings them back. Blocking work (store, clusters) runs in worker
+threads; the event loops only wait and wake.
+"""
+
+from scheduler.actors.runtime import NodeRuntime
+
+__all__ = ["NodeRuntime"]

@@ -1,0 +1,247 @@
+"""The Membership actor: the node's ZooKeeper session, its views of its groups, and claims.
+
+The session and every ZooKeeper call live in :mod:`scheduler.coordination`; the decisions (which
+claim, degraded or not) are the pure functions of :mod:`scheduler.membership`. This actor only
+keeps the inputs of those decisions current: the connection state (the coordinator's
+:class:`~scheduler.coordination.Connection`, in the order the events happened), the views, and the
+lease — renewed by one cheap ZooKeeper round trip every quarter session timeout and valid for
+``LEASE_SHARE`` of the session timeout, on the monotonic clock so a thawed node finds it expired.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from typing import Any
+
+from scheduler.actors.common import LEASE_SHARE, RECONCILER, managed_groups, ray
+from scheduler.config import Settings
+from scheduler.coordination import (
+    Connection,
+    ConnectionChanged,
+    Coordinator,
+    GroupView,
+    Registered,
+    ViewChanged,
+)
+from scheduler.logs import configure_logging
+from scheduler.membership import (
+    LeaseState,
+    MembershipSnapshot,
+    Mode,
+    NodeCard,
+    decide_claim,
+    degraded_now,
+)
+from scheduler.ownership import Claim
+
+log = logging.getLogger("drover.actors.membership")
+
+
+@ray.remote(max_restarts=-1, max_task_retries=-1, num_cpus=0)
+class Membership:
+    """The node's membership in its groups: ZooKeeper session, views, claims (leases)."""
+
+    def __init__(self, settings: Settings) -> None:
+        configure_logging()
+        self._settings = settings
+        self._groups = managed_groups(settings)
+        self._coordinator: Coordinator | None = None
+        self._views: dict[str, GroupView] = {}
+        self._connection = Connection.CONNECTED
+        self._confirmed_at = -math.inf
+        self._suspended_since: float | None = None
+        self._started = False
+        self._in_start = False
+        self._starting: asyncio.Task[None] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._lease = settings.zk_session_timeout * LEASE_SHARE
+
+    @property
+    def standalone(self) -> bool:
+        return not self._settings.zk_hosts
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def start(self, wait_for_old_session: bool = True) -> dict[str, Any]:
+        """Connect and register (raises DuplicateNode when another live node has this id)."""
+        if self._started or self.standalone:
+            self._started = True
+            self._ensure_loop()
+            return await self.status()
+        if self._in_start:
+            raise RuntimeError("membership is already registering")
+        self._in_start = True
+        try:
+            await self._register(wait_for_old_session)
+        finally:
+            self._in_start = False
+        self._ensure_loop()
+        return await self.status()
+
+    async def _register(self, wait_for_old_session: bool) -> None:
+        loop = asyncio.get_running_loop()
+        settings = self._settings
+
+        def deliver(event: Any) -> None:  # on the coordinator's dispatcher thread: only enqueue
+            loop.call_soon_threadsafe(self._on_event, event)
+
+        coordinator = Coordinator.from_settings(settings, deliver, groups=self._groups)
+        # a node restarted quickly after a crash finds its old session's member znodes for up to
+        # a session timeout; a truly live duplicate is still there after that (DuplicateNode)
+        wait = settings.zk_session_timeout + 2.0 if wait_for_old_session else 0.0
+        try:
+            await asyncio.to_thread(
+                coordinator.start, settings.zk_session_timeout + 10, wait_for_duplicate=wait
+            )
+        except BaseException:
+            await asyncio.to_thread(coordinator.stop)
+            raise
+        self._coordinator = coordinator
+        self._confirmed_at = time.monotonic()
+        self._views.update(coordinator.views())
+        self._started = True
+
+    def _ensure_loop(self) -> None:
+        if self._stopping:
+            return
+        if not self._started and not self.standalone:
+            if self._in_start:
+                return
+            # restarted actor: register again in the background (the old session may linger)
+            if self._starting is None or self._starting.done():
+                self._starting = asyncio.get_running_loop().create_task(self._restart())
+            return
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._renew_loop())
+
+    async def _restart(self) -> None:
+        try:
+            await self.start(wait_for_old_session=True)
+        except Exception:
+            log.exception("membership could not register again; retried by the next ping")
+
+    async def _renew_loop(self) -> None:
+        """Renew the lease: one cheap ZooKeeper round trip every quarter session timeout."""
+        interval = self._settings.zk_session_timeout / 4
+        while not self._stopping and self._coordinator is not None:
+            sent = time.monotonic()
+            try:
+                await asyncio.wait_for(
+                    asyncio.to_thread(self._coordinator.ping), timeout=interval * 2
+                )
+                if self._connection == Connection.CONNECTED:
+                    self._confirmed_at = sent
+            except Exception as exc:
+                log.debug("lease renewal failed: %s", exc)
+            await asyncio.sleep(max(0.0, interval - (time.monotonic() - sent)))
+
+    def _on_event(self, event: Any) -> None:
+        """Coordinator events, on the actor's loop, in the order they happened."""
+        if isinstance(event, ConnectionChanged):
+            state = Connection(event.state)
+            log.info("ZooKeeper connection %s -> %s", self._connection, state)
+            self._connection = state
+            if state == Connection.SUSPENDED:
+                self._suspended_since = self._suspended_since or time.monotonic()
+            elif state == Connection.LOST:
+                # our ephemerals are gone: others own our jobs now; nothing until re-registered
+                self._views.clear()
+                self._confirmed_at = -math.inf
+            else:
+                self._suspended_since = None
+        elif isinstance(event, Registered):
+            log.info("registered in ZooKeeper (session %s)", event.session_id)
+        elif isinstance(event, ViewChanged):
+            old = self._views.get(event.view.group)
+            self._views[event.view.group] = event.view
+            if self._connection == Connection.CONNECTED:
+                self._confirmed_at = time.monotonic()
+            if old is None or old.epoch != event.view.epoch:
+                log.info(
+                    "group %s: epoch %s, members %s",
+                    event.view.group,
+                    event.view.epoch,
+                    list(event.view.node_ids),
+                )
+                self._nudge(event.view.group)
+
+    def _nudge(self, group: str) -> None:
+        try:
+            ray.get_actor(RECONCILER).nudge.remote(group)
+        except ValueError:
+            pass  # not started yet: it claims on its first tick anyway
+
+    async def stop(self) -> None:
+        """Leave every group at once (others take over within a second), then close."""
+        self._stopping = True
+        if self._task is not None:
+            self._task.cancel()
+        if self._coordinator is not None:
+            await asyncio.to_thread(self._coordinator.stop)
+            self._coordinator = None
+
+    # -- queries ----------------------------------------------------------------------------------
+
+    def _lease_state(self) -> LeaseState | None:
+        if self.standalone:
+            return None
+        return LeaseState(
+            self._started, self._connection, self._confirmed_at, self._suspended_since
+        )
+
+    async def claim(self, group: str) -> tuple[Claim | None, tuple[str, ...]]:
+        """This node's claim in ``group`` now (None: do nothing), and the API URLs to fence with."""
+        self._ensure_loop()
+        snapshot = self._snapshot()
+        claim = decide_claim(
+            group,
+            self._settings.node_id,
+            self._views.get(group),
+            self._lease_state(),
+            now=time.monotonic(),
+            lease_seconds=self._lease,
+            degraded_mode=self._settings.degraded_mode,
+        )
+        return claim, snapshot.api_urls(group)
+
+    def _this_node(self) -> NodeCard:
+        settings = self._settings
+        groups = {g: str(role) for g, role in self._groups.items()}
+        return NodeCard(
+            settings.node_id, settings.resolved_api_url, settings.az, settings.cloud, None, groups
+        )
+
+    def _snapshot(self) -> MembershipSnapshot:
+        if self.standalone:
+            return MembershipSnapshot(Mode.STANDALONE, "NONE", self._this_node())
+        state = self._lease_state()
+        assert state is not None
+        now = time.monotonic()
+        degraded = degraded_now(
+            state, now=now, lease_seconds=self._lease, degraded_mode=self._settings.degraded_mode
+        )
+        lease_left = self._confirmed_at + self._lease - now
+        return MembershipSnapshot(
+            Mode.DEGRADED if degraded else Mode.ZOOKEEPER,
+            str(self._connection),
+            self._this_node(),
+            dict(self._views),
+            round(max(lease_left, 0.0), 3),
+        )
+
+    async def snapshot(self) -> MembershipSnapshot:
+        """Membership as this node sees it now (one typed value; see scheduler.membership)."""
+        self._ensure_loop()
+        return self._snapshot()
+
+    async def status(self) -> dict[str, Any]:
+        self._ensure_loop()
+        return {
+            "started": self._started,
+            "connection": "NONE" if self.standalone else str(self._connection),
+            "groups": sorted(self._groups),
+        }

@@ -1,0 +1,208 @@
+"""The JobReconciler actor: one reconcile loop per group this node manages, in one process.
+
+A group costs a loop (an asyncio task and a :class:`~scheduler.reconciler.Reconciler`), not a
+Ray worker process: a node in 50 groups runs 50 loops here. Each loop runs ``Reconciler.tick``
+every interval and at once when nudged; ticks run in a bounded pool of worker threads (blocking
+store and cluster I/O never runs on the event loop). One group's failing tick never stops another
+group's loop, and no loop ever dies from an exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, cast
+
+from scheduler.actors.common import CLAIM_TIMEOUT, MEMBERSHIP, ray, runtime_py_files
+from scheduler.backends.registry import BackendRegistry
+from scheduler.config import Settings
+from scheduler.logs import configure_logging
+from scheduler.ownership import Claim
+from scheduler.planning import RestartPolicy
+from scheduler.reconciler import Reconciler
+from scheduler.store.db import Store
+
+log = logging.getLogger("drover.actors.reconcilers")
+
+#: worker threads shared by every group's ticks (a tick is mostly waiting on I/O)
+TICK_THREADS = 8
+#: how soon the next tick comes after a tick that acted (its actions usually changed state)
+AFTER_ACTION = 0.2
+
+
+class GroupLoop:
+    """One group's reconcile loop inside the JobReconciler actor."""
+
+    def __init__(
+        self,
+        group: str,
+        reconciler: Reconciler,
+        *,
+        interval: float,
+        executor: ThreadPoolExecutor,
+    ) -> None:
+        self.group = group
+        self._reconciler = reconciler
+        self._interval = interval
+        self._executor = executor
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self.ticks = 0
+        self.last_tick: dict[str, Any] = {}
+        #: the first complete tick under the newest epoch seen: when every job this node owns
+        #: since that membership change had been looked at (takeover is done here)
+        self.epoch_reconciled: dict[str, Any] = {}
+
+    def ensure_running(self) -> None:
+        if not self._stopping and (self._task is None or self._task.done()):
+            self._task = asyncio.get_running_loop().create_task(self._loop())
+
+    def nudge(self) -> None:
+        self.ensure_running()
+        self._wake.set()
+
+    async def _loop(self) -> None:
+        log.info("reconcile loop of group %s started", self.group)
+        loop = asyncio.get_running_loop()
+        while not self._stopping:
+            self._wake.clear()
+            try:
+                stats = await loop.run_in_executor(self._executor, self._reconciler.tick)
+                self.ticks += 1
+                self.last_tick = {
+                    "at": time.time(),
+                    "jobs": stats.jobs,
+                    "actions": stats.actions,
+                    "errors": stats.errors,
+                    "claimed": stats.claimed,
+                    "paused": stats.paused,
+                    "seconds": round(stats.seconds, 4),
+                    "epoch": stats.epoch,
+                }
+                done = self.epoch_reconciled.get("epoch")
+                if stats.complete and stats.epoch is not None and stats.epoch != done:
+                    self.epoch_reconciled = {
+                        "epoch": stats.epoch,
+                        "at": self.last_tick["at"],
+                        "jobs": stats.jobs,
+                        "claimed": stats.claimed,
+                        "seconds": self.last_tick["seconds"],
+                    }
+            except Exception:  # the loop never dies
+                log.exception("reconcile tick of group %s failed", self.group)
+            timeout = AFTER_ACTION if self.last_tick.get("actions") else self._interval
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=timeout)
+            except TimeoutError:
+                pass
+
+    def health(self) -> dict[str, Any]:
+        alive = self._task is not None and not self._task.done()
+        return {
+            "group": self.group,
+            "alive": alive or self._stopping,
+            "ticks": self.ticks,
+            "last_tick": self.last_tick,
+            "epoch_reconciled": self.epoch_reconciled,
+        }
+
+    async def drain(self) -> None:
+        """Stop after the current tick; applications keep running."""
+        self._stopping = True
+        self._wake.set()
+        if self._task is not None:
+            await asyncio.wait_for(asyncio.shield(self._task), timeout=30)
+
+
+@ray.remote(max_restarts=-1, max_task_retries=-1, num_cpus=0)
+class JobReconciler:
+    """Hosts the reconcile loop of every group this node manages (see the module docstring)."""
+
+    def __init__(self, settings: Settings) -> None:
+        configure_logging()
+        self._settings = settings
+        self._store = Store(settings.resolved_database_url)
+        self._backends = BackendRegistry(settings)
+        self._policy = RestartPolicy(
+            max_attempts=settings.restart_max_attempts,
+            validity_interval=settings.restart_validity_interval,
+            backoff_initial=settings.restart_backoff_initial,
+            backoff_max=settings.restart_backoff_max,
+        )
+        self._executor = ThreadPoolExecutor(TICK_THREADS, thread_name_prefix="tick")
+        self._loops: dict[str, GroupLoop] = {}
+        self._reconcilers: dict[str, Reconciler] = {}
+        self._stopping = False
+        configured = [u.strip() for u in settings.fence_urls.split(",") if u.strip()]
+        self._fence_urls = tuple(configured)
+
+    def _loop_of(self, group: str) -> GroupLoop:
+        loop = self._loops.get(group)
+        if loop is None:
+            reconciler = Reconciler(
+                self._store,
+                self._backends,
+                node_id=self._settings.node_id,
+                group=group,
+                claim=lambda: self._fetch_claim(group),
+                policy=self._policy,
+            )
+            reconciler.py_files = runtime_py_files()
+            self._reconcilers[group] = reconciler
+            loop = self._loops[group] = GroupLoop(
+                group,
+                reconciler,
+                interval=self._settings.reconcile_interval,
+                executor=self._executor,
+            )
+        return loop
+
+    def _fetch_claim(self, group: str) -> Claim | None:
+        """The current claim from Membership (runs in a tick's worker thread); None on error."""
+        try:
+            answer = cast(
+                tuple[Claim | None, tuple[str, ...]],
+                ray.get(ray.get_actor(MEMBERSHIP).claim.remote(group), timeout=CLAIM_TIMEOUT),
+            )
+        except Exception as exc:
+            log.warning("no claim for group %s: membership not answering (%s)", group, exc)
+            return None
+        claim, urls = answer
+        self._reconcilers[group].fence_urls = self._fence_urls or urls
+        return claim
+
+    async def ensure(self, groups: list[str]) -> dict[str, Any]:
+        """Run a loop for each of ``groups`` (new ones start now); returns every loop's health."""
+        if not self._stopping:
+            for group in groups:
+                self._loop_of(group).ensure_running()
+            for group in set(self._loops) - set(groups):
+                await self._retire(group)
+        return {g: loop.health() for g, loop in self._loops.items()}
+
+    async def _retire(self, group: str) -> None:
+        """A group deleted from the store: stop its loop (it owns no jobs any more)."""
+        loop = self._loops.pop(group)
+        self._reconcilers.pop(group, None)
+        log.info("group %s is gone; its reconcile loop stops", group)
+        await loop.drain()
+
+    async def ping(self) -> dict[str, Any]:
+        return {g: loop.health() for g, loop in self._loops.items()}
+
+    async def nudge(self, group: str) -> None:
+        """Wake ``group``'s loop now (a group this node does not run yet waits for ``ensure``)."""
+        loop = self._loops.get(group)
+        if loop is not None and not self._stopping:
+            loop.nudge()
+
+    async def drain(self) -> None:
+        """Every loop stops after its current tick; applications keep running."""
+        self._stopping = True
+        await asyncio.gather(
+            *(loop.drain() for loop in self._loops.values()), return_exceptions=True
+        )
+        self._executor.shutdown(wait=False)

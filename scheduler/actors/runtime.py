@@ -1,0 +1,131 @@
+"""NodeRuntime: the Ray side of one node process, as the API and the CLI see it."""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from ray.exceptions import RayTaskError
+
+from scheduler.actors.common import PING_TIMEOUT, SUPERVISOR, ray
+from scheduler.actors.supervisor import NodeSupervisor
+from scheduler.config import Settings
+from scheduler.errors import DroverError
+from scheduler.membership import MembershipSnapshot, Mode, NodeCard, unavailable
+
+log = logging.getLogger("drover.actors.runtime")
+
+
+class NodeRuntime:
+    """Starts Ray and the node's actors; what the API calls to nudge, read membership, drain."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._supervisor: Any = None
+        self._forwarder = ThreadPoolExecutor(max_workers=4, thread_name_prefix="nudge-forward")
+
+    def start(self) -> None:
+        """Start Ray and the actors; raises DroverError (e.g. DuplicateNode) with its own text."""
+        ray.init(
+            address="local",
+            include_dashboard=False,
+            namespace=f"drover-{self._settings.node_id}",
+            logging_level=logging.WARNING,
+            log_to_driver=True,
+        )
+        self._supervisor = NodeSupervisor.options(name=SUPERVISOR).remote(  # type: ignore[attr-defined]
+            self._settings
+        )
+        try:
+            ray.get(self._supervisor.start.remote(), timeout=self._settings.zk_session_timeout + 60)
+        except RayTaskError as exc:
+            cause = exc.cause if isinstance(exc.cause, DroverError) else None
+            if cause is not None:
+                raise cause from None
+            raise
+
+    def nudge_local(self, group: str) -> None:
+        """Fire and forget: this node's reconcile loop of ``group`` runs a tick now."""
+        if self._supervisor is not None:
+            self._supervisor.nudge.remote(group)
+
+    def nudge(self, group: str, job: str | None = None) -> None:
+        """Wake the owner of ``job`` at once: this node's reconcile loop, or the owner's over HTTP.
+
+        Never blocks the caller and never fails it: a nudge that cannot be delivered only
+        means the owner acts at its next periodic tick.
+        """
+        target = self._owner_url(group, job) if job is not None else None
+        if target is None or job is None:
+            self.nudge_local(group)
+            return
+        self._forwarder.submit(_forward_nudge, target, group, job)
+
+    def _owner_url(self, group: str, job: str) -> str | None:
+        """The API URL of ``job``'s owner when it is another node; None for this node/unknown."""
+        snapshot = self.views()
+        return snapshot.owner_url(group, job)
+
+    def _this_node(self) -> NodeCard:
+        s = self._settings
+        return NodeCard(s.node_id, s.resolved_api_url, s.az, s.cloud)
+
+    def views(self) -> MembershipSnapshot:
+        """Membership as this node sees it (see scheduler.membership.MembershipSnapshot)."""
+        if self._supervisor is None:
+            return unavailable(Mode.STARTING, self._this_node())
+        try:
+            return ray.get(self._supervisor.snapshot.remote(), timeout=PING_TIMEOUT)  # type: ignore[no-any-return]
+        except Exception as exc:
+            return unavailable(Mode.UNKNOWN, self._this_node(), repr(exc))
+
+    def status(self) -> dict[str, Any]:
+        """This node's actors: membership, and per group the reconcile loop's ticks."""
+        if self._supervisor is None:
+            return {"reconcilers": {}, "membership": {}}
+        try:
+            return ray.get(self._supervisor.status.remote(), timeout=PING_TIMEOUT)  # type: ignore[no-any-return]
+        except Exception as exc:
+            return {"reconcilers": {}, "membership": {}, "error": repr(exc)}
+
+    def readiness(self) -> tuple[bool, str]:
+        if self._supervisor is None:
+            return False, "actors not started"
+        try:
+            status = ray.get(self._supervisor.status.remote(), timeout=PING_TIMEOUT)
+        except Exception as exc:
+            return False, f"supervisor not answering: {type(exc).__name__}"
+        membership = status.get("membership", {})
+        if not membership.get("alive", True):
+            return False, "membership not answering"
+        reconcilers = status["reconcilers"]
+        down = sorted(g for g, h in reconcilers.items() if not h.get("alive"))
+        if down:
+            return False, f"reconcilers down: {', '.join(down)}"
+        connection = membership.get("connection", "NONE")
+        return True, f"{len(reconcilers)} reconciler(s) up; ZooKeeper {connection}"
+
+    def stop(self) -> None:
+        """Drain: loops stop acting, membership leaves ZooKeeper, Ray stops."""
+        if self._supervisor is not None:
+            try:
+                ray.get(self._supervisor.drain.remote(), timeout=40)
+            except Exception:
+                log.exception("drain failed")
+        self._forwarder.shutdown(wait=False, cancel_futures=True)
+        if ray.is_initialized():
+            ray.shutdown()
+
+
+def _forward_nudge(api_url: str, group: str, job: str) -> None:
+    import httpx
+
+    try:
+        httpx.post(
+            f"{api_url.rstrip('/')}/v1/internal/nudge",
+            json={"group": group, "job": job},
+            timeout=2.0,
+        ).raise_for_status()
+    except httpx.HTTPError as exc:
+        log.info("nudge of %s for job %s not delivered (%s); its next tick acts", api_url, job, exc)

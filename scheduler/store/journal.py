@@ -1,0 +1,123 @@
+"""The journal: job events (what happened to a job, and why) and the audit log (who changed
+what)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from scheduler.errors import NotFound
+from scheduler.records import (
+    AuditRecord,
+    EventRecord,
+    JobRecord,
+)
+from scheduler.states import JobState
+from scheduler.store.models import AuditEntry, Job, JobEvent
+
+
+def add_event(
+    session: Session,
+    job: Job,
+    run_id: int | None,
+    from_state: JobState | None,
+    to_state: JobState | None = None,
+    *,
+    cause: str,
+    message: str,
+    node_id: str,
+) -> None:
+    session.add(
+        JobEvent(
+            job_id=job.id,
+            run_id=run_id,
+            from_state=from_state.value if from_state else None,
+            to_state=to_state.value if to_state else None,
+            cause=cause,
+            message=message,
+            node_id=node_id,
+        )
+    )
+
+
+def add_job_event(
+    session: Session,
+    job: JobRecord,
+    *,
+    cause: str,
+    message: str,
+    node_id: str,
+    run_id: int | None = None,
+) -> None:
+    """An event that is not a state change (a warning, a retry, an adopted application)."""
+    session.add(
+        JobEvent(
+            job_id=job.id,
+            run_id=run_id if run_id is not None else job.current_run_id,
+            cause=cause,
+            message=message,
+            node_id=node_id,
+        )
+    )
+
+
+def list_events(
+    session: Session, name: str, *, limit: int = 100, offset: int = 0
+) -> tuple[list[EventRecord], int]:
+    job_id = session.scalar(select(Job.id).where(Job.name == name))
+    if job_id is None:
+        raise NotFound(f"no job named {name!r}")
+    total = (
+        session.scalar(select(func.count()).select_from(JobEvent).where(JobEvent.job_id == job_id))
+        or 0
+    )
+    rows = session.scalars(
+        select(JobEvent)
+        .where(JobEvent.job_id == job_id)
+        .order_by(JobEvent.id.desc())
+        .limit(limit)
+        .offset(offset)
+    )
+    return [
+        EventRecord(
+            e.id, name, e.run_id, e.at, e.from_state, e.to_state, e.cause, e.message, e.node_id
+        )
+        for e in rows
+    ], total
+
+
+def add_audit(
+    session: Session,
+    *,
+    actor: str,
+    action: str,
+    target_kind: str,
+    target_name: str,
+    detail: Mapping[str, Any] | None = None,
+    node_id: str = "",
+) -> None:
+    session.add(
+        AuditEntry(
+            actor=actor,
+            action=action,
+            target_kind=target_kind,
+            target_name=target_name,
+            detail=dict(detail or {}),
+            node_id=node_id,
+        )
+    )
+
+
+def list_audit(session: Session, *, limit: int = 100, offset: int = 0) -> list[AuditRecord]:
+    rows = session.scalars(
+        select(AuditEntry).order_by(AuditEntry.id.desc()).limit(limit).offset(offset)
+    )
+    return [
+        AuditRecord(
+            a.id, a.at, a.actor, a.action, a.target_kind, a.target_name, dict(a.detail), a.node_id
+        )
+        for a in rows
+    ]

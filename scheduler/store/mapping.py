@@ -1,0 +1,112 @@
+"""Rows to records: the store hands out frozen records (scheduler.records), never ORM rows."""
+
+from __future__ import annotations
+
+from scheduler import catalog
+from scheduler.records import (
+    ClusterRecord,
+    GroupRecord,
+    JobRecord,
+    RunRecord,
+)
+from scheduler.states import DesiredState, JobState, Priority, RunState
+from scheduler.store.models import Cluster, Group, Job, Run
+
+
+def run_record(run: Run, job_name: str) -> RunRecord:
+    return RunRecord(
+        id=run.id,
+        job_name=job_name,
+        attempt=run.attempt,
+        generation=run.generation,
+        cluster=run.cluster_name,
+        node_id=run.node_id,
+        owner_epoch=run.owner_epoch,
+        fencing_token=run.fencing_token,
+        app_name=run.app_name,
+        checkpoint_location=run.checkpoint_location,
+        submission_id=run.submission_id,
+        app_id=run.app_id,
+        state=RunState(run.state),
+        reason=run.reason,
+        exit_code=run.exit_code,
+        created_at=run.created_at,
+        submitted_at=run.submitted_at,
+        started_at=run.started_at,
+        ended_at=run.ended_at,
+    )
+
+
+def job_record(job: Job, current_run: Run | None = None) -> JobRecord:
+    return JobRecord(
+        id=job.id,
+        name=job.name,
+        group=job.group_name,
+        team=job.team,
+        business=job.business,
+        priority=Priority(job.priority),
+        entrypoint=job.entrypoint,
+        args=tuple(job.args or ()),
+        conf=dict(job.conf or {}),
+        checkpoint_location=job.checkpoint_location,
+        desired_state=DesiredState(job.desired_state),
+        state=JobState(job.state),
+        state_reason=job.state_reason,
+        cluster=job.cluster_name,
+        current_run_id=job.current_run_id,
+        generation=job.generation,
+        attempts_reset_at=job.attempts_reset_at,
+        not_before=job.not_before,
+        owner=job.owner,
+        owner_epoch=job.owner_epoch,
+        version=job.version,
+        created_at=job.created_at,
+        updated_at=job.updated_at,
+        current_run=run_record(current_run, job.name) if current_run is not None else None,
+    )
+
+
+def cluster_record(c: Cluster) -> ClusterRecord:
+    return ClusterRecord(
+        name=c.name,
+        kind=c.kind,
+        master_url=c.master_url,
+        rest_url=c.rest_url,
+        ui_url=c.ui_url,
+        az=c.az,
+        cloud=c.cloud,
+        storage_root=c.storage_root,
+        health=c.health,
+        max_concurrent_submissions=c.max_concurrent_submissions,
+        max_running_apps=c.max_running_apps,
+        max_cores=c.max_cores,
+        version=c.version,
+        created_at=c.created_at,
+        updated_at=c.updated_at,
+    )
+
+
+def group_record(g: Group) -> GroupRecord:
+    return GroupRecord(
+        name=g.name,
+        primary_cluster=g.primary_cluster,
+        failover_cluster=g.failover_cluster,
+        version=g.version,
+        created_at=g.created_at,
+        updated_at=g.updated_at,
+    )
+
+
+def cluster_spec(c: Cluster) -> catalog.ClusterSpec:
+    return catalog.ClusterSpec(
+        kind=c.kind,
+        storage_root=c.storage_root,
+        master_url=c.master_url,
+        rest_url=c.rest_url,
+        ui_url=c.ui_url,
+        az=c.az,
+        cloud=c.cloud,
+        max_concurrent_submissions=c.max_concurrent_submissions,
+        max_running_apps=c.max_running_apps,
+        max_cores=c.max_cores,
+    )

@@ -1,0 +1,1 @@
+"""The tests' own support package: private ZooKeeper servers and node-process conveniences."""
