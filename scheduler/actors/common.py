@@ -8,6 +8,9 @@ from scheduler.config import Role, Settings
 
 # Ray must bind to loopback only; it reads this before it starts (see RUNTIME-NOTES).
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+# No usage statistics: Ray would otherwise collect them in the driver and the dashboard process
+# and try to report them over the network (a loopback-only node has nothing to send them to).
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 import ray  # noqa: E402  (after the environment is set)
 

@@ -161,11 +161,17 @@ class JobReconciler:
         return loop
 
     def _fetch_claim(self, group: str) -> Claim | None:
-        """The current claim from Membership (runs in a tick's worker thread); None on error."""
+        """The current claim from Membership (runs in a tick's worker thread); None on error.
+
+        Waits on the reply's future, not ``ray.get``: this is an async actor, where Ray takes any
+        ``ray.get`` for one that blocks the event loop (and warns) even from another thread. The
+        tick thread blocks; the event loop and the other groups' loops do not.
+        """
         try:
+            reply: Any = ray.get_actor(MEMBERSHIP).claim.remote(group)
             answer = cast(
                 tuple[Claim | None, tuple[str, ...]],
-                ray.get(ray.get_actor(MEMBERSHIP).claim.remote(group), timeout=CLAIM_TIMEOUT),
+                reply.future().result(timeout=CLAIM_TIMEOUT),
             )
         except Exception as exc:
             log.warning("no claim for group %s: membership not answering (%s)", group, exc)

@@ -16,6 +16,57 @@ from scheduler.membership import MembershipSnapshot, Mode, NodeCard, unavailable
 
 log = logging.getLogger("drover.actors.runtime")
 
+# -- Ray, trimmed to what Drover uses -------------------------------------------------------------
+#
+# Drover uses named, restartable async actors (``max_restarts``, ``ray.get_actor`` by name in the
+# node's namespace), calls on them with timeouts, and the workers' log lines and actor errors
+# delivered to the node's log (``log_to_driver``: the log monitor process publishes them through
+# the GCS; it stays). It does not use the dashboard, the state/observability API (``ray list``,
+# timeline), metrics, runtime environments, the autoscaler, job submission or usage statistics.
+# What is switched off below costs none of the former (bench/node_rss.py measures the result).
+# The dashboard agent and the runtime-env agent stay: the raylet starts them itself and refuses
+# an empty command for either (no supported switch), and it exits if the dashboard agent dies.
+
+#: The object store (shared memory, /dev/shm) holds only objects above Ray's inline limit
+#: (100 KiB); Drover's calls pass settings, claims and snapshots of a few KiB, returned inline.
+#: Ray's floor is 75 MiB; its default is 30 % of RAM, reserved per node.
+OBJECT_STORE_BYTES = 80 * 1024 * 1024
+
+#: Ray system settings (every Ray process of the node reads them from the GCS):
+#: - task events off: every actor call (ticks' claims, supervision pings, nudges) would otherwise
+#:   be reported to the GCS each second and kept there (up to 100,000 tasks) for the state API;
+#: - metrics off: workers, raylet and GCS would record and export metrics to the dashboard agent
+#:   every few seconds for the Prometheus endpoint nothing scrapes.
+RAY_SYSTEM_CONFIG: tuple[tuple[str, object], ...] = (
+    ("task_events_report_interval_ms", 0),
+    ("enable_metrics_collection", False),
+)
+
+
+def switch_off_unused_helpers() -> None:
+    """Stop the helper processes ``ray.init`` starts for features Drover does not use.
+
+    ``ray.init`` has no switch for these two (``ray start`` has a hidden ``--no-monitor`` and
+    no switch for the dashboard process either); stopping them through the node object, as
+    Ray's own tests do, is the only way:
+
+    - the dashboard process: with ``include_dashboard=False`` it still runs, serving only the
+      usage-statistics module (and usage statistics are off, see ``common.py``); nothing in
+      Ray's runtime (GCS, raylet, workers, log monitor) talks to it;
+    - the autoscaler monitor: it autoscales clusters launched by the cluster launcher; a
+      Drover node is one fixed-size local Ray instance.
+
+    Either may already be gone (a failed start); that is not an error.
+    """
+    node = getattr(ray._private.worker, "_global_node", None)  # type: ignore[attr-defined]
+    if node is None:
+        return
+    for kill in (node.kill_dashboard, node.kill_monitor):
+        try:
+            kill(check_alive=False)
+        except Exception as exc:  # noqa: BLE001 - a helper left running costs memory only
+            log.warning("could not stop a Ray helper process (%s): %s", kill.__name__, exc)
+
 
 class NodeRuntime:
     """Starts Ray and the node's actors; what the API calls to nudge, read membership, drain."""
@@ -33,7 +84,10 @@ class NodeRuntime:
             namespace=f"drover-{self._settings.node_id}",
             logging_level=logging.WARNING,
             log_to_driver=True,
+            object_store_memory=OBJECT_STORE_BYTES,
+            _system_config=dict(RAY_SYSTEM_CONFIG),
         )
+        switch_off_unused_helpers()
         self._supervisor = NodeSupervisor.options(name=SUPERVISOR).remote(  # type: ignore[attr-defined]
             self._settings
         )
