@@ -22,6 +22,7 @@ from sqlalchemy import (
     String,
     Text,
     TypeDecorator,
+    UniqueConstraint,
 )
 from sqlalchemy import false as sa_false
 from sqlalchemy.dialects import mysql
@@ -112,6 +113,28 @@ class Group(Base):
     version: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow, onupdate=utcnow)
+
+
+class MembershipGeneration(Base):
+    """One incarnation of a group's ZooKeeper members znode and the generation it was given.
+
+    Written once, never changed (``scheduler.store.generations``; the rule is in
+    ``scheduler.epochs``). Not tied to the group catalog: a node's groups come from its
+    configuration and may precede their catalog record, and a recreated group keeps growing
+    epochs.
+    """
+
+    __tablename__ = "membership_generations"
+    __table_args__ = (UniqueConstraint("group_name", "czxid", "ctime"),)
+
+    group_name: Mapped[str] = mapped_column(Name(), primary_key=True)
+    generation: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    #: the members znode's creating transaction and creation time (epoch ms): its incarnation
+    czxid: Mapped[int] = mapped_column(BigInteger)
+    ctime: Mapped[int] = mapped_column(BigInteger)
+    #: the node that recorded it first, and when
+    recorded_by: Mapped[str] = mapped_column(String(128))
+    recorded_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class Job(Base):

@@ -22,7 +22,15 @@ from scheduler.store.models import Base
 
 pytestmark = pytest.mark.integration
 
-TABLES = {"clusters", "scheduling_groups", "jobs", "runs", "job_events", "audit_log"}
+TABLES = {
+    "clusters",
+    "scheduling_groups",
+    "jobs",
+    "runs",
+    "job_events",
+    "audit_log",
+    "membership_generations",
+}
 
 
 def _tables(store: Store) -> set[str]:
