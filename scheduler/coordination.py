@@ -4,8 +4,12 @@ Layout under the deployment's namespace (``DROVER_ZK_NAMESPACE``, default ``/dro
 
     /<namespace>/groups/<group>/members/<node_id>   EPHEMERAL, data = MemberInfo as JSON
 
-A group's *epoch* is the child version (``cversion``) of its ``members`` znode, read in the same
-call as the children: it grows with every join and every leave (DESIGN §1).
+A group's *epoch* is ``(generation << 32) | cversion`` (:mod:`scheduler.epochs`): ``cversion`` is
+the child version of its ``members`` znode, read in the same call as the children, so it grows
+with every join and every leave (DESIGN §1); ``generation`` comes from the metadata store for the
+znode's *incarnation* (its czxid and ctime, read in that same call), through the resolver the
+coordinator is given. A new incarnation (ZooKeeper wiped, or the znode deleted) is resolved, then
+the view is read again and published only if the incarnation is still the current one.
 
 Connection states are our own (``Connection``), and each says what is safe:
 
@@ -32,11 +36,16 @@ thread does all ZooKeeper I/O that follows (re-registration, re-reads, recreatin
 One dispatcher thread hands events to ``on_event`` in the order they were produced, so a consumer
 always sees ``ConnectionChanged(LOST)`` before any view of a later session.
 
-A server restarted with a wiped data directory refuses the old session for ever ("has seen zxid"),
-leaving kazoo SUSPENDED. When the client has been disconnected longer than ``stuck_after`` (default
-3 × session timeout), the worker opens a second client; if that one connects while the old one still
-cannot reconnect within a short grace, it replaces the old one (LOST, then a new registration). An
-ordinary outage, however long, keeps the session: the server reloads sessions when it restarts.
+A server restarted with a wiped data directory refuses the old session for ever: the client has
+seen a higher zxid than the server's last one ("has seen zxid ..." in the server log), and kazoo
+stays SUSPENDED. When the client has been disconnected longer than ``stuck_after`` (default 1 s),
+the worker opens a *probe* client beside it (connecting in the background, retrying like the
+old one). Once the probe is connected it reads the server's last zxid (after a ``sync``), and
+:func:`stuck_verdict` decides: the old client is back → close the probe; the server's zxid is
+below what the old client has seen → the server forgot our session: replace the old client at
+once (LOST, then a new registration); otherwise give the old client ``RECONNECT_GRACE`` to get
+back in before replacing it. An ordinary outage, however long, keeps the session: the server
+reloads sessions when it restarts and the old client reconnects within about a second.
 """
 
 from __future__ import annotations
@@ -63,8 +72,10 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 from kazoo.retry import KazooRetry
 
+from scheduler.epochs import Incarnation, compose_epoch, split_epoch
 from scheduler.errors import (
     CoordinationUnavailable,
+    DroverError,
     DuplicateNode,
     IllegalTransition,
     InvalidInput,
@@ -163,8 +174,22 @@ class GroupView:
 
     group: str
     members: tuple[MemberInfo, ...]  # sorted by node_id
-    epoch: int  # cversion of the group's members znode
+    #: ``(generation << 32) | cversion`` of the group's members znode (scheduler.epochs)
+    epoch: int
     session_id: int  # the session that read it
+    #: the members znode's membership generation (the epoch's high bits)
+    generation: int = 0
+    #: which creation of the members znode the view was read from (None: it did not exist)
+    incarnation: Incarnation | None = None
+
+    def __post_init__(self) -> None:
+        if split_epoch(self.epoch)[0] != self.generation:
+            raise InvalidInput(f"epoch {self.epoch} is not of generation {self.generation}")
+
+    @property
+    def cversion(self) -> int:
+        """The members znode's child version (the epoch's low 32 bits)."""
+        return split_epoch(self.epoch)[1]
 
     @property
     def ownership_members(self) -> tuple[Member, ...]:
@@ -185,7 +210,15 @@ class GroupView:
         return next((m for m in self.members if m.node_id == node_id), None)
 
 
-def build_view(group: str, data: Mapping[str, bytes], epoch: int, session_id: int) -> GroupView:
+def build_view(
+    group: str,
+    data: Mapping[str, bytes],
+    cversion: int,
+    session_id: int,
+    *,
+    generation: int = 0,
+    incarnation: Incarnation | None = None,
+) -> GroupView:
     """A GroupView from the member znodes' names and data; undecodable members are left out.
 
     The znode name is the member's identity: data naming another node is ignored."""
@@ -200,7 +233,8 @@ def build_view(group: str, data: Mapping[str, bytes], epoch: int, session_id: in
             log.warning("group %s: member znode %r carries data of %r", group, name, info.node_id)
             continue
         members.append(info)
-    return GroupView(group, tuple(members), epoch, session_id)
+    epoch = compose_epoch(generation, cversion)
+    return GroupView(group, tuple(members), epoch, session_id, generation, incarnation)
 
 
 class ExistingMember(enum.StrEnum):
@@ -219,6 +253,43 @@ def classify_existing(
     if ephemeral_owner != 0 and ephemeral_owner in set(own_sessions):
         return ExistingMember.STALE_OURS
     return ExistingMember.FOREIGN
+
+
+class StuckVerdict(enum.StrEnum):
+    """What to do about a client that cannot reconnect, with a probe client opened beside it."""
+
+    #: nothing known yet (the server is unreachable, or the old client may still get back in)
+    WAIT = "wait"
+    #: the old client is connected again (same session, or kazoo's own new one): drop the probe
+    KEEP = "keep"
+    #: the server will never take the old session back: the probe becomes the client
+    REPLACE = "replace"
+
+
+def stuck_verdict(
+    *,
+    old_connected: bool,
+    old_last_zxid: int,
+    probe_connected_for: float | None,
+    server_zxid: int | None,
+    grace: float,
+) -> StuckVerdict:
+    """Decide about a disconnected client from what its probe found.
+
+    ``probe_connected_for``: seconds the probe has been connected (None: not connected);
+    ``server_zxid``: the last zxid of the server the probe reached, after a sync (None: not read
+    yet). A server refuses a session whose client has seen a zxid above its own last one ("has
+    seen zxid ... client must try another server"): after a wipe that is for ever.
+    """
+    if old_connected:
+        return StuckVerdict.KEEP
+    if probe_connected_for is None:
+        return StuckVerdict.WAIT
+    if server_zxid is not None and server_zxid < old_last_zxid:
+        return StuckVerdict.REPLACE
+    if probe_connected_for >= grace:
+        return StuckVerdict.REPLACE
+    return StuckVerdict.WAIT
 
 
 def znode_name_problem(name: str) -> str | None:
@@ -274,18 +345,34 @@ CoordinatorEvent = ConnectionChanged | ViewChanged | Registered
 
 @dataclass(frozen=True)
 class _StateItem:
-    generation: int
+    serial: int
     state: KazooState
 
 
 @dataclass(frozen=True)
 class _ChildrenItem:
-    generation: int
+    serial: int
     group: str
 
 
 _InboxItem = _StateItem | _ChildrenItem | None  # None: a wake-up
 _STOP = object()
+
+#: ``resolve(group, incarnation, cversion) -> generation``: the membership generation of one
+#: incarnation of a group's members znode (``scheduler.store.generations.GenerationResolver``)
+GenerationResolver = Callable[[str, Incarnation, int], int]
+
+
+@dataclass
+class _Probe:
+    """A second client opened while the current one cannot reconnect (worker thread only)."""
+
+    serial: int
+    client: KazooClient
+    #: ``time.monotonic()`` when it was first seen connected (None: not connected)
+    connected_at: float | None = None
+    #: the server's last zxid as the probe read it after a sync (None: not read yet)
+    server_zxid: int | None = None
 
 
 class Coordinator:
@@ -297,8 +384,13 @@ class Coordinator:
 
     #: worker tick: how often the worker checks for a stuck client or a registration to retry
     TICK = 0.25
+    #: seconds disconnected before a probe client is opened beside the current one
+    STUCK_AFTER = 1.0
     #: how long a reachable server gets for the old client to reconnect before it is replaced
+    #: (when the server's zxid does not already show that it forgot the old session)
     RECONNECT_GRACE = 3.0
+    #: seconds between retries of a failed registration or view read
+    RETRY_INTERVAL = 1.0
 
     def __init__(
         self,
@@ -311,7 +403,11 @@ class Coordinator:
         *,
         stuck_after: float | None = None,
         op_timeout: float | None = None,
+        resolve_generation: GenerationResolver | None = None,
     ) -> None:
+        """``resolve_generation`` gives each members znode incarnation its membership generation
+        (the metadata store, in a node); None gives generation 0 to every incarnation, so epochs
+        are bare child versions (tools and tests without a store)."""
         if not hosts.strip():
             raise InvalidInput("no ZooKeeper hosts given")
         if session_timeout <= 0:
@@ -331,22 +427,27 @@ class Coordinator:
         self._groups: dict[str, Role] = dict(groups)
         self._session_timeout = float(session_timeout)
         self._on_event = on_event
-        self._stuck_after = stuck_after if stuck_after is not None else 3 * self._session_timeout
+        self._stuck_after = stuck_after if stuck_after is not None else self.STUCK_AFTER
+        self._resolve_generation = resolve_generation
         self._op_timeout = op_timeout if op_timeout is not None else max(self._session_timeout, 2.0)
 
         self._lock = threading.RLock()
         self._state = Connection.LOST
         self._client: KazooClient | None = None
-        self._generation = 0
-        self._generations = itertools.count(1)
+        self._serial = 0
+        self._serials = itertools.count(1)
         self._watchers: dict[tuple[int, str], Callable[[WatchedEvent], None]] = {}
         self._session_id: int | None = None  # the session our member znodes belong to
         self._own_sessions: set[int] = set()
         self._views: dict[str, GroupView] = {}
+        #: membership generation of every members znode incarnation seen (resolved once each)
+        self._known_generations: dict[tuple[str, Incarnation], int] = {}
+        #: groups whose last re-read failed (retried by the worker)
+        self._unread: set[str] = set()
         self._suspended_since: float | None = None  # monotonic, while SUSPENDED
         self._disconnected_since: float | None = None  # monotonic, kazoo client not connected
-        self._retry_at = 0.0  # monotonic: next re-registration attempt while LOST
-        self._probe_at = 0.0  # monotonic: next attempt to replace a stuck client
+        self._retry_at = 0.0  # monotonic: next retry of a registration or re-read
+        self._probe: _Probe | None = None  # worker thread only
         self._inbox: queue.Queue[_InboxItem] = queue.Queue()
         self._outbox: queue.Queue[object] = queue.Queue()
         self._stopping = threading.Event()
@@ -360,6 +461,8 @@ class Coordinator:
         settings: Settings,
         on_event: Callable[[CoordinatorEvent], None],
         groups: Mapping[str, Role] | None = None,
+        *,
+        resolve_generation: GenerationResolver | None = None,
     ) -> Coordinator:
         """A coordinator for a node's settings (``groups`` overrides ``settings.group_roles``)."""
         node = NodeInfo(settings.node_id, settings.az, settings.cloud, settings.resolved_api_url)
@@ -370,6 +473,7 @@ class Coordinator:
             settings.group_roles if groups is None else groups,
             settings.zk_session_timeout,
             on_event,
+            resolve_generation=resolve_generation,
         )
 
     # --- public surface ----------------------------------------------------------------------
@@ -414,7 +518,7 @@ class Coordinator:
             if self._started:
                 raise IllegalTransition("a coordinator starts only once")
             self._started = True
-        generation, client = self._new_client()
+        serial, client = self._new_client()
         try:
             client.start(timeout=timeout)
         except KazooTimeoutError as exc:
@@ -424,7 +528,7 @@ class Coordinator:
         try:
             session_id = self._connected_session(client)
             with self._lock:
-                self._client, self._generation = client, generation
+                self._client, self._serial = client, serial
                 self._own_sessions.add(session_id)
             deadline = time.monotonic() + wait_for_duplicate
             while True:
@@ -435,7 +539,7 @@ class Coordinator:
                     if time.monotonic() >= deadline:
                         raise
                     time.sleep(0.2)
-            views = [self._read_view(client, generation, g) for g in self._groups]
+            views = [self._read_view(client, serial, g) for g in self._groups]
             self._ensure_session(client, session_id)
         except BaseException:
             self._close_client(client)
@@ -485,6 +589,9 @@ class Coordinator:
         self._inbox.put(None)
         if self._worker is not None and self._worker is not threading.current_thread():
             self._worker.join(timeout)
+        probe, self._probe = self._probe, None
+        if probe is not None:
+            self._close_client(probe.client)
         self._outbox.put(_STOP)
         if self._dispatcher is not None and self._dispatcher is not threading.current_thread():
             self._dispatcher.join(timeout)
@@ -500,14 +607,14 @@ class Coordinator:
         if group not in self._groups:
             raise NotFound(f"node {self._node.node_id} is not a member of group {group!r}")
         with self._lock:
-            client, generation, session_id = self._client, self._generation, self._session_id
+            client, serial, session_id = self._client, self._serial, self._session_id
         if client is None or session_id is None or self._state is Connection.LOST:
             raise CoordinationUnavailable("no registered ZooKeeper session")
         self._ensure_session(client, session_id)
-        view = self._read_view(client, generation, group)
+        view = self._read_view(client, serial, group)
         self._ensure_session(client, session_id)
         with self._lock:
-            if self._session_id == session_id and self._generation == generation:
+            if self._session_id == session_id and self._serial == serial:
                 self._publish(view)
         return view
 
@@ -523,7 +630,7 @@ class Coordinator:
     # --- kazoo callbacks: record and enqueue, never block --------------------------------------
 
     def _new_client(self) -> tuple[int, KazooClient]:
-        generation = next(self._generations)
+        serial = next(self._serials)
         client = KazooClient(
             hosts=self._hosts,
             timeout=self._session_timeout,
@@ -533,22 +640,22 @@ class Coordinator:
         )
 
         def on_state(state: KazooState) -> None:
-            self._inbox.put(_StateItem(generation, state))
+            self._inbox.put(_StateItem(serial, state))
 
         client.add_listener(on_state)
-        return generation, client
+        return serial, client
 
-    def _watcher(self, generation: int, group: str) -> Callable[[WatchedEvent], None]:
+    def _watcher(self, serial: int, group: str) -> Callable[[WatchedEvent], None]:
         """One watch function per group and client (kazoo keeps watchers in a set)."""
         with self._lock:
-            watcher = self._watchers.get((generation, group))
+            watcher = self._watchers.get((serial, group))
             if watcher is None:
 
                 def watcher(event: WatchedEvent) -> None:
                     if event.type != EventType.NONE:  # NONE: connection change, handled by state
-                        self._inbox.put(_ChildrenItem(generation, group))
+                        self._inbox.put(_ChildrenItem(serial, group))
 
-                self._watchers[(generation, group)] = watcher
+                self._watchers[(serial, group)] = watcher
         return watcher
 
     # --- worker --------------------------------------------------------------------------------
@@ -579,7 +686,7 @@ class Coordinator:
 
     def _handle(self, item: _StateItem | _ChildrenItem) -> None:
         if isinstance(item, _StateItem):
-            if item.generation != self._generation:
+            if item.serial != self._serial:
                 return
             if item.state == KazooState.CONNECTED:
                 self._disconnected_since = None
@@ -594,26 +701,103 @@ class Coordinator:
                         self._transition(Connection.LOST)
                 elif self._state is Connection.CONNECTED:
                     self._transition(Connection.SUSPENDED)
-        elif item.generation == self._generation and self._state is Connection.CONNECTED:
+        elif item.serial == self._serial and self._state is Connection.CONNECTED:
             self._reread(item.group)
 
     def _periodic(self) -> None:
-        """Retry a failed re-registration (each second); replace a client stuck disconnected."""
+        """Retry a failed registration or view read (each second); watch a disconnected client."""
         client, now = self._client, time.monotonic()
         if client is None:
             return
-        if self._state is Connection.LOST and client.connected and now >= self._retry_at:
-            self._retry_at = now + 1.0
-            self._sync()
-        since = self._disconnected_since
-        if since is not None and now - since > self._stuck_after and now >= self._probe_at:
-            self._probe_at = now + self._session_timeout
-            self._replace_stuck_client()
+        if now >= self._retry_at:
+            if self._state is not Connection.CONNECTED and client.connected:
+                # registered on a new session, or re-read after a reconnect: it failed, again
+                self._retry_at = now + self.RETRY_INTERVAL
+                self._guarded(self._sync)
+            elif self._state is Connection.CONNECTED and self._unread:
+                self._retry_at = now + self.RETRY_INTERVAL
+                for group in sorted(self._unread):
+                    self._guarded(self._reread, group)
+        self._guarded(self._watch_stuck, client, now)
+
+    def _watch_stuck(self, client: KazooClient, now: float) -> None:
+        """Open a probe beside a client disconnected for ``stuck_after``; act on its verdict."""
+        probe = self._probe
+        if probe is None:
+            since = self._disconnected_since
+            if since is not None and now - since >= self._stuck_after and not client.connected:
+                self._probe = self._open_probe(now - since)
+            return
+        if probe.client.connected:
+            if probe.connected_at is None:
+                probe.connected_at = now
+            if probe.server_zxid is None and not client.connected:
+                probe.server_zxid = self._server_zxid(probe.client)
+        else:
+            probe.connected_at = probe.server_zxid = None
+        verdict = stuck_verdict(
+            old_connected=client.connected,
+            old_last_zxid=int(client.last_zxid or 0),
+            probe_connected_for=None if probe.connected_at is None else now - probe.connected_at,
+            server_zxid=probe.server_zxid,
+            grace=self.RECONNECT_GRACE,
+        )
+        if verdict is StuckVerdict.KEEP:
+            self._probe = None
+            self._close_client(probe.client)
+        elif verdict is StuckVerdict.REPLACE:
+            self._probe = None
+            self._swap_in(probe, client, int(client.last_zxid or 0))
+
+    def _open_probe(self, disconnected_for: float) -> _Probe:
+        serial, client = self._new_client()
+        client.start_async()  # connects in kazoo's thread, retrying like the current client
+        log.info(
+            "node %s: disconnected for %.1fs; a probe session will tell a down server from one "
+            "that refuses our session",
+            self._node.node_id,
+            disconnected_for,
+        )
+        return _Probe(serial, client)
+
+    def _server_zxid(self, client: KazooClient) -> int:
+        """The last zxid of the server ``client`` is connected to, after catching up (sync)."""
+        root = self._root or "/"
+        self._wait(client.sync_async(root))
+        self._wait(client.exists_async(root))
+        return int(client.last_zxid or 0)
+
+    def _swap_in(self, probe: _Probe, old: KazooClient, old_zxid: int) -> None:
+        """Make ``probe`` the client: LOST (our member znodes are gone), then register anew."""
+        log.warning(
+            "node %s: disconnected for %.1fs while the server accepts new sessions (its last "
+            "zxid %s, ours %#x): it will not take our session back (a wiped server refuses it); "
+            "replacing the ZooKeeper client",
+            self._node.node_id,
+            time.monotonic() - (self._disconnected_since or time.monotonic()),
+            "unknown" if probe.server_zxid is None else f"{probe.server_zxid:#x}",
+            old_zxid,
+        )
+        with self._lock:
+            if self._stopping.is_set():
+                replaced = False
+            else:
+                replaced = True
+                self._client, self._serial = probe.client, probe.serial
+                self._disconnected_since = None
+                self._session_id = None
+                if self._state is not Connection.LOST:
+                    self._transition(Connection.LOST)
+        if not replaced:
+            self._close_client(probe.client)
+            return
+        self._close_client(old)
+        self._sync()
 
     def _sync(self) -> None:
         """After kazoo reports CONNECTED: register anew (new session) or re-read (same session)."""
         with self._lock:
-            client, generation = self._client, self._generation
+            client, serial = self._client, self._serial
             registered = self._session_id
         if client is None or not client.connected:
             return
@@ -625,37 +809,41 @@ class Coordinator:
                 self._session_id = None
                 self._own_sessions.add(session_id)
             self._register(client, session_id)
-            views = [self._read_view(client, generation, g) for g in self._groups]
+            views = [self._read_view(client, serial, g) for g in self._groups]
             self._ensure_session(client, session_id)
             with self._lock:
-                if self._generation != generation or self._stopping.is_set():
+                if self._serial != serial or self._stopping.is_set():
                     return
                 self._session_id = session_id
                 self._emit(Registered(session_id))
                 for view in views:
                     self._publish(view)
+                self._unread.clear()
                 self._transition(Connection.CONNECTED)
             log.info("node %s re-registered (session %#x)", self._node.node_id, session_id)
             return
-        views = [self._read_view(client, generation, g) for g in self._groups]
+        views = [self._read_view(client, serial, g) for g in self._groups]
         if any(self._node.node_id not in v.node_ids for v in views):
             self._register(client, session_id)
-            views = [self._read_view(client, generation, g) for g in self._groups]
+            views = [self._read_view(client, serial, g) for g in self._groups]
         self._ensure_session(client, session_id)
         with self._lock:
-            if self._generation != generation or self._session_id != session_id:
+            if self._serial != serial or self._session_id != session_id:
                 return
             for view in views:
                 self._publish(view)
+            self._unread.clear()
             if self._state is Connection.SUSPENDED:
                 self._transition(Connection.CONNECTED)
 
     def _reread(self, group: str) -> None:
+        """Read ``group`` again (its watch fired) and publish it; the worker retries a failure."""
         with self._lock:
-            client, generation, session_id = self._client, self._generation, self._session_id
+            client, serial, session_id = self._client, self._serial, self._session_id
         if client is None or session_id is None or not client.connected:
             return
-        view = self._read_view(client, generation, group)
+        self._unread.add(group)
+        view = self._read_view(client, serial, group)
         if self._node.node_id not in view.node_ids and not self._stopping.is_set():
             log.warning(
                 "node %s: our member znode in %s vanished; re-creating it",
@@ -663,42 +851,12 @@ class Coordinator:
                 group,
             )
             self._register(client, session_id)
-            view = self._read_view(client, generation, group)
+            view = self._read_view(client, serial, group)
         self._ensure_session(client, session_id)
         with self._lock:
-            if self._generation == generation and self._session_id == session_id:
+            if self._serial == serial and self._session_id == session_id:
                 self._publish(view)
-
-    def _replace_stuck_client(self) -> None:
-        """Open a second session; swap it in if the old client still cannot reconnect."""
-        old = self._client
-        generation, probe = self._new_client()
-        try:
-            probe.start(timeout=min(self._session_timeout, self._op_timeout))
-        except KazooTimeoutError:
-            return  # the server is still unreachable: keep waiting for the old session
-        deadline = time.monotonic() + self.RECONNECT_GRACE
-        while old is not None and not old.connected and time.monotonic() < deadline:
-            if self._stopping.wait(0.1):
-                break
-        if self._stopping.is_set() or (old is not None and old.connected):
-            self._close_client(probe)
-            return
-        log.warning(
-            "node %s: disconnected for %.1fs while the server accepts new sessions; "
-            "replacing the ZooKeeper client (a wiped server refuses the old session)",
-            self._node.node_id,
-            time.monotonic() - (self._disconnected_since or time.monotonic()),
-        )
-        with self._lock:
-            self._client, self._generation = probe, generation
-            self._disconnected_since = None
-            self._session_id = None
-            if self._state is not Connection.LOST:
-                self._transition(Connection.LOST)
-        if old is not None:
-            self._close_client(old)
-        self._sync()
+                self._unread.discard(group)
 
     # --- ZooKeeper operations --------------------------------------------------------------------
 
@@ -772,10 +930,16 @@ class Coordinator:
                 raise CoordinationUnavailable(f"could not create {path}: it keeps changing")
             self._ensure_session(client, session_id)
 
-    def _read_view(self, client: KazooClient, generation: int, group: str) -> GroupView:
-        """Children + cversion (one call, re-arming the watch), then every member's data."""
+    def _read_view(self, client: KazooClient, serial: int, group: str) -> GroupView:
+        """Children, cversion and incarnation (one call, re-arming the watch), then every
+        member's data.
+
+        An incarnation of the members znode not seen before gets its membership generation
+        first (the resolver: the metadata store), then the znode is read again: a view is only
+        built from a read that followed the resolution, so its incarnation was still current
+        after its generation was recorded (the argument is in scheduler.epochs)."""
         path = self.members_path(group)
-        watcher = self._watcher(generation, group)
+        watcher = self._watcher(serial, group)
         session_id = self._connected_session(client)
         for _ in range(5):
             try:
@@ -784,6 +948,12 @@ class Coordinator:
                 )
             except NoNodeError:
                 return GroupView(group, (), 0, session_id)
+            incarnation = Incarnation(int(stat.czxid), int(stat.ctime))
+            with self._lock:
+                generation = self._known_generations.get((group, incarnation))
+            if generation is None:
+                self._resolve(group, incarnation, int(stat.cversion))
+                continue  # read again: the view must follow the resolution
             pending = {name: client.get_async(f"{path}/{name}") for name in children}
             data: dict[str, bytes] = {}
             try:
@@ -791,8 +961,37 @@ class Coordinator:
                     data[name] = self._wait(result)[0]
             except NoNodeError:
                 continue  # a member left between the two reads; its watch fired: read again
-            return build_view(group, data, int(stat.cversion), session_id)
+            return build_view(
+                group,
+                data,
+                int(stat.cversion),
+                session_id,
+                generation=generation,
+                incarnation=incarnation,
+            )
         raise CoordinationUnavailable(f"membership of group {group!r} kept changing while read")
+
+    def _resolve(self, group: str, incarnation: Incarnation, cversion: int) -> None:
+        """Learn the membership generation of one members znode incarnation (once per znode)."""
+        if self._resolve_generation is None:
+            generation = 0
+        else:
+            try:
+                generation = self._resolve_generation(group, incarnation, cversion)
+            except DroverError as exc:
+                raise CoordinationUnavailable(
+                    f"group {group!r}: no membership generation for its members znode "
+                    f"({incarnation}): {exc.message}"
+                ) from exc
+        log.info(
+            "node %s: group %s members znode %s has membership generation %d",
+            self._node.node_id,
+            group,
+            incarnation,
+            generation,
+        )
+        with self._lock:
+            self._known_generations[(group, incarnation)] = generation
 
     def _delete_own(self, client: KazooClient, session_id: int) -> None:
         pending = {

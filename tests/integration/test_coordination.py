@@ -21,6 +21,7 @@ from scheduler.coordination import (
     ConnectionChanged,
     Coordinator,
     CoordinatorEvent,
+    GenerationResolver,
     GroupView,
     MemberInfo,
     NodeInfo,
@@ -28,7 +29,11 @@ from scheduler.coordination import (
     Role,
     ViewChanged,
 )
+from scheduler.epochs import compose_epoch
 from scheduler.errors import DuplicateNode
+from scheduler.store.db import Store
+from scheduler.store.generations import GenerationResolver as StoreResolver
+from scheduler.store.generations import recorded_generations
 from tests.conftest import wait_until
 from tests.support.zkserver import ZkServer, free_port
 
@@ -82,11 +87,15 @@ class Recorder:
 
 
 class Nodes:
-    """Factory of coordinators in one namespace; stops them all at the end."""
+    """Factory of coordinators in one namespace; stops them all at the end.
 
-    def __init__(self, hosts: str, namespace: str) -> None:
+    With a ``store``, every coordinator resolves membership generations in it (as a node does);
+    without, every generation is 0 and epochs are bare child versions."""
+
+    def __init__(self, hosts: str, namespace: str, store: Store | None = None) -> None:
         self.hosts = hosts
         self.namespace = namespace
+        self.store = store
         self.started: list[Coordinator] = []
 
     def make(
@@ -100,8 +109,17 @@ class Nodes:
     ) -> tuple[Coordinator, Recorder]:
         recorder = Recorder()
         node = NodeInfo(node_id, az=az, cloud="test", api_url=f"http://127.0.0.1/{node_id}")
+        resolver: GenerationResolver | None = None
+        if self.store is not None:
+            resolver = StoreResolver(self.store, node_id)
         coordinator = Coordinator(
-            self.hosts, namespace or self.namespace, node, groups, session_timeout, recorder
+            self.hosts,
+            namespace or self.namespace,
+            node,
+            groups,
+            session_timeout,
+            recorder,
+            resolve_generation=resolver,
         )
         self.started.append(coordinator)
         return coordinator, recorder
@@ -158,8 +176,26 @@ def private_zk(tmp_path: Path) -> Iterator[ZkServer]:
 
 
 @pytest.fixture
-def private_nodes(private_zk: ZkServer) -> Iterator[Nodes]:
-    factory = Nodes(private_zk.hosts, "/drover")
+def generation_store(tmp_path: Path) -> Iterator[Store]:
+    """A migrated SQLite store for membership generations (tests/integration/test_generations.py
+    covers MariaDB too)."""
+    store = Store(f"sqlite:///{tmp_path / 'drover.db'}")
+    store.upgrade()
+    try:
+        yield store
+    finally:
+        store.dispose()
+
+
+def generations_of(store: Store, group: str) -> dict[int, int]:
+    """czxid -> membership generation of every recorded incarnation of ``group``."""
+    with store.session() as session:
+        return {i.czxid: g for i, g in recorded_generations(session, group).items()}
+
+
+@pytest.fixture
+def private_nodes(private_zk: ZkServer, generation_store: Store) -> Iterator[Nodes]:
+    factory = Nodes(private_zk.hosts, "/drover", generation_store)
     try:
         yield factory
     finally:
@@ -425,6 +461,9 @@ def test_short_outage_suspends_and_keeps_the_session(
     assert (a.session_id, b.session_id) == sessions
     assert a.refresh_view("g1") == view  # same members, same epoch: no ephemeral changed
     assert rec_a.last_view("g1") == view
+    # the data survived: the same members znode, no new membership generation
+    assert view.generation == 0 and view.incarnation is not None
+    assert generations_of(private_nodes.store, "g1") == {view.incarnation.czxid: 0}  # type: ignore[arg-type]
     assert member_owner(private_zk.hosts, "/drover/groups/g1/members/b") == b.session_id
 
 
@@ -458,32 +497,91 @@ def test_outage_longer_than_the_session_keeps_the_session(
     assert (a.session_id, b.session_id) == sessions
     assert Connection.LOST not in rec_a.states()
     assert a.refresh_view("g1") == view
+    assert len(generations_of(private_nodes.store, "g1")) == 1  # type: ignore[arg-type]
 
 
-def test_wiped_server_makes_the_client_start_a_new_session(
+def test_wiped_server_makes_the_clients_start_new_sessions_under_a_higher_epoch(
     private_zk: ZkServer, private_nodes: Nodes
 ) -> None:
+    """ZooKeeper stopped, its data deleted, started again: it refuses the old sessions for ever
+    ("has seen zxid"). Each coordinator's probe sees the server's zxid below its own and
+    replaces its client: a new session, registered again; the recreated members znode gets a
+    new membership generation (one, agreed by both), so the epochs continue above the old ones."""
+    store = private_nodes.store
+    assert store is not None
     a, rec_a = private_nodes.start("a", {"g1": "active"})
-    old_session = a.session_id
+    b, rec_b = private_nodes.start("b", {"g1": "backup"})
+    wait_until(lambda: len(a.views()["g1"].members) == 2, timeout=5, what="a to see b")
+    old_sessions = {a.session_id, b.session_id}
+    before = a.views()["g1"]
+    assert before.generation == 0 and before.epoch == before.cversion
+
     private_zk.stop(wipe=True)
     private_zk.start()
     began = time.monotonic()
-    wait_until(
-        lambda: a.state is Connection.CONNECTED and a.session_id not in (None, old_session),
-        timeout=30,
-        what="a to replace its refused session",
+    for node in (a, b):
+        wait_until(
+            lambda n=node: n.state is Connection.CONNECTED and n.session_id not in old_sessions,  # type: ignore[misc]
+            timeout=30,
+            interval=0.05,
+            what=f"{node.node.node_id} to replace its refused session",
+        )
+    both = wait_until(
+        lambda: a.views()["g1"].node_ids == ("a", "b") and b.views()["g1"].node_ids == ("a", "b"),
+        timeout=10,
+        interval=0.05,
+        what="both to see both again",
     )
+    back = time.monotonic() - began
     print(
-        f"\nwiped server: new session registered {time.monotonic() - began:.1f} s after the "
-        f"server came back (stuck bound {3 * SESSION:.0f} s)"
+        f"\nwiped server: both re-registered under new sessions {back:.2f} s after the server "
+        f"came back; epoch {before.epoch} -> {a.views()['g1'].epoch}"
     )
-    assert rec_a.states() == [
-        Connection.CONNECTED,
-        Connection.SUSPENDED,
-        Connection.LOST,
-        Connection.CONNECTED,
-    ]
-    assert Registered(a.session_id) in rec_a.snapshot()  # type: ignore[arg-type]
-    view = a.refresh_view("g1")
-    assert view.node_ids == ("a",) and view.session_id == a.session_id
+    assert both
+    for rec in (rec_a, rec_b):
+        assert rec.states() == [
+            Connection.CONNECTED,
+            Connection.SUSPENDED,
+            Connection.LOST,
+            Connection.CONNECTED,
+        ]
+    after_a, after_b = a.refresh_view("g1"), b.refresh_view("g1")
+    assert after_a.epoch == after_b.epoch and after_a.incarnation == after_b.incarnation
+    assert after_a.incarnation != before.incarnation
+    assert after_a.generation == 1 and after_a.epoch == compose_epoch(1, after_a.cversion)
+    assert after_a.epoch > before.epoch
+    assert after_a.cversion <= before.cversion  # the bare child version alone went down
+    assert generations_of(store, "g1") == {
+        before.incarnation.czxid: 0,  # type: ignore[union-attr]
+        after_a.incarnation.czxid: 1,  # type: ignore[union-attr]
+    }
+    # no view of the new session carries the old generation
+    for rec, node in ((rec_a, a), (rec_b, b)):
+        fresh = [v for v in rec.views("g1") if v.session_id == node.session_id]
+        assert fresh and all(v.generation == 1 for v in fresh)
     assert member_owner(private_zk.hosts, "/drover/groups/g1/members/a") == a.session_id
+
+
+def test_members_znode_recreated_under_a_live_session_gets_a_new_generation(
+    zk_hosts: str, namespace: str, generation_store: Store
+) -> None:
+    """An operator deletes a group's members znode: our member znode goes with it, the watch
+    fires, the coordinator registers again, and the recreated znode is a new incarnation."""
+    nodes = Nodes(zk_hosts, namespace, generation_store)
+    try:
+        a, rec_a = nodes.start("a", {"g1": "active"})
+        before = a.views()["g1"]
+        delete_tree(zk_hosts, a.members_path("g1"))
+        after = wait_until(
+            lambda: rec_a.view_where(
+                "g1", lambda v: v.node_ids == ("a",) and v.incarnation != before.incarnation
+            ),
+            timeout=10,
+            what="a to register in the recreated members znode",
+        )
+        assert after.generation == before.generation + 1 and after.epoch > before.epoch
+        assert a.state is Connection.CONNECTED and rec_a.states() == [Connection.CONNECTED]
+        assert sorted(generations_of(generation_store, "g1").values()) == [0, 1]
+    finally:
+        nodes.stop_all()
+        delete_tree(zk_hosts, namespace)

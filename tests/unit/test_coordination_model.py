@@ -16,11 +16,14 @@ from scheduler.coordination import (
     GroupView,
     MemberInfo,
     NodeInfo,
+    StuckVerdict,
     build_view,
     classify_existing,
     next_state,
     normalize_namespace,
+    stuck_verdict,
 )
+from scheduler.epochs import Incarnation
 from scheduler.errors import IllegalTransition, InvalidInput
 from scheduler.ownership import Member, owner_of, pool_of
 
@@ -76,9 +79,10 @@ def test_build_view_sorts_and_skips_bad_members() -> None:
         "junk": b"{",
         "n2": _member("someone-else").to_bytes(),  # name and data disagree
     }
-    view = build_view("g", data, epoch=7, session_id=42)
+    view = build_view("g", data, cversion=7, session_id=42)
     assert view.node_ids == ("n1", "n3")
     assert (view.group, view.epoch, view.session_id) == ("g", 7, 42)
+    assert (view.generation, view.cversion, view.incarnation) == (0, 7, None)
     assert view.ownership_members == (Member("n1", "backup"), Member("n3", "active"))
     assert view.pool == ("n3",)
     assert view.member("n1") == _member("n1", "backup")
@@ -88,11 +92,24 @@ def test_build_view_sorts_and_skips_bad_members() -> None:
 @given(st.dictionaries(st.text(min_size=1, max_size=8), st.sampled_from(["active", "backup"])))
 def test_view_pool_and_owner_follow_the_ownership_rule(roles: dict[str, str]) -> None:
     data = {n: _member(n, r).to_bytes() for n, r in roles.items()}
-    view = build_view("g", data, epoch=1, session_id=1)
+    view = build_view("g", data, cversion=1, session_id=1)
     assert list(view.node_ids) == sorted(roles)
     expected_pool = pool_of(Member(n, r) for n, r in roles.items())
     assert view.pool == expected_pool
     assert view.owner_of("job-1") == owner_of("job-1", expected_pool)
+
+
+def test_build_view_composes_the_epoch_from_generation_and_cversion() -> None:
+    incarnation = Incarnation(0x200000003, 1_700_000_000_123)
+    view = build_view("g", {}, 5, 1, generation=3, incarnation=incarnation)
+    assert view.epoch == (3 << 32) | 5 and (view.generation, view.cversion) == (3, 5)
+    assert view.incarnation == incarnation
+    assert view.epoch > build_view("g", {}, 2**31, 1, generation=2).epoch
+
+
+def test_a_view_refuses_an_epoch_of_another_generation() -> None:
+    with pytest.raises(InvalidInput, match="generation"):
+        GroupView("g", (), 7, 1, generation=1)
 
 
 def test_empty_view_owns_nothing() -> None:
@@ -193,3 +210,82 @@ def test_start_without_a_server_fails_clearly_and_leaves_nothing_running() -> No
     assert not [t for t in threading.enumerate() if t.name.startswith("coordinator-")]
     with pytest.raises(IllegalTransition):
         coordinator.start(timeout=1.0)
+
+
+# --- a client stuck against a server that refuses its session -------------------------------------
+
+GRACE = 3.0
+
+
+@given(
+    st.integers(min_value=0, max_value=2**63),
+    st.none() | st.floats(min_value=0, max_value=100),
+    st.none() | st.integers(min_value=0, max_value=2**63),
+)
+def test_a_reconnected_client_is_always_kept(
+    last_zxid: int, connected_for: float | None, server_zxid: int | None
+) -> None:
+    verdict = stuck_verdict(
+        old_connected=True,
+        old_last_zxid=last_zxid,
+        probe_connected_for=connected_for,
+        server_zxid=server_zxid,
+        grace=GRACE,
+    )
+    assert verdict is StuckVerdict.KEEP
+
+
+@given(st.integers(min_value=0, max_value=2**63), st.none() | st.integers(min_value=0))
+def test_nothing_is_replaced_while_the_server_is_unreachable(
+    last_zxid: int, server_zxid: int | None
+) -> None:
+    verdict = stuck_verdict(
+        old_connected=False,
+        old_last_zxid=last_zxid,
+        probe_connected_for=None,
+        server_zxid=server_zxid,
+        grace=GRACE,
+    )
+    assert verdict is StuckVerdict.WAIT
+
+
+@given(
+    st.integers(min_value=1, max_value=2**63),
+    st.floats(min_value=0, max_value=100),
+    st.data(),
+)
+def test_a_server_behind_what_the_client_saw_is_replaced_at_once(
+    last_zxid: int, connected_for: float, data: st.DataObject
+) -> None:
+    """The server's rule ("has seen zxid"): it never accepts the old session back."""
+    server_zxid = data.draw(st.integers(min_value=0, max_value=last_zxid - 1))
+    verdict = stuck_verdict(
+        old_connected=False,
+        old_last_zxid=last_zxid,
+        probe_connected_for=connected_for,
+        server_zxid=server_zxid,
+        grace=GRACE,
+    )
+    assert verdict is StuckVerdict.REPLACE
+
+
+@given(
+    st.integers(min_value=0, max_value=2**62),
+    st.integers(min_value=0, max_value=2**62),
+    st.booleans(),
+    st.floats(min_value=0, max_value=100),
+)
+def test_a_server_that_kept_its_data_gets_the_grace_first(
+    last_zxid: int, ahead: int, zxid_read: bool, connected_for: float
+) -> None:
+    """Server zxid at or above ours (or not read yet): the old client may still get back in;
+    it is replaced only once the probe has been connected for the grace."""
+    server_zxid = last_zxid + ahead if zxid_read else None
+    verdict = stuck_verdict(
+        old_connected=False,
+        old_last_zxid=last_zxid,
+        probe_connected_for=connected_for,
+        server_zxid=server_zxid,
+        grace=GRACE,
+    )
+    assert verdict is (StuckVerdict.REPLACE if connected_for >= GRACE else StuckVerdict.WAIT)
