@@ -308,7 +308,12 @@ class GroupPublic(BaseModel):
     members: list[GroupMemberPublic] | None = None
     #: node ids sharing the group's jobs, in ownership order (DESIGN §2)
     pool: list[str] | None = None
+    #: fences every claim: ``(epoch_generation << 32) | cversion`` of the members znode
     epoch: int | None = None
+    #: the epoch's high bits: the membership generation of the group's ZooKeeper members znode,
+    #: raised each time that znode is recreated (a ZooKeeper that lost its data) so that epochs
+    #: keep growing
+    epoch_generation: int | None = None
 
     @classmethod
     def of(cls, group: GroupRecord, **live: Any) -> GroupPublic:

@@ -1,8 +1,8 @@
 """``/v1/groups``: scheduling groups, each bound to a primary and an optional failover cluster.
 
 Every mutation is one transaction that also writes the audit log. The group document carries the
-catalog fields; ``members``, ``pool`` and ``epoch`` are null unless a membership view fills them.
-``PATCH`` takes ``If-Match: "<version>"``.
+catalog fields; ``members``, ``pool``, ``epoch`` and ``epoch_generation`` are null unless a
+membership view fills them. ``PATCH`` takes ``If-Match: "<version>"``.
 """
 
 from __future__ import annotations
@@ -95,12 +95,17 @@ def _live(
                 "jobs": sum(per_owner.values()),
             }
         ]
-        return {"members": members, "pool": [me.node_id], "epoch": 0}
+        return {"members": members, "pool": [me.node_id], "epoch": 0, "epoch_generation": 0}
     view = snapshot.groups.get(group)
     if view is None:  # this node is not a member: it does not watch the group
         return {}
     members = [{**asdict(m), "jobs": per_owner.get(m.node_id, 0)} for m in view.members]
-    return {"members": members, "pool": list(view.pool), "epoch": view.epoch}
+    return {
+        "members": members,
+        "pool": list(view.pool),
+        "epoch": view.epoch,
+        "epoch_generation": view.generation,
+    }
 
 
 @router.patch("/{name}", response_model=GroupPublic)

@@ -36,6 +36,8 @@ from scheduler.membership import (
     degraded_now,
 )
 from scheduler.ownership import Claim
+from scheduler.store.db import Store
+from scheduler.store.generations import GenerationResolver
 
 log = logging.getLogger("drover.actors.membership")
 
@@ -49,6 +51,8 @@ class Membership:
         self._settings = settings
         self._groups = managed_groups(settings)
         self._coordinator: Coordinator | None = None
+        #: the metadata store: membership generations of the groups' members znodes
+        self._store: Store | None = None
         self._views: dict[str, GroupView] = {}
         self._connection = Connection.CONNECTED
         self._confirmed_at = -math.inf
@@ -59,6 +63,7 @@ class Membership:
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._lease = settings.zk_session_timeout * LEASE_SHARE
+        self._renew_now: asyncio.Event | None = None  # wakes the lease renewal (its loop's)
 
     @property
     def standalone(self) -> bool:
@@ -89,7 +94,14 @@ class Membership:
         def deliver(event: Any) -> None:  # on the coordinator's dispatcher thread: only enqueue
             loop.call_soon_threadsafe(self._on_event, event)
 
-        coordinator = Coordinator.from_settings(settings, deliver, groups=self._groups)
+        if self._store is None:
+            self._store = Store(settings.resolved_database_url)
+        coordinator = Coordinator.from_settings(
+            settings,
+            deliver,
+            groups=self._groups,
+            resolve_generation=GenerationResolver(self._store, settings.node_id),
+        )
         # a node restarted quickly after a crash finds its old session's member znodes for up to
         # a session timeout; a truly live duplicate is still there after that (DuplicateNode)
         wait = settings.zk_session_timeout + 2.0 if wait_for_old_session else 0.0
@@ -125,19 +137,32 @@ class Membership:
             log.exception("membership could not register again; retried by the next ping")
 
     async def _renew_loop(self) -> None:
-        """Renew the lease: one cheap ZooKeeper round trip every quarter session timeout."""
+        """Renew the lease: one cheap ZooKeeper round trip every quarter session timeout, and at
+        once when the connection comes back. A lease that was not valid and now is (back from
+        SUSPENDED or LOST) wakes the reconcilers: they claim now, not at their next tick."""
         interval = self._settings.zk_session_timeout / 4
+        renew_now = self._renew_now = asyncio.Event()
         while not self._stopping and self._coordinator is not None:
+            renew_now.clear()
             sent = time.monotonic()
             try:
                 await asyncio.wait_for(
                     asyncio.to_thread(self._coordinator.ping), timeout=interval * 2
                 )
                 if self._connection == Connection.CONNECTED:
+                    lapsed = sent >= self._confirmed_at + self._lease
                     self._confirmed_at = sent
+                    if lapsed:
+                        for group in self._views:
+                            self._nudge(group)
             except Exception as exc:
                 log.debug("lease renewal failed: %s", exc)
-            await asyncio.sleep(max(0.0, interval - (time.monotonic() - sent)))
+            try:
+                await asyncio.wait_for(
+                    renew_now.wait(), timeout=max(0.0, interval - (time.monotonic() - sent))
+                )
+            except TimeoutError:
+                pass
 
     def _on_event(self, event: Any) -> None:
         """Coordinator events, on the actor's loop, in the order they happened."""
@@ -153,6 +178,8 @@ class Membership:
                 self._confirmed_at = -math.inf
             else:
                 self._suspended_since = None
+                if self._renew_now is not None:
+                    self._renew_now.set()  # renew the lease now: claims resume at once
         elif isinstance(event, Registered):
             log.info("registered in ZooKeeper (session %s)", event.session_id)
         elif isinstance(event, ViewChanged):
@@ -162,9 +189,11 @@ class Membership:
                 self._confirmed_at = time.monotonic()
             if old is None or old.epoch != event.view.epoch:
                 log.info(
-                    "group %s: epoch %s, members %s",
+                    "group %s: epoch %s (membership generation %s, cversion %s), members %s",
                     event.view.group,
                     event.view.epoch,
+                    event.view.generation,
+                    event.view.cversion,
                     list(event.view.node_ids),
                 )
                 self._nudge(event.view.group)
@@ -183,6 +212,8 @@ class Membership:
         if self._coordinator is not None:
             await asyncio.to_thread(self._coordinator.stop)
             self._coordinator = None
+        if self._store is not None:
+            self._store.dispose()
 
     # -- queries ----------------------------------------------------------------------------------
 

@@ -128,6 +128,7 @@ def test_group_create_read_list_update(client: TestClient, store: Store) -> None
         "members": None,
         "pool": None,
         "epoch": None,
+        "epoch_generation": None,
     }
     assert client.get("/v1/groups/payments").headers["etag"] == '"1"'
     page = client.get("/v1/groups").json()
