@@ -6,7 +6,9 @@ where applications matter, the real Spark standalone cluster A.
 - a takeover re-attaches to running applications; a rolling restart restarts none;
 - a frozen node (SIGSTOP past its session timeout) acts on nothing with its stale view;
 - ZooKeeper stopped briefly changes nothing; down for a minute leaves applications running,
-  serves reads, accepts writes, starts only in degraded mode (flagged), and recovers by itself.
+  serves reads, accepts writes, starts only in degraded mode (flagged), and recovers by itself;
+  restarted with its data deleted, it refuses the nodes' sessions: each node builds a new one by
+  itself and every job is owned again within 30 s under a higher epoch, no application restarted.
 """
 
 from __future__ import annotations
@@ -19,9 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from harness.procs import live_pids
+from scheduler.epochs import split_epoch
 from scheduler.ownership import owner_of
+from scheduler.store.db import Store
+from scheduler.store.models import Job
 from tests.conftest import SparkStandalone, require_env, wait_until
 from tests.support.nodes import DROVER, NodeProcess, owners
 from tests.support.zkserver import ZkServer, free_port
@@ -505,6 +511,19 @@ def connection(node: NodeProcess) -> str:
     return str(node.get("/v1/nodes")["connection"])
 
 
+def stored_owners(d: Deployment, names: list[str]) -> dict[str, tuple[str | None, int]]:
+    """job name -> (owner, owner_epoch) as the store holds them (the API shows no epoch)."""
+    store = Store(d.env["DROVER_DATABASE_URL"])
+    try:
+        with store.session() as session:
+            rows = session.execute(
+                sa.select(Job.name, Job.owner, Job.owner_epoch).where(Job.name.in_(names))
+            )
+            return {name: (owner, int(epoch)) for name, owner, epoch in rows}
+    finally:
+        store.dispose()
+
+
 def test_zookeeper_outages(
     deployment: Callable[..., Deployment],
     private_zk: ZkServer,
@@ -571,6 +590,47 @@ def test_zookeeper_outages(
                 now = job_of(z1, name)
                 assert now["state"] == "RUNNING"
                 assert now["current_run"]["id"] == run["current_run"]["id"], f"{name} restarted"
+
+            # (c) ZooKeeper stopped, its data directory deleted, started again: it refuses the
+            # nodes' sessions for ever ("has seen zxid"); each node builds a new session by itself,
+            # the recreated members znode gets the next membership generation, and every job is
+            # owned again (claimed in the store) under a higher epoch. Nothing is restarted.
+            settled = {name: wait_running(z1, name) for name in jobs}
+            for node in (z1, z2):
+                wait_tick_after(node, "spark", time.time())
+            stored_before = stored_owners(d, jobs)
+            runs_before = {n: z1.get(f"/v1/jobs/{n}/runs")["count"] for n in jobs}
+            epoch_before = max(group_view(n, "spark")["epoch"] for n in (z1, z2))
+            assert max(e for _, e in stored_before.values()) <= epoch_before
+            want = expected_owners(jobs, pool)
+            private_zk.stop(wipe=True)
+            private_zk.start()
+            back = time.monotonic()
+
+            def owned_again() -> bool:
+                now = stored_owners(d, jobs)
+                return all(now[n][0] == want[n] and now[n][1] > epoch_before for n in jobs)
+
+            wait_until(owned_again, timeout=30, interval=0.1, what="every job owned again")
+            owned_after = time.monotonic() - back
+            stored_after = stored_owners(d, jobs)
+            print(
+                f"\nZooKeeper wiped: every job owned again {owned_after:.2f}s after the server "
+                f"came back; epochs {sorted(e for _, e in stored_before.values())} -> "
+                f"{sorted(e for _, e in stored_after.values())}"
+            )
+            for node in (z1, z2):
+                assert connection(node) == "CONNECTED"
+                view = group_view(node, "spark")
+                assert [m["node_id"] for m in view["members"]] == pool
+                assert view["epoch"] > epoch_before and view["epoch_generation"] == 1
+                assert split_epoch(view["epoch"])[0] == 1
+            for name in jobs:
+                now = job_of(z1, name)
+                assert now["state"] == "RUNNING", now
+                assert now["current_run"]["id"] == settled[name]["current_run"]["id"], name
+                assert now["current_run"]["app_id"] == settled[name]["current_run"]["app_id"]
+                assert z1.get(f"/v1/jobs/{name}/runs")["count"] == runs_before[name], name
         assert monitor.most == dict.fromkeys(jobs, 1), monitor.most
         assert {len(a) for a in monitor.apps.values()} == {1}
     finally:
