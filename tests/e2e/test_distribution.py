@@ -595,6 +595,7 @@ def test_zookeeper_outages(
             # nodes' sessions for ever ("has seen zxid"); each node builds a new session by itself,
             # the recreated members znode gets the next membership generation, and every job is
             # owned again (claimed in the store) under a higher epoch. Nothing is restarted.
+            wipe_began = time.monotonic()
             settled = {name: wait_running(z1, name) for name in jobs}
             for node in (z1, z2):
                 wait_tick_after(node, "spark", time.time())
@@ -631,6 +632,7 @@ def test_zookeeper_outages(
                 assert now["current_run"]["id"] == settled[name]["current_run"]["id"], name
                 assert now["current_run"]["app_id"] == settled[name]["current_run"]["app_id"]
                 assert z1.get(f"/v1/jobs/{name}/runs")["count"] == runs_before[name], name
+            print(f"the wiped-ZooKeeper step took {time.monotonic() - wipe_began:.1f}s in all")
         assert monitor.most == dict.fromkeys(jobs, 1), monitor.most
         assert {len(a) for a in monitor.apps.values()} == {1}
     finally:
