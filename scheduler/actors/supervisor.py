@@ -19,10 +19,12 @@ from scheduler.actors.common import (
 from scheduler.actors.membership import Membership
 from scheduler.actors.reconcilers import JobReconciler
 from scheduler.config import Settings
+from scheduler.epochs import Incarnation
 from scheduler.logs import configure_logging
 from scheduler.membership import MembershipSnapshot
 from scheduler.store import catalog as catalog_store
 from scheduler.store.db import Store
+from scheduler.store.generations import GenerationResolver
 
 log = logging.getLogger("drover.actors.supervisor")
 
@@ -35,6 +37,7 @@ class NodeSupervisor:
         configure_logging()
         self._settings = settings
         self._store = Store(settings.resolved_database_url)
+        self._generations = GenerationResolver(self._store, settings.node_id)
         self._reconciler: Any = None
         self._membership: Any = None
         self._health: dict[str, dict[str, Any]] = {}
@@ -117,6 +120,12 @@ class NodeSupervisor:
             "reconcilers": dict(reconciler.get("groups", {})),
             "membership": self._health.get(MEMBERSHIP, {}),
         }
+
+    async def resolve_generation(self, group: str, incarnation: Incarnation, cversion: int) -> int:
+        """The membership generation of one incarnation of ``group``'s members znode, recorded
+        first if no node has yet (asked by Membership's coordinator, whose worker process does
+        not load the store)."""
+        return await asyncio.to_thread(self._generations, group, incarnation, cversion)
 
     async def snapshot(self) -> MembershipSnapshot:
         return await self._membership.snapshot.remote()  # type: ignore[no-any-return]
