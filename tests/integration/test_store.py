@@ -22,7 +22,16 @@ from scheduler.store.models import Base
 
 pytestmark = pytest.mark.integration
 
-TABLES = {"clusters", "scheduling_groups", "jobs", "runs", "job_events", "audit_log"}
+TABLES = {
+    "clusters",
+    "scheduling_groups",
+    "jobs",
+    "runs",
+    "job_events",
+    "audit_log",
+    "cluster_votes",
+    "cluster_health_events",
+}
 
 
 def _tables(store: Store) -> set[str]:
