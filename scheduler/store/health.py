@@ -1,8 +1,9 @@
 """Cluster health in the store: the monitor's votes, the health state and its transitions.
 
-The cluster's ``health`` column is written only here: by :func:`record_decision` (the monitor's
-decision, a conditional write on the state it decided from, so two nodes deciding at once record
-one transition) and by :func:`mark_abnormal` / :func:`clear` (an operator). Every transition is a
+The cluster's ``health`` column is written only here, always as a conditional write on the state
+the change was decided from (two nodes deciding at once record one transition; the other gets
+StaleWrite): by :func:`record_decision` (the monitor's decision) and by :func:`mark_abnormal` /
+:func:`clear` (an operator). Every transition is a
 ``cluster_health_events`` row with its evidence, and a job event for each job on the cluster.
 Each function takes a session; the caller owns the transaction.
 """
@@ -14,7 +15,7 @@ from datetime import datetime
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
-from scheduler.errors import InvalidInput
+from scheduler.errors import InvalidInput, StaleWrite
 from scheduler.health import (
     ClusterHealth,
     Decider,
@@ -85,29 +86,21 @@ def _health(value: str) -> ClusterHealth:
 
 def record_decision(
     session: Session, cluster: str, decision: Decision, *, node_id: str, now: datetime
-) -> HealthEvent | None:
+) -> HealthEvent:
     """Write the monitor's decision if the cluster is still in ``decision.old``.
 
-    Returns the recorded event, or None when another node (or an operator) changed the health
-    first: the caller re-reads and decides again next round.
+    Raises StaleWrite when another node (or an operator) changed the health first: the caller's
+    transaction rolls back and the monitor decides again next round.
     """
-    reason = decision.assessment.reason
-    changed = session.execute(
-        update(Cluster)
-        .where(Cluster.name == cluster, Cluster.health == decision.old.value)
-        .values(health=decision.new.value, health_reason=reason, health_since=now)
-        .execution_options(synchronize_session=False)
-    )
-    if getattr(changed, "rowcount", 0) != 1:
-        return None
-    return _record_event(
+    return _write_transition(
         session,
         cluster,
         decision.old,
         decision.new,
         Decider.MONITOR,
         actor=node_id,
-        reason=reason,
+        reason=decision.assessment.reason,
+        stored_reason=decision.assessment.reason,
         evidence=decision.assessment.evidence(),
         node_id=node_id,
         at=now,
@@ -154,18 +147,12 @@ def _operator_change(
     actor: str,
     node_id: str,
 ) -> HealthEvent:
-    row = load_cluster(session, cluster, for_update=True)
+    row = load_cluster(session, cluster)
     old = _health(row.health)
     apply(old, new, Decider.OPERATOR)
     previous_reason = row.health_reason or ""
-    now = utcnow()
-    row.health = new.value
-    row.health_reason = (
-        f"marked abnormal by {actor}: {reason}" if new.is_abnormal else f"cleared by {actor}"
-    )
-    row.health_since = now
-    session.flush()
-    return _record_event(
+    stored = f"marked abnormal by {actor}: {reason}" if new.is_abnormal else f"cleared by {actor}"
+    return _write_transition(
         session,
         cluster,
         old,
@@ -173,13 +160,14 @@ def _operator_change(
         Decider.OPERATOR,
         actor=actor,
         reason=reason,
+        stored_reason=stored,
         evidence={"reason": reason, "previous_reason": previous_reason},
         node_id=node_id,
-        at=now,
+        at=utcnow(),
     )
 
 
-def _record_event(
+def _write_transition(
     session: Session,
     cluster: str,
     old: ClusterHealth,
@@ -188,10 +176,33 @@ def _record_event(
     *,
     actor: str,
     reason: str,
+    stored_reason: str,
     evidence: dict[str, object],
     node_id: str,
     at: datetime,
 ) -> HealthEvent:
+    """The jobs' events, then the conditional write of the health, then the health event.
+
+    Lock order (MariaDB): a job event's foreign key share-locks its job row, a write of the
+    cluster row locks that row; the reconciler locks a job row and then (changing the job's
+    cluster) share-locks a cluster row. Taking the job rows first here keeps one order: no
+    deadlock between a health change and a reconcile tick, nor between two nodes deciding at
+    once (the second waits on the cluster row, then finds the state moved: StaleWrite).
+    """
+    message = job_event_message(cluster, new, by, actor, reason)
+    for job in jobs_on(session, cluster):
+        journal.add_event(
+            session, job, job.current_run_id, None, cause=CAUSE, message=message, node_id=node_id
+        )
+    session.flush()
+    changed = session.execute(
+        update(Cluster)
+        .where(Cluster.name == cluster, Cluster.health == old.value)
+        .values(health=new.value, health_reason=stored_reason, health_since=at)
+        .execution_options(synchronize_session=False)
+    )
+    if getattr(changed, "rowcount", 0) != 1:
+        raise StaleWrite(f"the health of cluster {cluster!r} changed meanwhile (was {old})")
     event = ClusterHealthEvent(
         cluster_name=cluster,
         at=at,
@@ -204,11 +215,6 @@ def _record_event(
         node_id=node_id,
     )
     session.add(event)
-    message = job_event_message(cluster, new, by, actor, reason)
-    for job in jobs_on(session, cluster):
-        journal.add_event(
-            session, job, job.current_run_id, None, cause=CAUSE, message=message, node_id=node_id
-        )
     session.flush()
     return _event_record(event)
 

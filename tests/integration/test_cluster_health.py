@@ -3,18 +3,25 @@ the operator's mark and clear through the API and the CLI, job events and the au
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import select
 
 from api.app import create_app
 from api.deps import NodeContext
+from scheduler.bootstrap import ensure_defaults
 from scheduler.config import Settings
+from scheduler.errors import StaleWrite
 from scheduler.health import ClusterHealth, HealthPolicy, Vote, decide
+from scheduler.records import JobSpec
 from scheduler.store import health as health_store
+from scheduler.store import jobs as jobs_store
 from scheduler.store import journal
 from scheduler.store.db import Store
 from scheduler.store.models import utcnow
@@ -46,35 +53,88 @@ def job_events(client: TestClient, name: str) -> list[dict[str, Any]]:
     return list(response.json()["data"])
 
 
-def test_two_nodes_deciding_at_once_record_one_transition(store: Store) -> None:
+def failing_votes(store: Store, nodes: tuple[str, ...]) -> list[Vote]:
     now = utcnow()
-    nodes = ("n1", "n2", "n3")
     with store.transaction() as s:
         for node in nodes:
             health_store.record_vote(s, "local", Vote(node, now, False, 0.5, "readyz refused"))
     with store.session() as s:
-        votes = health_store.votes_since(s, "local", now - timedelta(seconds=60))
+        return health_store.votes_since(s, "local", now - timedelta(seconds=60))
+
+
+def test_a_decision_made_from_a_stale_state_is_refused_and_leaves_nothing(
+    store: Store, client: TestClient
+) -> None:
+    create_job(client, "orders", desired_state="RUNNING")
+    nodes = ("n1", "n2", "n3")
+    votes = failing_votes(store, nodes)
     assert [v.node_id for v in votes] == list(nodes) and not any(v.ok for v in votes)
-    decisions = [
-        decide(ClusterHealth.NORMAL, votes, nodes, now=now, policy=POLICY) for _ in range(2)
-    ]
-    recorded = []
-    for node, decision in zip(("n1", "n2"), decisions, strict=True):
-        assert decision is not None and decision.new == ClusterHealth.VOTE_ABNORMAL
-        with store.transaction() as s:
-            recorded.append(
-                health_store.record_decision(s, "local", decision, node_id=node, now=now)
-            )
-    assert recorded[0] is not None and recorded[1] is None  # the second saw the state move
+    now = utcnow()
+    decision = decide(ClusterHealth.NORMAL, votes, nodes, now=now, policy=POLICY)
+    assert decision is not None and decision.new == ClusterHealth.VOTE_ABNORMAL
+    with store.transaction() as s:
+        health_store.record_decision(s, "local", decision, node_id="n1", now=now)
+    with pytest.raises(StaleWrite), store.transaction() as s:  # n2 decided from NORMAL too
+        health_store.record_decision(s, "local", decision, node_id="n2", now=now)
     with store.session() as s:
         state, reason, since = health_store.health_of(s, "local")
         events = health_store.list_health_events(s, "local")
     assert state == ClusterHealth.VOTE_ABNORMAL and "3 of 3 live nodes" in reason
     assert since is not None
-    assert len(events) == 1
-    evidence = events[0].evidence
-    assert [v["node_id"] for v in evidence["votes"]] == list(nodes)  # type: ignore[index]
-    assert events[0].actor == "n1" and events[0].decided_by.value == "monitor"
+    assert [(e.actor, e.decided_by.value) for e in events] == [("n1", "monitor")]
+    assert [v["node_id"] for v in events[0].evidence["votes"]] == list(nodes)  # type: ignore[index]
+    messages = [
+        e["message"] for e in job_events(client, "orders") if e["cause"] == "cluster-health"
+    ]
+    assert len(messages) == 1 and messages[0].startswith(
+        "cluster local is VOTE_ABNORMAL (decided by the monitor on n1): 3 of 3 live nodes"
+    )
+
+
+def test_nodes_deciding_at_the_same_instant_on_mariadb_record_one_transition(
+    fresh_mysql_url: Callable[[], str], settings: Settings
+) -> None:
+    """Real concurrency: four transactions write the same decision at once (no deadlock with the
+    jobs' events; exactly one wins, the others get StaleWrite and leave nothing)."""
+    store = Store(fresh_mysql_url())
+    try:
+        store.upgrade()
+        ensure_defaults(store, settings)
+        with store.transaction() as s:
+            for i in range(20):
+                jobs_store.create_job(
+                    s, JobSpec(name=f"job-{i}", entrypoint=PIPELINE), cause="t", node_id="t"
+                )
+        nodes = ("n1", "n2", "n3", "n4")
+        votes = failing_votes(store, nodes)
+        now = utcnow()
+        decision = decide(ClusterHealth.NORMAL, votes, nodes, now=now, policy=POLICY)
+        assert decision is not None
+        barrier = threading.Barrier(len(nodes))
+
+        def write(node: str) -> str:
+            barrier.wait(timeout=10)
+            try:
+                with store.transaction() as s:
+                    health_store.record_decision(s, "local", decision, node_id=node, now=now)
+            except StaleWrite:
+                return "stale"
+            return "won"
+
+        with ThreadPoolExecutor(len(nodes)) as pool:
+            outcomes = sorted(pool.map(write, nodes))
+        assert outcomes == ["stale", "stale", "stale", "won"]
+        with store.session() as s:
+            assert len(health_store.list_health_events(s, "local")) == 1
+            assert sum(1 for n, _ in inspection_events(s) if n == "cluster-health") == 20
+    finally:
+        store.dispose()
+
+
+def inspection_events(session: Any) -> list[tuple[str, str]]:
+    from scheduler.store.models import JobEvent
+
+    return [(e.cause, e.message) for e in session.scalars(select(JobEvent))]
 
 
 def test_prune_forgets_only_old_votes(store: Store) -> None:
@@ -165,7 +225,7 @@ def test_bad_health_requests_are_problems_and_change_nothing(
     decision = decide(ClusterHealth.NORMAL, votes, {"n1"}, now=now, policy=POLICY)
     assert decision is not None
     with store.transaction() as s:
-        assert health_store.record_decision(s, "local", decision, node_id="n1", now=now)
+        health_store.record_decision(s, "local", decision, node_id="n1", now=now)
     body = problem_of(client.post("/v1/clusters/local/clear"), 409)
     assert "clear lifts a manual mark only" in body["detail"]
     with store.session() as s:
