@@ -3,12 +3,16 @@ worker; free cores reported, not judged; never raises (httpx MockTransport, no c
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from scheduler.backends.registry import BackendRegistry
 from scheduler.backends.standalone import StandaloneRestBackend
+from scheduler.config import Settings
+from scheduler.records import ClusterRecord
 
 
 def backend(readyz: Any, listing: Any) -> StandaloneRestBackend:
@@ -59,3 +63,29 @@ def test_failures_say_what_failed(readyz: Any, listing: Any, expected: str) -> N
     assert not probe.ok
     assert expected in probe.detail
     assert probe.latency_s >= 0
+
+
+def test_a_health_change_keeps_the_clusters_backend(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    registry = BackendRegistry(Settings(data_dir=tmp_path, node_id="t"))
+    cluster = ClusterRecord(
+        "a",
+        "standalone",
+        "spark://m:7077",
+        "http://m:6066",
+        "http://m:8080",
+        "",
+        "",
+        "/data/a",
+        "NORMAL",
+        0,
+    )
+    try:
+        first = registry.for_cluster(cluster)
+        abnormal = replace(cluster, health="VOTE_ABNORMAL", health_reason="down")
+        assert registry.for_cluster(abnormal) is first
+        moved = replace(abnormal, rest_url="http://n:6066", version=2)
+        assert registry.for_cluster(moved) is not first
+    finally:
+        registry.close()
