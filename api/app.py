@@ -8,6 +8,7 @@ from api import problems
 from api.deps import NodeContext
 from api.routes import clusters, groups, health, jobs
 from api.routes.fence import router as fence_router
+from api.routes.health_clusters import router as cluster_health_router
 from api.routes.membership import router as membership_router
 
 
@@ -22,6 +23,7 @@ def create_app(context: NodeContext) -> FastAPI:
     app.include_router(health.router)
     app.include_router(jobs.router)
     app.include_router(clusters.router)
+    app.include_router(cluster_health_router)
     app.include_router(groups.router)
     app.include_router(fence_router)
     app.include_router(membership_router)

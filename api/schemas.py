@@ -8,7 +8,8 @@ from urllib.parse import urlparse
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt
 
-from scheduler.catalog import MAX_LIMIT, ClusterHealth
+from scheduler.catalog import MAX_LIMIT
+from scheduler.health import ClusterHealth, HealthEvent
 from scheduler.names import name_problem
 from scheduler.records import ClusterRecord, EventRecord, GroupRecord, JobRecord, RunRecord
 from scheduler.states import ClusterKind, DesiredState, JobState, Priority, RunState
@@ -327,3 +328,79 @@ class GroupPublic(BaseModel):
             updated_at=group.updated_at,
             **live,
         )
+
+
+# -- cluster health (scheduler.health says what the states mean) --------------------------------
+
+
+class VotePublic(BaseModel):
+    """One node's latest probe of the cluster."""
+
+    node_id: str
+    at: datetime
+    ok: bool
+    latency_s: float
+    detail: str
+    #: counted in the majority (a live node's fresh vote)
+    counted: bool
+
+
+class HealthEventPublic(BaseModel):
+    """A change of the cluster's health with its evidence (the votes, or the operator's reason)."""
+
+    id: int
+    at: datetime
+    from_state: ClusterHealth
+    to_state: ClusterHealth
+    decided_by: str
+    actor: str
+    reason: str
+    evidence: dict[str, Any]
+
+    @classmethod
+    def of(cls, event: HealthEvent) -> HealthEventPublic:
+        return cls(
+            id=event.id,
+            at=event.at,
+            from_state=event.from_state,
+            to_state=event.to_state,
+            decided_by=event.decided_by.value,
+            actor=event.actor,
+            reason=event.reason,
+            evidence=dict(event.evidence),
+        )
+
+
+class AssessmentPublic(BaseModel):
+    """What the votes say now (the monitor records a change at its next round)."""
+
+    state: ClusterHealth
+    reason: str
+    recent_failures: int
+    last_failure: datetime | None
+    #: an automatic abnormal state becomes NORMAL then if no probe fails meanwhile
+    normal_not_before: datetime | None
+    #: the node ids counted as alive (null: membership unknown here; every fresh voter counts)
+    live_nodes: list[str] | None
+
+
+class ClusterHealthPublic(BaseModel):
+    cluster: str
+    state: ClusterHealth
+    reason: str
+    since: datetime | None
+    assessment: AssessmentPublic
+    #: each node's latest vote within the vote freshness (live nodes' are counted)
+    votes: list[VotePublic]
+    #: the latest transitions, newest first
+    history: list[HealthEventPublic]
+
+
+class MarkAbnormal(_Strict):
+    """Why the cluster is marked abnormal (shown on its jobs and in the audit log)."""
+
+    reason: Annotated[str, Field(min_length=1, max_length=2000)]
+
+
+class ClearAbnormal(_Strict):
+    reason: Annotated[str, Field(max_length=2000)] = ""

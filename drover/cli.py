@@ -364,6 +364,90 @@ def clusters_update(
     _print(_call("PATCH", url, json=body, headers=_if_match(if_version)))
 
 
+# -- cluster health (runbook: docs/runbooks/cluster-flapping.md) ------------------------------
+
+JsonOption = Annotated[bool, typer.Option("--json", help="print the API's JSON instead")]
+
+
+def _short_time(value: str | None) -> str:
+    """An ISO timestamp as ``HH:MM:SS`` (UTC), or ``-``."""
+    return value[11:19] if value else "-"
+
+
+@clusters_app.command("health")
+def clusters_health(
+    name: str,
+    api: ApiOption = None,
+    as_json: JsonOption = False,
+    history: Annotated[int, typer.Option(help="transitions shown")] = 10,
+) -> None:
+    """A cluster's health: state and reason, what the votes say now, each node's vote, history."""
+    data = _call(
+        "GET", _resource_url(api, "clusters", name) + "/health", params={"history": history}
+    )
+    if as_json:
+        _print(data)
+        return
+    typer.echo(f"cluster  {data['cluster']}")
+    typer.echo(f"state    {data['state']}  since {data['since'] or '-'}")
+    typer.echo(f"reason   {data['reason'] or '-'}")
+    assessment = data["assessment"]
+    typer.echo(f"votes say {assessment['state']}: {assessment['reason']}")
+    if assessment["normal_not_before"]:
+        typer.echo(f"NORMAL not before {assessment['normal_not_before']}")
+    typer.echo(f"failed probes in the threshold window: {assessment['recent_failures']}")
+    typer.echo("")
+    typer.echo(f"{'NODE':<24} {'VOTE':<6} {'AT':<9} {'LATENCY':>8}  COUNTED  DETAIL")
+    for v in data["votes"]:
+        typer.echo(
+            f"{v['node_id']:<24} {'ok' if v['ok'] else 'FAIL':<6} {_short_time(v['at']):<9} "
+            f"{v['latency_s']:>7.3f}s  {'yes' if v['counted'] else 'no':<7}  {v['detail']}"
+        )
+    if not data["votes"]:
+        typer.echo("(no fresh votes)")
+    typer.echo("")
+    typer.echo(f"{'AT':<20} {'FROM':<18} {'TO':<18} {'BY':<30} REASON")
+    for e in data["history"]:
+        by = f"{e['decided_by']}:{e['actor']}"
+        typer.echo(
+            f"{e['at'][:19]:<20} {e['from_state']:<18} {e['to_state']:<18} {by:<30} {e['reason']}"
+        )
+    if not data["history"]:
+        typer.echo("(no transitions)")
+
+
+@clusters_app.command("mark-abnormal")
+def clusters_mark_abnormal(
+    name: str,
+    reason: Annotated[str, typer.Option(help="why (shown on the cluster's jobs and audited)")],
+    api: ApiOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Mark a cluster MANUAL_ABNORMAL: nothing is started there until it is cleared."""
+    event = _call(
+        "POST", _resource_url(api, "clusters", name) + "/mark-abnormal", json={"reason": reason}
+    )
+    if as_json:
+        _print(event)
+        return
+    typer.echo(f"cluster {name}: {event['from_state']} -> {event['to_state']} ({event['reason']})")
+
+
+@clusters_app.command("clear")
+def clusters_clear(
+    name: str,
+    reason: Annotated[str, typer.Option(help="why (audited)")] = "",
+    api: ApiOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Lift a manual mark: the cluster is NORMAL again (the monitor keeps judging it)."""
+    event = _call("POST", _resource_url(api, "clusters", name) + "/clear", json={"reason": reason})
+    if as_json:
+        _print(event)
+        return
+    typer.echo(f"cluster {name}: {event['from_state']} -> {event['to_state']}")
+
+
 @groups_app.command("list")
 def groups_list(api: ApiOption = None) -> None:
     page = _call("GET", _resource_url(api, "groups"), params={"limit": 1000})

@@ -20,7 +20,6 @@ A group binds jobs to a ``primary_cluster`` and an optional ``failover_cluster``
 
 from __future__ import annotations
 
-import enum
 import re
 import unicodedata
 from dataclasses import dataclass, fields, replace
@@ -29,6 +28,10 @@ from urllib.parse import urlsplit
 
 from scheduler import storage
 from scheduler.errors import InvalidInput
+
+# re-exported for the catalog's callers; the health states live in scheduler.health
+from scheduler.health import ClusterHealth as ClusterHealth
+from scheduler.health import is_abnormal as is_abnormal
 from scheduler.names import validate_name
 from scheduler.states import ClusterKind
 
@@ -36,24 +39,6 @@ MAX_URL_LENGTH = 512
 MAX_LABEL_LENGTH = 64
 #: the largest capacity limit accepted (anything larger is a typo)
 MAX_LIMIT = 1_000_000
-
-
-class ClusterHealth(enum.StrEnum):
-    """A cluster's health as the cluster monitor decides it (DESIGN §6); read-only in the API."""
-
-    NORMAL = "NORMAL"
-    VOTE_ABNORMAL = "VOTE_ABNORMAL"
-    THRESHOLD_ABNORMAL = "THRESHOLD_ABNORMAL"
-    MANUAL_ABNORMAL = "MANUAL_ABNORMAL"
-
-    @property
-    def is_abnormal(self) -> bool:
-        return self != ClusterHealth.NORMAL
-
-
-def is_abnormal(health: str) -> bool:
-    """Whether a stored health value means "do not start jobs there" (unknown values do too)."""
-    return health != ClusterHealth.NORMAL.value
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from pydantic_settings import (
 )
 
 from scheduler.errors import InvalidInput
+from scheduler.health import HealthPolicy
 
 Role = Literal["active", "backup"]
 
@@ -77,6 +78,21 @@ class Settings(BaseSettings):
     restart_backoff_max: float = Field(default=60.0, ge=0)
     kill_grace_period: float = Field(default=10.0, ge=0)
 
+    # Cluster monitor (scheduler.health): every node probes the clusters its groups use
+    #: probe the clusters at all (off: this node never votes nor decides health)
+    health_monitor: bool = True
+    #: seconds between two probe rounds (each round is jittered by +-20 %)
+    health_probe_interval: float = Field(default=5.0, gt=0)
+    #: a probe that has not answered within this many seconds is a failed vote
+    health_probe_timeout: float = Field(default=3.0, gt=0)
+    #: a node's latest vote counts in the majority only if it is at most this old (seconds)
+    health_vote_freshness: float = Field(default=20.0, gt=0)
+    #: this many failed probes (all nodes) within the window make a cluster THRESHOLD_ABNORMAL
+    health_threshold_count: int = Field(default=6, ge=1)
+    health_threshold_window: float = Field(default=60.0, gt=0)
+    #: an automatic abnormal state returns to NORMAL after this many seconds without a failure
+    health_quiet_period: float = Field(default=60.0, ge=0)
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -109,6 +125,15 @@ class Settings(BaseSettings):
             raise ValueError("production mode needs a MySQL DROVER_DATABASE_URL, not SQLite")
         return self
 
+    @model_validator(mode="after")
+    def _check_health_timing(self) -> Settings:
+        if self.health_vote_freshness <= self.health_probe_interval:
+            raise ValueError(
+                "health_vote_freshness must be longer than health_probe_interval "
+                "(else no vote is ever fresh)"
+            )
+        return self
+
     @cached_property
     def resolved_database_url(self) -> str:
         if self.database_url:
@@ -132,6 +157,15 @@ class Settings(BaseSettings):
         import sys
 
         return self.spark_python or sys.executable
+
+    @property
+    def health_policy(self) -> HealthPolicy:
+        return HealthPolicy(
+            vote_freshness=self.health_vote_freshness,
+            threshold_count=self.health_threshold_count,
+            threshold_window=self.health_threshold_window,
+            quiet_period=self.health_quiet_period,
+        )
 
     @property
     def group_roles(self) -> dict[str, Role]:

@@ -142,6 +142,16 @@ class MembershipSnapshot:
                 card.groups[group] = member.role
         return [cards[n] for n in sorted(cards)]
 
+    def live_node_ids(self) -> frozenset[str] | None:
+        """The nodes known alive now (cluster-health majorities): standalone, this node;
+        registered and CONNECTED, the members of this node's groups; otherwise None (a node that
+        is starting, cut off from ZooKeeper or not answering cannot tell who is alive)."""
+        if self.standalone:
+            return frozenset({self.this_node.node_id})
+        if self.mode != Mode.ZOOKEEPER or self.connection != Connection.CONNECTED:
+            return None
+        return frozenset(card.node_id for card in self.nodes()) or None
+
     def owner_url(self, group: str, job: str) -> str | None:
         """The API URL of ``job``'s owner when that is another node; None for this node/unknown."""
         view = self.groups.get(group)

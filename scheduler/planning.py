@@ -151,34 +151,43 @@ def plan(
     policy: RestartPolicy,
     now: datetime,
     cluster_abnormal: bool = False,
+    abnormal_reason: str = CLUSTER_ABNORMAL,
 ) -> Action:
     """Decide the next action for ``job``.
 
     ``observed`` is the cluster's view of the current run's application (``None`` when the job has
     no live run). For a run still SUBMITTING without a submission id, it is the result of looking
     the application up by name (NOT_FOUND when none carries the run's name).
-    ``cluster_abnormal``: the job's cluster is not NORMAL (see the module docstring).
+    ``cluster_abnormal``: the job's cluster is not NORMAL (see the module docstring);
+    ``abnormal_reason``: the state reason a job held for it shows (which cluster, its health and
+    why: ``scheduler.health.abnormal_job_reason``).
     """
     run = job.current_run
     if run is not None and not run.state.is_final:
         if observed is None:
             return Noop("the current run's application has not been observed")
         return _plan_live_run(
-            job, run, observed, failures=failures, policy=policy, abnormal=cluster_abnormal
+            job,
+            run,
+            observed,
+            failures=failures,
+            policy=policy,
+            abnormal=cluster_abnormal,
+            abnormal_reason=abnormal_reason,
         )
     if job.desired_state == DesiredState.RUNNING and _given_up(job):
         return Noop("gave up; waiting for an operator to start the job again")
     if cluster_abnormal and job.desired_state == DesiredState.RUNNING:
-        return _wait_for_cluster(job)
+        return _wait_for_cluster(job, abnormal_reason)
     return _plan_without_run(job, failures=failures, policy=policy, now=now)
 
 
-def _wait_for_cluster(job: JobRecord) -> Action:
+def _wait_for_cluster(job: JobRecord, reason: str) -> Action:
     if job.state != JobState.QUEUED and can_transition(job.state, JobState.QUEUED):
-        return SetState(JobState.QUEUED, CLUSTER_ABNORMAL)
-    if job.state_reason != CLUSTER_ABNORMAL:
-        return Hold(CLUSTER_ABNORMAL)
-    return Noop(CLUSTER_ABNORMAL)
+        return SetState(JobState.QUEUED, reason)
+    if job.state_reason != reason:
+        return Hold(reason)
+    return Noop(reason)
 
 
 def _plan_live_run(
@@ -189,6 +198,7 @@ def _plan_live_run(
     failures: Failures,
     policy: RestartPolicy,
     abnormal: bool,
+    abnormal_reason: str = CLUSTER_ABNORMAL,
 ) -> Action:
     wanted = job.desired_state == DesiredState.RUNNING and run.generation == job.generation
     if observed.state.is_terminal:
@@ -199,7 +209,7 @@ def _plan_live_run(
                 run,
                 RunState.LOST,
                 _after_stop(job),
-                f"never submitted; {CLUSTER_ABNORMAL}" if wanted else "never submitted",
+                f"never submitted; {abnormal_reason}" if wanted else "never submitted",
                 None,
                 counts_as_failure=False,
             )

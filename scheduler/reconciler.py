@@ -34,6 +34,7 @@ from scheduler import catalog, faults, storage
 from scheduler.backends.base import AppState, AppStatus, ClusterBackend, SubmitRequest, app_name_for
 from scheduler.backends.registry import BackendRegistry
 from scheduler.errors import ClusterUnreachable, NotOwner, StaleWrite, SubmissionRejected
+from scheduler.health import abnormal_job_reason
 from scheduler.ownership import Claim, Fence
 from scheduler.planning import (
     Action,
@@ -189,13 +190,16 @@ class Reconciler:
             return False
         job, observed = observation
         failures = self._failures(job, observed, now)
+        cluster = self._job_cluster(job)
+        held = abnormal_job_reason(cluster.name, cluster.health, cluster.health_reason)
         action = plan(
             job,
             observed,
             failures=failures,
             policy=self._policy,
             now=now,
-            cluster_abnormal=catalog.is_abnormal(self._job_cluster(job).health),
+            cluster_abnormal=catalog.is_abnormal(cluster.health),
+            abnormal_reason=held,
         )
         if isinstance(action, Noop):
             return False

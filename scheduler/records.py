@@ -112,6 +112,9 @@ class ClusterRecord:
     version: int = 1
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    #: why the cluster is in its health state; when it entered it (None: NORMAL since created)
+    health_reason: str = ""
+    health_since: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,13 @@
 """The node's actors (DESIGN §4). Every Ray call of the scheduler is in this package.
 
-    NodeSupervisor      supervisor.py   one per node; starts Membership, then the JobReconciler;
-     ├── Membership     membership.py   pings them every second and re-creates any that died;
-     └── JobReconciler  reconcilers.py  drains on stop (reconcilers first, then membership).
-           one reconcile loop per group, all in one actor process (a group costs a loop, not
-           a process: a node in 50 groups stays small)
+    NodeSupervisor      supervisor.py   one per node; starts Membership, then the JobReconciler
+     ├── Membership     membership.py   and the ClusterMonitor; pings them every second and
+     ├── JobReconciler  reconcilers.py  re-creates any that died; drains on stop (reconcilers
+     │                                  and monitor first, then membership).
+     │     one reconcile loop per group, all in one actor process (a group costs a loop, not
+     │     a process: a node in 50 groups stays small)
+     └── ClusterMonitor monitor.py      probes the clusters of the node's groups, votes, decides
+                                        their health (``scheduler.monitor``, ``scheduler.health``)
 
 ``runtime.py`` (NodeRuntime) is the node process's side: it starts Ray and the supervisor, and is
 what the API and the CLI call. ``common.py`` holds what the actors share (names, timeouts, the

@@ -18,6 +18,7 @@ __all__ = [
     "CLAIM_TIMEOUT",
     "LEASE_SHARE",
     "MEMBERSHIP",
+    "MONITOR",
     "PING_TIMEOUT",
     "RECONCILER",
     "SUPERVISE_INTERVAL",
@@ -34,6 +35,7 @@ CLAIM_TIMEOUT = 2.0
 LEASE_SHARE = 0.5
 #: named actors in the node's Ray namespace
 MEMBERSHIP = "membership"
+MONITOR = "monitor"
 RECONCILER = "reconciler"
 SUPERVISOR = "supervisor"
 

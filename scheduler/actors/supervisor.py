@@ -10,6 +10,7 @@ from ray.exceptions import ActorUnavailableError, RayActorError
 
 from scheduler.actors.common import (
     MEMBERSHIP,
+    MONITOR,
     PING_TIMEOUT,
     RECONCILER,
     SUPERVISE_INTERVAL,
@@ -17,6 +18,7 @@ from scheduler.actors.common import (
     ray,
 )
 from scheduler.actors.membership import Membership
+from scheduler.actors.monitor import ClusterMonitor
 from scheduler.actors.reconcilers import JobReconciler
 from scheduler.config import Settings
 from scheduler.epochs import Incarnation
@@ -31,7 +33,8 @@ log = logging.getLogger("drover.actors.supervisor")
 
 @ray.remote(max_restarts=-1, max_task_retries=-1, num_cpus=0)
 class NodeSupervisor:
-    """Starts and watches the node's other actors; drains them on stop."""
+    """Starts and watches the node's other actors (membership, reconciler, cluster monitor);
+    drains them on stop."""
 
     def __init__(self, settings: Settings) -> None:
         configure_logging()
@@ -40,6 +43,7 @@ class NodeSupervisor:
         self._generations = GenerationResolver(self._store, settings.node_id)
         self._reconciler: Any = None
         self._membership: Any = None
+        self._monitor: Any = None
         self._health: dict[str, dict[str, Any]] = {}
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -88,6 +92,24 @@ class NodeSupervisor:
             }
             if isinstance(exc, RayActorError) and not isinstance(exc, ActorUnavailableError):
                 self._reconciler = self._spawn_reconciler()  # restart budget spent: a new one
+        if self._monitor is not None:
+            await self._supervise_monitor(groups)
+
+    async def _supervise_monitor(self, groups: list[str]) -> None:
+        try:
+            self._health[MONITOR] = await asyncio.wait_for(
+                self._monitor.ensure.remote(groups), timeout=PING_TIMEOUT
+            )
+        except (RayActorError, TimeoutError) as exc:
+            log.warning("the cluster monitor is not answering (%s)", exc)
+            self._health[MONITOR] = {"alive": False, "error": str(exc)}
+            if isinstance(exc, RayActorError) and not isinstance(exc, ActorUnavailableError):
+                self._monitor = self._spawn_monitor()
+
+    def _spawn_monitor(self) -> Any:
+        return ClusterMonitor.options(  # type: ignore[attr-defined]
+            name=MONITOR, get_if_exists=True
+        ).remote(self._settings)
 
     def _spawn_reconciler(self) -> Any:
         return JobReconciler.options(  # type: ignore[attr-defined]
@@ -101,6 +123,8 @@ class NodeSupervisor:
         ).remote(self._settings)
         await self._membership.start.remote()
         self._reconciler = self._spawn_reconciler()
+        if self._settings.health_monitor:
+            self._monitor = self._spawn_monitor()
         self._ensure_loop()
         await self._supervise()
 
@@ -119,6 +143,7 @@ class NodeSupervisor:
         return {
             "reconcilers": dict(reconciler.get("groups", {})),
             "membership": self._health.get(MEMBERSHIP, {}),
+            "monitor": self._health.get(MONITOR, {"alive": False, "error": "not started"}),
         }
 
     async def resolve_generation(self, group: str, incarnation: Incarnation, cversion: int) -> int:
@@ -137,5 +162,7 @@ class NodeSupervisor:
             self._task.cancel()
         if self._reconciler is not None:
             await asyncio.gather(self._reconciler.drain.remote(), return_exceptions=True)
+        if self._monitor is not None:
+            await asyncio.gather(self._monitor.drain.remote(), return_exceptions=True)
         if self._membership is not None:
             await asyncio.gather(self._membership.stop.remote(), return_exceptions=True)

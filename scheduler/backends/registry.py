@@ -13,6 +13,7 @@ The simulated cluster (``harness/simcluster.py``) is not a kind: it is registere
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from urllib.parse import urlsplit
 
 from scheduler.backends.base import ClusterBackend
@@ -40,7 +41,7 @@ class BackendRegistry:
     def for_cluster(self, cluster: ClusterRecord) -> ClusterBackend:
         with self._lock:
             known = self._backends.get(cluster.name)
-            if known is not None and known[0] == cluster:
+            if known is not None and _same_cluster(known[0], cluster):
                 return known[1]
             backend = self._build(cluster)
             self._backends[cluster.name] = (cluster, backend)
@@ -94,6 +95,16 @@ class BackendRegistry:
             self._backends.clear()
         for backend in backends:
             _close(backend)
+
+
+def _same_cluster(a: ClusterRecord, b: ClusterRecord) -> bool:
+    """The same backend serves both records: they differ at most in health (a health change
+    keeps the backend and its caches; it happens exactly when the cluster is in trouble)."""
+
+    def key(c: ClusterRecord) -> ClusterRecord:
+        return replace(c, health="", health_reason="", health_since=None, updated_at=None)
+
+    return key(a) == key(b)
 
 
 def _close(backend: ClusterBackend) -> None:

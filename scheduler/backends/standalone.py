@@ -135,6 +135,14 @@ _APP_NAME = re.compile(r'"-Dspark\.app\.name=((?:[^"\\]|\\.)*)"')
 _EXIT_CODE = re.compile(r"User application exited with (-?\d+)")
 
 
+def _success(response: httpx.Response) -> bool:
+    try:
+        body = response.json()
+    except ValueError:
+        return False
+    return isinstance(body, dict) and bool(body.get("success"))
+
+
 def _millis(value: Any) -> int:
     try:
         return int(value)
@@ -649,15 +657,47 @@ class StandaloneRestBackend:
     # ----------------------------------------------------------------------- probe
 
     def probe(self) -> ProbeResult:
+        """The REST server's ``readyz`` answers, and the master's ``/json/`` answers with status
+        ALIVE and at least one alive worker. Free cores are reported, not judged: a busy cluster
+        is not a failing one."""
         started = time.monotonic()
+        try:
+            ok, detail = self._probe()
+        except Exception as exc:  # noqa: BLE001 - a probe never raises
+            ok, detail = False, f"probe failed: {exc!r}"
+        return ProbeResult(ok=ok, detail=detail, latency_s=time.monotonic() - started)
+
+    def _probe(self) -> tuple[bool, str]:
         url = f"{self.rest_url}/v1/submissions/readyz"
         try:
             response = self._http.get(url)
-            ok = response.status_code == 200 and bool(response.json().get("success"))
-            detail = f"{url}: {response.status_code}"
-        except Exception as exc:  # noqa: BLE001 - a probe never raises
-            ok, detail = False, f"{url}: {exc!r}"
-        return ProbeResult(ok=ok, detail=detail, latency_s=time.monotonic() - started)
+        except httpx.HTTPError as exc:
+            return False, f"REST {url}: no answer: {exc!r}"
+        if response.status_code != 200 or not _success(response):
+            return False, f"REST {url}: not ready ({response.status_code})"
+        url = f"{self.ui_url}/json/"
+        try:
+            response = self._http.get(url)
+        except httpx.HTTPError as exc:
+            return False, f"master {url}: no answer: {exc!r}"
+        if response.status_code != 200:
+            return False, f"master {url}: answered {response.status_code}"
+        body = response.json()
+        if not isinstance(body, dict):
+            return False, f"master {url}: unexpected answer {body!r:.100}"
+        status = str(body.get("status", ""))
+        workers = [w for w in body.get("workers", []) if isinstance(w, dict)]
+        alive = [w for w in workers if w.get("state") == "ALIVE"]
+        free = sum(int(w.get("coresfree", 0)) for w in alive)
+        summary = (
+            f"master {status or 'status unknown'}, {len(alive)} of {len(workers)} workers alive, "
+            f"{free} cores free"
+        )
+        if status != "ALIVE":
+            return False, f"master {url}: {summary}"
+        if not alive:
+            return False, f"no alive worker: {summary}"
+        return True, summary
 
     # ----------------------------------------------------------------------- lifecycle
 

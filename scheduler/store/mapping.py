@@ -83,6 +83,8 @@ def cluster_record(c: Cluster) -> ClusterRecord:
         version=c.version,
         created_at=c.created_at,
         updated_at=c.updated_at,
+        health_reason=c.health_reason or "",
+        health_since=c.health_since,
     )
 
 

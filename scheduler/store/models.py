@@ -15,6 +15,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -90,6 +91,10 @@ class Cluster(Base):
     storage_root: Mapped[str] = mapped_column(String(1024))
     #: NORMAL | VOTE_ABNORMAL | THRESHOLD_ABNORMAL | MANUAL_ABNORMAL (cluster-health issue)
     health: Mapped[str] = mapped_column(String(32), default="NORMAL")
+    #: why the cluster is in its health state (the monitor's or the operator's words)
+    health_reason: Mapped[str] = mapped_column(Text, default="")
+    #: when the cluster entered its health state (None: NORMAL since it was created)
+    health_since: Mapped[datetime | None] = mapped_column(UtcDateTime())
     #: capacity limits, 0 = unlimited (see scheduler.catalog):
     #: submissions in flight at once on this cluster
     max_concurrent_submissions: Mapped[int] = mapped_column(Integer, default=0)
@@ -233,4 +238,39 @@ class AuditEntry(Base):
     target_kind: Mapped[str] = mapped_column(String(32))
     target_name: Mapped[str] = mapped_column(Name(300))
     detail: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    node_id: Mapped[str] = mapped_column(String(128), default="")
+
+
+class ClusterVote(Base):
+    """One node's probe of one cluster (``scheduler.health.Vote``); pruned after the history the
+    monitor's decision looks at."""
+
+    __tablename__ = "cluster_votes"
+    __table_args__ = (Index("ix_cluster_votes_cluster_name_at", "cluster_name", "at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    cluster_name: Mapped[str] = mapped_column(ForeignKey("clusters.name"))
+    node_id: Mapped[str] = mapped_column(String(128))
+    at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    ok: Mapped[bool] = mapped_column(Boolean)
+    latency_s: Mapped[float] = mapped_column(Float, default=0.0)
+    detail: Mapped[str] = mapped_column(Text, default="")
+
+
+class ClusterHealthEvent(Base):
+    """A change of a cluster's health, with its evidence (the votes, or the operator's reason)."""
+
+    __tablename__ = "cluster_health_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    cluster_name: Mapped[str] = mapped_column(ForeignKey("clusters.name"), index=True)
+    at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    from_state: Mapped[str] = mapped_column(String(32))
+    to_state: Mapped[str] = mapped_column(String(32))
+    #: ``monitor`` or ``operator`` (``scheduler.health.Decider``)
+    decided_by: Mapped[str] = mapped_column(String(16))
+    #: the operator's name, or the deciding monitor's node id
+    actor: Mapped[str] = mapped_column(String(128))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    evidence: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     node_id: Mapped[str] = mapped_column(String(128), default="")

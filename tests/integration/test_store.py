@@ -30,6 +30,8 @@ TABLES = {
     "job_events",
     "audit_log",
     "membership_generations",
+    "cluster_votes",
+    "cluster_health_events",
 }
 
 

@@ -163,3 +163,21 @@ def test_standalone_snapshot_is_this_node_only() -> None:
     assert snapshot.nodes() == [me]
     assert snapshot.owner_url("default", "job") is None
     assert snapshot.api_urls("default") == ("http://127.0.0.1:8000",)
+
+
+def test_live_node_ids_for_cluster_health_majorities() -> None:
+    me = NodeCard("a1", "http://a1:8000", "az-1", "local")
+    groups = {"g1": GroupView("g1", (member("a1"), member("b1", "backup")), 3, 1)}
+    assert MembershipSnapshot(Mode.STANDALONE, "NONE", me).live_node_ids() == {"a1"}
+    connected = MembershipSnapshot(Mode.ZOOKEEPER, "CONNECTED", me, groups, 1.0)
+    assert connected.live_node_ids() == {"a1", "b1"}
+    # a node that cannot trust its view does not say who is alive
+    for mode, connection in (
+        (Mode.ZOOKEEPER, "SUSPENDED"),
+        (Mode.ZOOKEEPER, "LOST"),
+        (Mode.DEGRADED, "SUSPENDED"),
+        (Mode.STARTING, "NONE"),
+        (Mode.UNKNOWN, "UNKNOWN"),
+    ):
+        assert MembershipSnapshot(mode, connection, me, groups).live_node_ids() is None
+    assert MembershipSnapshot(Mode.ZOOKEEPER, "CONNECTED", me, {}).live_node_ids() is None

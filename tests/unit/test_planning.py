@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scheduler.backends.base import AppState, AppStatus, app_name_for
+from scheduler.health import abnormal_job_reason
 from scheduler.planning import (
     CLUSTER_ABNORMAL,
     Action,
@@ -655,3 +656,24 @@ def test_abnormal_cluster_never_submits_and_only_legal_transitions(
     normal = do_plan(job, AppStatus(app) if app is not None else None, failures=failures)
     if can_transition(state, asked_job_state(normal) or state):
         assert can_transition(state, asked_job_state(action) or state), (state, action)
+
+
+def test_a_held_job_shows_its_clusters_health_and_why() -> None:
+    reason = abnormal_job_reason("spark-a", "VOTE_ABNORMAL", "3 of 3 live nodes see it failing")
+    assert reason.startswith("waiting: cluster spark-a is VOTE_ABNORMAL (3 of 3 live nodes")
+
+    def held(job: JobRecord) -> Action:
+        return plan(
+            job,
+            None,
+            failures=Failures(),
+            policy=POLICY,
+            now=NOW,
+            cluster_abnormal=True,
+            abnormal_reason=reason,
+        )
+
+    assert held(make_job(state=JobState.FAILED)) == SetState(JobState.QUEUED, reason)
+    # the generic reason of an earlier hold is replaced by the cluster's own, once
+    assert held(make_job(state=JobState.QUEUED, state_reason=CLUSTER_ABNORMAL)) == Hold(reason)
+    assert held(make_job(state=JobState.QUEUED, state_reason=reason)) == Noop(reason)

@@ -1,0 +1,147 @@
+"""``/v1/clusters/{name}/health``, ``mark-abnormal`` and ``clear``: a cluster's health.
+
+The ClusterMonitor of every node decides NORMAL / VOTE_ABNORMAL / THRESHOLD_ABNORMAL from the
+nodes' votes (``scheduler.health``); an operator marks a cluster MANUAL_ABNORMAL with a reason and
+clears that mark. A mark or clear is one transaction with its health event, a job event for each
+job on the cluster and an audit entry. Clearing an automatic state is a 409: it clears itself
+once the cluster has been quiet.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from sqlalchemy.orm import Session
+
+from api.deps import ActorDep, ContextDep, StoreDep
+from api.schemas import (
+    AssessmentPublic,
+    ClearAbnormal,
+    ClusterHealthPublic,
+    HealthEventPublic,
+    MarkAbnormal,
+    VotePublic,
+)
+from scheduler.catalog import validate_cluster_name
+from scheduler.health import HealthEvent, assess, live_votes
+from scheduler.store import catalog as catalog_store
+from scheduler.store import health as health_store
+from scheduler.store import journal
+from scheduler.store.models import utcnow
+
+router = APIRouter(prefix="/v1/clusters", tags=["cluster health"])
+
+HistoryLimit = Annotated[int, Query(ge=1, le=500)]
+
+
+@router.get("/{name}/health", response_model=ClusterHealthPublic)
+def get_health(
+    name: str, ctx: ContextDep, store: StoreDep, history: HistoryLimit = 20
+) -> ClusterHealthPublic:
+    """The stored state and its reason, what the votes say now, each node's latest vote and the
+    latest transitions with their evidence."""
+    name = validate_cluster_name(name)
+    policy = ctx.settings.health_policy
+    live = ctx.views().live_node_ids()
+    now = utcnow()
+    with store.session() as session:
+        state, reason, since = health_store.health_of(session, name)
+        votes = health_store.votes_since(
+            session, name, now - timedelta(seconds=policy.history_seconds)
+        )
+        events = health_store.list_health_events(session, name, limit=history)
+    voters = frozenset(v.node_id for v in votes)
+    latest = live_votes(votes, voters, now=now, freshness=policy.vote_freshness)
+    counted = live if live is not None else voters
+    assessment = assess(state, votes, counted, now=now, policy=policy)
+    return ClusterHealthPublic(
+        cluster=name,
+        state=state,
+        reason=reason,
+        since=since,
+        assessment=AssessmentPublic(
+            state=assessment.state,
+            reason=assessment.reason,
+            recent_failures=assessment.recent_failures,
+            last_failure=assessment.last_failure,
+            normal_not_before=assessment.normal_not_before,
+            live_nodes=sorted(live) if live is not None else None,
+        ),
+        votes=[
+            VotePublic(
+                node_id=v.node_id,
+                at=v.at,
+                ok=v.ok,
+                latency_s=round(v.latency_s, 3),
+                detail=v.detail,
+                counted=v.node_id in assessment.live_votes,
+            )
+            for v in sorted(latest.values(), key=lambda v: v.node_id)
+        ],
+        history=[HealthEventPublic.of(e) for e in events],
+    )
+
+
+@router.post("/{name}/mark-abnormal", response_model=HealthEventPublic)
+def mark_abnormal(
+    name: str, body: MarkAbnormal, ctx: ContextDep, store: StoreDep, actor: ActorDep
+) -> HealthEventPublic:
+    """Mark the cluster MANUAL_ABNORMAL: nothing is started there until an operator clears it."""
+    name = validate_cluster_name(name)
+    with store.transaction() as session:
+        event = health_store.mark_abnormal(
+            session, name, reason=body.reason, actor=actor, node_id=ctx.settings.node_id
+        )
+        _audit(session, ctx, actor, "cluster.mark-abnormal", event)
+    _nudge_groups(ctx, store, name)
+    return HealthEventPublic.of(event)
+
+
+@router.post("/{name}/clear", response_model=HealthEventPublic)
+def clear(
+    name: str,
+    ctx: ContextDep,
+    store: StoreDep,
+    actor: ActorDep,
+    body: ClearAbnormal | None = None,
+) -> HealthEventPublic:
+    """Lift a manual mark: the cluster is NORMAL (the monitor decides again at its next round)."""
+    name = validate_cluster_name(name)
+    reason = body.reason if body is not None else ""
+    with store.transaction() as session:
+        event = health_store.clear(
+            session, name, reason=reason, actor=actor, node_id=ctx.settings.node_id
+        )
+        _audit(session, ctx, actor, "cluster.clear", event)
+    _nudge_groups(ctx, store, name)
+    return HealthEventPublic.of(event)
+
+
+def _audit(session: Session, ctx: ContextDep, actor: str, action: str, event: HealthEvent) -> None:
+    journal.add_audit(
+        session,
+        actor=actor,
+        action=action,
+        target_kind="cluster",
+        target_name=event.cluster,
+        detail={
+            "from": event.from_state.value,
+            "to": event.to_state.value,
+            "reason": event.reason,
+        },
+        node_id=ctx.settings.node_id,
+    )
+
+
+def _nudge_groups(ctx: ContextDep, store: StoreDep, cluster: str) -> None:
+    """Wake the reconcile loops of the groups using the cluster: their jobs show the change now."""
+    with store.session() as session:
+        groups = [
+            g.name
+            for g in catalog_store.list_groups(session)
+            if cluster in (g.primary_cluster, g.failover_cluster)
+        ]
+    for group in groups:
+        ctx.nudge_local(group)

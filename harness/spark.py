@@ -1,0 +1,165 @@
+"""A private Spark standalone cluster (one master with its REST server, one worker) on ports of
+its own, for tests that stop and restart a cluster without touching the shared clusters A and B
+of ``scripts/services.sh`` (no pytest here).
+
+Started from the pyspark wheel like those (``bin/spark-class``; RUNTIME-NOTES "Spark"): each
+daemon runs in a session of its own so that stopping it stops its whole process group. The
+master refuses to move to another port when its own is taken (``spark.port.maxRetries=0``): a
+restarted cluster is on the ports it had, or it fails loudly.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from harness.nodes import free_port, poll
+
+#: what one daemon JVM may use (a test cluster runs no big application)
+DAEMON_MEMORY = "256m"
+STOP_GRACE_S = 20.0
+
+
+def spark_home() -> Path:
+    configured = os.environ.get("SPARK_HOME")
+    if configured:
+        return Path(configured)
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent
+
+
+@dataclass
+class PrivateSparkCluster:
+    """Master + REST server + one worker on free loopback ports, under ``work_dir``."""
+
+    work_dir: Path
+    cores: int = 2
+    memory: str = "1g"
+    master_port: int = field(default_factory=free_port)
+    ui_port: int = field(default_factory=free_port)
+    rest_port: int = field(default_factory=free_port)
+    worker_ui_port: int = field(default_factory=free_port)
+    _procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    @property
+    def master_url(self) -> str:
+        return f"spark://127.0.0.1:{self.master_port}"
+
+    @property
+    def ui_url(self) -> str:
+        return f"http://127.0.0.1:{self.ui_port}"
+
+    @property
+    def rest_url(self) -> str:
+        return f"http://127.0.0.1:{self.rest_port}"
+
+    def _env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "SPARK_HOME": str(spark_home()),
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "SPARK_LOCAL_HOSTNAME": "127.0.0.1",
+            "SPARK_DAEMON_MEMORY": DAEMON_MEMORY,
+            "SPARK_LOG_DIR": str(self.work_dir / "logs"),
+        }
+
+    def _spawn(self, name: str, *args: str) -> None:
+        log = (self.work_dir / f"{name}.log").open("ab")
+        try:
+            self._procs[name] = subprocess.Popen(
+                [str(spark_home() / "bin" / "spark-class"), *args],
+                env=self._env(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        finally:
+            log.close()
+
+    def start(self, timeout: float = 120.0) -> float:
+        """Start master and worker; wait until REST is ready and a worker is ALIVE. Returns the
+        seconds it took."""
+        started = time.monotonic()
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        (self.work_dir / "worker").mkdir(exist_ok=True)
+        properties = self.work_dir / "master.properties"
+        properties.write_text(
+            "spark.master.rest.enabled=true\n"
+            "spark.master.rest.host=127.0.0.1\n"
+            f"spark.master.rest.port={self.rest_port}\n"
+            "spark.port.maxRetries=0\n"
+        )
+        self._spawn(
+            "master",
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.master_port),
+            "--webui-port",
+            str(self.ui_port),
+            "--properties-file",
+            str(properties),
+        )
+        self._spawn(
+            "worker",
+            "org.apache.spark.deploy.worker.Worker",
+            self.master_url,
+            "--host",
+            "127.0.0.1",
+            "--cores",
+            str(self.cores),
+            "--memory",
+            self.memory,
+            "--webui-port",
+            str(self.worker_ui_port),
+            "--work-dir",
+            str(self.work_dir / "worker"),
+        )
+        poll(self.ready, timeout=timeout, interval=0.2, what=f"private Spark on {self.ui_url}")
+        return time.monotonic() - started
+
+    def ready(self) -> bool:
+        """REST ``readyz`` answers and the master is ALIVE with an ALIVE worker."""
+        for name, proc in self._procs.items():
+            if proc.poll() is not None:
+                raise RuntimeError(
+                    f"private Spark {name} exited with {proc.returncode}: see {self.work_dir}"
+                )
+        with httpx.Client(timeout=2.0, trust_env=False) as http:
+            if http.get(f"{self.rest_url}/v1/submissions/readyz").status_code != 200:
+                return False
+            state = http.get(f"{self.ui_url}/json/").json()
+        workers = [w for w in state.get("workers", []) if w.get("state") == "ALIVE"]
+        return state.get("status") == "ALIVE" and bool(workers)
+
+    def stop(self) -> float:
+        """Stop worker and master (SIGTERM to each process group, SIGKILL after a grace period).
+        Returns the seconds it took."""
+        started = time.monotonic()
+        for name in ("worker", "master"):
+            proc = self._procs.pop(name, None)
+            if proc is None or proc.poll() is not None:
+                continue
+            _signal_group(proc, signal.SIGTERM)
+            try:
+                proc.wait(timeout=STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                _signal_group(proc, signal.SIGKILL)
+                proc.wait(timeout=STOP_GRACE_S)
+        return time.monotonic() - started
+
+
+def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    try:
+        os.killpg(proc.pid, sig)  # its own session: the group id is its pid
+    except ProcessLookupError:
+        pass

@@ -1,0 +1,79 @@
+"""cluster health: the monitor's votes, health transitions with evidence, the state's reason
+
+Revision ID: 0005
+Revises: 0004
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+from sqlalchemy.dialects import mysql
+
+revision = "0005"
+down_revision = "0004"
+branch_labels = None
+depends_on = None
+
+
+def _when() -> sa.types.TypeEngine[object]:
+    return sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
+
+
+def _name() -> sa.types.TypeEngine[str]:
+    return sa.String(128).with_variant(
+        mysql.VARCHAR(128, charset="utf8mb4", collation="utf8mb4_bin"), "mysql", "mariadb"
+    )
+
+
+def upgrade() -> None:
+    # plain ADD COLUMN (no table rebuild on SQLite: other tables' foreign keys point at clusters)
+    op.add_column(
+        "clusters", sa.Column("health_reason", sa.Text(), nullable=False, server_default="")
+    )
+    op.add_column("clusters", sa.Column("health_since", _when(), nullable=True))
+    op.create_table(
+        "cluster_votes",
+        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
+        sa.Column("cluster_name", _name(), nullable=False),
+        sa.Column("node_id", sa.String(128), nullable=False),
+        sa.Column("at", _when(), nullable=False),
+        sa.Column("ok", sa.Boolean(), nullable=False),
+        sa.Column("latency_s", sa.Float(), nullable=False),
+        sa.Column("detail", sa.Text(), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["cluster_name"], ["clusters.name"], name="fk_cluster_votes_cluster_name_clusters"
+        ),
+        sa.PrimaryKeyConstraint("id", name="pk_cluster_votes"),
+    )
+    op.create_index("ix_cluster_votes_cluster_name_at", "cluster_votes", ["cluster_name", "at"])
+    op.create_table(
+        "cluster_health_events",
+        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
+        sa.Column("cluster_name", _name(), nullable=False),
+        sa.Column("at", _when(), nullable=False),
+        sa.Column("from_state", sa.String(32), nullable=False),
+        sa.Column("to_state", sa.String(32), nullable=False),
+        sa.Column("decided_by", sa.String(16), nullable=False),
+        sa.Column("actor", sa.String(128), nullable=False),
+        sa.Column("reason", sa.Text(), nullable=False),
+        sa.Column("evidence", sa.JSON(), nullable=False),
+        sa.Column("node_id", sa.String(128), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["cluster_name"],
+            ["clusters.name"],
+            name="fk_cluster_health_events_cluster_name_clusters",
+        ),
+        sa.PrimaryKeyConstraint("id", name="pk_cluster_health_events"),
+    )
+    op.create_index(
+        "ix_cluster_health_events_cluster_name", "cluster_health_events", ["cluster_name"]
+    )
+
+
+def downgrade() -> None:
+    # dropping a table drops its indexes (MariaDB refuses to drop one a foreign key needs)
+    op.drop_table("cluster_health_events")
+    op.drop_table("cluster_votes")
+    op.drop_column("clusters", "health_since")
+    op.drop_column("clusters", "health_reason")
