@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
-from api import problems
+from api import problems, security
 from api.deps import NodeContext
-from api.routes import clusters, groups, health, jobs
+from api.routes import audit, clusters, groups, health, identities, jobs
 from api.routes.fence import router as fence_router
 from api.routes.health_clusters import router as cluster_health_router
 from api.routes.membership import router as membership_router
+from api.security.rules import authorize
 
 
 def create_app(context: NodeContext) -> FastAPI:
@@ -17,9 +18,12 @@ def create_app(context: NodeContext) -> FastAPI:
         title="Drover",
         version="0.1.0",
         summary="Leaderless, highly available scheduler for long-running PySpark jobs",
+        # the one authorization function: every route runs it (see api/security/rules.py)
+        dependencies=[Depends(authorize)],
     )
     app.state.context = context
     problems.install(app)
+    security.install(app)
     app.include_router(health.router)
     app.include_router(jobs.router)
     app.include_router(clusters.router)
@@ -27,4 +31,6 @@ def create_app(context: NodeContext) -> FastAPI:
     app.include_router(groups.router)
     app.include_router(fence_router)
     app.include_router(membership_router)
+    app.include_router(identities.router)
+    app.include_router(audit.router)
     return app

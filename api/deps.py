@@ -8,8 +8,10 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Header, Request
 
+from api.security.rules import principal_of
 from scheduler.config import Settings
 from scheduler.errors import InvalidInput
+from scheduler.identity import Principal
 from scheduler.membership import MembershipSnapshot, Mode, NodeCard, unavailable
 from scheduler.store.db import Store
 
@@ -55,9 +57,14 @@ def get_store(context: Annotated[NodeContext, Depends(get_context)]) -> Store:
     return context.store
 
 
-def get_actor() -> str:
-    """Who is calling. Bearer tokens and roles plug in here (auth issue)."""
-    return "anonymous"
+def get_principal(request: Request) -> Principal:
+    """The caller, as the security edge authenticated and authorized it."""
+    return principal_of(request)
+
+
+def get_actor(principal: Annotated[Principal, Depends(get_principal)]) -> str:
+    """Who is calling, as written to the audit log and job events."""
+    return principal.subject
 
 
 def get_expected_version(
@@ -74,4 +81,5 @@ def get_expected_version(
 ContextDep = Annotated[NodeContext, Depends(get_context)]
 StoreDep = Annotated[Store, Depends(get_store)]
 ActorDep = Annotated[str, Depends(get_actor)]
+PrincipalDep = Annotated[Principal, Depends(get_principal)]
 ExpectedVersionDep = Annotated[int | None, Depends(get_expected_version)]

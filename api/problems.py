@@ -17,6 +17,9 @@ PROBLEM_MEDIA_TYPE = "application/problem+json"
 #: most specific first
 _STATUS: list[tuple[type[errors.DroverError], int]] = [
     (errors.PreconditionFailed, 412),
+    (errors.Unauthenticated, 401),
+    (errors.Forbidden, 403),
+    (errors.PermissionCenterUnavailable, 503),
     (errors.InvalidInput, 422),
     (errors.NotFound, 404),
     (errors.Conflict, 409),
@@ -24,6 +27,9 @@ _STATUS: list[tuple[type[errors.DroverError], int]] = [
     (errors.CoordinationUnavailable, 503),
     (errors.ClusterError, 502),
 ]
+
+
+_MEMBERS = frozenset({"type", "title", "status", "detail", "instance"})
 
 
 def status_for(exc: errors.DroverError) -> int:
@@ -47,7 +53,11 @@ def problem(status: int, kind: str, detail: str, instance: str, **extra: Any) ->
 
 async def _drover_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, errors.DroverError)
-    return problem(status_for(exc), exc.kind, exc.message, request.url.path)
+    extra = {k: v for k, v in getattr(exc, "extra", {}).items() if k not in _MEMBERS}
+    response = problem(status_for(exc), exc.kind, exc.message, request.url.path, **extra)
+    if isinstance(exc, errors.Unauthenticated):
+        response.headers["WWW-Authenticate"] = 'Bearer realm="drover"'
+    return response
 
 
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:

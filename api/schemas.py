@@ -199,6 +199,9 @@ Url = Annotated[str, Field(max_length=512)]
 ZoneLabel = Annotated[str, Field(max_length=64)]
 CapacityLimit = Annotated[StrictInt, Field(ge=0, le=MAX_LIMIT)]
 StorageRoot = Annotated[str, Field(min_length=1, max_length=1024)]
+ArtifactRoots = Annotated[
+    list[Annotated[str, Field(min_length=1, max_length=1024)]], Field(max_length=64)
+]
 
 
 class ClusterCreate(_Strict):
@@ -216,6 +219,9 @@ class ClusterCreate(_Strict):
     max_concurrent_submissions: CapacityLimit = 0
     max_running_apps: CapacityLimit = 0
     max_cores: CapacityLimit = 0
+    #: where job entrypoints may come from: path prefixes (``/opt/pipelines/``) or URL prefixes
+    #: (``s3a://bucket/pipelines/``); empty = the node's ``DROVER_ARTIFACT_ROOTS``
+    artifact_roots: ArtifactRoots = Field(default_factory=list)
 
 
 class ClusterUpdate(_Strict):
@@ -231,6 +237,14 @@ class ClusterUpdate(_Strict):
     max_concurrent_submissions: CapacityLimit | None = None
     max_running_apps: CapacityLimit | None = None
     max_cores: CapacityLimit | None = None
+    artifact_roots: ArtifactRoots | None = None
+
+
+class ClusterMark(_Strict):
+    """An operator's mark: ``MANUAL_ABNORMAL`` (fail its jobs over) or ``NORMAL`` again."""
+
+    health: ClusterHealth
+    reason: Annotated[str, Field(max_length=512)] = ""
 
 
 class ClusterPublic(BaseModel):
@@ -249,6 +263,7 @@ class ClusterPublic(BaseModel):
     version: int
     created_at: datetime | None
     updated_at: datetime | None
+    artifact_roots: list[str] = Field(default_factory=list)
 
     @classmethod
     def of(cls, cluster: ClusterRecord) -> ClusterPublic:
@@ -268,6 +283,7 @@ class ClusterPublic(BaseModel):
             version=cluster.version,
             created_at=cluster.created_at,
             updated_at=cluster.updated_at,
+            artifact_roots=list(cluster.artifact_roots),
         )
 
 

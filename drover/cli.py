@@ -117,9 +117,25 @@ def _api(api: str | None) -> str:
     return (api or _settings().resolved_api_url).rstrip("/")
 
 
+def _auth_headers() -> dict[str, str]:
+    """The caller's credential (``DROVER_TOKEN`` or ``drover login``) and the explicit-client
+    header every mutation needs."""
+    from drover import credentials
+
+    headers = {"X-Drover-Client": "drover-cli"}
+    try:
+        token = credentials.token()
+    except DroverError as exc:
+        _fail(exc.message)
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    return headers
+
+
 def _call(method: str, url: str, **kwargs: Any) -> Any:
     import httpx
 
+    kwargs["headers"] = {**_auth_headers(), **kwargs.get("headers", {})}
     try:
         response = httpx.request(method, url, timeout=30, **kwargs)
     except httpx.HTTPError as exc:
@@ -474,6 +490,11 @@ def groups_create(
     """Add a scheduling group bound to a primary (and optionally a failover) cluster."""
     body = {"name": name, "primary_cluster": primary, "failover_cluster": failover}
     _print(_call("POST", _resource_url(api, "groups"), json=body))
+
+
+from drover.cli_identity import register as _register_identity  # noqa: E402
+
+_register_identity(app)
 
 
 def main() -> None:  # pragma: no cover - console entry point

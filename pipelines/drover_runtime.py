@@ -20,12 +20,14 @@ Spark property / environment variable:
 
 - ``spark.drover.job`` / ``DROVER_JOB``: the job's name
 - ``spark.drover.runId`` / ``DROVER_RUN_ID``: the run's id
-- ``spark.drover.fencingToken`` / ``DROVER_FENCING_TOKEN``: this run's fencing token
+- ``DROVER_FENCING_TOKEN``: this run's fencing token (Drover passes it in the environment only,
+  never on a command line; the ``spark.drover.fencingToken`` property is still read when set)
 - ``spark.drover.checkpointLocation`` / ``DROVER_CHECKPOINT_LOCATION``: the run's checkpoint
 - ``spark.drover.fenceUrls`` / ``DROVER_FENCE_URLS``: Drover API base URLs, comma-separated
   (any node answers)
 - ``spark.drover.fenceAuth`` / ``DROVER_FENCE_TOKEN_AUTH``: sent as ``Authorization: Bearer``
-  with every fence call when set (for the auth issue)
+  with every fence call when set (a gateway in front of the nodes); the node itself
+  authenticates the run by its fencing token (``X-Drover-Fencing-Token``)
 - ``spark.drover.fenceMaxBlindSeconds`` / ``DROVER_FENCE_MAX_BLIND_SECONDS``: see below
   (default 0 = unlimited)
 - ``spark.drover.fenceTimeoutSeconds`` / ``DROVER_FENCE_TIMEOUT_SECONDS``: per URL (default 2)
@@ -100,6 +102,8 @@ _KEYS = {
     "checkpoint_location": ("spark.drover.checkpointLocation", "DROVER_CHECKPOINT_LOCATION"),
 }
 FENCE_URLS = ("spark.drover.fenceUrls", "DROVER_FENCE_URLS")
+#: the header carrying the run's fencing token to the fence endpoint
+FENCING_TOKEN_HEADER = "X-Drover-Fencing-Token"
 FENCE_AUTH = ("spark.drover.fenceAuth", "DROVER_FENCE_TOKEN_AUTH")
 FENCE_MAX_BLIND = ("spark.drover.fenceMaxBlindSeconds", "DROVER_FENCE_MAX_BLIND_SECONDS")
 FENCE_TIMEOUT = ("spark.drover.fenceTimeoutSeconds", "DROVER_FENCE_TIMEOUT_SECONDS")
@@ -217,10 +221,11 @@ class HttpFence:
         self.last_confirmed = clock()
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
-    def _get(self, base: str, job: str) -> tuple[int, Any]:
+    def _get(self, base: str, job: str, token: str) -> tuple[int, Any]:
         url = f"{base}/v1/jobs/{urllib.parse.quote(job, safe='')}/fence"
-        headers = {"Accept": "application/json"}
-        if self.auth:  # the auth issue checks it on the node
+        # the run proves which run it is with its token; the node answers whether it is current
+        headers = {"Accept": "application/json", FENCING_TOKEN_HEADER: token}
+        if self.auth:  # e.g. a gateway in front of the nodes
             headers["Authorization"] = f"Bearer {self.auth}"
         request = urllib.request.Request(url, headers=headers)
         try:
@@ -240,7 +245,7 @@ class HttpFence:
             failures = []
             for base in order:
                 try:
-                    status, body = self._get(base, job)
+                    status, body = self._get(base, job, token)
                 except (OSError, ValueError) as exc:  # refused, timeout, reset, bad JSON
                     failures.append(f"{base}: {type(exc).__name__}: {exc}")
                     continue

@@ -27,6 +27,21 @@ from scheduler.health import HealthPolicy
 
 Role = Literal["active", "backup"]
 
+#: the deployment secret of a development node when none is configured; production refuses it
+DEVELOPMENT_SECRET = "drover-development-secret-do-not-use-in-production"
+#: Spark properties (exact names, or prefixes ending in ``.``/``*``) a non-admin may set
+DEFAULT_SPARK_CONF_ALLOWED = (
+    "spark.app.*,spark.sql.*,spark.default.parallelism,spark.cores.max,"
+    "spark.executor.memory,spark.executor.cores,spark.executor.instances,"
+    "spark.executor.memoryOverhead,spark.driver.memory,spark.driver.cores,"
+    "spark.driver.memoryOverhead,spark.dynamicAllocation.*,spark.streaming.*,"
+    "spark.drover.fenceMaxBlindSeconds,spark.drover.fenceTimeoutSeconds,"
+    "spark.drover.fenceIdleCheckSeconds,spark.task.maxFailures,spark.scheduler.mode,"
+    "spark.shuffle.partitions,spark.serializer"
+)
+#: variables of the node's environment a driver inherits (nothing else of it)
+DEFAULT_DRIVER_ENV = "PATH,JAVA_HOME,LANG,LC_ALL,TZ,HOME,USER,TMPDIR,HADOOP_CONF_DIR,SPARK_CONF_DIR"
+
 
 def _default_node_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
@@ -62,6 +77,38 @@ class Settings(BaseSettings):
     #: Drover API URLs pipelines ask for their fencing check (comma separated; default: this
     #: node's URL plus every live member's); in production a load balancer in front of the nodes
     fence_urls: str = ""
+
+    # Security (see README "Authentication and authorization")
+    #: shared by every node of a deployment: authenticates node-to-node calls (``/v1/internal``)
+    deployment_secret: str = Field(default="", repr=False)
+    #: read the deployment secret from this file instead (wins over ``deployment_secret``)
+    deployment_secret_file: Path | None = None
+    #: read the database password from this file; it replaces the password of the database URL
+    database_password_file: Path | None = None
+    #: Host headers served (comma separated; default: loopback names plus the API host/URL host)
+    trusted_hosts: str = ""
+    #: browser origins allowed by CORS (comma separated; default: none)
+    cors_origins: str = ""
+    #: where job entrypoints may come from when a cluster declares no ``artifact_roots``
+    #: (comma separated path prefixes or ``scheme://`` URL prefixes; default: the pipelines
+    #: shipped with Drover and ``<data_dir>/artifacts``)
+    artifact_roots: str = ""
+    #: Spark properties a non-admin may set (exact names; ``prefix.*`` for a family)
+    spark_conf_allowed: str = DEFAULT_SPARK_CONF_ALLOWED
+    #: node environment variables every driver inherits (everything else of it is withheld)
+    driver_env_passthrough: str = DEFAULT_DRIVER_ENV
+    #: JWTs from the platform's SSO: issuer (``iss``), audience (``aud``), keys (JWKS file or URL)
+    jwt_issuer: str = ""
+    jwt_audience: str = ""
+    jwt_jwks_file: Path | None = None
+    jwt_jwks_url: str = ""
+    #: the claim carrying role bindings: ``{"team": "role"}`` or ``["team:role", ...]``
+    jwt_roles_claim: str = "drover_roles"
+    jwt_algorithms: str = "RS256,ES256"
+    #: an external permission center (``POST`` per decision); empty = built-in role bindings
+    authz_url: str = ""
+    authz_cache_seconds: float = Field(default=5.0, ge=0)
+    authz_timeout: float = Field(default=2.0, gt=0)
 
     # Spark
     #: SPARK_HOME; default: the installed pyspark package
@@ -121,8 +168,16 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _refuse_unsafe_production(self) -> Settings:
-        if self.environment == "production" and self.resolved_database_url.startswith("sqlite"):
+        if self.environment != "production":
+            return self
+        if self.resolved_database_url.startswith("sqlite"):
             raise ValueError("production mode needs a MySQL DROVER_DATABASE_URL, not SQLite")
+        secret = self.resolved_deployment_secret
+        if secret == DEVELOPMENT_SECRET or len(secret) < 32:
+            raise ValueError(
+                "production mode needs DROVER_DEPLOYMENT_SECRET(_FILE) of at least 32 characters "
+                "(not the development default)"
+            )
         return self
 
     @model_validator(mode="after")
@@ -136,9 +191,50 @@ class Settings(BaseSettings):
 
     @cached_property
     def resolved_database_url(self) -> str:
-        if self.database_url:
+        if not self.database_url:
+            return f"sqlite:///{(self.data_dir / 'drover.db').resolve()}"
+        if self.database_password_file is None:
             return self.database_url
-        return f"sqlite:///{(self.data_dir / 'drover.db').resolve()}"
+        from sqlalchemy.engine import make_url
+
+        password = _read_secret(self.database_password_file, "DROVER_DATABASE_PASSWORD_FILE")
+        url = make_url(self.database_url).set(password=password)
+        return url.render_as_string(hide_password=False)
+
+    @cached_property
+    def resolved_deployment_secret(self) -> str:
+        if self.deployment_secret_file is not None:
+            return _read_secret(self.deployment_secret_file, "DROVER_DEPLOYMENT_SECRET_FILE")
+        if self.deployment_secret:
+            return self.deployment_secret
+        return DEVELOPMENT_SECRET if self.environment == "development" else ""
+
+    @cached_property
+    def resolved_trusted_hosts(self) -> list[str]:
+        if self.trusted_hosts.strip():
+            return _csv(self.trusted_hosts)
+        from urllib.parse import urlparse
+
+        hosts = ["127.0.0.1", "localhost", "::1", "[::1]"]
+        for host in (self.api_host, urlparse(self.resolved_api_url).hostname or ""):
+            if host and host not in ("0.0.0.0", "::") and host not in hosts:
+                hosts.append(host)
+        return hosts
+
+    @cached_property
+    def resolved_artifact_roots(self) -> list[str]:
+        if self.artifact_roots.strip():
+            return _csv(self.artifact_roots)
+        shipped = Path(__file__).resolve().parents[1] / "pipelines"
+        return [f"{shipped}/", f"{(self.data_dir / 'artifacts').resolve()}/"]
+
+    @property
+    def spark_conf_allow_list(self) -> list[str]:
+        return _csv(self.spark_conf_allowed)
+
+    @property
+    def driver_env_names(self) -> list[str]:
+        return _csv(self.driver_env_passthrough)
 
     @cached_property
     def resolved_api_url(self) -> str:
@@ -178,6 +274,21 @@ class Settings(BaseSettings):
     @property
     def checkpoints_dir(self) -> Path:
         return (self.data_dir / "checkpoints").resolve()
+
+
+def _csv(raw: str) -> list[str]:
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def _read_secret(path: Path, setting: str) -> str:
+    """A secret from a file (trailing newline dropped); the error never shows the content."""
+    try:
+        value = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise ValueError(f"{setting}: cannot read {path}: {exc.strerror}") from None
+    if not value:
+        raise ValueError(f"{setting}: {path} is empty")
+    return value
 
 
 def parse_groups(spec: str) -> dict[str, Role]:

@@ -6,6 +6,10 @@ documents in one place (``api/problems.py``); the CLI prints their message on on
 
     DroverError
     ├── InvalidInput            bad user input (name, field, value)             → 422
+    │   └── RefusedSubmission   entrypoint outside the artifact roots, forbidden conf → 422
+    ├── Unauthenticated         no valid credential                             → 401
+    ├── Forbidden               the credential may not do this                   → 403
+    ├── PermissionCenterUnavailable  the external permission center did not answer → 503
     ├── NotFound                unknown job / cluster / group / run             → 404
     ├── Conflict                the request clashes with the current state      → 409
     │   ├── AlreadyExists
@@ -27,13 +31,43 @@ class DroverError(Exception):
     #: short machine-readable kind, used as the problem ``type`` suffix
     kind = "error"
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, **extra: object) -> None:
         super().__init__(message)
         self.message = message
+        #: extension members of the problem document
+        self.extra = extra
 
 
 class InvalidInput(DroverError):
     kind = "invalid-input"
+
+
+class RefusedSubmission(InvalidInput):
+    """A job spec the submission policy refuses (artifact roots, Spark property allow-list)."""
+
+    kind = "refused-submission"
+
+
+class Unauthenticated(DroverError):
+    """No credential, or one that is unknown, expired, revoked or badly signed."""
+
+    kind = "unauthenticated"
+
+
+class Forbidden(DroverError):
+    kind = "forbidden"
+
+
+class PermissionCenterUnavailable(DroverError):
+    """The external permission center could not be asked: every decision fails closed."""
+
+    kind = "permission-center-unavailable"
+
+
+class IdentityProviderUnavailable(PermissionCenterUnavailable):
+    """The JWT issuer's keys could not be loaded."""
+
+    kind = "identity-provider-unavailable"
 
 
 class NotFound(DroverError):

@@ -115,6 +115,8 @@ class ClusterRecord:
     #: why the cluster is in its health state; when it entered it (None: NORMAL since created)
     health_reason: str = ""
     health_since: datetime | None = None
+    #: where entrypoints may come from (empty: the node's DROVER_ARTIFACT_ROOTS)
+    artifact_roots: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -137,3 +139,6 @@ class AuditRecord:
     target_name: str
     detail: dict[str, Any]
     node_id: str
+    team: str = ""
+    before: dict[str, Any] | None = None
+    after: dict[str, Any] | None = None

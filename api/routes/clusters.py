@@ -12,8 +12,8 @@ from urllib.parse import quote
 from fastapi import APIRouter, Query, Response, status
 
 from api.deps import ActorDep, ContextDep, ExpectedVersionDep, StoreDep
-from api.schemas import ClusterCreate, ClusterPublic, ClusterUpdate, Page
-from scheduler.catalog import ClusterSpec, validate_cluster_name
+from api.schemas import ClusterCreate, ClusterMark, ClusterPublic, ClusterUpdate, Page
+from scheduler.catalog import ClusterHealth, ClusterSpec, validate_cluster_name
 from scheduler.errors import InvalidInput
 from scheduler.records import ClusterRecord
 from scheduler.store import catalog as catalog_store
@@ -33,9 +33,11 @@ def _etag(response: Response, cluster: ClusterRecord) -> None:
 def create_cluster(
     body: ClusterCreate, ctx: ContextDep, store: StoreDep, actor: ActorDep, response: Response
 ) -> ClusterPublic:
-    spec = ClusterSpec(**body.model_dump(exclude={"name"}))
+    spec = ClusterSpec(**body.model_dump(exclude={"name", "artifact_roots"}))
     with store.transaction() as session:
         cluster = catalog_store.create_cluster(session, body.name, spec)
+        if body.artifact_roots:
+            cluster = catalog_store.set_artifact_roots(session, cluster.name, body.artifact_roots)
         journal.add_audit(
             session,
             actor=actor,
@@ -44,6 +46,7 @@ def create_cluster(
             target_name=cluster.name,
             detail=body.model_dump(mode="json"),
             node_id=ctx.settings.node_id,
+            after=_doc(cluster),
         )
     response.headers["Location"] = f"/v1/clusters/{quote(cluster.name, safe='')}"
     _etag(response, cluster)
@@ -86,10 +89,20 @@ def update_cluster(
     nulls = sorted(k for k, v in changes.items() if v is None)
     if nulls:
         raise InvalidInput(f"fields cannot be null: {', '.join(nulls)}")
+    roots = changes.pop("artifact_roots", None)
     with store.transaction() as session:
-        cluster = catalog_store.update_cluster(
-            session, validate_cluster_name(name), changes, expected_version=expected_version
-        )
+        name = validate_cluster_name(name)
+        before = catalog_store.get_cluster(session, name)
+        cluster = before
+        if changes:
+            cluster = catalog_store.update_cluster(
+                session, name, changes, expected_version=expected_version
+            )
+            expected_version = None if expected_version is None else cluster.version
+        if roots is not None:
+            cluster = catalog_store.set_artifact_roots(
+                session, name, roots, expected_version=expected_version
+            )
         journal.add_audit(
             session,
             actor=actor,
@@ -98,6 +111,43 @@ def update_cluster(
             target_name=cluster.name,
             detail=body.model_dump(mode="json", exclude_unset=True),
             node_id=ctx.settings.node_id,
+            before=_doc(before),
+            after=_doc(cluster),
         )
     _etag(response, cluster)
     return ClusterPublic.of(cluster)
+
+
+@router.post("/{name}/mark", response_model=ClusterPublic)
+def mark_cluster(
+    name: str,
+    body: ClusterMark,
+    ctx: ContextDep,
+    store: StoreDep,
+    actor: ActorDep,
+    response: Response,
+) -> ClusterPublic:
+    """An operator marks the cluster ``MANUAL_ABNORMAL`` (its jobs fail over) or ``NORMAL``."""
+    if body.health not in (ClusterHealth.MANUAL_ABNORMAL, ClusterHealth.NORMAL):
+        raise InvalidInput("an operator marks a cluster MANUAL_ABNORMAL or NORMAL")
+    with store.transaction() as session:
+        before = catalog_store.get_cluster(session, validate_cluster_name(name))
+        cluster = catalog_store.mark_cluster(session, before.name, body.health)
+        journal.add_audit(
+            session,
+            actor=actor,
+            action="cluster.mark",
+            target_kind="cluster",
+            target_name=cluster.name,
+            detail=body.model_dump(mode="json"),
+            node_id=ctx.settings.node_id,
+            before=_doc(before),
+            after=_doc(cluster),
+        )
+    _etag(response, cluster)
+    return ClusterPublic.of(cluster)
+
+
+def _doc(cluster: ClusterRecord) -> dict[str, Any]:
+    """A cluster as the audit log keeps it (JSON)."""
+    return ClusterPublic.of(cluster).model_dump(mode="json", exclude={"created_at", "updated_at"})

@@ -1,17 +1,16 @@
 """``GET /v1/jobs/{name}/fence``: what a running pipeline asks before each micro-batch commit.
 
-A pipeline's run is current while the job's current run is that run and is still open; its
-fencing token is then the one the pipeline was started with. The answer carries the token of
-the job's current *open* run, or ``null`` when there is none (no run yet, or the current run is
-closed: killed, lost, finished, failed). A pipeline that holds another token, or sees ``null``,
-has been superseded and stops itself (see ``pipelines/drover_runtime.py``).
+A pipeline's run is current while the job's current run is that run and is still open. The
+pipeline proves which run it is by sending its fencing token (``X-Drover-Fencing-Token``; see
+``pipelines/drover_runtime.py``); the answer says whether that run is current:
+``fencing_token`` echoes the caller's own token when it is, and is ``null`` otherwise (another
+run is current, or none is open). The token of the current run is never handed to anyone else:
+a viewer of the job's team may call the route too, and always sees ``null``.
 
 Read-only and cheap (the job by its unique name, its current run by primary key), so it is not
 audited and every micro-batch of every pipeline may call it. An unknown job is a 404 problem
 document with the extension member ``job``, which tells the runtime "this job is gone" apart from
-"this URL is not a Drover fence endpoint". Pipelines send ``Authorization: Bearer <token>`` when
-they are given one (``spark.drover.fenceAuth``); checking it is left to the auth issue, through
-the caller dependency like every other route.
+"this URL is not a Drover fence endpoint".
 """
 
 from __future__ import annotations
@@ -20,9 +19,10 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from api.deps import ActorDep, StoreDep
+from api.deps import PrincipalDep, StoreDep
 from api.problems import problem
 from scheduler.errors import NotFound
+from scheduler.identity import FENCING_TOKEN_HEADER, same_secret
 from scheduler.names import validate_name
 from scheduler.states import DesiredState, RunState
 from scheduler.store import jobs as jobs_store
@@ -35,8 +35,10 @@ class FencePublic(BaseModel):
 
     job: str
     current_run_id: int | None
-    #: token of the job's current open run; null when no run may commit
+    #: the caller's own fencing token when its run is the job's current open run, else null
     fencing_token: str | None
+    #: whether the caller's run is current (null: the caller is not a run)
+    current: bool | None = None
     #: state of the current run (even a closed one), null when the job never ran
     run_state: RunState | None
     desired_state: DesiredState
@@ -48,7 +50,7 @@ class FencePublic(BaseModel):
     responses={404: {"description": "no such job (problem document with a `job` member)"}},
 )
 def get_fence(
-    name: str, request: Request, store: StoreDep, actor: ActorDep, response: Response
+    name: str, request: Request, store: StoreDep, principal: PrincipalDep, response: Response
 ) -> FencePublic | JSONResponse:
     name = validate_name(name, "job name")
     try:
@@ -58,11 +60,22 @@ def get_fence(
         return problem(404, exc.kind, exc.message, request.url.path, job=name)
     run = job.current_run
     open_run = run is not None and not run.state.is_final
+    presented = request.headers.get(FENCING_TOKEN_HEADER)
+    is_run = principal.run_of_job is not None and presented is not None
+    current = (
+        is_run
+        and run is not None
+        and open_run
+        and same_secret(presented or "", run.fencing_token)
+    )
     response.headers["Cache-Control"] = "no-store"
+    # a run of another job (or of no job) learns it is not current here, nothing more
+    details = not is_run or principal.run_of_job == job.name
     return FencePublic(
         job=job.name,
-        current_run_id=job.current_run_id,
-        fencing_token=run.fencing_token if run is not None and open_run else None,
-        run_state=run.state if run is not None else None,
+        current_run_id=job.current_run_id if details else None,
+        fencing_token=presented if current else None,
+        current=current if is_run else None,
+        run_state=run.state if run is not None and details else None,
         desired_state=job.desired_state,
     )

@@ -11,12 +11,16 @@ from urllib.parse import quote
 
 from fastapi import APIRouter, Query, Response, status
 
-from api.deps import ActorDep, ContextDep, ExpectedVersionDep, StoreDep
+from api.deps import ActorDep, ContextDep, ExpectedVersionDep, PrincipalDep, StoreDep
 from api.schemas import EventPublic, JobCreate, JobPublic, JobUpdate, Page, RunPublic
-from scheduler.errors import InvalidInput
+from scheduler import submission
+from scheduler.config import Settings
+from scheduler.errors import InvalidInput, NotFound, RefusedSubmission
+from scheduler.identity import Principal, Role
 from scheduler.names import validate_name
 from scheduler.records import JobRecord, JobSpec
 from scheduler.states import Command, DesiredState, JobState, command_effect
+from scheduler.store import catalog as catalog_store
 from scheduler.store import jobs as jobs_store
 from scheduler.store import journal
 
@@ -34,9 +38,62 @@ def _name(name: str) -> str:
     return validate_name(name, "job name")
 
 
+def _doc(job: JobRecord) -> dict[str, Any]:
+    """A job as the audit log keeps it: its spec and desired state (JSON)."""
+    return JobPublic.of(job).model_dump(
+        mode="json",
+        include={
+            "name", "group", "team", "business", "priority", "entrypoint", "args", "conf",
+            "checkpoint_location", "desired_state", "version",
+        },
+    )
+
+
+def check_submission(
+    session: Any,
+    settings: Settings,
+    principal: Principal,
+    *,
+    group: str,
+    team: str,
+    entrypoint: str | None,
+    conf: dict[str, str] | None,
+) -> None:
+    """The submission policy (``scheduler.submission``): the entrypoint lies under the artifact
+    roots of every cluster the job may run on; non-admins set only allowed Spark properties."""
+    if entrypoint is not None:
+        try:
+            clusters = catalog_store.artifact_roots_of_group(session, group)
+        except NotFound:
+            clusters = {}  # the job's creation refuses the unknown group itself
+        for cluster, roots in clusters.items():
+            allowed = roots or tuple(settings.resolved_artifact_roots)
+            if not submission.artifact_allowed(entrypoint, allowed):
+                raise RefusedSubmission(
+                    f"entrypoint {entrypoint!r} is outside the artifact roots of cluster "
+                    f"{cluster!r} ({', '.join(allowed)})",
+                    field="entrypoint",
+                )
+    if conf:
+        admin = principal.role_on(team) == Role.ADMIN
+        refused = submission.refused_properties(conf, settings.spark_conf_allow_list, admin=admin)
+        if refused:
+            raise RefusedSubmission(
+                f"these Spark properties may not be set by {principal.subject}: "
+                f"{', '.join(refused)} (only admins set properties outside the allow-list)",
+                field="conf",
+                properties=refused,
+            )
+
+
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=JobPublic)
 def create_job(
-    body: JobCreate, ctx: ContextDep, store: StoreDep, actor: ActorDep, response: Response
+    body: JobCreate,
+    ctx: ContextDep,
+    store: StoreDep,
+    actor: ActorDep,
+    principal: PrincipalDep,
+    response: Response,
 ) -> JobPublic:
     spec = JobSpec(
         name=body.name,
@@ -52,6 +109,15 @@ def create_job(
     )
     node = ctx.settings.node_id
     with store.transaction() as session:
+        check_submission(
+            session,
+            ctx.settings,
+            principal,
+            group=body.group,
+            team=body.team,
+            entrypoint=body.entrypoint,
+            conf=body.conf,
+        )
         job = jobs_store.create_job(session, spec, cause=f"api:create by {actor}", node_id=node)
         journal.add_audit(
             session,
@@ -61,6 +127,8 @@ def create_job(
             target_name=job.name,
             detail=body.model_dump(mode="json"),
             node_id=node,
+            team=job.team,
+            after=_doc(job),
         )
     ctx.nudge(job.group, job.name)
     response.headers["Location"] = f"/v1/jobs/{quote(job.name, safe='')}"
@@ -71,6 +139,7 @@ def create_job(
 @router.get("", response_model=Page[JobPublic])
 def list_jobs(
     store: StoreDep,
+    principal: PrincipalDep,
     state: JobState | None = None,
     desired_state: DesiredState | None = None,
     team: str | None = None,
@@ -89,6 +158,7 @@ def list_jobs(
             cluster=cluster,
             limit=limit,
             offset=offset,
+            teams=principal.teams(),  # only the teams the caller may see
         )
     return Page[JobPublic](
         data=[JobPublic.of(j) for j in jobs], count=count, limit=limit, offset=offset
@@ -110,6 +180,7 @@ def update_job(
     ctx: ContextDep,
     store: StoreDep,
     actor: ActorDep,
+    principal: PrincipalDep,
     expected_version: ExpectedVersionDep,
     response: Response,
 ) -> JobPublic:
@@ -123,6 +194,16 @@ def update_job(
     node = ctx.settings.node_id
     with store.transaction() as session:
         job = jobs_store.get_job(session, _name(name))
+        before = _doc(job)
+        check_submission(
+            session,
+            ctx.settings,
+            principal,
+            group=job.group,
+            team=changes.get("team", job.team),
+            entrypoint=changes.get("entrypoint"),
+            conf=changes.get("conf"),
+        )
         if changes:
             job = jobs_store.update_job_spec(
                 session,
@@ -144,6 +225,9 @@ def update_job(
             target_name=job.name,
             detail=body.model_dump(mode="json", exclude_unset=True),
             node_id=node,
+            team=job.team,
+            before=before,
+            after=_doc(job),
         )
     ctx.nudge(job.group, job.name)
     _etag(response, job)
@@ -168,6 +252,8 @@ def delete_job(
             target_kind="job",
             target_name=job.name,
             node_id=node,
+            team=job.team,
+            before=_doc(job),
         )
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
@@ -206,8 +292,8 @@ def _command(
 ) -> JobPublic:
     node = ctx.settings.node_id
     with store.transaction() as session:
-        job = jobs_store.get_job(session, _name(name))
-        job = _apply(session, job, command, expected_version, actor, node)
+        before = jobs_store.get_job(session, _name(name))
+        job = _apply(session, before, command, expected_version, actor, node)
         journal.add_audit(
             session,
             actor=actor,
@@ -215,6 +301,9 @@ def _command(
             target_kind="job",
             target_name=job.name,
             node_id=node,
+            team=job.team,
+            before={"desired_state": before.desired_state.value, "state": before.state.value},
+            after={"desired_state": job.desired_state.value, "state": job.state.value},
         )
     ctx.nudge(job.group, job.name)
     _etag(response, job)

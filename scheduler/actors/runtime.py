@@ -114,7 +114,8 @@ class NodeRuntime:
         if target is None or job is None:
             self.nudge_local(group)
             return
-        self._forwarder.submit(_forward_nudge, target, group, job)
+        secret = self._settings.resolved_deployment_secret
+        self._forwarder.submit(_forward_nudge, target, group, job, secret)
 
     def _owner_url(self, group: str, job: str) -> str | None:
         """The API URL of ``job``'s owner when it is another node; None for this node/unknown."""
@@ -172,13 +173,16 @@ class NodeRuntime:
             ray.shutdown()
 
 
-def _forward_nudge(api_url: str, group: str, job: str) -> None:
+def _forward_nudge(api_url: str, group: str, job: str, secret: str) -> None:
     import httpx
+
+    from scheduler.identity import NODE_SECRET_HEADER
 
     try:
         httpx.post(
             f"{api_url.rstrip('/')}/v1/internal/nudge",
             json={"group": group, "job": job},
+            headers={NODE_SECRET_HEADER: secret},
             timeout=2.0,
         ).raise_for_status()
     except httpx.HTTPError as exc:

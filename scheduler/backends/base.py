@@ -79,11 +79,15 @@ class SubmitRequest:
         return app_name_for(self.job_name, self.run_id)
 
     def drover_properties(self) -> dict[str, str]:
-        """The ``spark.drover.*`` Spark properties every backend passes to the pipeline."""
+        """The ``spark.drover.*`` Spark properties every backend passes to the pipeline.
+
+        Not the fencing token: Spark properties end up on the driver's command line (``ps``),
+        in the Spark UI and in event logs. The token travels in the driver's environment only
+        (``DROVER_FENCING_TOKEN``, see :meth:`drover_environment`).
+        """
         return {
             "spark.drover.job": self.job_name,
             "spark.drover.runId": str(self.run_id),
-            "spark.drover.fencingToken": self.fencing_token,
             "spark.drover.checkpointLocation": self.checkpoint_location,
             "spark.drover.fenceUrls": ",".join(self.fence_urls),
         }

@@ -65,7 +65,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -79,6 +79,7 @@ from scheduler.backends.base import (
     SubmitRequest,
 )
 from scheduler.errors import ClusterError, ClusterUnreachable, SubmissionRejected
+from scheduler.submission import OWNED_PROPERTIES
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +103,14 @@ _APP_ID = re.compile(rb"(?<![\w-])(local-\d{10,})(?![\w-])")
 _PY_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b(?::.*)?$")
 
 # Spark properties the backend owns: passed as --name/--master, or fixed for local mode.
-_OWNED_CONF = frozenset({"spark.app.name", "spark.master", "spark.submit.deployMode"})
+_OWNED_CONF = frozenset(
+    {"spark.app.name", "spark.master", "spark.submit.deployMode", *OWNED_PROPERTIES}
+)
+#: the node's environment variables a driver inherits by default (nothing else of it: the
+#: node's own settings, e.g. DROVER_DATABASE_URL, are secrets the pipeline must not see)
+DEFAULT_ENV_PASSTHROUGH = (
+    "PATH", "JAVA_HOME", "LANG", "LC_ALL", "TZ", "HOME", "USER", "TMPDIR", "HADOOP_CONF_DIR",
+)
 
 # Runs spark-submit; records its exit status only when it ends by itself. A signal to the
 # session kills this shell too (default disposition), so a killed run leaves no exit_code.
@@ -307,6 +315,7 @@ class LocalSparkSubmitBackend:
         kill_grace_s: float = DEFAULT_KILL_GRACE_S,
         log4j2_properties: str = DEFAULT_LOG4J2_PROPERTIES,
         loopback_driver: bool = True,
+        env_passthrough: Sequence[str] = DEFAULT_ENV_PASSTHROUGH,
     ) -> None:
         self.spark_home = Path(spark_home)
         # resolved: DROVER_RUN_DIR values are compared as strings across instances
@@ -318,6 +327,8 @@ class LocalSparkSubmitBackend:
         self.log4j2_properties = log4j2_properties
         #: bind the driver to 127.0.0.1 (local mode, single-host setups); off for remote masters
         self.loopback_driver = loopback_driver
+        #: the node environment variables a driver inherits (see :meth:`_environment`)
+        self.env_passthrough = tuple(env_passthrough)
         self._lock = threading.Lock()
         # in-memory only as a cache / for reaping: status() never depends on these
         self._children: dict[int, subprocess.Popen[bytes]] = {}
@@ -449,7 +460,10 @@ class LocalSparkSubmitBackend:
         return command
 
     def _environment(self, request: SubmitRequest, run_dir: Path, log4j: Path) -> dict[str, str]:
-        env = dict(os.environ)
+        """The driver's whole environment, declared: the passthrough variables of the node's
+        environment (PATH, JAVA_HOME, locale...), the job's own variables, what Spark needs and
+        the run's ``DROVER_*`` identity. Never the rest of the node's environment."""
+        env = {k: os.environ[k] for k in self.env_passthrough if k in os.environ}
         env.update(request.env)
         env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         env.setdefault("SPARK_LOCAL_HOSTNAME", "127.0.0.1")

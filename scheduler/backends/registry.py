@@ -60,6 +60,7 @@ class BackendRegistry:
                 runs_dir=settings.runs_dir,
                 master=cluster.master_url or settings.spark_local_master,
                 python=settings.resolved_spark_python,
+                env_passthrough=settings.driver_env_names,
             )
         if kind == ClusterKind.SPARK_SUBMIT:
             from scheduler.backends.local import LocalSparkSubmitBackend
@@ -72,6 +73,7 @@ class BackendRegistry:
                 master=cluster.master_url,
                 python=settings.resolved_spark_python,
                 loopback_driver=is_loopback_master(cluster.master_url),
+                env_passthrough=settings.driver_env_names,
             )
         if kind == ClusterKind.STANDALONE:
             from scheduler.backends.standalone import StandaloneRestBackend

@@ -94,6 +94,7 @@ from scheduler.backends.base import (
     SubmitRequest,
 )
 from scheduler.errors import ClusterError, ClusterUnreachable, SubmissionRejected
+from scheduler.submission import OWNED_PROPERTIES
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +128,7 @@ _OWNED_CONF = frozenset(
         "spark.driver.supervise",
         "spark.submit.pyFiles",
         APP_TAG_PROPERTY,
+        *OWNED_PROPERTIES,
     }
 )
 _ALIVE_DRIVER_STATES = frozenset({"SUBMITTED", "RUNNING", "RELAUNCHING", "UNKNOWN"})

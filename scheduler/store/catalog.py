@@ -288,3 +288,35 @@ def validate_checkpoint_location(session: Session, group: str, location: str) ->
     clusters = list_clusters(session)
     primary = next(c for c in clusters if c.name == row.primary_cluster)
     return storage.check_writable(location, primary, clusters)
+
+
+def set_artifact_roots(
+    session: Session, name: str, roots: list[str], *, expected_version: int | None = None
+) -> ClusterRecord:
+    """Replace a cluster's artifact roots (bumps its version when they change)."""
+    cluster = load_cluster(session, name, for_update=True)
+    _check_catalog_version("cluster", cluster, expected_version)
+    if list(cluster.artifact_roots or []) != roots:
+        cluster.artifact_roots = list(roots)
+        cluster.version += 1
+        cluster.updated_at = utcnow()
+        session.flush()
+    return cluster_record(cluster)
+
+
+def mark_cluster(session: Session, name: str, health: catalog.ClusterHealth) -> ClusterRecord:
+    """An operator marks a cluster abnormal (``MANUAL_ABNORMAL``) or normal again."""
+    cluster = load_cluster(session, name, for_update=True)
+    if cluster.health != health.value:
+        cluster.health = health.value
+        cluster.version += 1
+        cluster.updated_at = utcnow()
+        session.flush()
+    return cluster_record(cluster)
+
+
+def artifact_roots_of_group(session: Session, group: str) -> dict[str, tuple[str, ...]]:
+    """cluster name -> its artifact roots, for the group's primary and failover clusters."""
+    row = load_group(session, group)
+    names = [n for n in (row.primary_cluster, row.failover_cluster) if n]
+    return {n: tuple(load_cluster(session, n).artifact_roots or ()) for n in names}

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -111,8 +111,12 @@ def list_jobs(
     cluster: str | None = None,
     limit: int = 100,
     offset: int = 0,
+    teams: frozenset[str] | None = None,
 ) -> tuple[list[JobRecord], int]:
-    conditions = []
+    """``teams``: only jobs of these teams (a caller's visibility; None = every team)."""
+    conditions: list[ColumnElement[bool]] = []
+    if teams is not None:
+        conditions.append(Job.team.in_(sorted(teams)))
     if state is not None:
         conditions.append(Job.state == state.value)
     if desired_state is not None:

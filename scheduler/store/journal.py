@@ -4,6 +4,7 @@ what)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, select
@@ -98,7 +99,11 @@ def add_audit(
     target_name: str,
     detail: Mapping[str, Any] | None = None,
     node_id: str = "",
+    team: str = "",
+    before: Mapping[str, Any] | None = None,
+    after: Mapping[str, Any] | None = None,
 ) -> None:
+    """One audit row, in the caller's transaction (so it commits, or not, with the change)."""
     session.add(
         AuditEntry(
             actor=actor,
@@ -107,17 +112,60 @@ def add_audit(
             target_name=target_name,
             detail=dict(detail or {}),
             node_id=node_id,
+            team=team,
+            before=None if before is None else dict(before),
+            after=None if after is None else dict(after),
         )
     )
 
 
-def list_audit(session: Session, *, limit: int = 100, offset: int = 0) -> list[AuditRecord]:
-    rows = session.scalars(
-        select(AuditEntry).order_by(AuditEntry.id.desc()).limit(limit).offset(offset)
-    )
+def list_audit(
+    session: Session,
+    *,
+    limit: int = 100,
+    offset: int = 0,
+    before_id: int | None = None,
+    actor: str | None = None,
+    action: str | None = None,
+    target_kind: str | None = None,
+    target_name: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    teams: frozenset[str] | None = None,
+) -> list[AuditRecord]:
+    """Newest first. ``before_id`` is the cursor (entries older than that id); ``teams`` keeps
+    only entries of those teams (None: every entry)."""
+    query = select(AuditEntry)
+    if before_id is not None:
+        query = query.where(AuditEntry.id < before_id)
+    if actor is not None:
+        query = query.where(AuditEntry.actor == actor)
+    if action is not None:
+        query = query.where(AuditEntry.action == action)
+    if target_kind is not None:
+        query = query.where(AuditEntry.target_kind == target_kind)
+    if target_name is not None:
+        query = query.where(AuditEntry.target_name == target_name)
+    if since is not None:
+        query = query.where(AuditEntry.at >= since)
+    if until is not None:
+        query = query.where(AuditEntry.at < until)
+    if teams is not None:
+        query = query.where(AuditEntry.team.in_(sorted(teams)))
+    rows = session.scalars(query.order_by(AuditEntry.id.desc()).limit(limit).offset(offset))
     return [
         AuditRecord(
-            a.id, a.at, a.actor, a.action, a.target_kind, a.target_name, dict(a.detail), a.node_id
+            a.id,
+            a.at,
+            a.actor,
+            a.action,
+            a.target_kind,
+            a.target_name,
+            dict(a.detail),
+            a.node_id,
+            a.team,
+            None if a.before is None else dict(a.before),
+            None if a.after is None else dict(a.after),
         )
         for a in rows
     ]

@@ -85,6 +85,7 @@ def cluster_record(c: Cluster) -> ClusterRecord:
         updated_at=c.updated_at,
         health_reason=c.health_reason or "",
         health_since=c.health_since,
+        artifact_roots=tuple(c.artifact_roots or ()),
     )
 
 

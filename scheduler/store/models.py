@@ -104,6 +104,9 @@ class Cluster(Base):
     max_cores: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     #: optimistic concurrency (``If-Match``); bumped by every change through the API
     version: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    #: where job entrypoints may come from (path prefixes, ``scheme://`` URL prefixes); null or
+    #: empty = the node's ``DROVER_ARTIFACT_ROOTS``
+    artifact_roots: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow, onupdate=utcnow)
 
@@ -239,6 +242,11 @@ class AuditEntry(Base):
     target_name: Mapped[str] = mapped_column(Name(300))
     detail: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     node_id: Mapped[str] = mapped_column(String(128), default="")
+    #: the team of the target (a job's team), "" for teamless targets
+    team: Mapped[str] = mapped_column(String(128), default="", server_default="", index=True)
+    #: the target as it was before the change and after it (null: it did not exist)
+    before: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    after: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
 class ClusterVote(Base):
@@ -274,3 +282,56 @@ class ClusterHealthEvent(Base):
     reason: Mapped[str] = mapped_column(Text, default="")
     evidence: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     node_id: Mapped[str] = mapped_column(String(128), default="")
+
+
+class Team(Base):
+    __tablename__ = "teams"
+
+    name: Mapped[str] = mapped_column(Name(), primary_key=True)
+    description: Mapped[str] = mapped_column(String(512), default="")
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+
+
+class Identity(Base):
+    """A user or a service account; its roles are its bindings."""
+
+    __tablename__ = "identities"
+
+    name: Mapped[str] = mapped_column(Name(), primary_key=True)
+    #: ``user`` | ``service``
+    kind: Mapped[str] = mapped_column(String(16), default="user")
+    disabled: Mapped[bool] = mapped_column(Boolean, default=False, server_default=sa_false())
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+
+
+class RoleBinding(Base):
+    __tablename__ = "role_bindings"
+    __table_args__ = (UniqueConstraint("identity", "team"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    identity: Mapped[str] = mapped_column(ForeignKey("identities.name", ondelete="CASCADE"))
+    #: a team name, or ``*`` for every team
+    team: Mapped[str] = mapped_column(Name(), index=True)
+    role: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+
+
+class ApiToken(Base):
+    """An API token: only its SHA-256 digest is stored."""
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    identity: Mapped[str] = mapped_column(
+        ForeignKey("identities.name", ondelete="CASCADE"), index=True
+    )
+    #: the first characters of the secret after ``drv_`` (to tell tokens apart in listings)
+    lookup: Mapped[str] = mapped_column(String(16))
+    digest: Mapped[str] = mapped_column(String(64), unique=True)
+    #: ``read`` or ``read,write``
+    scopes: Mapped[str] = mapped_column(String(64), default="read,write")
+    description: Mapped[str] = mapped_column(String(256), default="")
+    created_by: Mapped[str] = mapped_column(String(160), default="")
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime())

@@ -10,6 +10,7 @@ import pytest
 from scheduler.bootstrap import ensure_defaults
 from scheduler.config import Settings
 from scheduler.store.db import Store
+from tests.support.auth import admin_token, auth_headers
 
 BACKENDS = ["sqlite", "mysql"]
 
@@ -32,7 +33,12 @@ def empty_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stor
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    return Settings(data_dir=tmp_path / "data", node_id="test-node")
+    # entrypoints of these tests live under /opt/pipelines (never read) or the test's tmp dir
+    return Settings(
+        data_dir=tmp_path / "data",
+        node_id="test-node",
+        artifact_roots=f"/opt/pipelines/,{tmp_path}/",
+    )
 
 
 @pytest.fixture
@@ -41,3 +47,9 @@ def store(empty_store: Store, settings: Settings) -> Store:
     empty_store.upgrade()
     ensure_defaults(empty_store, settings)
     return empty_store
+
+
+@pytest.fixture
+def admin_headers(store: Store) -> dict[str, str]:
+    """Headers of a platform admin's requests (token plus the explicit-client header)."""
+    return auth_headers(admin_token(store))

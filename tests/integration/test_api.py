@@ -27,11 +27,15 @@ def nudged() -> list[str]:
 
 
 @pytest.fixture
-def client(store: Store, settings: Settings, nudged: list[str]) -> Iterator[TestClient]:
+def client(
+    store: Store, settings: Settings, nudged: list[str], admin_headers: dict[str, str]
+) -> Iterator[TestClient]:
     app = create_app(
         NodeContext(settings, store, nudge=lambda group, job=None: nudged.append(group))
     )
-    with TestClient(app, raise_server_exceptions=True) as c:
+    with TestClient(
+        app, base_url="http://127.0.0.1", headers=admin_headers, raise_server_exceptions=True
+    ) as c:
         yield c
 
 

@@ -1,0 +1,280 @@
+"""``/v1/whoami``, ``/v1/teams`` (teams and their members' roles) and ``/v1/tokens`` (API tokens).
+
+A token's secret is in the answer to its creation and nowhere else (the store keeps its SHA-256).
+Every mutation is one transaction that also writes the audit log (before and after).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Response, status
+from pydantic import BaseModel, ConfigDict, Field
+
+from api.deps import ActorDep, ContextDep, PrincipalDep, StoreDep
+from scheduler.errors import InvalidInput
+from scheduler.identity import ALL_TEAMS, Role, Scope
+from scheduler.names import validate_name
+from scheduler.store import identities, journal
+
+router = APIRouter(tags=["identities"])
+
+RoleName = Annotated[str, Field(pattern="^(viewer|operator|admin)$")]
+
+
+class WhoAmI(BaseModel):
+    subject: str
+    identity: str | None
+    #: team -> role (``*``: every team)
+    roles: dict[str, str]
+    scopes: list[str]
+
+
+class TeamCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: Annotated[str, Field(min_length=1, max_length=128)]
+    description: Annotated[str, Field(max_length=512)] = ""
+
+
+class TeamPublic(BaseModel):
+    name: str
+    description: str
+    created_at: datetime
+    #: identity -> role
+    members: dict[str, str]
+
+
+class TeamList(BaseModel):
+    data: list[TeamPublic]
+    count: int
+
+
+class MemberPut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    role: RoleName
+    #: created when the identity does not exist yet
+    kind: Annotated[str, Field(pattern="^(user|service)$")] = "user"
+
+
+class TokenCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    #: whose token (default: the caller's own identity)
+    identity: Annotated[str | None, Field(min_length=1, max_length=128)] = None
+    scopes: list[Scope] = Field(default_factory=lambda: [Scope.READ, Scope.WRITE], max_length=2)
+    #: lifetime; null = no expiry
+    expires_in_seconds: Annotated[int | None, Field(ge=60, le=10 * 365 * 86400)] = 90 * 86400
+    description: Annotated[str, Field(max_length=256)] = ""
+
+
+class TokenPublic(BaseModel):
+    id: int
+    identity: str
+    #: the first characters of the secret (to recognise it); never the secret
+    prefix: str
+    scopes: list[str]
+    description: str
+    created_by: str
+    created_at: str
+    expires_at: str | None
+    revoked_at: str | None
+
+
+class TokenCreated(TokenPublic):
+    #: the token itself: shown once, never again
+    token: str
+
+
+class TokenList(BaseModel):
+    data: list[TokenPublic]
+    count: int
+
+
+@router.get("/v1/whoami", response_model=WhoAmI)
+def whoami(principal: PrincipalDep) -> WhoAmI:
+    return WhoAmI(
+        subject=principal.subject,
+        identity=principal.identity,
+        roles={t: str(r) for t, r in sorted(principal.roles.items())},
+        scopes=sorted(s.value for s in principal.scopes),
+    )
+
+
+def _team(record: identities.TeamRecord) -> TeamPublic:
+    return TeamPublic(
+        name=record.name,
+        description=record.description,
+        created_at=record.created_at,
+        members=record.members,
+    )
+
+
+@router.post("/v1/teams", status_code=status.HTTP_201_CREATED, response_model=TeamPublic)
+def create_team(body: TeamCreate, ctx: ContextDep, store: StoreDep, actor: ActorDep) -> TeamPublic:
+    if body.name == ALL_TEAMS:
+        raise InvalidInput("'*' means every team; it is not a team name")
+    with store.transaction() as session:
+        team = identities.create_team(session, body.name, body.description)
+        journal.add_audit(
+            session,
+            actor=actor,
+            action="team.create",
+            target_kind="team",
+            target_name=team.name,
+            node_id=ctx.settings.node_id,
+            team=team.name,
+            after={"name": team.name, "description": team.description},
+        )
+    return _team(team)
+
+
+@router.get("/v1/teams", response_model=TeamList)
+def list_teams(store: StoreDep, principal: PrincipalDep) -> TeamList:
+    with store.session() as session:
+        teams = identities.list_teams(session, principal.teams())
+    return TeamList(data=[_team(t) for t in teams], count=len(teams))
+
+
+@router.get("/v1/teams/{team}", response_model=TeamPublic)
+def get_team(team: str, store: StoreDep) -> TeamPublic:
+    with store.session() as session:
+        return _team(identities.get_team(session, validate_name(team, "team name")))
+
+
+def _member_target(team: str, identity: str) -> tuple[str, str]:
+    if team != ALL_TEAMS:
+        validate_name(team, "team name")
+    return team, validate_name(identity, "identity name")
+
+
+@router.put("/v1/teams/{team}/members/{identity}", response_model=TeamPublic)
+def put_member(
+    team: str, identity: str, body: MemberPut, ctx: ContextDep, store: StoreDep, actor: ActorDep
+) -> TeamPublic:
+    """Give ``identity`` ``role`` on ``team`` (creating the identity when it is new)."""
+    team, identity = _member_target(team, identity)
+    with store.transaction() as session:
+        identities.ensure_identity(session, identity, body.kind)
+        previous = identities.bind(session, identity, team, Role.parse(body.role))
+        journal.add_audit(
+            session,
+            actor=actor,
+            action="team.bind",
+            target_kind="team",
+            target_name=team,
+            detail={"identity": identity},
+            node_id=ctx.settings.node_id,
+            team=team,
+            before=None if previous is None else {"identity": identity, "role": previous},
+            after={"identity": identity, "role": body.role},
+        )
+        record = identities.get_team(session, team) if team != ALL_TEAMS else None
+    if record is None:
+        return TeamPublic(
+            name=ALL_TEAMS, description="every team", created_at=datetime.now(UTC), members={}
+        )
+    return _team(record)
+
+
+@router.delete("/v1/teams/{team}/members/{identity}", status_code=status.HTTP_204_NO_CONTENT)
+def delete_member(
+    team: str, identity: str, ctx: ContextDep, store: StoreDep, actor: ActorDep
+) -> Response:
+    team, identity = _member_target(team, identity)
+    with store.transaction() as session:
+        role = identities.unbind(session, identity, team)
+        journal.add_audit(
+            session,
+            actor=actor,
+            action="team.unbind",
+            target_kind="team",
+            target_name=team,
+            detail={"identity": identity},
+            node_id=ctx.settings.node_id,
+            team=team,
+            before={"identity": identity, "role": role},
+        )
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+def _token(record: identities.TokenRecord) -> dict[str, Any]:
+    return record.as_dict()
+
+
+@router.post("/v1/tokens", status_code=status.HTTP_201_CREATED, response_model=TokenCreated)
+def create_token(
+    body: TokenCreate,
+    ctx: ContextDep,
+    store: StoreDep,
+    actor: ActorDep,
+    principal: PrincipalDep,
+    response: Response,
+) -> TokenCreated:
+    """A new token for ``identity`` (default: the caller). Its secret is in this answer only."""
+    identity = body.identity or principal.identity
+    if identity is None:
+        raise InvalidInput("name the identity: this credential has no stored identity")
+    expires = (
+        None
+        if body.expires_in_seconds is None
+        else datetime.now(UTC) + timedelta(seconds=body.expires_in_seconds)
+    )
+    with store.transaction() as session:
+        new, record = identities.create_token(
+            session,
+            validate_name(identity, "identity name"),
+            scopes=frozenset(body.scopes),
+            expires_at=expires,
+            description=body.description,
+            created_by=actor,
+        )
+        journal.add_audit(
+            session,
+            actor=actor,
+            action="token.create",
+            target_kind="token",
+            target_name=str(record.id),
+            node_id=ctx.settings.node_id,
+            after=_token(record),
+        )
+    response.headers["Cache-Control"] = "no-store"
+    return TokenCreated(**_token(record), token=new.secret)
+
+
+@router.get("/v1/tokens", response_model=TokenList)
+def list_tokens(store: StoreDep, principal: PrincipalDep) -> TokenList:
+    """Every token for a platform admin; the caller's own tokens for anyone else."""
+    with store.session() as session:
+        if principal.platform_admin:
+            tokens = identities.list_tokens(session)
+        elif principal.identity is not None:
+            tokens = identities.list_tokens(session, identities=frozenset({principal.identity}))
+        else:
+            tokens = []
+    return TokenList(data=[TokenPublic(**_token(t)) for t in tokens], count=len(tokens))
+
+
+@router.delete("/v1/tokens/{token_id}", response_model=TokenPublic)
+def revoke_token(
+    token_id: Annotated[int, Field(ge=1, le=2**31 - 1)],
+    ctx: ContextDep,
+    store: StoreDep,
+    actor: ActorDep,
+) -> TokenPublic:
+    """Revoke a token at once (idempotent); it is refused from the next request on."""
+    with store.transaction() as session:
+        before, after = identities.revoke_token(session, token_id)
+        journal.add_audit(
+            session,
+            actor=actor,
+            action="token.revoke",
+            target_kind="token",
+            target_name=str(token_id),
+            node_id=ctx.settings.node_id,
+            before=_token(before),
+            after=_token(after),
+        )
+    return TokenPublic(**_token(after))

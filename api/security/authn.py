@@ -1,0 +1,201 @@
+"""Authentication: which :class:`Principal` a request's credential proves.
+
+Credentials, tried in this order:
+
+- ``X-Drover-Node-Secret: <deployment secret>``: another node of this deployment (internal calls);
+- ``X-Drover-Fencing-Token: <token>``: a pipeline's run (its job's fence check only);
+- ``Authorization: Bearer drv_…``: a Drover API token (hashed in the store);
+- ``Authorization: Bearer <JWT>``: a token of the configured SSO issuer (signature, ``iss``,
+  ``aud``, ``exp`` checked; role bindings from ``DROVER_JWT_ROLES_CLAIM``).
+
+No credential is :data:`ANONYMOUS`; a credential that does not verify raises Unauthenticated
+(never a silent downgrade to anonymous). Error messages never carry the credential.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import select
+
+from scheduler.config import Settings
+from scheduler.errors import IdentityProviderUnavailable, Unauthenticated
+from scheduler.identity import (
+    ANONYMOUS,
+    FENCING_TOKEN_HEADER,
+    NODE_SECRET_HEADER,
+    Principal,
+    Scope,
+    looks_like_token,
+    parse_bindings,
+    same_secret,
+)
+from scheduler.store import identities
+from scheduler.store.db import Store
+
+
+def authenticate(headers: Any, settings: Settings, store: Store, jwt: JwtVerifier) -> Principal:
+    node_secret = headers.get(NODE_SECRET_HEADER)
+    if node_secret is not None:
+        expected = settings.resolved_deployment_secret
+        if not expected or not same_secret(node_secret, expected):
+            raise Unauthenticated("the deployment secret does not match")
+        return Principal(subject="node", node=True, scopes=frozenset())
+    fencing_token = headers.get(FENCING_TOKEN_HEADER)
+    if fencing_token is not None:
+        return _run_principal(store, fencing_token)
+    authorization = headers.get("Authorization")
+    if authorization is None:
+        return ANONYMOUS
+    scheme, _, credential = authorization.partition(" ")
+    credential = credential.strip()
+    if scheme.lower() != "bearer" or not credential:
+        raise Unauthenticated("use Authorization: Bearer <token>")
+    if looks_like_token(credential):
+        return _token_principal(store, credential)
+    if credential.count(".") == 2:
+        return jwt.verify(credential)
+    raise Unauthenticated("the bearer credential is neither a Drover token nor a JWT")
+
+
+def _token_principal(store: Store, secret: str) -> Principal:
+    with store.session() as session:
+        found = identities.authenticate_token(session, secret, datetime.now(UTC))
+    if found is None:
+        raise Unauthenticated("unknown, expired or revoked token")
+    prefix = "service" if found.kind == "service" else "user"
+    return Principal(
+        subject=f"{prefix}:{found.identity}",
+        roles=dict(found.roles),
+        scopes=found.scopes,
+        identity=found.identity,
+    )
+
+
+def _run_principal(store: Store, token: str) -> Principal:
+    from scheduler.store.models import Job, Run
+
+    if not token or len(token) > 64:
+        raise Unauthenticated("not a fencing token")
+    with store.session() as session:
+        row = session.execute(
+            select(Job.name, Run.id)
+            .join(Run, Run.job_id == Job.id)
+            .where(Run.fencing_token == token)
+        ).first()
+    if row is None:  # a run of a deleted job, or garbage: either way not current anywhere
+        return Principal(subject="run:unknown", run_of_job="", scopes=frozenset())
+    return Principal(subject=f"run:{row[0]}/{row[1]}", run_of_job=row[0], scopes=frozenset())
+
+
+# --------------------------------------------------------------------------- JWT
+
+
+@dataclass
+class JwtVerifier:
+    """Verifies JWTs of the configured issuer; keys from a JWKS file or URL (re-read at most
+    every ``refresh_s``)."""
+
+    settings: Settings
+    refresh_s: float = 300.0
+    _keys: dict[str, Any] = field(default_factory=dict)
+    _loaded_at: float = -1e18
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def configured(self) -> bool:
+        s = self.settings
+        return bool(s.jwt_issuer and (s.jwt_jwks_file or s.jwt_jwks_url))
+
+    def _jwks(self) -> dict[str, Any]:
+        s = self.settings
+        if s.jwt_jwks_file is not None:
+            raw: Any = json.loads(s.jwt_jwks_file.read_text(encoding="utf-8"))
+        else:
+            import httpx
+
+            response = httpx.get(s.jwt_jwks_url, timeout=5.0, trust_env=False)
+            response.raise_for_status()
+            raw = response.json()
+        return raw if isinstance(raw, dict) else {}
+
+    def _load(self, force: bool = False) -> dict[str, Any]:
+        import jwt
+
+        with self._lock:
+            if force or time.monotonic() - self._loaded_at > self.refresh_s:
+                try:
+                    jwks = self._jwks()
+                except Exception as exc:  # unreadable keys: refuse, say why (no key material)
+                    raise IdentityProviderUnavailable(
+                        f"cannot load the JWT issuer's keys: {type(exc).__name__}"
+                    ) from None
+                keys: dict[str, Any] = {}
+                for number, jwk in enumerate(jwks.get("keys", [])):
+                    try:
+                        key = jwt.PyJWK.from_dict(jwk)
+                    except jwt.PyJWTError:
+                        continue
+                    keys[str(jwk.get("kid") or f"#{number}")] = key
+                self._keys, self._loaded_at = keys, time.monotonic()
+            return self._keys
+
+    def verify(self, credential: str) -> Principal:
+        import jwt
+
+        if not self.configured:
+            raise Unauthenticated("JWTs are not accepted here (no issuer configured)")
+        s = self.settings
+        try:
+            header = jwt.get_unverified_header(credential)
+        except jwt.PyJWTError:
+            raise Unauthenticated("malformed JWT") from None
+        algorithms = [a.strip() for a in s.jwt_algorithms.split(",") if a.strip()]
+        if header.get("alg") not in algorithms:
+            raise Unauthenticated("JWT signed with an algorithm this node does not accept")
+        kid = str(header.get("kid") or "")
+        keys = self._load()
+        if kid and kid not in keys:
+            keys = self._load(force=True)  # the issuer rotated its keys
+        candidates = [keys[kid]] if kid in keys else ([] if kid else list(keys.values()))
+        if not candidates:
+            raise Unauthenticated("JWT signed by an unknown key")
+        claims: dict[str, Any] | None = None
+        reason = "bad signature"
+        for key in candidates:
+            try:
+                claims = jwt.decode(
+                    credential,
+                    key=key,
+                    algorithms=algorithms,
+                    issuer=s.jwt_issuer,
+                    audience=s.jwt_audience or None,
+                    options={"require": ["exp", "iss", "sub"], "verify_aud": bool(s.jwt_audience)},
+                    leeway=30,
+                )
+                break
+            except jwt.ExpiredSignatureError:
+                raise Unauthenticated("the JWT has expired") from None
+            except jwt.InvalidAudienceError:
+                raise Unauthenticated("the JWT is for another audience") from None
+            except jwt.InvalidIssuerError:
+                raise Unauthenticated("the JWT is from another issuer") from None
+            except jwt.PyJWTError as exc:
+                reason = type(exc).__name__
+        if claims is None:
+            raise Unauthenticated(f"the JWT does not verify ({reason})")
+        raw = claims.get(s.jwt_roles_claim, {})
+        try:
+            roles = parse_bindings(raw if isinstance(raw, dict | list | str) else {})
+        except ValueError:
+            raise Unauthenticated(f"the JWT's {s.jwt_roles_claim} claim is malformed") from None
+        scopes = frozenset({Scope.READ, Scope.WRITE})
+        if "scope" in claims and isinstance(claims["scope"], str):
+            named = {p.removeprefix("drover:") for p in claims["scope"].split()}
+            scopes = frozenset(sc for sc in Scope if sc.value in named) or scopes
+        return Principal(subject=f"jwt:{claims['sub']}", roles=roles, scopes=scopes)

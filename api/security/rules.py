@@ -1,0 +1,208 @@
+"""The route table: every API route's authorization rule, and the one function that applies it.
+
+:func:`authorize` is an application-wide dependency: every route runs it before its handler,
+and a route missing from :data:`RULES` is refused (500 at runtime; the authorization matrix test
+fails first). Routes never check permissions themselves; they read the decided principal from
+:func:`principal_of`.
+
+A rule names the :class:`Action` and where the resource's team comes from:
+
+- ``NONE``: no team (catalog, platform actions);
+- ``JOB``: the job named by the ``{name}`` path parameter (its team; 404 when there is none);
+- ``JOB_BODY``: the ``team`` of the JSON body (job creation);
+- ``TEAM``: the ``{team}`` path parameter;
+- ``LISTING``: none; the route filters its rows to the principal's teams;
+- ``OWN_IDENTITY``: the caller's own tokens are its own business; anybody else's need
+  ``platform.admin``;
+- ``PUBLIC``: no credential needed at all.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import Request
+from starlette.concurrency import run_in_threadpool
+from starlette.routing import BaseRoute
+
+from api.security.authz import Authorizer
+from scheduler.errors import Forbidden, InvalidInput, NotFound, Unauthenticated
+from scheduler.identity import ANONYMOUS, Action, Principal
+from scheduler.names import name_problem
+
+
+class Target(enum.Enum):
+    PUBLIC = "public"
+    NONE = "none"
+    JOB = "job"
+    JOB_BODY = "job-body"
+    TEAM = "team"
+    LISTING = "listing"
+    OWN_IDENTITY = "own-identity"
+
+
+@dataclass(frozen=True)
+class Rule:
+    action: Action | None
+    target: Target
+
+
+def _r(action: Action | None, target: Target) -> Rule:
+    return Rule(action, target)
+
+
+PUBLIC = _r(None, Target.PUBLIC)
+
+#: (method, path template) -> rule: every route of the API, nothing else
+RULES: dict[tuple[str, str], Rule] = {
+    ("GET", "/healthz"): PUBLIC,
+    ("GET", "/readyz"): PUBLIC,
+    ("GET", "/metrics"): PUBLIC,
+    # jobs
+    ("POST", "/v1/jobs"): _r(Action.JOB_WRITE, Target.JOB_BODY),
+    ("GET", "/v1/jobs"): _r(Action.JOB_READ, Target.LISTING),
+    ("GET", "/v1/jobs/{name}"): _r(Action.JOB_READ, Target.JOB),
+    ("PATCH", "/v1/jobs/{name}"): _r(Action.JOB_WRITE, Target.JOB),
+    ("DELETE", "/v1/jobs/{name}"): _r(Action.JOB_WRITE, Target.JOB),
+    ("POST", "/v1/jobs/{name}/start"): _r(Action.JOB_WRITE, Target.JOB),
+    ("POST", "/v1/jobs/{name}/stop"): _r(Action.JOB_WRITE, Target.JOB),
+    ("POST", "/v1/jobs/{name}/restart"): _r(Action.JOB_WRITE, Target.JOB),
+    ("GET", "/v1/jobs/{name}/runs"): _r(Action.JOB_READ, Target.JOB),
+    ("GET", "/v1/jobs/{name}/events"): _r(Action.JOB_READ, Target.JOB),
+    ("GET", "/v1/jobs/{name}/fence"): _r(Action.JOB_FENCE, Target.JOB),
+    # catalog
+    ("POST", "/v1/clusters"): _r(Action.CATALOG_WRITE, Target.NONE),
+    ("GET", "/v1/clusters"): _r(Action.CATALOG_READ, Target.NONE),
+    ("GET", "/v1/clusters/{name}"): _r(Action.CATALOG_READ, Target.NONE),
+    ("PATCH", "/v1/clusters/{name}"): _r(Action.CATALOG_WRITE, Target.NONE),
+    ("POST", "/v1/clusters/{name}/mark"): _r(Action.CLUSTER_MARK, Target.NONE),
+    ("POST", "/v1/groups"): _r(Action.CATALOG_WRITE, Target.NONE),
+    ("GET", "/v1/groups"): _r(Action.CATALOG_READ, Target.NONE),
+    ("GET", "/v1/groups/{name}"): _r(Action.CATALOG_READ, Target.NONE),
+    ("PATCH", "/v1/groups/{name}"): _r(Action.CATALOG_WRITE, Target.NONE),
+    ("DELETE", "/v1/groups/{name}"): _r(Action.CATALOG_WRITE, Target.NONE),
+    ("GET", "/v1/nodes"): _r(Action.CATALOG_READ, Target.NONE),
+    ("POST", "/v1/internal/nudge"): _r(Action.INTERNAL, Target.NONE),
+    # identities
+    ("GET", "/v1/whoami"): _r(None, Target.NONE),
+    ("POST", "/v1/teams"): _r(Action.PLATFORM_ADMIN, Target.NONE),
+    ("GET", "/v1/teams"): _r(Action.TEAM_READ, Target.LISTING),
+    ("GET", "/v1/teams/{team}"): _r(Action.TEAM_READ, Target.TEAM),
+    ("PUT", "/v1/teams/{team}/members/{identity}"): _r(Action.TEAM_ADMIN, Target.TEAM),
+    ("DELETE", "/v1/teams/{team}/members/{identity}"): _r(Action.TEAM_ADMIN, Target.TEAM),
+    ("POST", "/v1/tokens"): _r(Action.PLATFORM_ADMIN, Target.OWN_IDENTITY),
+    ("GET", "/v1/tokens"): _r(None, Target.LISTING),
+    ("DELETE", "/v1/tokens/{token_id}"): _r(Action.PLATFORM_ADMIN, Target.OWN_IDENTITY),
+    ("GET", "/v1/audit"): _r(Action.AUDIT_READ, Target.LISTING),
+}
+
+
+def rule_for(route: BaseRoute | None, method: str) -> Rule | None:
+    path = getattr(route, "path", None)
+    if path is None:
+        return None
+    return RULES.get((method, path))
+
+
+def principal_of(request: Request) -> Principal:
+    principal: Principal = getattr(request.state, "principal", ANONYMOUS)
+    return principal
+
+
+async def authorize(request: Request) -> None:
+    """The one authorization function every route goes through (an app-wide dependency)."""
+    method = "GET" if request.method == "HEAD" else request.method
+    rule = rule_for(request.scope.get("route"), method)
+    if rule is None:
+        raise Forbidden(f"no authorization rule for {method} {request.url.path}")
+    if rule.target is Target.PUBLIC:
+        return
+    principal = principal_of(request)
+    if principal is ANONYMOUS or principal.subject == ANONYMOUS.subject:
+        raise Unauthenticated("credentials required")
+    if rule.action is None:
+        return  # any authenticated principal (whoami, own token listing)
+    context = request.app.state.context
+    authorizer: Authorizer = request.app.state.authorizer
+    params = request.path_params
+    checks: list[tuple[str | None, str, str | None]] = []  # (team, resource, job)
+    if rule.target is Target.JOB:
+        name = str(params.get("name", ""))
+        team = await run_in_threadpool(_team_of_job, context.store, name)
+        checks.append((team, f"job/{name}", name))
+        if method == "PATCH":
+            body = await _json_body(request)
+            new_team = body.get("team")
+            if isinstance(new_team, str) and new_team != team:
+                checks.append((new_team, f"job/{name}", name))
+    elif rule.target is Target.JOB_BODY:
+        body = await _json_body(request)
+        team = body.get("team", "")
+        checks.append((team if isinstance(team, str) else "", f"job/{body.get('name', '')}", None))
+    elif rule.target is Target.TEAM:
+        team = str(params.get("team", ""))
+        checks.append((team, f"team/{team}", None))
+    elif rule.target is Target.OWN_IDENTITY:
+        if method == "POST":
+            body = await _json_body(request)
+            wanted = body.get("identity") or principal.identity
+            mine = principal.identity is not None and wanted == principal.identity
+        else:
+            mine = await run_in_threadpool(_owns_token, request, principal)
+        if mine:
+            return
+        checks.append((None, "tokens", None))
+    else:  # NONE, LISTING
+        checks.append((None, request.url.path, None))
+    for on_team, resource, on_job in checks:
+        decision = await run_in_threadpool(
+            authorizer.decide, principal, rule.action, resource=resource, team=on_team, job=on_job
+        )
+        if not decision.allowed:
+            raise Forbidden(f"{principal.subject} may not {rule.action}: {decision.reason}")
+
+
+async def _json_body(request: Request) -> dict[str, Any]:
+    try:
+        body = await request.json()
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def _team_of_job(store: Any, name: str) -> str:
+    from scheduler.store.models import Job
+
+    problem = name_problem(name)
+    if problem is not None:
+        raise InvalidInput(f"job name {problem}")
+    with store.session() as session:
+        from sqlalchemy import select
+
+        team = session.scalar(select(Job.team).where(Job.name == name))
+    if team is None:
+        raise NotFound(f"no job named {name!r}", job=name)
+    return str(team)
+
+
+def _owns_token(request: Request, principal: Principal) -> bool:
+    """Is the token of the ``{token_id}`` path parameter one of the caller's own?"""
+    if principal.identity is None:
+        return False
+    token_id = request.path_params.get("token_id")
+    if token_id is not None:
+        from scheduler.store import identities
+
+        try:
+            number = int(token_id)
+        except ValueError:
+            return False
+        context = request.app.state.context
+        with context.store.session() as session:
+            try:
+                return identities.get_token(session, number).identity == principal.identity
+            except NotFound:
+                return False
+    return False

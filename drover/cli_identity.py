@@ -1,0 +1,216 @@
+"""``drover token``, ``drover teams``, ``drover login``/``logout``/``whoami``, ``drover audit``.
+
+``drover token create --admin`` works on the store directly (the first admin of a fresh store
+has nobody to ask); everything else goes through a node's API with the caller's credential.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from drover import cli as base
+from scheduler.errors import DroverError
+
+token_app = typer.Typer(no_args_is_help=True, help="API tokens (shown once, stored hashed).")
+teams_app = typer.Typer(no_args_is_help=True, help="Teams and their members' roles.")
+
+ApiOption = base.ApiOption
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(token_app, name="token")
+    app.add_typer(teams_app, name="teams")
+    app.command("login")(login)
+    app.command("logout")(logout)
+    app.command("whoami")(whoami)
+    app.command("audit")(audit)
+
+
+def write_secret_file(path: Path, secret: str) -> None:
+    """Write ``secret`` to ``path`` readable by its owner only."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(secret + "\n")
+    os.chmod(path, 0o600)
+
+
+@token_app.command("create")
+def token_create(
+    admin: Annotated[
+        bool, typer.Option("--admin", help="bootstrap the first platform admin on the store")
+    ] = False,
+    name: Annotated[str, typer.Option(help="--admin: the admin identity's name")] = "admin",
+    force: Annotated[
+        bool, typer.Option(help="--admin: even when an admin exists (local operators only)")
+    ] = False,
+    output: Annotated[
+        Path | None, typer.Option(help="write the token to this file (mode 0600), not stdout")
+    ] = None,
+    identity: Annotated[
+        str | None, typer.Option(help="whose token (default: your own identity)")
+    ] = None,
+    read_only: Annotated[bool, typer.Option("--read-only", help="a GET-only token")] = False,
+    expires_days: Annotated[
+        int, typer.Option(help="lifetime in days (0 = never expires)", min=0, max=3650)
+    ] = 90,
+    description: str = "",
+    api: ApiOption = None,
+) -> None:
+    """Create a token. Its secret is printed (or written to --output) once, and never again."""
+    if admin:
+        secret = _bootstrap(name, force, expires_days)
+    else:
+        body: dict[str, Any] = {
+            "identity": identity,
+            "scopes": ["read"] if read_only else ["read", "write"],
+            "expires_in_seconds": expires_days * 86400 if expires_days else None,
+            "description": description,
+        }
+        created = base._call("POST", f"{base._api(api)}/v1/tokens", json=body)
+        secret = created["token"]
+        typer.echo(f"token {created['id']} for {created['identity']}", err=True)
+    if output is not None:
+        write_secret_file(output, secret)
+        typer.echo(f"token written to {output}", err=True)
+    else:
+        typer.echo(secret)
+
+
+def _bootstrap(name: str, force: bool, expires_days: int) -> str:
+    from scheduler.store import identities, journal
+
+    store = base._store()
+    expires = datetime.now(UTC) + timedelta(days=expires_days) if expires_days else None
+    try:
+        store.check_schema()
+        with store.transaction() as session:
+            new, record = identities.bootstrap_admin(
+                session, name, force=force, expires_at=expires
+            )
+            journal.add_audit(
+                session,
+                actor="cli:bootstrap",
+                action="token.create",
+                target_kind="token",
+                target_name=str(record.id),
+                detail={"admin": True, "forced": force},
+                after=record.as_dict(),
+            )
+    except DroverError as exc:
+        base._fail(exc.message)
+    finally:
+        store.dispose()
+    typer.echo(f"platform admin {name!r}: token {record.id}", err=True)
+    return new.secret
+
+
+@token_app.command("list")
+def token_list(api: ApiOption = None) -> None:
+    """Your tokens (every token for a platform admin); never their secrets."""
+    page = base._call("GET", f"{base._api(api)}/v1/tokens")
+    for t in page["data"]:
+        state = "revoked" if t["revoked_at"] else f"expires {t['expires_at'] or 'never'}"
+        typer.echo(
+            f"{t['id']:<5} {t['prefix']}…  {t['identity']:<24} {','.join(t['scopes']):<11} {state}"
+        )
+    typer.echo(f"{page['count']} token(s)")
+
+
+@token_app.command("revoke")
+def token_revoke(token_id: int, api: ApiOption = None) -> None:
+    """Revoke a token at once."""
+    revoked = base._call("DELETE", f"{base._api(api)}/v1/tokens/{token_id}")
+    typer.echo(f"token {revoked['id']} of {revoked['identity']} revoked")
+
+
+@teams_app.command("list")
+def teams_list(api: ApiOption = None) -> None:
+    for team in base._call("GET", f"{base._api(api)}/v1/teams")["data"]:
+        members = ", ".join(f"{i}:{r}" for i, r in team["members"].items()) or "-"
+        typer.echo(f"{team['name']:<24} {members}")
+
+
+@teams_app.command("create")
+def teams_create(name: str, description: str = "", api: ApiOption = None) -> None:
+    body = {"name": name, "description": description}
+    base._print(base._call("POST", f"{base._api(api)}/v1/teams", json=body))
+
+
+@teams_app.command("bind")
+def teams_bind(
+    team: str,
+    identity: str,
+    role: Annotated[str, typer.Argument(help="viewer | operator | admin")],
+    kind: Annotated[str, typer.Option(help="user | service (for a new identity)")] = "user",
+    api: ApiOption = None,
+) -> None:
+    """Give IDENTITY the ROLE on TEAM ('*' = every team)."""
+    url = base._resource_url(api, "teams", team) + f"/members/{identity}"
+    base._print(base._call("PUT", url, json={"role": role, "kind": kind}))
+
+
+@teams_app.command("unbind")
+def teams_unbind(team: str, identity: str, api: ApiOption = None) -> None:
+    base._call("DELETE", base._resource_url(api, "teams", team) + f"/members/{identity}")
+    typer.echo(f"{identity} has no role on {team} any more")
+
+
+def login(
+    token: Annotated[
+        str | None, typer.Option(help="the token (default: read from stdin, not echoed)")
+    ] = None,
+    api: ApiOption = None,
+) -> None:
+    """Check a token against the node and store it for later commands (0600 file)."""
+    from drover import credentials
+
+    if token is None:
+        if sys.stdin.isatty():
+            token = typer.prompt("token", hide_input=True)
+        else:
+            token = sys.stdin.readline()
+    token = (token or "").strip()
+    if not token:
+        base._fail("no token given")
+    url = base._api(api)
+    me = base._call("GET", f"{url}/v1/whoami", headers={"Authorization": f"Bearer {token}"})
+    path = credentials.save(token, url)
+    typer.echo(f"logged in as {me['subject']} (saved in {path})")
+
+
+def logout() -> None:
+    """Forget the stored token."""
+    from drover import credentials
+
+    removed = credentials.remove()
+    typer.echo("logged out" if removed else "no stored token")
+
+
+def whoami(api: ApiOption = None) -> None:
+    base._print(base._call("GET", f"{base._api(api)}/v1/whoami"))
+
+
+def audit(
+    api: ApiOption = None,
+    action: Annotated[str | None, typer.Option()] = None,
+    actor: Annotated[str | None, typer.Option()] = None,
+    target: Annotated[str | None, typer.Option(help="target name")] = None,
+    limit: int = 50,
+) -> None:
+    """The newest audit entries (who changed what)."""
+    params: dict[str, Any] = {"limit": limit}
+    for key, value in (("action", action), ("actor", actor), ("target_name", target)):
+        if value:
+            params[key] = value
+    for entry in reversed(base._call("GET", f"{base._api(api)}/v1/audit", params=params)["data"]):
+        typer.echo(
+            f"{entry['at']} {entry['actor']:<24} {entry['action']:<16} "
+            f"{entry['target_kind']}/{entry['target_name']}"
+        )

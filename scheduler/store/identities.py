@@ -1,0 +1,297 @@
+"""Teams, identities (users and service accounts), their role bindings and their API tokens.
+
+Tokens are stored as SHA-256 digests; the secret exists only in the answer to its creation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import delete, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from scheduler.errors import AlreadyExists, Conflict, InvalidInput, NotFound
+from scheduler.identity import (
+    ALL_TEAMS,
+    NewToken,
+    Role,
+    Scope,
+    mint_token,
+    token_digest,
+)
+from scheduler.names import validate_name
+from scheduler.store.models import ApiToken, Identity, RoleBinding, Team, utcnow
+
+IDENTITY_KINDS = ("user", "service")
+
+
+@dataclass(frozen=True)
+class TeamRecord:
+    name: str
+    description: str
+    created_at: datetime
+    #: identity -> role
+    members: dict[str, str]
+
+
+@dataclass(frozen=True)
+class TokenRecord:
+    id: int
+    identity: str
+    lookup: str
+    scopes: tuple[str, ...]
+    description: str
+    created_by: str
+    created_at: datetime
+    expires_at: datetime | None
+    revoked_at: datetime | None
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "identity": self.identity,
+            "prefix": f"drv_{self.lookup}",
+            "scopes": list(self.scopes),
+            "description": self.description,
+            "created_by": self.created_by,
+            "created_at": self.created_at.isoformat(),
+            "expires_at": self.expires_at.isoformat() if self.expires_at else None,
+            "revoked_at": self.revoked_at.isoformat() if self.revoked_at else None,
+        }
+
+
+@dataclass(frozen=True)
+class Credential:
+    """What a valid token proves: an identity, its role bindings and the token's scopes."""
+
+    token_id: int
+    identity: str
+    kind: str
+    roles: dict[str, Role]
+    scopes: frozenset[Scope]
+
+
+def _token_record(row: ApiToken) -> TokenRecord:
+    return TokenRecord(
+        row.id,
+        row.identity,
+        row.lookup,
+        tuple(s for s in row.scopes.split(",") if s),
+        row.description,
+        row.created_by,
+        row.created_at,
+        row.expires_at,
+        row.revoked_at,
+    )
+
+
+# --------------------------------------------------------------------------- teams
+
+
+def create_team(session: Session, name: str, description: str = "") -> TeamRecord:
+    validate_name(name, "team name")
+    if session.get(Team, name) is not None:
+        raise AlreadyExists(f"team {name!r} already exists")
+    row = Team(name=name, description=description)
+    session.add(row)
+    session.flush()
+    return TeamRecord(row.name, row.description, row.created_at, {})
+
+
+def get_team(session: Session, name: str) -> TeamRecord:
+    row = session.get(Team, name)
+    if row is None:
+        raise NotFound(f"no team named {name!r}")
+    members = {
+        b.identity: b.role
+        for b in session.scalars(
+            select(RoleBinding).where(RoleBinding.team == name).order_by(RoleBinding.identity)
+        )
+    }
+    return TeamRecord(row.name, row.description, row.created_at, members)
+
+
+def list_teams(session: Session, only: frozenset[str] | None = None) -> list[TeamRecord]:
+    query = select(Team.name).order_by(Team.name)
+    if only is not None:
+        query = query.where(Team.name.in_(sorted(only)))
+    return [get_team(session, name) for name in session.scalars(query)]
+
+
+def team_exists(session: Session, name: str) -> bool:
+    return name == ALL_TEAMS or session.get(Team, name) is not None
+
+
+# --------------------------------------------------------------------------- identities
+
+
+def ensure_identity(session: Session, name: str, kind: str = "user") -> None:
+    validate_name(name, "identity name")
+    if kind not in IDENTITY_KINDS:
+        raise InvalidInput(f"identity kind must be user or service, not {kind!r}")
+    row = session.get(Identity, name)
+    if row is None:
+        session.add(Identity(name=name, kind=kind))
+        session.flush()
+
+
+def roles_of(session: Session, identity: str) -> dict[str, Role]:
+    return {
+        b.team: Role.parse(b.role)
+        for b in session.scalars(select(RoleBinding).where(RoleBinding.identity == identity))
+    }
+
+
+def bind(session: Session, identity: str, team: str, role: Role) -> str | None:
+    """Give ``identity`` ``role`` on ``team`` (``*``: every team); returns the previous role."""
+    if not team_exists(session, team):
+        raise NotFound(f"no team named {team!r}")
+    if session.get(Identity, identity) is None:
+        raise NotFound(f"no identity named {identity!r}")
+    row = session.scalar(
+        select(RoleBinding).where(RoleBinding.identity == identity, RoleBinding.team == team)
+    )
+    if row is None:
+        session.add(RoleBinding(identity=identity, team=team, role=str(role)))
+        session.flush()
+        return None
+    previous = row.role
+    row.role = str(role)
+    return previous
+
+
+def unbind(session: Session, identity: str, team: str) -> str:
+    """Remove the binding; returns the role it carried."""
+    row = session.scalar(
+        select(RoleBinding).where(RoleBinding.identity == identity, RoleBinding.team == team)
+    )
+    if row is None:
+        raise NotFound(f"{identity!r} has no role on team {team!r}")
+    role = row.role
+    session.execute(delete(RoleBinding).where(RoleBinding.id == row.id))
+    return role
+
+
+def admin_exists(session: Session) -> bool:
+    return (
+        session.scalar(
+            select(RoleBinding.id)
+            .join(Identity, Identity.name == RoleBinding.identity)
+            .where(
+                RoleBinding.team == ALL_TEAMS,
+                RoleBinding.role == str(Role.ADMIN),
+                Identity.disabled.is_(False),
+            )
+            .limit(1)
+        )
+        is not None
+    )
+
+
+# --------------------------------------------------------------------------- tokens
+
+
+def create_token(
+    session: Session,
+    identity: str,
+    *,
+    scopes: frozenset[Scope] = frozenset({Scope.READ, Scope.WRITE}),
+    expires_at: datetime | None = None,
+    description: str = "",
+    created_by: str = "",
+) -> tuple[NewToken, TokenRecord]:
+    """Mint a token for ``identity``. The returned ``NewToken.secret`` is never stored."""
+    if session.get(Identity, identity) is None:
+        raise NotFound(f"no identity named {identity!r}")
+    if expires_at is not None and expires_at <= utcnow():
+        raise InvalidInput("expires_at must be in the future")
+    if not scopes:
+        raise InvalidInput("a token needs at least one scope")
+    token = mint_token()
+    row = ApiToken(
+        identity=identity,
+        lookup=token.lookup,
+        digest=token.digest,
+        scopes=",".join(sorted(s.value for s in scopes)),
+        description=description,
+        created_by=created_by,
+        expires_at=expires_at,
+    )
+    session.add(row)
+    try:
+        session.flush()
+    except IntegrityError as exc:  # pragma: no cover - 256 random bits
+        raise AlreadyExists("token collision; try again") from exc
+    return token, _token_record(row)
+
+
+def get_token(session: Session, token_id: int) -> TokenRecord:
+    row = session.get(ApiToken, token_id)
+    if row is None:
+        raise NotFound(f"no token with id {token_id}")
+    return _token_record(row)
+
+
+def list_tokens(session: Session, *, identities: frozenset[str] | None = None) -> list[TokenRecord]:
+    query = select(ApiToken).order_by(ApiToken.id)
+    if identities is not None:
+        query = query.where(ApiToken.identity.in_(sorted(identities)))
+    return [_token_record(r) for r in session.scalars(query)]
+
+
+def revoke_token(session: Session, token_id: int) -> tuple[TokenRecord, TokenRecord]:
+    """Revoke a token (idempotent); returns it before and after."""
+    row = session.get(ApiToken, token_id, with_for_update=True)
+    if row is None:
+        raise NotFound(f"no token with id {token_id}")
+    before = _token_record(row)
+    if row.revoked_at is None:
+        row.revoked_at = utcnow()
+        session.flush()
+    return before, _token_record(row)
+
+
+def identities_of_teams(session: Session, teams: frozenset[str]) -> frozenset[str]:
+    return frozenset(
+        session.scalars(select(RoleBinding.identity).where(RoleBinding.team.in_(sorted(teams))))
+    )
+
+
+def authenticate_token(session: Session, secret: str, now: datetime) -> Credential | None:
+    """The credential a token secret proves, or None (unknown, revoked, expired, disabled)."""
+    row = session.scalar(select(ApiToken).where(ApiToken.digest == token_digest(secret)))
+    if row is None or row.revoked_at is not None:
+        return None
+    if row.expires_at is not None and row.expires_at <= now:
+        return None
+    who = session.get(Identity, row.identity)
+    if who is None or who.disabled:
+        return None
+    known = {s.value for s in Scope}
+    scopes = frozenset(Scope(s) for s in row.scopes.split(",") if s in known)
+    return Credential(row.id, who.name, who.kind, roles_of(session, who.name), scopes)
+
+
+def bootstrap_admin(
+    session: Session,
+    name: str = "admin",
+    *,
+    force: bool = False,
+    expires_at: datetime | None = None,
+) -> tuple[NewToken, TokenRecord]:
+    """The first platform admin of a fresh store and its token (``drover token create --admin``).
+
+    Refuses (Conflict) when an admin exists already, unless ``force`` (a local operator with
+    the store's credentials can always do this; the API never can).
+    """
+    if admin_exists(session) and not force:
+        raise Conflict(
+            "an admin exists already: ask them for a token, or use --force on the store's host"
+        )
+    ensure_identity(session, name, "user")
+    bind(session, name, ALL_TEAMS, Role.ADMIN)
+    return create_token(
+        session, name, expires_at=expires_at, description="bootstrap", created_by="cli:bootstrap"
+    )
