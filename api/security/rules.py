@@ -20,10 +20,12 @@ A rule names the :class:`Action` and where the resource's team comes from:
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from fastapi import Request
+from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import BaseRoute
 
@@ -97,6 +99,23 @@ RULES: dict[tuple[str, str], Rule] = {
     ("DELETE", "/v1/tokens/{token_id}"): _r(Action.PLATFORM_ADMIN, Target.OWN_IDENTITY),
     ("GET", "/v1/audit"): _r(Action.AUDIT_READ, Target.LISTING),
 }
+
+
+def api_routes(routes: Iterable[BaseRoute]) -> Iterator[tuple[str, str]]:
+    """``(method, path)`` of every API route, through included routers (any FastAPI version)."""
+    for route in routes:
+        included = getattr(route, "original_router", None)
+        if included is not None:
+            yield from api_routes(included.routes)
+        elif isinstance(route, APIRoute):
+            for method in sorted(route.methods):
+                if method != "HEAD":
+                    yield method, route.path
+
+
+def unruled_routes(routes: Iterable[BaseRoute]) -> list[tuple[str, str]]:
+    """Routes :data:`RULES` has no rule for (create_app refuses to build such an app)."""
+    return sorted(set(api_routes(routes)) - set(RULES))
 
 
 def rule_for(route: BaseRoute | None, method: str) -> Rule | None:

@@ -17,6 +17,7 @@ import statistics
 import sys
 import threading
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -45,6 +46,7 @@ from scheduler.store import jobs as jobs_store
 from scheduler.store import ledger
 from scheduler.store.db import Store
 from tests.conftest import SparkStandalone, wait_until
+from tests.support.auth import admin_token
 
 pytestmark = pytest.mark.e2e
 
@@ -129,6 +131,8 @@ class DroverApi:
 
     url: str
     store: Store
+    #: a platform admin's token (people read the fence too; they never see the token)
+    token: str = ""
 
     def create_running_job(self, name: str, checkpoint: str) -> RunRecord:
         """A job whose current run is open (RUNNING), as an owner would have recorded it."""
@@ -195,7 +199,7 @@ def drover_api(tmp_path: Path) -> Iterator[DroverApi]:
     thread.start()
     try:
         wait_until(lambda: server.started, timeout=20, what="the node API to start")
-        yield DroverApi(f"http://127.0.0.1:{port}", store)
+        yield DroverApi(f"http://127.0.0.1:{port}", store, admin_token(store))
     finally:
         server.should_exit = True
         thread.join(timeout=10)
@@ -214,6 +218,11 @@ def test_fence_endpoint_and_check_cost(drover_api: DroverApi, tmp_path: Path) ->
     assert fence.ask("orders", run.fencing_token)[0] is Verdict.CURRENT
     assert fence.ask("orders", "not-our-token")[0] is Verdict.SUPERSEDED
     assert fence.ask("no-such-job", "x")[0] is Verdict.SUPERSEDED  # 404 naming the job
+    # without its token a run proves nothing: 401, which the runtime treats as no answer
+    anonymous = urllib.request.Request(f"{drover_api.url}/v1/jobs/orders/fence")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        _NO_PROXY.open(anonymous, timeout=5)
+    assert refused.value.code == 401
 
     timings = []
     for _ in range(200):
@@ -232,24 +241,34 @@ def test_fence_endpoint_and_check_cost(drover_api: DroverApi, tmp_path: Path) ->
     second = drover_api.supersede("orders")
     assert fence.ask("orders", run.fencing_token)[0] is Verdict.SUPERSEDED
     assert fence.ask("orders", second.fencing_token)[0] is Verdict.CURRENT
-    assert get_json(f"{drover_api.url}/v1/jobs/orders/fence") == {
+    # a person (here an admin) sees which run is current, never its token
+    assert get_json(f"{drover_api.url}/v1/jobs/orders/fence", drover_api.token) == {
         "job": "orders",
         "current_run_id": second.id,
-        "fencing_token": second.fencing_token,
+        "fencing_token": None,
+        "current": None,
         "run_state": "RUNNING",
         "desired_state": "RUNNING",
     }
+    # the run itself gets its own token echoed: it is current
+    mine = get_json(
+        f"{drover_api.url}/v1/jobs/orders/fence", fencing_token=second.fencing_token
+    )
+    assert (mine["fencing_token"], mine["current"]) == (second.fencing_token, True)
 
     # a closed current run is nobody's fence: even its own token is superseded
     with drover_api.store.transaction() as session:
         ledger.update_run(session, second, state=RunState.KILLED)
-    body = get_json(f"{drover_api.url}/v1/jobs/orders/fence")
-    assert (body["fencing_token"], body["run_state"]) == (None, "KILLED")
+    body = get_json(f"{drover_api.url}/v1/jobs/orders/fence", fencing_token=second.fencing_token)
+    assert (body["fencing_token"], body["current"], body["run_state"]) == (None, False, "KILLED")
     assert fence.ask("orders", second.fencing_token)[0] is Verdict.SUPERSEDED
 
 
-def get_json(url: str) -> Any:
-    with _NO_PROXY.open(url, timeout=5) as resp:
+def get_json(url: str, token: str = "", fencing_token: str = "") -> Any:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    if fencing_token:
+        headers["X-Drover-Fencing-Token"] = fencing_token
+    with _NO_PROXY.open(urllib.request.Request(url, headers=headers), timeout=5) as resp:
         assert resp.headers["Cache-Control"] == "no-store"
         return json.load(resp)
 

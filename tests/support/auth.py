@@ -31,3 +31,33 @@ def member_token(store: Store, identity: str, team: str, role: Role | str) -> st
 
 def auth_headers(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}", **CLIENT_HEADERS}
+
+
+def store_fingerprint(store: Store) -> dict[str, object]:
+    """Everything a refused request must leave as it was: every row of the tables a request can
+    change (jobs, runs, catalog, identities, tokens, audit)."""
+    from sqlalchemy import select
+
+    from scheduler.store import models
+
+    tables = (
+        models.Job,
+        models.Run,
+        models.Cluster,
+        models.Group,
+        models.Team,
+        models.Identity,
+        models.RoleBinding,
+        models.ApiToken,
+        models.AuditEntry,
+        models.JobEvent,
+    )
+    out: dict[str, object] = {}
+    with store.session() as session:
+        for model in tables:
+            columns = [c.name for c in model.__table__.columns]
+            rows = session.execute(select(*model.__table__.columns)).all()
+            out[model.__tablename__] = sorted(
+                tuple(str(getattr(r, c)) for c in columns) for r in rows
+            )
+    return out

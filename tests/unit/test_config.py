@@ -145,6 +145,7 @@ def test_production_refuses_sqlite(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_production_accepts_mysql(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DROVER_ENVIRONMENT", "production")
     monkeypatch.setenv("DROVER_DATABASE_URL", "mysql+pymysql://u:p@db/drover")
+    monkeypatch.setenv("DROVER_DEPLOYMENT_SECRET", "a-real-secret-of-at-least-32-characters")
     assert load_settings().resolved_database_url == "mysql+pymysql://u:p@db/drover"
 
 

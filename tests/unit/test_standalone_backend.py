@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -95,7 +96,10 @@ def test_submission_body() -> None:
     assert props["spark.driver.supervise"] == "false"
     assert props["spark.drover.job"] == "job"
     assert props["spark.drover.runId"] == "1"
-    assert props["spark.drover.fencingToken"] == "tok-1"
+    # the token travels in the environment only (properties reach the driver's command line)
+    assert "spark.drover.fencingToken" not in props
+    assert body["environmentVariables"]["DROVER_FENCING_TOKEN"] == "tok-1"
+    assert "tok-1" not in json.dumps(props)
     assert props["spark.drover.checkpointLocation"] == "/ckpt/job"
     assert props["spark.drover.fenceUrls"] == "http://127.0.0.1:8000,http://127.0.0.1:8001"
     assert props["spark.submit.pyFiles"] == "/p/drover_runtime.py,/p/util.py"
