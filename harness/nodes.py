@@ -72,6 +72,39 @@ def poll(
         time.sleep(interval)
 
 
+#: database URL (or data dir) -> a platform admin token made for it (one per deployment)
+_TOKENS: dict[str, str] = {}
+
+
+def admin_token(env: dict[str, str]) -> str:
+    """A platform admin's token for the store ``env`` names, made once per store with
+    ``drover token create --admin --force`` (what an operator on the store's host does)."""
+    key = env.get("DROVER_DATABASE_URL") or env.get("DROVER_DATA_DIR", "var")
+    token = _TOKENS.get(key)
+    if token is None:
+        made = subprocess.run(
+            [
+                DROVER,
+                "token",
+                "create",
+                "--admin",
+                "--force",
+                "--name",
+                "harness",
+                "--expires-days",
+                "2",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if made.returncode != 0:
+            raise RuntimeError(f"cannot make an admin token: {made.stderr.strip()}")
+        token = _TOKENS[key] = made.stdout.strip()
+    return token
+
+
 @dataclass
 class NodeProcess:
     node_id: str
@@ -79,6 +112,13 @@ class NodeProcess:
     log_path: Path
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
+    #: the credential get/post send (default: a platform admin token of the node's store)
+    token: str = ""
+
+    def headers(self) -> dict[str, str]:
+        if not self.token:
+            self.token = admin_token(self.env)
+        return {"Authorization": f"Bearer {self.token}", "X-Drover-Client": "harness"}
 
     @property
     def url(self) -> str:
@@ -119,13 +159,21 @@ class NodeProcess:
             return ""
 
     def get(self, path: str, timeout: float = 5.0, **params: Any) -> Any:
-        response = httpx.get(f"{self.url}{path}", params=params, timeout=timeout, trust_env=False)
+        response = httpx.get(
+            f"{self.url}{path}",
+            params=params,
+            headers=self.headers(),
+            timeout=timeout,
+            trust_env=False,
+        )
         response.raise_for_status()
         return response.json()
 
     def post(self, path: str, body: Any = None, timeout: float = 10.0) -> Any:
         """POST ``body`` as JSON; AssertionError with the answer unless it is 2xx."""
-        response = httpx.post(f"{self.url}{path}", json=body, timeout=timeout, trust_env=False)
+        response = httpx.post(
+            f"{self.url}{path}", json=body, headers=self.headers(), timeout=timeout, trust_env=False
+        )
         assert response.status_code < 300, response.text
         return response.json() if response.content else None
 

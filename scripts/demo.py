@@ -44,6 +44,15 @@ def main() -> int:
     env.pop("DROVER_DATABASE_URL", None)  # the embedded default: SQLite under the data dir
     drover = str(Path(sys.executable).with_name("drover"))
     subprocess.run([drover, "db", "upgrade"], env=env, check=True)
+    token_file = data_dir / "admin.token"
+    if not token_file.exists():  # the store's first admin; --force when an earlier demo made one
+        subprocess.run(
+            [drover, "token", "create", "--admin", "--force", "--name", "demo",
+             "--output", str(token_file)],
+            env=env,
+            check=True,
+        )
+    token = token_file.read_text().strip()
 
     log_path = data_dir / "node.log"
     output = data_dir / "output" / JOB
@@ -53,7 +62,11 @@ def main() -> int:
             [drover, "node", "run"], env=env, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    client = httpx.Client(base_url=api, timeout=10)
+    client = httpx.Client(
+        base_url=api,
+        timeout=10,
+        headers={"Authorization": f"Bearer {token}", "X-Drover-Client": "demo"},
+    )
     interrupted = False
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -86,8 +99,10 @@ def main() -> int:
         elif job.json()["desired_state"] != "RUNNING":
             client.post(f"/v1/jobs/{JOB}/start").raise_for_status()
         print(f"demo: job {JOB} created and started. Watch it with:")
-        print(f"    curl -s {api}/v1/jobs/{JOB}")
-        print(f"    curl -s {api}/v1/jobs/{JOB}/events")
+        auth = f'-H "Authorization: Bearer $(cat {token_file})"'
+        print(f"    curl -s {auth} {api}/v1/jobs/{JOB}")
+        print(f"    curl -s {auth} {api}/v1/jobs/{JOB}/events")
+        print(f"    DROVER_TOKEN=$(cat {token_file}) drover jobs get {JOB} --api {api}")
         print(f"    ls {output}")
         print("demo: press Ctrl-C to stop the job and the node.")
         last = ""

@@ -108,7 +108,7 @@ def api_routes(routes: Iterable[BaseRoute]) -> Iterator[tuple[str, str]]:
         if included is not None:
             yield from api_routes(included.routes)
         elif isinstance(route, APIRoute):
-            for method in sorted(route.methods):
+            for method in sorted(route.methods or ()):
                 if method != "HEAD":
                     yield method, route.path
 

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from harness.nodes import free_port
+from harness.nodes import admin_token, free_port
 from harness.procs import pids_with_cmdline
 from tests.conftest import wait_until
 
@@ -51,7 +51,11 @@ def node(tmp_path: Path, fresh_mysql_url: Callable[[], str]) -> Iterator[tuple[h
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10)
+    client = httpx.Client(
+        base_url=f"http://127.0.0.1:{port}",
+        timeout=10,
+        headers={"Authorization": f"Bearer {admin_token(env)}", "X-Drover-Client": "e2e"},
+    )
     try:
 
         def ready() -> bool:

@@ -218,6 +218,7 @@ def stack_factory(
             {
                 "DROVER_DATABASE_URL": url,
                 "DROVER_DATA_DIR": str(tmp_path / "data"),
+                "DROVER_ARTIFACT_ROOTS": f"{tmp_path}/,{ROOT}/",
                 "DROVER_RECONCILE_INTERVAL": "1",
                 "DROVER_RESTART_MAX_ATTEMPTS": str(MAX_ATTEMPTS),
                 "DROVER_RESTART_VALIDITY_INTERVAL": str(VALIDITY_S),

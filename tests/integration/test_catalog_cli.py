@@ -1,4 +1,5 @@
-"""``drover clusters`` and ``drover groups`` against a real node API (uvicorn on a free port)."""
+"""``drover clusters``, ``drover groups``, ``drover teams``, ``drover token`` and ``drover login``
+against a real node API (uvicorn on a free port)."""
 
 from __future__ import annotations
 
@@ -18,16 +19,19 @@ from scheduler.bootstrap import ensure_defaults
 from scheduler.config import Settings
 from scheduler.store.db import Store
 from tests.conftest import wait_until
+from tests.support.auth import admin_token
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def api_url(tmp_path: Path) -> Iterator[str]:
+def api_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     settings = Settings(data_dir=tmp_path / "data", node_id="cli-test")
     store = Store(f"sqlite:///{tmp_path / 'drover.db'}")
     store.upgrade()
     ensure_defaults(store, settings)
+    monkeypatch.setenv("DROVER_TOKEN", admin_token(store))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     port = _free_port()
     config = uvicorn.Config(
         create_app(NodeContext(settings, store)), host="127.0.0.1", port=port, log_level="warning"
@@ -114,3 +118,37 @@ def test_cli_errors_are_one_line_and_exit_non_zero(
 def test_cli_reports_an_unreachable_api_on_one_line() -> None:
     code, _, err = drover("clusters", "list", "--api", f"http://127.0.0.1:{_free_port()}")
     assert code != 0 and err.startswith("drover: cannot reach")
+
+
+def test_teams_tokens_and_login_through_the_cli(
+    api_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import stat
+
+    code, _, err = drover("teams", "create", "ads", "--api", api_url)
+    assert code == 0, err
+    code, out, err = drover("teams", "bind", "ads", "etl-bot", "operator", "--kind", "service",
+                            "--api", api_url)  # fmt: skip
+    assert code == 0 and '"etl-bot": "operator"' in out, err
+    code, out, err = drover("token", "create", "--identity", "etl-bot", "--api", api_url)
+    assert code == 0, err
+    bot = out.strip()
+    assert bot.startswith("drv_")
+    code, out, _ = drover("token", "list", "--api", api_url)
+    assert "etl-bot" in out and bot not in out
+
+    # login stores the bot's token (0600) and later commands use it
+    monkeypatch.delenv("DROVER_TOKEN")
+    code, out, err = drover("login", "--token", bot, "--api", api_url)
+    assert code == 0 and "service:etl-bot" in out, err
+    stored = tmp_path / "config" / "drover" / "credentials.json"
+    assert stat.S_IMODE(stored.stat().st_mode) == 0o600
+    code, out, _ = drover("whoami", "--api", api_url)
+    assert '"ads": "operator"' in out
+    code, _, err = drover("clusters", "create", "x", "--api", api_url, "--kind", "local",
+                          "--storage-root", "/tmp/x")  # fmt: skip
+    assert code != 0 and "403" in err  # an operator does not manage clusters
+    code, out, _ = drover("logout")
+    assert code == 0 and not stored.exists()
+    code, _, err = drover("whoami", "--api", api_url)
+    assert code != 0 and "401" in err
