@@ -20,6 +20,7 @@ def create_app(context: NodeContext) -> FastAPI:
         summary="Leaderless, highly available scheduler for long-running PySpark jobs",
         # the one authorization function: every route runs it (see api/security/rules.py)
         dependencies=[Depends(authorize)],
+        responses=problems.COMMON_RESPONSES,
     )
     app.state.context = context
     problems.install(app)

@@ -32,6 +32,39 @@ _STATUS: list[tuple[type[errors.DroverError], int]] = [
 _MEMBERS = frozenset({"type", "title", "status", "detail", "instance"})
 
 
+#: the OpenAPI description of a problem document (RFC 9457)
+PROBLEM_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["type", "title", "status"],
+    "properties": {
+        "type": {"type": "string"},
+        "title": {"type": "string"},
+        "status": {"type": "integer"},
+        "detail": {"type": "string"},
+        "instance": {"type": "string"},
+    },
+    "additionalProperties": True,
+}
+
+
+def problem_response(description: str) -> dict[str, Any]:
+    """An OpenAPI ``responses`` entry whose body is a problem document."""
+    return {
+        "description": description,
+        "content": {PROBLEM_MEDIA_TYPE: {"schema": PROBLEM_SCHEMA}},
+    }
+
+
+#: the answers every route may give whatever it does (the security edge's)
+COMMON_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: problem_response("untrusted Host header"),
+    401: problem_response("no credential, or one that does not verify"),
+    403: problem_response("the credential may not do this"),
+    415: problem_response("a mutation without a JSON body or an X-Drover-Client header"),
+    503: problem_response("the store or the permission center is unavailable"),
+}
+
+
 def status_for(exc: errors.DroverError) -> int:
     for kind, status in _STATUS:
         if isinstance(exc, kind):

@@ -408,3 +408,73 @@ def test_unknown_submissions(
     assert backend.probe().ok
     broken = LocalSparkSubmitBackend(runs_dir / "no-spark", runs_dir)
     assert not broken.probe().ok
+
+
+def test_the_driver_sees_a_declared_environment_not_the_nodes(
+    tmp_path: Path,
+    make_backend: Callable[[], LocalSparkSubmitBackend],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A hostile pipeline looks for the node's secrets from inside a real running driver: it
+    finds its job's variables and its own run identity, never DROVER_DATABASE_URL, the
+    deployment secret or anything else of the node's environment; and its fencing token is on
+    no command line of the run's processes."""
+    monkeypatch.setenv("DROVER_DATABASE_URL", "mysql+pymysql://drover:s3cret@db/drover")
+    monkeypatch.setenv("DROVER_DEPLOYMENT_SECRET", "node-secret-" + "x" * 30)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-secret")
+    backend = make_backend()
+    spy = tmp_path / "spy_pipeline.py"
+    seen = tmp_path / "seen.json"
+    spy.write_text(
+        textwrap.dedent(
+            f"""
+            import json, os, pathlib
+            from pyspark.sql import SparkSession
+
+            spark = SparkSession.builder.getOrCreate()
+            mine = os.getpid()
+            cmdlines = []
+            for proc in pathlib.Path("/proc").iterdir():
+                if proc.name.isdigit():
+                    try:
+                        env = (proc / "environ").read_bytes()
+                        if b"DROVER_RUN_DIR=" in env:
+                            line = (proc / "cmdline").read_bytes()
+                            cmdlines.append(line.decode(errors="replace"))
+                    except OSError:
+                        pass
+            pathlib.Path({str(seen)!r}).write_text(
+                json.dumps({{"env": dict(os.environ), "cmdlines": cmdlines}})
+            )
+            spark.stop()
+            """
+        )
+    )
+    done = backend.submit(
+        SubmitRequest(
+            job_name="spy",
+            run_id=1,
+            fencing_token="tok-spy-0123456789",
+            entrypoint=str(spy),
+            env={"JOB_SETTING": "mine"},
+        )
+    )
+    finished = wait_for(
+        lambda: (s := backend.status(done.submission_id)).state.is_terminal and s,
+        START_TIMEOUT_S,
+        "the spy pipeline to end",
+        lambda: log_tail(backend.runs_dir / "spy" / "1"),
+    )
+    assert isinstance(finished, AppStatus)
+    assert finished.state is AppState.FINISHED, log_tail(backend.runs_dir / "spy" / "1")
+    report = json.loads(seen.read_text())
+    env = report["env"]
+    assert env["JOB_SETTING"] == "mine"
+    assert env["DROVER_FENCING_TOKEN"] == "tok-spy-0123456789" and env["DROVER_JOB"] == "spy"
+    for secret in ("DROVER_DATABASE_URL", "DROVER_DEPLOYMENT_SECRET", "AWS_SECRET_ACCESS_KEY"):
+        assert secret not in env, secret
+    assert not any("s3cret" in v or "node-secret" in v for v in env.values())
+    assert report["cmdlines"], "the spy saw no process of its run"
+    assert not any("tok-spy-0123456789" in c for c in report["cmdlines"])
+    submission = (backend.runs_dir / "spy" / "1" / "submission.json").read_text()
+    assert "tok-spy-0123456789" not in submission
