@@ -32,6 +32,10 @@ TABLES = {
     "membership_generations",
     "cluster_votes",
     "cluster_health_events",
+    "teams",
+    "identities",
+    "role_bindings",
+    "api_tokens",
 }
 
 
