@@ -42,7 +42,8 @@ record = {
     "app_name": conf.get("spark.app.name"),
     "fence_urls_conf": conf.get("spark.drover.fenceUrls", ""),
     "fence_urls_env": os.environ.get("DROVER_FENCE_URLS", ""),
-    "token": conf.get("spark.drover.fencingToken", ""),
+    "token": os.environ.get("DROVER_FENCING_TOKEN", ""),
+    "token_in_conf": conf.get("spark.drover.fencingToken", ""),
     "helper": drover_test_helper.MARK,
     "argv": sys.argv[1:],
 }
@@ -169,7 +170,8 @@ def test_lifecycle_on_cluster_a(
     assert record["helper"] == "helper-imported"
     assert record["fence_urls_conf"] == "http://127.0.0.1:8000,http://127.0.0.1:8001"
     assert record["fence_urls_env"] == record["fence_urls_conf"]
-    assert record["token"] == "tok-sa-life-1"
+    assert record["token"] == "tok-sa-life-1"  # in the driver's environment...
+    assert record["token_in_conf"] == ""  # ...never in its Spark properties (command line)
     assert record["argv"] == [str(record_path)]
 
     # a restarted node (fresh backend, nothing cached) adopts the driver by app name
