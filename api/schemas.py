@@ -240,13 +240,6 @@ class ClusterUpdate(_Strict):
     artifact_roots: ArtifactRoots | None = None
 
 
-class ClusterMark(_Strict):
-    """An operator's mark: ``MANUAL_ABNORMAL`` (fail its jobs over) or ``NORMAL`` again."""
-
-    health: ClusterHealth
-    reason: Annotated[str, Field(max_length=512)] = ""
-
-
 class ClusterPublic(BaseModel):
     name: str
     kind: ClusterKind

@@ -12,8 +12,8 @@ from urllib.parse import quote
 from fastapi import APIRouter, Query, Response, status
 
 from api.deps import ActorDep, ContextDep, ExpectedVersionDep, StoreDep
-from api.schemas import ClusterCreate, ClusterMark, ClusterPublic, ClusterUpdate, Page
-from scheduler.catalog import ClusterHealth, ClusterSpec, validate_cluster_name
+from api.schemas import ClusterCreate, ClusterPublic, ClusterUpdate, Page
+from scheduler.catalog import ClusterSpec, validate_cluster_name
 from scheduler.errors import InvalidInput
 from scheduler.records import ClusterRecord
 from scheduler.store import catalog as catalog_store
@@ -110,36 +110,6 @@ def update_cluster(
             target_kind="cluster",
             target_name=cluster.name,
             detail=body.model_dump(mode="json", exclude_unset=True),
-            node_id=ctx.settings.node_id,
-            before=_doc(before),
-            after=_doc(cluster),
-        )
-    _etag(response, cluster)
-    return ClusterPublic.of(cluster)
-
-
-@router.post("/{name}/mark", response_model=ClusterPublic)
-def mark_cluster(
-    name: str,
-    body: ClusterMark,
-    ctx: ContextDep,
-    store: StoreDep,
-    actor: ActorDep,
-    response: Response,
-) -> ClusterPublic:
-    """An operator marks the cluster ``MANUAL_ABNORMAL`` (its jobs fail over) or ``NORMAL``."""
-    if body.health not in (ClusterHealth.MANUAL_ABNORMAL, ClusterHealth.NORMAL):
-        raise InvalidInput("an operator marks a cluster MANUAL_ABNORMAL or NORMAL")
-    with store.transaction() as session:
-        before = catalog_store.get_cluster(session, validate_cluster_name(name))
-        cluster = catalog_store.mark_cluster(session, before.name, body.health)
-        journal.add_audit(
-            session,
-            actor=actor,
-            action="cluster.mark",
-            target_kind="cluster",
-            target_name=cluster.name,
-            detail=body.model_dump(mode="json"),
             node_id=ctx.settings.node_id,
             before=_doc(before),
             after=_doc(cluster),

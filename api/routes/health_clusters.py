@@ -132,6 +132,8 @@ def _audit(session: Session, ctx: ContextDep, actor: str, action: str, event: He
             "reason": event.reason,
         },
         node_id=ctx.settings.node_id,
+        before={"health": event.from_state.value},
+        after={"health": event.to_state.value, "reason": event.reason},
     )
 
 

@@ -304,17 +304,6 @@ def set_artifact_roots(
     return cluster_record(cluster)
 
 
-def mark_cluster(session: Session, name: str, health: catalog.ClusterHealth) -> ClusterRecord:
-    """An operator marks a cluster abnormal (``MANUAL_ABNORMAL``) or normal again."""
-    cluster = load_cluster(session, name, for_update=True)
-    if cluster.health != health.value:
-        cluster.health = health.value
-        cluster.version += 1
-        cluster.updated_at = utcnow()
-        session.flush()
-    return cluster_record(cluster)
-
-
 def artifact_roots_of_group(session: Session, group: str) -> dict[str, tuple[str, ...]]:
     """cluster name -> its artifact roots, for the group's primary and failover clusters."""
     row = load_group(session, group)

@@ -16,6 +16,7 @@ its timings.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 import uuid
@@ -84,6 +85,7 @@ def nodes(
         "DROVER_RECONCILE_INTERVAL": "1",
         "DROVER_GROUPS": f"{GROUP}:active",
         "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+        "DROVER_ARTIFACT_ROOTS": "/p.py",  # the placeholder entrypoint these jobs name
         **HEALTH_ENV,
     }
     subprocess.run([DROVER, "db", "upgrade"], env=env, check=True, capture_output=True, timeout=120)
@@ -145,8 +147,13 @@ def counted_votes(data: dict[str, Any]) -> dict[str, bool]:
 
 
 def drover(node: NodeProcess, *args: str) -> str:
+    node.headers()  # makes the node's admin token (identity "harness") on first use
     result = subprocess.run(
-        [DROVER, *args, "--api", node.url], capture_output=True, text=True, timeout=60
+        [DROVER, *args, "--api", node.url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "DROVER_TOKEN": node.token},
     )
     assert result.returncode == 0, result.stderr
     return result.stdout
@@ -242,8 +249,8 @@ def test_vote_abnormal_quiet_recovery_and_manual_mark(
         what="both nodes to vote after the mark",
     )
     table = drover(h1, "clusters", "health", CLUSTER)
-    assert "state    MANUAL_ABNORMAL" in table and "operator:anonymous" in table
-    assert health(h2)["reason"] == "marked abnormal by anonymous: rack maintenance"
+    assert "state    MANUAL_ABNORMAL" in table and "operator:user:harness" in table
+    assert health(h2)["reason"] == "marked abnormal by user:harness: rack maintenance"
     out = drover(h1, "clusters", "clear", CLUSTER, "--reason", "done")
     assert out.strip() == f"cluster {CLUSTER}: MANUAL_ABNORMAL -> NORMAL"
     assert health(h2)["state"] == "NORMAL"
@@ -254,8 +261,8 @@ def test_vote_abnormal_quiet_recovery_and_manual_mark(
     for job in ("idle", "held"):
         messages = health_events(h2, job)
         assert messages[-2:] == [
-            f"cluster {CLUSTER} marked abnormal by anonymous: rack maintenance",
-            f"cluster {CLUSTER} cleared by anonymous: done",
+            f"cluster {CLUSTER} marked abnormal by user:harness: rack maintenance",
+            f"cluster {CLUSTER} cleared by user:harness: done",
         ], messages
     assert any(
         "is VOTE_ABNORMAL (decided by the monitor on h" in m for m in health_events(h1, "idle")

@@ -36,8 +36,9 @@ POLICY = HealthPolicy(vote_freshness=30, threshold_count=100, threshold_window=6
 
 
 @pytest.fixture
-def client(store: Store, settings: Settings) -> Iterator[TestClient]:
-    with TestClient(create_app(NodeContext(settings, store))) as c:
+def client(store: Store, settings: Settings, admin_headers: dict[str, str]) -> Iterator[TestClient]:
+    app = create_app(NodeContext(settings, store))
+    with TestClient(app, base_url="http://127.0.0.1", headers=admin_headers) as c:
         yield c
 
 
@@ -162,7 +163,7 @@ def test_mark_and_clear_through_the_api(client: TestClient, store: Store) -> Non
 
     health = client.get("/v1/clusters/local/health").json()
     assert health["state"] == "MANUAL_ABNORMAL"
-    assert health["reason"] == "marked abnormal by anonymous: AZ eu-1a network maintenance"
+    assert health["reason"] == "marked abnormal by user:admin: AZ eu-1a network maintenance"
     assert health["assessment"]["state"] == "MANUAL_ABNORMAL"
     assert [e["to_state"] for e in health["history"]] == ["MANUAL_ABNORMAL"]
     assert client.get("/v1/clusters/local").json()["health"] == "MANUAL_ABNORMAL"
@@ -176,8 +177,8 @@ def test_mark_and_clear_through_the_api(client: TestClient, store: Store) -> Non
         e["message"] for e in job_events(client, "orders") if e["cause"] == "cluster-health"
     ]
     assert messages == [
-        "cluster local cleared by anonymous: maintenance over",
-        "cluster local marked abnormal by anonymous: AZ eu-1a network maintenance",
+        "cluster local cleared by user:admin: maintenance over",
+        "cluster local marked abnormal by user:admin: AZ eu-1a network maintenance",
     ]
     idle = [e["message"] for e in job_events(client, "idle") if e["cause"] == "cluster-health"]
     assert idle == messages
@@ -252,7 +253,7 @@ def test_runbook_cli(api_url: str) -> None:
     assert '"state": "MANUAL_ABNORMAL"' in out
 
     code, out, err = drover("clusters", "health", "local", "--api", api_url)
-    assert "MANUAL_ABNORMAL" in out and "operator:anonymous" in out and "flapping master" in out
+    assert "MANUAL_ABNORMAL" in out and "operator:user:admin" in out and "flapping master" in out
 
     code, out, err = drover("clusters", "clear", "local", "--api", api_url)
     assert code == 0, err

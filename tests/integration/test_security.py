@@ -332,14 +332,14 @@ def test_external_permission_center(store: Store, tmp_path: Path) -> None:
             assert api.get("/v1/jobs/pc-job", headers=auth_headers(token)).status_code == 200
             assert len(center.calls) == calls
             # a denial is followed (a viewer the built-in bindings would never let mark)...
-            mark = {"health": "MANUAL_ABNORMAL"}
-            r = api.post("/v1/clusters/local/mark", json=mark, headers=auth_headers(token))
+            mark = {"reason": "maintenance"}
+            r = api.post("/v1/clusters/local/mark-abnormal", json=mark, headers=auth_headers(token))
             assert r.status_code == 403
             # ...and so is a change of mind, once the cached answer expires
             center.allow.add("cluster.mark")
             wait_until(
                 lambda: api.post(
-                    "/v1/clusters/local/mark", json=mark, headers=auth_headers(token)
+                    "/v1/clusters/local/mark-abnormal", json=mark, headers=auth_headers(token)
                 ).status_code
                 == 200,
                 timeout=10,
@@ -371,7 +371,7 @@ def test_audit_before_after_filters_and_cursor(api: TestClient, store: Store) ->
     root = auth_headers(root_token)
     assert job(api, root_token, "audited", "ads").status_code == 201
     assert api.patch("/v1/jobs/audited", json={"business": "b2"}, headers=root).status_code == 200
-    mark = api.post("/v1/clusters/local/mark", json={"health": "MANUAL_ABNORMAL"}, headers=root)
+    mark = api.post("/v1/clusters/local/mark-abnormal", json={"reason": "maint"}, headers=root)
     assert mark.status_code == 200, mark.text
     victim = api.post("/v1/tokens", json={"identity": "admin"}, headers=root).json()
     assert api.delete(f"/v1/tokens/{victim['id']}", headers=root).status_code == 200
@@ -384,7 +384,7 @@ def test_audit_before_after_filters_and_cursor(api: TestClient, store: Store) ->
     (update_,) = entries(action="job.update")
     assert update_["before"]["business"] == "" and update_["after"]["business"] == "b2"
     assert update_["actor"] == "user:admin" and update_["team"] == "ads"
-    (marked,) = entries(action="cluster.mark", target_name="local")
+    (marked,) = entries(action="cluster.mark-abnormal", target_name="local")
     assert marked["before"]["health"] == "NORMAL"
     assert marked["after"]["health"] == "MANUAL_ABNORMAL"
     (revoked,) = entries(action="token.revoke")
