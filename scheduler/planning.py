@@ -114,7 +114,12 @@ class CloseRun:
 
 @dataclass(frozen=True)
 class GiveUp:
+    """The restart budget is spent: FAILED for good (until an operator starts the job again)."""
+
     reason: str
+    #: the states the job passes through to FAILED (via QUEUED when FAILED is not reachable
+    #: from its state directly)
+    path: tuple[JobState, ...] = (JobState.FAILED,)
 
 
 @dataclass(frozen=True)
@@ -277,7 +282,10 @@ def _plan_without_run(
     if failures.count >= policy.max_attempts:
         if job.state == JobState.FAILED:
             return Noop("gave up; waiting for an operator to start the job again")
-        return GiveUp(_gave_up(failures.count, policy, job.state_reason or "no reason recorded"))
+        reason = _gave_up(failures.count, policy, job.state_reason or "no reason recorded")
+        if can_transition(job.state, JobState.FAILED):
+            return GiveUp(reason)
+        return GiveUp(reason, (JobState.QUEUED, JobState.FAILED))
     if job.not_before is not None and now < job.not_before:
         return Noop(f"backing off until {job.not_before.isoformat()}")
     if failures.count:
@@ -293,3 +301,49 @@ def _given_up(job: JobRecord) -> bool:
 
 def _gave_up(count: int, policy: RestartPolicy, reason: str) -> str:
     return f"{GAVE_UP}{count} failures within {policy.validity_interval:g} s: {reason}"
+
+
+# -- decisions around an action's outcome ----------------------------------------------------
+
+
+def needs_failures(job: JobRecord, observed: AppStatus | None) -> bool:
+    """Whether ``plan`` needs the job's failure count (else ``Failures()`` is exact enough)."""
+    if job.desired_state != DesiredState.RUNNING:
+        return False
+    return observed is None or observed.state.is_terminal
+
+
+def retry_not_before(
+    job: JobRecord, action: CloseRun, failures: Failures, *, policy: RestartPolicy, now: datetime
+) -> datetime | None:
+    """When the next attempt may start after ``action`` closed a run (None: no backoff)."""
+    if not action.counts_as_failure or job.desired_state != DesiredState.RUNNING:
+        return None
+    return now + timedelta(seconds=policy.backoff(failures.count + 1))
+
+
+def on_rejected(job: JobRecord, run: RunRecord, error: str) -> CloseRun:
+    """The cluster refused the submission of ``run``: the run failed and counts as a failure
+    (the restart policy then backs off, retries or gives up)."""
+    return CloseRun(
+        run,
+        RunState.FAILED,
+        JobState.FAILED,
+        f"submission rejected: {error}",
+        None,
+        counts_as_failure=True,
+    )
+
+
+def on_unreachable(
+    job: JobRecord, run: RunRecord, *, polls: int, threshold: int, error: str
+) -> SetState | None:
+    """The cluster of ``run`` did not answer ``polls`` times in a row: the job's state becomes
+    UNKNOWN after ``threshold`` polls (nothing is guessed about the application)."""
+    if polls < threshold or job.state == JobState.UNKNOWN:
+        return None
+    if not can_transition(job.state, JobState.UNKNOWN):
+        return None
+    return SetState(
+        JobState.UNKNOWN, f"cluster {run.cluster} unreachable for {polls} polls: {error}"
+    )

@@ -4,17 +4,27 @@ One ``tick()`` reads the jobs that may need work and, for each, runs the phases
 
 1. observe  — ask the job's cluster about the current run's application (or look it up by name
               when the run's submission was never recorded: adopt before resubmitting);
-2. plan     — ``planning.plan`` (pure) picks one action;
-3. record   — a conditional write in the store records the intent (fenced by the job's version);
-4. act      — only then submit or kill on the cluster, and record the outcome.
+2. plan     — ``planning.plan`` (pure) picks one action; the decisions around an action's outcome
+              (a rejected submission, backoff, UNKNOWN after unanswered polls) are pure too;
+3. act      — through two narrow interfaces (``scheduler.ledger``): the *ledger* records the
+              intent in one fenced transaction, and only then a *backend* submits or kills; the
+              outcome is recorded in another.
 
 Fencing (invariant 3): a tick starts from the node's current :class:`~scheduler.ownership.Claim`
 on the group (its slot in the pool under a membership epoch). No claim -- membership not
 confirmed, session suspended or lost, or this node not in the pool -- means the tick does
-nothing at all. Otherwise the tick first claims the jobs of its slot in the store (a job claimed
-under a newer epoch is never taken back), then works only on jobs the store says it owns, and
-every write (and a no-op proof write before every kill and submission) carries the claim as a
-condition: a node with a stale view cannot act.
+nothing at all. Otherwise the tick first claims the jobs of its slot (a job claimed under a newer
+epoch is never taken back), then works only on jobs the ledger says it owns, and every ledger
+write carries the claim's fence and the job's version as conditions: a node with a stale view
+cannot act, and every submit and kill follows a fenced write.
+
+Cost (what a steady tick reads): the jobs are kept between ticks. A tick reads in full after a
+claim change, after jobs changed hands, and every ``full_read_every`` seconds (a safety net);
+otherwise only the rows whose ``updated_at`` moved since the last read (minus ``change_margin``
+seconds for clock skew between nodes and transactions still open at the last read). Failure
+counts are read for all jobs of a tick in one query. Submissions run in a bounded pool of
+``submit_workers`` threads (each with its own store session), so one slow submission does not
+hold the others back.
 
 One job's error never stops the others, and nothing here raises out of ``tick()``. This class
 does blocking I/O (store, cluster); the reconciler actor runs it off its event loop.
@@ -23,18 +33,19 @@ does blocking I/O (store, cluster); the reconciler actor runs it off its event l
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 from urllib.parse import urlparse
 
-from scheduler import catalog, faults, storage
-from scheduler.backends.base import AppState, AppStatus, ClusterBackend, SubmitRequest, app_name_for
-from scheduler.backends.registry import BackendRegistry
+from scheduler import catalog, faults, planning, storage
+from scheduler.backends.base import AppState, AppStatus, ClusterBackend, SubmitRequest
 from scheduler.errors import ClusterUnreachable, NotOwner, StaleWrite, SubmissionRejected
 from scheduler.health import abnormal_job_reason
+from scheduler.ledger import Backends, FailureQuery, Ledger, LedgerView
 from scheduler.ownership import Claim, Fence
 from scheduler.planning import (
     Action,
@@ -51,16 +62,20 @@ from scheduler.planning import (
     Submit,
     plan,
 )
-from scheduler.records import ClusterRecord, JobRecord, RunRecord
-from scheduler.states import DesiredState, JobState, RunState, can_transition
-from scheduler.store import catalog as catalog_store
-from scheduler.store import journal, ledger
-from scheduler.store.db import Store
+from scheduler.records import ClusterRecord, JobRecord
+from scheduler.states import DesiredState, JobState, RunState
 from scheduler.store.models import utcnow
 
 log = logging.getLogger("drover.reconciler")
 
-CAUSE = "reconciler"
+#: submissions one reconciler has in flight at once (each holds a store session and a request)
+SUBMIT_WORKERS = 8
+#: a full read at least this often (seconds), whatever changed
+FULL_READ_EVERY = 30.0
+#: an incremental read goes back this far before the last read (seconds)
+CHANGE_MARGIN = 5.0
+
+_AT_REST = frozenset({JobState.STOPPED, JobState.FINISHED, JobState.FAILED})
 
 
 class LeaseExpired(Exception):
@@ -81,13 +96,24 @@ class TickStats:
     epoch: int | None = None
     #: every owned job was looked at (not paused mid-tick, jobs could be read)
     complete: bool = False
+    #: the jobs were read in full (not only the changed ones)
+    full_read: bool = False
+    #: job rows the tick read from the ledger
+    rows_read: int = 0
+    #: submissions the tick started
+    submissions: int = 0
+
+
+def needs_work(job: JobRecord) -> bool:
+    """Whether a reconciler keeps looking at ``job`` (desired RUNNING, or not at rest)."""
+    return job.desired_state == DesiredState.RUNNING or job.state not in _AT_REST
 
 
 class Reconciler:
     def __init__(
         self,
-        store: Store,
-        backends: BackendRegistry,
+        ledger: Ledger,
+        backends: Backends,
         *,
         node_id: str,
         group: str,
@@ -95,294 +121,405 @@ class Reconciler:
         policy: RestartPolicy,
         unknown_after_polls: int = 3,
         clock: Callable[[], datetime] = utcnow,
+        submit_workers: int = SUBMIT_WORKERS,
+        full_read_every: float = FULL_READ_EVERY,
+        change_margin: float = CHANGE_MARGIN,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._store = store
+        self._ledger = ledger
         self._backends = backends
         self._node_id = node_id
         self._group = group
         self._current_claim = claim
         self._claim: Claim | None = None
+        self._claim_lock = threading.Lock()
         self._policy = policy
         self._unknown_after = unknown_after_polls
         self._clock = clock
+        self._monotonic = monotonic
         self._poll_failures: dict[int, int] = {}
         self._last_error: dict[int, str] = {}
-        self._clusters: dict[str, ClusterRecord] = {}
-        self._every_cluster: list[ClusterRecord] | None = None
-        self._primaries: dict[str, str] = {}
+        self._view = LedgerView([])
+        #: the jobs that may need work, as last read or written (by id)
+        self._jobs: dict[int, JobRecord] = {}
+        #: what the kept jobs were read under, and when (monotonic / ledger clock)
+        self._read_fence: Fence | None = None
+        self._full_read_at = -float("inf")
+        self._read_mark: datetime | None = None
+        #: jobs to read again next tick whatever their ``updated_at`` (a write found them moved)
+        self._reread: set[int] = set()
+        self._full_read_every = full_read_every
+        self._change_margin = timedelta(seconds=change_margin)
+        self._submit_workers = max(1, submit_workers)
+        self._submitter: ThreadPoolExecutor | None = None
         #: extras every submission carries (the fencing check's URLs, the runtime's py-files)
         self.fence_urls: tuple[str, ...] = ()
         self.py_files: tuple[str, ...] = ()
 
+    def close(self) -> None:
+        """Stop the submission pool (after the submissions under way)."""
+        if self._submitter is not None:
+            self._submitter.shutdown(wait=True)
+            self._submitter = None
+
     def _check_lease(self) -> None:
         """Raise LeaseExpired unless the claim is still valid (renewed once if it ran out)."""
-        if self._claim is not None and self._claim.valid(time.monotonic()):
-            return
-        fresh = self._current_claim() if self._claim is not None else None
-        if fresh is None or self._claim is None or fresh.fence != self._claim.fence:
-            raise LeaseExpired(self._group)  # a changed view is picked up by the next tick
-        if not fresh.valid(time.monotonic()):
-            raise LeaseExpired(self._group)
-        self._claim = fresh
+        with self._claim_lock:
+            claim = self._claim
+            if claim is not None and claim.valid(self._monotonic()):
+                return
+            fresh = self._current_claim() if claim is not None else None
+            if fresh is None or claim is None or fresh.fence != claim.fence:
+                raise LeaseExpired(self._group)  # a changed view is picked up by the next tick
+            if not fresh.valid(self._monotonic()):
+                raise LeaseExpired(self._group)
+            self._claim = fresh
 
     @property
     def _fence(self) -> Fence:
-        assert self._claim is not None, "acting outside a tick"
-        return self._claim.fence
+        claim = self._claim
+        assert claim is not None, "acting outside a tick"
+        return claim.fence
 
     # -- the loop body ----------------------------------------------------------------------
 
     def tick(self) -> TickStats:
-        started = time.monotonic()
+        started = time.perf_counter()
         stats = TickStats()
-        # cluster records may change between ticks, not within one
-        self._clusters = {}
-        self._primaries = {}
-        self._every_cluster = None
-        self._claim = claim = self._current_claim()
+        with self._claim_lock:
+            self._claim = claim = self._current_claim()
         if claim is None:
             stats.paused = True
-            stats.seconds = time.monotonic() - started
+            stats.seconds = time.perf_counter() - started
             return stats
         stats.epoch = claim.fence.epoch
         try:
-            with self._store.transaction() as session:
-                stats.claimed = ledger.claim_jobs(session, claim)
-            with self._store.session() as session:
-                jobs = ledger.jobs_to_reconcile(session, [self._group], claim.fence)
+            stats.claimed = self._ledger.claim(claim)
+            self._read(claim.fence, stats)
         except Exception:
             log.exception("cannot read the jobs to reconcile")
+            self._read_fence = None  # read everything again next time
             stats.errors += 1
-            stats.seconds = time.monotonic() - started
+            stats.seconds = time.perf_counter() - started
             return stats
+        jobs = sorted(self._jobs.values(), key=lambda j: j.id)
         stats.jobs = len(jobs)
-        for job in jobs:
-            try:
-                self._check_lease()
-                if self.reconcile(job):
-                    stats.actions += 1
-                self._last_error.pop(job.id, None)
-            except LeaseExpired:
-                log.warning(
-                    "the claim on group %s expired mid-tick; waiting for membership", self._group
-                )
-                stats.paused = True
-                break
-            except NotOwner as exc:
-                log.info("job %s: %s; left to its owner", job.name, exc)
-            except StaleWrite as exc:
-                log.info(
-                    "job %s changed while reconciling (%s); it is re-read next tick", job.name, exc
-                )
-            except Exception as exc:  # one job's error never stops the loop
-                stats.errors += 1
-                self._note_error(job, exc)
-        else:
-            stats.complete = True
-        stats.seconds = time.monotonic() - started
+        try:
+            stats.complete = self._reconcile_all(jobs, stats)
+        except LeaseExpired:
+            log.warning(
+                "the claim on group %s expired mid-tick; waiting for membership", self._group
+            )
+            stats.paused = True
+        stats.seconds = time.perf_counter() - started
         return stats
 
-    def reconcile(self, job: JobRecord) -> bool:
-        """Observe, plan, record, act for one job. Returns whether anything was done."""
+    def _read(self, fence: Fence, stats: TickStats) -> None:
+        """Bring the kept jobs up to date: in full, or only the rows that changed."""
+        mark = self._clock()
+        full = (
+            fence != self._read_fence
+            or stats.claimed > 0
+            or self._read_mark is None
+            or self._monotonic() - self._full_read_at >= self._full_read_every
+        )
+        if full:
+            view = self._ledger.read(fence, self._group)
+            self._jobs = {j.id: j for j in view.jobs if needs_work(j)}
+            self._full_read_at = self._monotonic()
+            self._read_fence = fence
+        else:
+            assert self._read_mark is not None
+            view = self._ledger.read(
+                fence,
+                self._group,
+                changed_since=self._read_mark - self._change_margin,
+                ids=sorted(self._reread),
+            )
+            for job in view.jobs:
+                if needs_work(job):
+                    self._jobs[job.id] = job
+                else:
+                    self._jobs.pop(job.id, None)
+            for job_id in self._reread - {j.id for j in view.jobs}:
+                self._jobs.pop(job_id, None)  # gone, or no longer ours
+        self._reread.clear()
+        self._view = view
+        self._read_mark = mark
+        stats.full_read = full
+        stats.rows_read = len(view.jobs)
+
+    def _reconcile_all(self, jobs: list[JobRecord], stats: TickStats) -> bool:
+        """Observe every job, read the failure counts the plans need at once, plan and act.
+
+        Returns whether every job was looked at. Raises LeaseExpired when the claim ran out.
+        """
+        observed: list[tuple[JobRecord, AppStatus | None]] = []
+        for job in jobs:
+            self._check_lease()
+            try:
+                observation = self._observe(job)
+            except Exception as exc:
+                self._failed(job, exc, stats)
+                continue
+            if observation is not None:  # None: the cluster could not be asked: never guess
+                observed.append(observation)
         now = self._clock()
+        failures = self._failures(observed, now)
+        submissions: list[tuple[JobRecord, Future[JobRecord]]] = []
+        try:
+            for job, status in observed:
+                job_failures = failures.get(job.id, Failures())
+                try:
+                    action = self._plan(job, status, job_failures, now)
+                    if isinstance(action, Noop):
+                        self._done(job)
+                        continue
+                    log.debug("job %s: %s", job.name, action)
+                    self._check_lease()
+                    stats.actions += 1
+                    if isinstance(action, Submit | Resubmit):
+                        stats.submissions += 1
+                        future = self._submission_pool().submit(
+                            self._submit, job, action, job_failures, now
+                        )
+                        submissions.append((job, future))
+                    else:
+                        self._done(self._act(job, action, job_failures, now))
+                except LeaseExpired:
+                    raise
+                except Exception as exc:
+                    self._failed(job, exc, stats)
+        finally:
+            lease_expired = self._collect(submissions, stats)
+        if lease_expired:
+            raise LeaseExpired(self._group)
+        return True
+
+    def _collect(
+        self, submissions: list[tuple[JobRecord, Future[JobRecord]]], stats: TickStats
+    ) -> bool:
+        """Wait for the tick's submissions; returns whether one found the lease expired."""
+        expired = False
+        for job, future in submissions:
+            try:
+                self._done(future.result())
+            except LeaseExpired:
+                expired = True
+            except Exception as exc:
+                self._failed(job, exc, stats)
+        return expired
+
+    def _submission_pool(self) -> ThreadPoolExecutor:
+        if self._submitter is None:
+            self._submitter = ThreadPoolExecutor(
+                self._submit_workers, thread_name_prefix=f"submit-{self._group}"
+            )
+        return self._submitter
+
+    def _done(self, job: JobRecord) -> None:
+        """``job`` as written: keep it (or drop it once at rest), forget its last error."""
+        if needs_work(job):
+            self._jobs[job.id] = job
+        else:
+            self._jobs.pop(job.id, None)
+        self._last_error.pop(job.id, None)
+
+    def _failed(self, job: JobRecord, exc: Exception, stats: TickStats) -> None:
+        if isinstance(exc, NotOwner):
+            log.info("job %s: %s; left to its owner", job.name, exc)
+            self._jobs.pop(job.id, None)
+            self._reread.add(job.id)
+        elif isinstance(exc, StaleWrite):
+            log.info(
+                "job %s changed while reconciling (%s); it is re-read next tick", job.name, exc
+            )
+            self._jobs.pop(job.id, None)
+            self._reread.add(job.id)
+        else:  # one job's error never stops the loop
+            stats.errors += 1
+            self._note_error(job, exc)
+
+    def reconcile(self, job: JobRecord) -> bool:
+        """Observe, plan, record, act for one job (no batching). Returns whether it acted."""
         observation = self._observe(job)
-        if observation is None:  # the cluster could not be asked: never guess
+        if observation is None:
             return False
-        job, observed = observation
-        failures = self._failures(job, observed, now)
+        job, status = observation
+        now = self._clock()
+        failures = self._failures([(job, status)], now).get(job.id, Failures())
+        action = self._plan(job, status, failures, now)
+        if isinstance(action, Noop):
+            return False
+        self._check_lease()
+        if isinstance(action, Submit | Resubmit):
+            self._done(self._submit(job, action, failures, now))
+        else:
+            self._done(self._act(job, action, failures, now))
+        return True
+
+    def _plan(
+        self, job: JobRecord, status: AppStatus | None, failures: Failures, now: datetime
+    ) -> Action:
         cluster = self._job_cluster(job)
-        held = abnormal_job_reason(cluster.name, cluster.health, cluster.health_reason)
-        action = plan(
+        return plan(
             job,
-            observed,
+            status,
             failures=failures,
             policy=self._policy,
             now=now,
             cluster_abnormal=catalog.is_abnormal(cluster.health),
-            abnormal_reason=held,
+            abnormal_reason=abnormal_job_reason(
+                cluster.name, cluster.health, cluster.health_reason
+            ),
         )
-        if isinstance(action, Noop):
-            return False
-        log.debug("job %s: %s", job.name, action)
-        self._check_lease()
-        self._act(job, action, failures, now)
-        return True
 
     # -- observe ----------------------------------------------------------------------------
 
     def _observe(self, job: JobRecord) -> tuple[JobRecord, AppStatus | None] | None:
+        """What the cluster says about the current run (None: it could not be asked)."""
         run = job.current_run
         if run is None or run.state.is_final:
             return job, None
         backend = self._backend(run.cluster)
         try:
-            if run.submission_id is None:
+            if run.submission_id is None:  # re-attach before any resubmission (invariant 4)
                 found = backend.find(run.app_name)
                 if found is None:
                     status = AppStatus(AppState.NOT_FOUND)
                 else:
-                    run = self._adopt(job, run, found.submission_id, found.app_id)
-                    job = replace(job, current_run=run)
+                    job = self._ledger.record_adopted(
+                        job,
+                        self._fence,
+                        submission_id=found.submission_id,
+                        app_id=found.app_id,
+                        at=self._clock(),
+                    )
+                    self._jobs[job.id] = job
                     status = backend.status(found.submission_id, run.app_name)
             else:
                 status = backend.status(run.submission_id, run.app_name)
         except ClusterUnreachable as exc:
             polls = self._poll_failures.get(run.id, 0) + 1
             self._poll_failures[run.id] = polls
-            if polls >= self._unknown_after and job.state != JobState.UNKNOWN:
-                with self._store.transaction() as session:
-                    self._transition(
-                        session,
-                        job,
-                        JobState.UNKNOWN,
-                        reason=f"cluster {run.cluster} unreachable for {polls} polls: {exc}",
-                    )
+            unknown = planning.on_unreachable(
+                job, run, polls=polls, threshold=self._unknown_after, error=str(exc)
+            )
+            if unknown is not None:
+                self._done(
+                    self._ledger.record_state(job, self._fence, [unknown.state], unknown.reason)
+                )
             return None
         self._poll_failures.pop(run.id, None)
         return job, status
 
-    def _adopt(
-        self, job: JobRecord, run: RunRecord, submission_id: str, app_id: str | None
-    ) -> RunRecord:
-        with self._store.transaction() as session:
-            ledger.check_owner(session, job, self._fence)
-            adopted = ledger.update_run(
-                session,
-                run,
-                submission_id=submission_id,
-                app_id=app_id,
-                submitted_at=run.submitted_at or self._clock(),
-            )
-            journal.add_job_event(
-                session,
-                job,
-                cause=CAUSE,
-                node_id=self._node_id,
-                run_id=run.id,
-                message=f"adopted application {run.app_name} ({submission_id}) instead of "
-                "resubmitting",
-            )
-        return adopted
+    def _failures(
+        self, observed: list[tuple[JobRecord, AppStatus | None]], now: datetime
+    ) -> dict[int, Failures]:
+        """The failure counts of the jobs whose plan needs one, in one read."""
+        queries = [
+            FailureQuery(job.id, self._policy.window_start(now, job.attempts_reset_at))
+            for job, status in observed
+            if planning.needs_failures(job, status)
+        ]
+        return self._ledger.failures(queries) if queries else {}
 
-    def _failures(self, job: JobRecord, observed: AppStatus | None, now: datetime) -> Failures:
-        if job.desired_state != DesiredState.RUNNING:
-            return Failures()
-        if observed is not None and not observed.state.is_terminal:
-            return Failures()
-        since = self._policy.window_start(now, job.attempts_reset_at)
-        with self._store.session() as session:
-            count, last = ledger.failures_since(session, job, since)
-        return Failures(count, last)
+    # -- act ----------------------------------------------------------------------------------
 
-    # -- record and act -----------------------------------------------------------------------
-
-    def _act(self, job: JobRecord, action: Action, failures: Failures, now: datetime) -> None:
+    def _act(self, job: JobRecord, action: Action, failures: Failures, now: datetime) -> JobRecord:
+        """Record the action (and for a kill, then act); returns the job as written."""
+        fence = self._fence
         if isinstance(action, SetState):
-            self._set_state(job, action.state, action.reason)
-        elif isinstance(action, GiveUp):
-            if not can_transition(job.state, JobState.FAILED):
-                job = self._set_state(job, JobState.QUEUED, action.reason)
-            self._set_state(job, JobState.FAILED, action.reason, not_before=None)
-        elif isinstance(action, Submit):
-            self._submit_new_run(job, action.reason)
-        elif isinstance(action, Resubmit):
-            self._submit(job, action.run, self._cluster(action.run.cluster))
-        elif isinstance(action, Observed):
-            self._record_observed(job, action, now)
-        elif isinstance(action, Kill):
-            self._kill(job, action)
-        elif isinstance(action, CloseRun):
-            self._close_run(job, action, failures, now)
-        elif isinstance(action, Hold):
-            self._set_state(job, job.state, action.reason, force=True)
+            if action.state == job.state:
+                return job
+            return self._ledger.record_state(job, fence, [action.state], action.reason)
+        if isinstance(action, GiveUp):
+            return self._ledger.record_state(
+                job, fence, action.path, action.reason, not_before=None
+            )
+        if isinstance(action, Hold):
+            return self._ledger.record_state(job, fence, [], action.reason)
+        if isinstance(action, Observed):
+            return self._record_observed(job, action, now)
+        if isinstance(action, Kill):
+            return self._kill(job, action)
+        if isinstance(action, CloseRun):
+            return self._close(job, action, failures, now)
+        raise AssertionError(f"not an action to record here: {action!r}")
 
-    def _transition(
-        self, session: Any, job: JobRecord, state: JobState, *, reason: str, **fields: Any
-    ) -> int:
-        """This reconciler's state write: version-conditional and fenced by its claim."""
-        return ledger.transition_job(
-            session,
+    def _record_observed(self, job: JobRecord, action: Observed, now: datetime) -> JobRecord:
+        app_id = action.status.app_id
+        run = action.run
+        return self._ledger.record_observed(
             job,
-            state,
-            reason=reason,
-            cause=CAUSE,
-            node_id=self._node_id,
-            fence=self._fence,
-            **fields,
+            self._fence,
+            run_state=action.run_state,
+            job_state=action.job_state,
+            reason=f"application {app_id or run.app_name} is {action.status.state}",
+            app_id=app_id if app_id and app_id != run.app_id else None,
+            started_at=now
+            if action.run_state == RunState.RUNNING and run.started_at is None
+            else None,
         )
 
-    def _set_state(
-        self, job: JobRecord, state: JobState, reason: str, *, force: bool = False, **fields: Any
+    def _kill(self, job: JobRecord, action: Kill) -> JobRecord:
+        # the fenced write first; repeated on every tick until the cluster confirms the kill
+        job = self._ledger.record_kill_intent(job, self._fence, reason=action.reason)
+        run = job.current_run
+        assert run is not None and run.submission_id is not None, "a live app has a submission"
+        self._check_lease()
+        self._backend(run.cluster).kill(run.submission_id)
+        return job
+
+    def _close(
+        self, job: JobRecord, action: CloseRun, failures: Failures, now: datetime
     ) -> JobRecord:
-        """Move the job to ``state`` (``force``: write even when only the reason changes)."""
-        if state == job.state and not fields and not force:
-            return job
-        with self._store.transaction() as session:
-            version = self._transition(
-                session,
-                job,
-                state,
-                reason=reason,
-                **fields,
-            )
-        return replace(job, state=state, version=version)
-
-    def _submit_new_run(self, job: JobRecord, reason: str) -> None:
-        cluster = self._job_cluster(job)
-        checkpoint = storage.checkpoint_location(cluster, job, self._all_clusters())
-        with self._store.transaction() as session:
-            if job.state != JobState.QUEUED:
-                version = self._transition(
-                    session,
-                    job,
-                    JobState.QUEUED,
-                    reason=reason,
-                )
-                job = replace(job, state=JobState.QUEUED, version=version)
-            run = ledger.create_run(
-                session,
-                job,
-                cluster=cluster.name,
-                node_id=self._node_id,
-                owner_epoch=self._fence.epoch,
-                checkpoint_location=checkpoint,
-                app_name_for=app_name_for,
-            )
-            version = self._transition(
-                session,
-                job,
-                JobState.SUBMITTING,
-                run_id=run.id,
-                reason=f"submitting attempt {run.attempt} to cluster {cluster.name}",
-                current_run_id=run.id,
-                cluster_name=cluster.name,
-                not_before=None,
-            )
-            if self._claim is not None and self._claim.degraded:
-                journal.add_job_event(
-                    session,
-                    job,
-                    cause=CAUSE,
-                    node_id=self._node_id,
-                    run_id=run.id,
-                    message="DEGRADED MODE: started while ZooKeeper is unreachable, on the "
-                    f"last known membership (epoch {self._fence.epoch})",
-                )
-        job = replace(
+        written = self._ledger.close_run(
             job,
-            state=JobState.SUBMITTING,
-            version=version,
-            current_run_id=run.id,
-            current_run=run,
-            cluster=cluster.name,
+            self._fence,
+            run_state=action.run_state,
+            job_state=action.job_state,
+            reason=action.reason,
+            exit_code=action.exit_code,
+            counts_as_failure=action.counts_as_failure,
+            ended_at=now,
+            not_before=planning.retry_not_before(
+                job, action, failures, policy=self._policy, now=now
+            ),
         )
-        # the intent transaction above was the fenced proof: no second one before acting
-        self._submit(job, run, cluster, proven=True)
+        self._poll_failures.pop(action.run.id, None)
+        return written
 
     def _submit(
-        self, job: JobRecord, run: RunRecord, cluster: ClusterRecord, *, proven: bool = False
-    ) -> None:
-        backend = self._backends.for_cluster(cluster)
+        self, job: JobRecord, action: Submit | Resubmit, failures: Failures, now: datetime
+    ) -> JobRecord:
+        """Record the intent (a new run, or a proof for a run to resubmit), then submit, then
+        record the outcome. Runs in the submission pool."""
+        fence = self._fence
+        if isinstance(action, Submit):
+            cluster = self._job_cluster(job)
+            claim = self._claim
+            note = (
+                "DEGRADED MODE: started while ZooKeeper is unreachable, on the last known "
+                f"membership (epoch {fence.epoch})"
+                if claim is not None and claim.degraded
+                else None
+            )
+            job = self._ledger.record_intent(
+                job,
+                fence,
+                cluster=cluster.name,
+                checkpoint_location=storage.checkpoint_location(
+                    cluster, job, list(self._view.clusters.values())
+                ),
+                reason=action.reason,
+                note=note,
+            )
+        else:
+            cluster = self._cluster(action.run.cluster)
+            self._ledger.prove(job, fence)
+        run = job.current_run
+        assert run is not None
         request = SubmitRequest(
             job_name=job.name,
             run_id=run.id,
@@ -394,160 +531,43 @@ class Reconciler:
             py_files=self.py_files,
             fence_urls=self.fence_urls,
         )
-        if not proven:
-            with self._store.transaction() as session:  # the claim is current before acting
-                ledger.check_owner(session, job, self._fence)
         self._check_lease()
         try:
-            submission = backend.submit(request)
+            submission = self._backends.for_cluster(cluster).submit(request)
             faults.hit("after-submit")  # a crash here must never lead to a second application
         except SubmissionRejected as exc:
-            now = self._clock()
-            failures = self._failures(job, None, now)
-            self._close_run(
-                job,
-                CloseRun(
-                    run,
-                    RunState.FAILED,
-                    JobState.FAILED,
-                    f"submission rejected: {exc}",
-                    None,
-                    counts_as_failure=True,
-                ),
-                failures,
-                now,
-            )
-            return
+            return self._close(job, planning.on_rejected(job, run, str(exc)), failures, now)
         except ClusterUnreachable as exc:
-            self._record_event(
+            self._ledger.add_event(
                 job,
                 f"submission outcome unknown ({exc}); the application is looked up by name "
                 "before any resubmission",
                 run_id=run.id,
             )
-            return
-        with self._store.transaction() as session:
-            run = ledger.update_run(
-                session,
-                run,
-                submission_id=submission.submission_id,
-                app_id=submission.app_id,
-                submitted_at=self._clock(),
-                state=RunState.STARTING,
-            )
-            self._transition(
-                session,
-                job,
-                JobState.STARTING,
-                run_id=run.id,
-                reason=f"submitted as {submission.submission_id}",
-            )
-
-    def _record_observed(self, job: JobRecord, action: Observed, now: datetime) -> None:
-        fields: dict[str, Any] = {"state": action.run_state}
-        if action.status.app_id and action.status.app_id != action.run.app_id:
-            fields["app_id"] = action.status.app_id
-        if action.run_state == RunState.RUNNING and action.run.started_at is None:
-            fields["started_at"] = now
-        with self._store.transaction() as session:
-            if job.state == action.job_state:  # otherwise the fenced transition is the proof
-                ledger.check_owner(session, job, self._fence)
-            ledger.update_run(session, action.run, **fields)
-            if job.state != action.job_state:
-                self._transition(
-                    session,
-                    job,
-                    action.job_state,
-                    reason=f"application {action.status.app_id or action.run.app_name} is "
-                    f"{action.status.state}",
-                )
-
-    def _kill(self, job: JobRecord, action: Kill) -> None:
-        run = action.run
-        with self._store.transaction() as session:  # proves the claim before every kill
-            if job.state == JobState.STOPPING:  # otherwise the fenced transition is the proof
-                ledger.check_owner(session, job, self._fence)
-            if run.state != RunState.STOPPING:
-                run = ledger.update_run(session, run, state=RunState.STOPPING)
-            if job.state != JobState.STOPPING:
-                self._transition(
-                    session,
-                    job,
-                    JobState.STOPPING,
-                    reason=f"stopping: {action.reason}",
-                )
-        assert run.submission_id is not None, "a live application always has a submission id"
-        self._check_lease()
-        # Repeated on every tick until the cluster confirms the application is gone.
-        self._backend(run.cluster).kill(run.submission_id)
-
-    def _close_run(
-        self, job: JobRecord, action: CloseRun, failures: Failures, now: datetime
-    ) -> None:
-        fields: dict[str, Any] = {}
-        if action.counts_as_failure and job.desired_state == DesiredState.RUNNING:
-            delay = self._policy.backoff(failures.count + 1)
-            fields["not_before"] = now + timedelta(seconds=delay)
-        with self._store.transaction() as session:
-            ledger.update_run(
-                session,
-                action.run,
-                state=action.run_state,
-                reason=action.reason,
-                exit_code=action.exit_code,
-                ended_at=now,
-                counts_as_failure=action.counts_as_failure,
-            )
-            self._transition(
-                session,
-                job,
-                action.job_state,
-                run_id=action.run.id,
-                reason=action.reason,
-                **fields,
-            )
-        self._poll_failures.pop(action.run.id, None)
+            return job
+        return self._ledger.record_submitted(
+            job,
+            fence,
+            submission_id=submission.submission_id,
+            app_id=submission.app_id,
+            at=self._clock(),
+        )
 
     # -- helpers ------------------------------------------------------------------------------
 
-    def _record_event(self, job: JobRecord, message: str, run_id: int | None = None) -> None:
-        """An event that is not a state change, in a transaction of its own."""
-        with self._store.transaction() as session:
-            journal.add_job_event(
-                session, job, cause=CAUSE, node_id=self._node_id, message=message, run_id=run_id
-            )
-
     def _cluster(self, name: str) -> ClusterRecord:
-        """The cluster's record, read once per tick (every live job of a tick needs it)."""
-        cluster = self._clusters.get(name)
+        """The cluster's record as read this tick."""
+        cluster = self._view.clusters.get(name)
         if cluster is None:
-            with self._store.session() as session:
-                cluster = self._clusters[name] = catalog_store.get_cluster(session, name)
+            raise KeyError(f"no cluster named {name!r}")
         return cluster
-
-    def _all_clusters(self) -> list[ClusterRecord]:
-        """Every cluster's record (for the storage-root rule), read once per tick."""
-        if self._every_cluster is None:
-            with self._store.session() as session:
-                self._every_cluster = catalog_store.list_clusters(session)
-        return self._every_cluster
 
     def _job_cluster(self, job: JobRecord) -> ClusterRecord:
         """The cluster of the job's live run, else the job's cluster, else its group's primary."""
         run = job.current_run
         if run is not None and not run.state.is_final:
             return self._cluster(run.cluster)
-        return self._cluster(job.cluster or self._primary_cluster(job.group))
-
-    def _primary_cluster(self, group: str) -> str:
-        """The group's primary cluster, read once per tick (jobs without a cluster need it)."""
-        primary = self._primaries.get(group)
-        if primary is None:
-            with self._store.session() as session:
-                primary = self._primaries[group] = catalog_store.get_group(
-                    session, group
-                ).primary_cluster
-        return primary
+        return self._cluster(job.cluster or self._view.primary_cluster)
 
     def _backend(self, cluster_name: str) -> ClusterBackend:
         return self._backends.for_cluster(self._cluster(cluster_name))
@@ -560,7 +580,7 @@ class Reconciler:
         self._last_error[job.id] = message
         log.warning("job %s: reconcile failed: %s", job.name, message, exc_info=exc)
         try:
-            self._record_event(job, f"reconcile error (retried every tick): {message}")
+            self._ledger.add_event(job, f"reconcile error (retried every tick): {message}")
         except Exception:
             log.exception("cannot record the error of job %s", job.name)
 

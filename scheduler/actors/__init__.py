@@ -22,7 +22,6 @@ supervisor ping after a restart brings them back. Blocking work (store, clusters
 threads; the event loops only wait and wake.
 """
 
-
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any

@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
 from scheduler.actors.common import CLAIM_TIMEOUT, MEMBERSHIP, ray, runtime_py_files
+from scheduler.backends.base import app_name_for
 from scheduler.backends.registry import BackendRegistry
 from scheduler.config import Settings
 from scheduler.logs import configure_logging
@@ -23,6 +24,7 @@ from scheduler.ownership import Claim
 from scheduler.planning import RestartPolicy
 from scheduler.reconciler import Reconciler
 from scheduler.store.db import Store
+from scheduler.store.ledger import SqlLedger
 
 log = logging.getLogger("drover.actors.reconcilers")
 
@@ -126,6 +128,7 @@ class JobReconciler:
         self._settings = settings
         self._store = Store(settings.resolved_database_url)
         self._backends = BackendRegistry(settings)
+        self._ledger = SqlLedger(self._store, node_id=settings.node_id, app_name_for=app_name_for)
         self._policy = RestartPolicy(
             max_attempts=settings.restart_max_attempts,
             validity_interval=settings.restart_validity_interval,
@@ -143,7 +146,7 @@ class JobReconciler:
         loop = self._loops.get(group)
         if loop is None:
             reconciler = Reconciler(
-                self._store,
+                self._ledger,
                 self._backends,
                 node_id=self._settings.node_id,
                 group=group,
@@ -192,9 +195,11 @@ class JobReconciler:
     async def _retire(self, group: str) -> None:
         """A group deleted from the store: stop its loop (it owns no jobs any more)."""
         loop = self._loops.pop(group)
-        self._reconcilers.pop(group, None)
+        reconciler = self._reconcilers.pop(group, None)
         log.info("group %s is gone; its reconcile loop stops", group)
         await loop.drain()
+        if reconciler is not None:
+            reconciler.close()
 
     async def ping(self) -> dict[str, Any]:
         return {g: loop.health() for g, loop in self._loops.items()}
@@ -211,4 +216,6 @@ class JobReconciler:
         await asyncio.gather(
             *(loop.drain() for loop in self._loops.values()), return_exceptions=True
         )
+        for reconciler in self._reconcilers.values():
+            reconciler.close()
         self._executor.shutdown(wait=False)

@@ -109,7 +109,15 @@ _OWNED_CONF = frozenset(
 #: the node's environment variables a driver inherits by default (nothing else of it: the
 #: node's own settings, e.g. DROVER_DATABASE_URL, are secrets the pipeline must not see)
 DEFAULT_ENV_PASSTHROUGH = (
-    "PATH", "JAVA_HOME", "LANG", "LC_ALL", "TZ", "HOME", "USER", "TMPDIR", "HADOOP_CONF_DIR",
+    "PATH",
+    "JAVA_HOME",
+    "LANG",
+    "LC_ALL",
+    "TZ",
+    "HOME",
+    "USER",
+    "TMPDIR",
+    "HADOOP_CONF_DIR",
 )
 
 # Runs spark-submit; records its exit status only when it ends by itself. A signal to the

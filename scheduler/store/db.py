@@ -55,10 +55,54 @@ def make_engine(url: str) -> Engine:
         query = dict(parsed.query)
         query.setdefault("charset", "utf8mb4")
         parsed = parsed.set(query=query)
-        return create_engine(
-            parsed, pool_pre_ping=True, pool_recycle=3600, isolation_level="READ COMMITTED"
+        engine = create_engine(
+            parsed,
+            pool_pre_ping=True,
+            pool_recycle=3600,
+            isolation_level="READ COMMITTED",
+            pool_reset_on_return=None,  # _rollback_if_open instead
         )
+        _track_open_transactions(engine)
+        return engine
     return create_engine(url, pool_pre_ping=True)
+
+
+#: ``connection_record.info`` key: the DBAPI connection may hold an open transaction
+_OPEN = "drover_open_transaction"
+
+
+def _track_open_transactions(engine: Engine) -> None:
+    """Reset a pooled connection on return only when it may hold a transaction.
+
+    SQLAlchemy's default reset sends a ROLLBACK for every connection returned to the pool, also
+    right after a COMMIT (a round trip per transaction for nothing). Here a statement marks the
+    connection as possibly in a transaction, a commit or rollback clears the mark, and the pool
+    rolls back on return only while the mark is set (an error, a read-only session closed
+    without either).
+    """
+
+    def opened(conn: Any, *_args: Any) -> None:
+        conn.info[_OPEN] = True
+
+    def failed(context: Any) -> None:
+        if context.connection is not None:
+            context.connection.info[_OPEN] = True
+
+    def ended(conn: Any, *_args: Any) -> None:
+        conn.info[_OPEN] = False
+
+    def reset(dbapi_connection: Any, record: Any, state: Any) -> None:
+        if state.terminate_only or record is None:
+            return
+        if record.info.get(_OPEN, True) and not state.transaction_was_reset:
+            dbapi_connection.rollback()
+        record.info[_OPEN] = False
+
+    event.listen(engine, "before_cursor_execute", opened)
+    event.listen(engine, "handle_error", failed)
+    event.listen(engine, "commit", ended)
+    event.listen(engine, "rollback", ended)
+    event.listen(engine.pool, "reset", reset)
 
 
 def alembic_config(url: str) -> Config:

@@ -9,11 +9,12 @@ NotOwner otherwise, and nothing changes.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import Any, NoReturn
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import func, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from scheduler.errors import (
@@ -21,15 +22,18 @@ from scheduler.errors import (
     NotOwner,
     StaleWrite,
 )
+from scheduler.ledger import FailureQuery, LedgerView
 from scheduler.ownership import Claim, Fence
+from scheduler.planning import Failures
 from scheduler.records import (
     JobRecord,
     RunRecord,
 )
 from scheduler.states import DesiredState, JobState, RunState, transition
+from scheduler.store.db import Store
 from scheduler.store.jobs import with_current_runs
-from scheduler.store.mapping import run_record
-from scheduler.store.models import Job, JobEvent, Run, utcnow
+from scheduler.store.mapping import cluster_record, run_record
+from scheduler.store.models import Cluster, Group, Job, JobEvent, Run, utcnow
 
 
 def jobs_to_reconcile(
@@ -225,3 +229,470 @@ def failures_since(
     ).one()
     last = row[1]
     return int(row[0]), last
+
+
+# -- the ledger the reconciler acts through (scheduler.ledger.Ledger) --------------------------
+
+
+class _Unset:
+    """Marks an argument that was not given (None is a value: "no backoff")."""
+
+
+_UNSET = _Unset()
+
+
+#: run states a run write may start from (a closed run is never written again)
+_OPEN_RUN_STATES = tuple(s.value for s in RunState if not s.is_final)
+#: ids per ``IN (...)`` list
+_CHUNK = 1000
+
+
+class SqlLedger:
+    """:class:`scheduler.ledger.Ledger` in SQL: one transaction per method, few statements.
+
+    A write is one fenced ``UPDATE jobs ... WHERE id AND version AND owner AND owner_epoch``
+    (bumping the version and ``updated_at``), the run's ``UPDATE ... WHERE state is open`` and
+    one multi-row event insert: no read before a write. When the fenced update matches no row,
+    one read tells NotOwner from StaleWrite and the transaction rolls back.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        node_id: str,
+        cause: str = "reconciler",
+        app_name_for: Callable[[str, int], str],
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self._store = store
+        self._node_id = node_id
+        self._cause = cause
+        self._app_name_for = app_name_for
+        self._clock = clock
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def claim(self, claim: Claim) -> int:
+        with self._store.transaction() as session:
+            return claim_jobs(session, claim)
+
+    def read(
+        self,
+        fence: Fence,
+        group: str,
+        *,
+        changed_since: datetime | None = None,
+        ids: Iterable[int] = (),
+    ) -> LedgerView:
+        with self._store.transaction() as session:  # ends in COMMIT: no ROLLBACK per tick
+            if changed_since is None:
+                jobs = jobs_to_reconcile(session, [group], fence)
+            else:
+                changed = Job.updated_at >= changed_since
+                wanted = list(ids)
+                stmt = select(Job).where(
+                    Job.group_name == group,
+                    *_owned_by(fence),
+                    or_(changed, Job.id.in_(wanted)) if wanted else changed,
+                )
+                jobs = with_current_runs(session, list(session.scalars(stmt.order_by(Job.id))))
+            clusters = {c.name: cluster_record(c) for c in session.scalars(select(Cluster))}
+            primary = session.scalar(select(Group.primary_cluster).where(Group.name == group))
+        return LedgerView(jobs, clusters, primary or "")
+
+    def failures(self, queries: Sequence[FailureQuery]) -> dict[int, Failures]:
+        if not queries:
+            return {}
+        since = {q.job_id: q.since for q in queries}
+        counts: dict[int, tuple[int, datetime | None]] = {}
+        ids = sorted(since)
+        with self._store.transaction() as session:
+            for start in range(0, len(ids), _CHUNK):
+                chunk = ids[start : start + _CHUNK]
+                rows = session.execute(
+                    select(Run.job_id, Run.ended_at).where(
+                        Run.job_id.in_(chunk),
+                        Run.counts_as_failure.is_(True),
+                        Run.ended_at >= min(since[i] for i in chunk),
+                    )
+                )
+                for job_id, ended_at in rows:
+                    if ended_at is None or ended_at < since[job_id]:
+                        continue
+                    count, last = counts.get(job_id, (0, None))
+                    counts[job_id] = (count + 1, ended_at if last is None else max(last, ended_at))
+        return {i: Failures(*counts[i]) for i in counts}
+
+    # -- writes -------------------------------------------------------------------------------
+
+    def record_state(
+        self,
+        job: JobRecord,
+        fence: Fence,
+        path: Sequence[JobState],
+        reason: str,
+        *,
+        not_before: datetime | None | _Unset = _UNSET,
+    ) -> JobRecord:
+        state = _walk(job.state, path)
+        values: dict[str, Any] = {}
+        if not isinstance(not_before, _Unset):
+            values["not_before"] = not_before
+        with self._store.transaction() as session:
+            written = self._write_job(session, job, fence, state, reason, **values)
+            self._events(session, job, path, reason, job.current_run_id)
+        return written
+
+    def record_intent(
+        self,
+        job: JobRecord,
+        fence: Fence,
+        *,
+        cluster: str,
+        checkpoint_location: str,
+        reason: str,
+        note: str | None = None,
+    ) -> JobRecord:
+        path = [] if job.state == JobState.QUEUED else [JobState.QUEUED]
+        path.append(JobState.SUBMITTING)
+        _walk(job.state, path)
+        current = job.current_run
+        last_attempt = current.attempt if current is not None else None
+        now = self._clock()
+        with self._store.transaction() as session:
+            if last_attempt is None and job.current_run_id is not None:
+                last_attempt = session.scalar(
+                    select(func.max(Run.attempt)).where(Run.job_id == job.id)
+                )
+            values: dict[str, Any] = {
+                "job_id": job.id,
+                "attempt": (last_attempt or 0) + 1,
+                "generation": job.generation,
+                "cluster_name": cluster,
+                "node_id": self._node_id,
+                "owner_epoch": fence.epoch,
+                "fencing_token": secrets.token_hex(16),
+                "app_name": "",
+                "checkpoint_location": checkpoint_location,
+                "state": RunState.SUBMITTING.value,
+                "reason": "",
+                "counts_as_failure": False,
+                "created_at": now,
+            }
+            inserted = session.execute(insert(Run).values(**values))
+            run_id = int(inserted.inserted_primary_key[0])  # type: ignore[attr-defined]
+            app_name = self._app_name_for(job.name, run_id)
+            session.execute(update(Run).where(Run.id == run_id).values(app_name=app_name))
+            submitting = f"submitting attempt {values['attempt']} to cluster {cluster}"
+            written = self._write_job(
+                session,
+                job,
+                fence,
+                JobState.SUBMITTING,
+                submitting,
+                current_run_id=run_id,
+                cluster_name=cluster,
+                not_before=None,
+            )
+            steps = [(s, reason if s == JobState.QUEUED else submitting) for s in path]
+            self._events(session, job, steps, submitting, run_id, note=note)
+        run = RunRecord(
+            id=run_id,
+            job_name=job.name,
+            attempt=values["attempt"],
+            generation=job.generation,
+            cluster=cluster,
+            node_id=self._node_id,
+            owner_epoch=fence.epoch,
+            fencing_token=values["fencing_token"],
+            app_name=app_name,
+            checkpoint_location=checkpoint_location,
+            submission_id=None,
+            app_id=None,
+            state=RunState.SUBMITTING,
+            reason="",
+            exit_code=None,
+            created_at=now,
+            submitted_at=None,
+            started_at=None,
+            ended_at=None,
+        )
+        return replace(
+            written, current_run_id=run_id, current_run=run, cluster=cluster, not_before=None
+        )
+
+    def prove(self, job: JobRecord, fence: Fence) -> None:
+        with self._store.transaction() as session:
+            result = session.execute(
+                update(Job)
+                .where(Job.id == job.id, Job.version == job.version, *_owned_by(fence))
+                .values(owner_epoch=Job.owner_epoch)
+                .execution_options(synchronize_session=False)
+            )
+            if result.rowcount != 1:  # type: ignore[attr-defined]
+                self._refuse(session, job, fence)
+
+    def record_submitted(
+        self, job: JobRecord, fence: Fence, *, submission_id: str, app_id: str | None, at: datetime
+    ) -> JobRecord:
+        run = _open_run(job)
+        _walk(job.state, [JobState.STARTING])
+        reason = f"submitted as {submission_id}"
+        with self._store.transaction() as session:
+            written = self._write_job(session, job, fence, JobState.STARTING, reason)
+            self._write_run(
+                session,
+                run,
+                submission_id=submission_id,
+                app_id=app_id,
+                submitted_at=at,
+                state=RunState.STARTING.value,
+            )
+            self._events(session, job, [JobState.STARTING], reason, run.id)
+        return replace(
+            written,
+            current_run=replace(
+                run,
+                submission_id=submission_id,
+                app_id=app_id,
+                submitted_at=at,
+                state=RunState.STARTING,
+            ),
+        )
+
+    def record_adopted(
+        self, job: JobRecord, fence: Fence, *, submission_id: str, app_id: str | None, at: datetime
+    ) -> JobRecord:
+        run = _open_run(job)
+        submitted_at = run.submitted_at or at
+        message = f"adopted application {run.app_name} ({submission_id}) instead of resubmitting"
+        with self._store.transaction() as session:
+            written = self._write_job(session, job, fence, job.state, job.state_reason)
+            self._write_run(
+                session,
+                run,
+                submission_id=submission_id,
+                app_id=app_id,
+                submitted_at=submitted_at,
+            )
+            self._events(session, job, [], message, run.id, note=message)
+        return replace(
+            written,
+            current_run=replace(
+                run, submission_id=submission_id, app_id=app_id, submitted_at=submitted_at
+            ),
+        )
+
+    def record_observed(
+        self,
+        job: JobRecord,
+        fence: Fence,
+        *,
+        run_state: RunState,
+        job_state: JobState,
+        reason: str,
+        app_id: str | None = None,
+        started_at: datetime | None = None,
+    ) -> JobRecord:
+        run = _open_run(job)
+        fields: dict[str, Any] = {"state": run_state.value}
+        if app_id is not None:
+            fields["app_id"] = app_id
+        if started_at is not None:
+            fields["started_at"] = started_at
+        path = [job_state] if job_state != job.state else []
+        _walk(job.state, path)
+        with self._store.transaction() as session:
+            written = self._write_job(
+                session, job, fence, job_state, reason if path else job.state_reason
+            )
+            self._write_run(session, run, **fields)
+            self._events(session, job, path, reason, run.id)
+        return replace(
+            written,
+            current_run=replace(
+                run,
+                state=run_state,
+                app_id=app_id if app_id is not None else run.app_id,
+                started_at=started_at if started_at is not None else run.started_at,
+            ),
+        )
+
+    def record_kill_intent(self, job: JobRecord, fence: Fence, *, reason: str) -> JobRecord:
+        run = _open_run(job)
+        if job.state == JobState.STOPPING and run.state == RunState.STOPPING:
+            self.prove(job, fence)  # a repeated kill: the proof is the intent
+            return job
+        path = [JobState.STOPPING] if job.state != JobState.STOPPING else []
+        _walk(job.state, path)
+        message = f"stopping: {reason}"
+        with self._store.transaction() as session:
+            written = self._write_job(
+                session, job, fence, JobState.STOPPING, message if path else job.state_reason
+            )
+            if run.state != RunState.STOPPING:
+                self._write_run(session, run, state=RunState.STOPPING.value)
+            self._events(session, job, path, message, run.id)
+        return replace(written, current_run=replace(run, state=RunState.STOPPING))
+
+    def close_run(
+        self,
+        job: JobRecord,
+        fence: Fence,
+        *,
+        run_state: RunState,
+        job_state: JobState,
+        reason: str,
+        exit_code: int | None,
+        counts_as_failure: bool,
+        ended_at: datetime,
+        not_before: datetime | None = None,
+    ) -> JobRecord:
+        run = _open_run(job)
+        transition(job.state, job_state)
+        values: dict[str, Any] = {} if not_before is None else {"not_before": not_before}
+        with self._store.transaction() as session:
+            written = self._write_job(session, job, fence, job_state, reason, **values)
+            self._write_run(
+                session,
+                run,
+                state=run_state.value,
+                reason=reason,
+                exit_code=exit_code,
+                ended_at=ended_at,
+                counts_as_failure=counts_as_failure,
+            )
+            self._events(session, job, [job_state], reason, run.id)
+        return replace(
+            written,
+            current_run=replace(
+                run, state=run_state, reason=reason, exit_code=exit_code, ended_at=ended_at
+            ),
+        )
+
+    def add_event(self, job: JobRecord, message: str, *, run_id: int | None = None) -> None:
+        with self._store.transaction() as session:
+            self._events(session, job, [], message, run_id, note=message)
+
+    # -- the statements ------------------------------------------------------------------------
+
+    def _write_job(
+        self,
+        session: Session,
+        job: JobRecord,
+        fence: Fence,
+        state: JobState,
+        reason: str,
+        **fields: Any,
+    ) -> JobRecord:
+        """The fenced, version-conditional job write every ledger write starts with."""
+        now = self._clock()
+        values: dict[str, Any] = {
+            "state": state.value,
+            "version": job.version + 1,
+            "updated_at": now,
+            **fields,
+        }
+        if reason != job.state_reason:
+            values["state_reason"] = reason
+        result = session.execute(
+            update(Job)
+            .where(Job.id == job.id, Job.version == job.version, *_owned_by(fence))
+            .values(**values)
+            .execution_options(synchronize_session=False)
+        )
+        if result.rowcount != 1:  # type: ignore[attr-defined]
+            self._refuse(session, job, fence)
+        changes: dict[str, Any] = {
+            "state": state,
+            "state_reason": reason,
+            "version": job.version + 1,
+            "updated_at": now,
+        }
+        for key, value in fields.items():
+            changes[{"cluster_name": "cluster"}.get(key, key)] = value
+        return replace(job, **changes)
+
+    def _write_run(self, session: Session, run: RunRecord, **values: Any) -> None:
+        result = session.execute(
+            update(Run)
+            .where(Run.id == run.id, Run.state.in_(_OPEN_RUN_STATES))
+            .values(**values)
+            .execution_options(synchronize_session=False)
+        )
+        if result.rowcount != 1:  # type: ignore[attr-defined]
+            raise StaleWrite(f"run {run.id} is already closed or gone")
+
+    @staticmethod
+    def _refuse(session: Session, job: JobRecord, fence: Fence) -> NoReturn:
+        """The fenced write matched nothing: NotOwner, or StaleWrite when only the version moved."""
+        row = session.execute(
+            select(Job.owner, Job.owner_epoch, Job.version).where(Job.id == job.id)
+        ).first()
+        if row is None or (row[0], row[1]) != (fence.node_id, fence.epoch):
+            raise NotOwner(
+                f"job {job.name!r} is no longer owned by {fence.node_id} under epoch {fence.epoch}"
+            )
+        raise StaleWrite(f"job {job.name!r} changed since version {job.version}")
+
+    def _events(
+        self,
+        session: Session,
+        job: JobRecord,
+        path: Sequence[JobState | tuple[JobState, str]],
+        reason: str,
+        run_id: int | None,
+        *,
+        note: str | None = None,
+    ) -> None:
+        """One event per state passed through (and ``note``), in one INSERT."""
+        now = self._clock()
+        rows: list[dict[str, Any]] = []
+        before = job.state
+        for step in path:
+            state, message = step if isinstance(step, tuple) else (step, reason)
+            if state == before:
+                continue
+            rows.append(self._event(job, run_id, now, before.value, state.value, message))
+            before = state
+        if note is not None:
+            rows.append(self._event(job, run_id, now, None, None, note))
+        if rows:
+            session.execute(insert(JobEvent), rows)
+
+    def _event(
+        self,
+        job: JobRecord,
+        run_id: int | None,
+        at: datetime,
+        from_state: str | None,
+        to_state: str | None,
+        message: str,
+    ) -> dict[str, Any]:
+        return {
+            "job_id": job.id,
+            "run_id": run_id,
+            "at": at,
+            "from_state": from_state,
+            "to_state": to_state,
+            "cause": self._cause,
+            "message": message,
+            "node_id": self._node_id,
+        }
+
+
+def _walk(state: JobState, path: Sequence[JobState]) -> JobState:
+    """The state at the end of ``path``, each step a legal transition (IllegalTransition)."""
+    for step in path:
+        if step != state:
+            transition(state, step)
+            state = step
+    return state
+
+
+def _open_run(job: JobRecord) -> RunRecord:
+    run = job.current_run
+    if run is None or run.state.is_final:
+        raise StaleWrite(f"job {job.name!r} has no open run")
+    return run

@@ -147,6 +147,10 @@ class MembershipGeneration(Base):
 
 class Job(Base):
     __tablename__ = "jobs"
+    #: a reconciler's incremental read: its jobs changed since a time (and unowned jobs)
+    __table_args__ = (
+        Index("ix_jobs_owner_owner_epoch_updated_at", "owner", "owner_epoch", "updated_at"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     name: Mapped[str] = mapped_column(Name(), unique=True)
