@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any, NoReturn
 
 from sqlalchemy import func, insert, or_, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from scheduler.errors import (
@@ -380,7 +381,10 @@ class SqlLedger:
                 "counts_as_failure": False,
                 "created_at": now,
             }
-            inserted = session.execute(insert(Run).values(**values))
+            try:
+                inserted = session.execute(insert(Run).values(**values))
+            except IntegrityError as exc:  # that attempt exists: the job moved on meanwhile
+                raise StaleWrite(f"job {job.name!r} changed since version {job.version}") from exc
             run_id = int(inserted.inserted_primary_key[0])  # type: ignore[attr-defined]
             app_name = self._app_name_for(job.name, run_id)
             session.execute(update(Run).where(Run.id == run_id).values(app_name=app_name))
