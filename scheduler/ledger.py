@@ -56,9 +56,10 @@ class FailureQuery:
 class Ledger(Protocol):
     """The reconciler's fenced transactions (see the module docstring for the rules)."""
 
-    def claim(self, claim: Claim) -> int:
+    def claim(self, claim: Claim, *, only_unowned: bool = False) -> int:
         """Take the group's jobs of this claim's pool slot (never one claimed under a newer
-        epoch); returns how many changed hands."""
+        epoch); returns how many changed hands. ``only_unowned``: only jobs nobody owns yet (new
+        ones; cheap, for ticks under a claim already taken in full)."""
         ...
 
     def read(

@@ -75,6 +75,10 @@ FULL_READ_EVERY = 30.0
 #: an incremental read goes back this far before the last read (seconds)
 CHANGE_MARGIN = 5.0
 
+#: how many jobs the observation loop looks at between two checks of the lease
+LEASE_CHECK_EVERY = 256
+
+_OPEN_RUN = frozenset(s for s in RunState if not s.is_final)
 _AT_REST = frozenset({JobState.STOPPED, JobState.FINISHED, JobState.FAILED})
 
 
@@ -142,10 +146,17 @@ class Reconciler:
         self._view = LedgerView([])
         #: the jobs that may need work, as last read or written (by id)
         self._jobs: dict[int, JobRecord] = {}
+        #: the claim last taken in full (then only new jobs are claimed, until the next full read)
+        self._claimed: tuple[Fence, int, int] | None = None
         #: what the kept jobs were read under, and when (monotonic / ledger clock)
         self._read_fence: Fence | None = None
         self._full_read_at = -float("inf")
         self._read_mark: datetime | None = None
+        #: per job whose last plan was Noop with a live run: (version, app status) it was planned
+        #: on; the same again next tick skips the plan (forgotten when a cluster's health moves)
+        self._quiet: dict[int, tuple[int, AppStatus]] = {}
+        #: this tick's backend per cluster name
+        self._tick_backends: dict[str, ClusterBackend] = {}
         #: jobs to read again next tick whatever their ``updated_at`` (a write found them moved)
         self._reread: set[int] = set()
         self._full_read_every = full_read_every
@@ -194,11 +205,16 @@ class Reconciler:
             return stats
         stats.epoch = claim.fence.epoch
         try:
-            stats.claimed = self._ledger.claim(claim)
+            # in full after a claim change and with every full read; else only new jobs
+            slot = (claim.fence, claim.index, claim.size)
+            cheap = slot == self._claimed and not self._full_read_due()
+            stats.claimed = self._ledger.claim(claim, only_unowned=cheap)
+            self._claimed = slot
             self._read(claim.fence, stats)
         except Exception:
             log.exception("cannot read the jobs to reconcile")
             self._read_fence = None  # read everything again next time
+            self._claimed = None
             stats.errors += 1
             stats.seconds = time.perf_counter() - started
             return stats
@@ -214,15 +230,16 @@ class Reconciler:
         stats.seconds = time.perf_counter() - started
         return stats
 
+    def _full_read_due(self) -> bool:
+        return (
+            self._read_mark is None
+            or self._monotonic() - self._full_read_at >= self._full_read_every
+        )
+
     def _read(self, fence: Fence, stats: TickStats) -> None:
         """Bring the kept jobs up to date: in full, or only the rows that changed."""
         mark = self._clock()
-        full = (
-            fence != self._read_fence
-            or stats.claimed > 0
-            or self._read_mark is None
-            or self._monotonic() - self._full_read_at >= self._full_read_every
-        )
+        full = fence != self._read_fence or stats.claimed > 0 or self._full_read_due()
         if full:
             view = self._ledger.read(fence, self._group)
             self._jobs = {j.id: j for j in view.jobs if needs_work(j)}
@@ -244,6 +261,10 @@ class Reconciler:
             for job_id in self._reread - {j.id for j in view.jobs}:
                 self._jobs.pop(job_id, None)  # gone, or no longer ours
         self._reread.clear()
+        health = {c.name: c.health for c in view.clusters.values()}
+        if health != {c.name: c.health for c in self._view.clusters.values()}:
+            self._quiet.clear()  # a plan also depends on the health of the job's cluster
+        self._tick_backends = {}
         self._view = view
         self._read_mark = mark
         stats.full_read = full
@@ -255,15 +276,21 @@ class Reconciler:
         Returns whether every job was looked at. Raises LeaseExpired when the claim ran out.
         """
         observed: list[tuple[JobRecord, AppStatus | None]] = []
-        for job in jobs:
-            self._check_lease()
+        quiet = self._quiet
+        for i, job in enumerate(jobs):
+            if i % LEASE_CHECK_EVERY == 0:  # and before every action
+                self._check_lease()
             try:
                 observation = self._observe(job)
             except Exception as exc:
                 self._failed(job, exc, stats)
                 continue
-            if observation is not None:  # None: the cluster could not be asked: never guess
-                observed.append(observation)
+            if observation is None:  # the cluster could not be asked: never guess
+                continue
+            seen, status = observation
+            if status is not None and quiet.get(seen.id) == self._quiet_key(seen, status):
+                continue  # neither the row nor the application changed: the plan is Noop again
+            observed.append(observation)
         now = self._clock()
         failures = self._failures(observed, now)
         submissions: list[tuple[JobRecord, Future[JobRecord]]] = []
@@ -273,6 +300,8 @@ class Reconciler:
                 try:
                     action = self._plan(job, status, job_failures, now)
                     if isinstance(action, Noop):
+                        if status is not None:  # a live run: nothing else moves the plan
+                            quiet[job.id] = self._quiet_key(job, status)
                         self._done(job)
                         continue
                     log.debug("job %s: %s", job.name, action)
@@ -310,6 +339,10 @@ class Reconciler:
                 self._failed(job, exc, stats)
         return expired
 
+    @staticmethod
+    def _quiet_key(job: JobRecord, status: AppStatus) -> tuple[int, AppStatus]:
+        return (job.version, status)
+
     def _submission_pool(self) -> ThreadPoolExecutor:
         if self._submitter is None:
             self._submitter = ThreadPoolExecutor(
@@ -323,9 +356,12 @@ class Reconciler:
             self._jobs[job.id] = job
         else:
             self._jobs.pop(job.id, None)
-        self._last_error.pop(job.id, None)
+            self._quiet.pop(job.id, None)
+        if self._last_error:
+            self._last_error.pop(job.id, None)
 
     def _failed(self, job: JobRecord, exc: Exception, stats: TickStats) -> None:
+        self._quiet.pop(job.id, None)
         if isinstance(exc, NotOwner):
             log.info("job %s: %s; left to its owner", job.name, exc)
             self._jobs.pop(job.id, None)
@@ -379,9 +415,11 @@ class Reconciler:
     def _observe(self, job: JobRecord) -> tuple[JobRecord, AppStatus | None] | None:
         """What the cluster says about the current run (None: it could not be asked)."""
         run = job.current_run
-        if run is None or run.state.is_final:
+        if run is None or run.state not in _OPEN_RUN:
             return job, None
-        backend = self._backend(run.cluster)
+        backend = self._tick_backends.get(run.cluster)
+        if backend is None:
+            backend = self._tick_backends[run.cluster] = self._backend(run.cluster)
         try:
             if run.submission_id is None:  # re-attach before any resubmission (invariant 4)
                 found = backend.find(run.app_name)

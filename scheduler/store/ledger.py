@@ -57,21 +57,27 @@ def _owned_by(fence: Fence) -> tuple[Any, ...]:
     return (Job.owner == fence.node_id, Job.owner_epoch == fence.epoch)
 
 
-def claim_jobs(session: Session, claim: Claim) -> int:
+def claim_jobs(session: Session, claim: Claim, *, only_unowned: bool = False) -> int:
     """Take the group's jobs that hash to this node's pool slot; returns how many changed hands.
 
     ``CRC32(name) % size = index`` runs in the database (SQLite gets a ``crc32`` function from
     the store). A job already claimed under a newer epoch is left alone: a node with a stale
     view can never take a job back. The version is not bumped: ownership is not a spec change.
+    ``only_unowned``: only jobs nobody owns (new jobs), found through the owner index.
     """
     fence = claim.fence
+    candidates = (
+        Job.owner.is_(None)  # the owner index finds them without a scan of the group
+        if only_unowned
+        else or_(Job.owner.is_(None), Job.owner != fence.node_id, Job.owner_epoch < fence.epoch)
+    )
     result = session.execute(
         update(Job)
         .where(
+            Job.owner_epoch <= fence.epoch,
+            candidates,
             Job.group_name == claim.group,
             func.crc32(Job.name) % claim.size == claim.index,
-            Job.owner_epoch <= fence.epoch,
-            or_(Job.owner.is_(None), Job.owner != fence.node_id, Job.owner_epoch < fence.epoch),
         )
         .values(owner=fence.node_id, owner_epoch=fence.epoch)
         .execution_options(synchronize_session=False)
@@ -274,9 +280,9 @@ class SqlLedger:
 
     # -- reads --------------------------------------------------------------------------------
 
-    def claim(self, claim: Claim) -> int:
+    def claim(self, claim: Claim, *, only_unowned: bool = False) -> int:
         with self._store.transaction() as session:
-            return claim_jobs(session, claim)
+            return claim_jobs(session, claim, only_unowned=only_unowned)
 
     def read(
         self,
@@ -386,8 +392,9 @@ class SqlLedger:
             except IntegrityError as exc:  # that attempt exists: the job moved on meanwhile
                 raise StaleWrite(f"job {job.name!r} changed since version {job.version}") from exc
             run_id = int(inserted.inserted_primary_key[0])  # type: ignore[attr-defined]
+            # the name is written with the submission id (it is derived from the run id until
+            # then: scheduler.store.mapping), which saves a statement here
             app_name = self._app_name_for(job.name, run_id)
-            session.execute(update(Run).where(Run.id == run_id).values(app_name=app_name))
             submitting = f"submitting attempt {values['attempt']} to cluster {cluster}"
             written = self._write_job(
                 session,
@@ -448,6 +455,7 @@ class SqlLedger:
             self._write_run(
                 session,
                 run,
+                app_name=run.app_name,
                 submission_id=submission_id,
                 app_id=app_id,
                 submitted_at=at,
@@ -476,6 +484,7 @@ class SqlLedger:
             self._write_run(
                 session,
                 run,
+                app_name=run.app_name,
                 submission_id=submission_id,
                 app_id=app_id,
                 submitted_at=submitted_at,

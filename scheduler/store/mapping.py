@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from scheduler import catalog
+from scheduler.backends.base import app_name_for
 from scheduler.records import (
     ClusterRecord,
     GroupRecord,
@@ -23,7 +24,8 @@ def run_record(run: Run, job_name: str) -> RunRecord:
         node_id=run.node_id,
         owner_epoch=run.owner_epoch,
         fencing_token=run.fencing_token,
-        app_name=run.app_name,
+        # empty until the run is submitted (the ledger saves a statement on the intent)
+        app_name=run.app_name or app_name_for(job_name, run.id),
         checkpoint_location=run.checkpoint_location,
         submission_id=run.submission_id,
         app_id=run.app_id,

@@ -200,6 +200,8 @@ class Run(Base):
     node_id: Mapped[str] = mapped_column(String(128))
     owner_epoch: Mapped[int] = mapped_column(BigInteger, default=0)
     fencing_token: Mapped[str] = mapped_column(String(64), unique=True)
+    #: ``drover:<job>:<run id>``; written with the submission id (empty while the run is only an
+    #: intent: the store's records derive it from the run id then)
     app_name: Mapped[str] = mapped_column(String(300))
     checkpoint_location: Mapped[str] = mapped_column(String(1024), default="")
     submission_id: Mapped[str | None] = mapped_column(String(256))

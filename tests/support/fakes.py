@@ -203,7 +203,7 @@ class FakeLedger:
 
     # -- the ledger ---------------------------------------------------------------------------
 
-    def claim(self, claim: Claim) -> int:
+    def claim(self, claim: Claim, *, only_unowned: bool = False) -> int:
         with self._call("claim"):
             fence = claim.fence
             taken = 0
@@ -215,6 +215,8 @@ class FakeLedger:
                 if job.owner_epoch > fence.epoch:
                     continue
                 if job.owner == fence.node_id and job.owner_epoch == fence.epoch:
+                    continue
+                if only_unowned and job.owner is not None:
                     continue
                 self.jobs[job.id] = replace(job, owner=fence.node_id, owner_epoch=fence.epoch)
                 taken += 1

@@ -78,6 +78,16 @@ def claim_takes_the_slot_but_never_from_a_newer_epoch(h: Harness) -> None:
     assert sorted(j.name for j in h.ledger.read(ME, "default").jobs) == sorted(mine)
 
 
+def a_cheap_claim_takes_only_unowned_jobs(h: Harness) -> None:
+    held = h.add_job("held")
+    h.other_claims(held.id, Fence("node-b", ME.epoch - 1))
+    new = h.add_job("new")
+    assert h.ledger.claim(CLAIM, only_unowned=True) == 1
+    assert (h.job(new.id).owner, h.job(held.id).owner) == (ME.node_id, "node-b")
+    assert h.ledger.claim(CLAIM) == 1  # the full claim takes the older epoch's job too
+    assert h.job(held.id).owner == ME.node_id
+
+
 def read_in_full_or_only_what_changed(h: Harness) -> None:
     first = _owned(h, "first")
     h.add_job("second")
@@ -257,6 +267,7 @@ def a_stale_version_changes_nothing(h: Harness) -> None:
 
 CONTRACT: list[Callable[[Harness], None]] = [
     claim_takes_the_slot_but_never_from_a_newer_epoch,
+    a_cheap_claim_takes_only_unowned_jobs,
     read_in_full_or_only_what_changed,
     intent_submission_observation_and_close,
     adoption_records_the_found_application,

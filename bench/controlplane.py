@@ -1,0 +1,487 @@
+"""The control plane's cost: SQL per submission, the steady tick, and time to RUNNING at scale.
+
+Three measurements, each on a fresh MariaDB database (``DROVER_TEST_MYSQL_URL``), dropped at the
+end:
+
+``statements``  one reconciler in this process submits N jobs (desired RUNNING, seeded unowned)
+                to an in-memory cluster that runs every application at once, ticking until all
+                are RUNNING. Every SQL statement is counted with SQLAlchemy engine events by kind
+                (SELECT, INSERT, UPDATE, COMMIT, ROLLBACK -- including the pool's
+                rollback-on-return, which is a round trip too) and divided by N: the cost of one
+                submission from QUEUED to RUNNING, the per-tick reads amortised.
+``steady``      N jobs already RUNNING (seeded with their runs, owned by the bench node, last
+                changed an hour ago) and the same in-memory cluster: the first tick (a full read)
+                and the median of the next ticks (seconds, statements, rows fetched), at each
+                size of ``--steady`` (default 1,000 and 10,000).
+``running``     ``--nodes`` ``drover node run`` processes, the simulated standalone cluster
+                (``harness/simcluster.py``) and ZooKeeper: seconds from seeding N jobs until every
+                job was submitted and until every job is RUNNING, for each size of ``--running``.
+
+Runs against older checkouts too (it only uses ``bench.takeover``'s helpers and the reconciler's
+constructor), so the same file measures before and after a change:
+
+    set -a; . var/services/env; set +a
+    flock /tmp/drover-heavy.lock .venv/bin/python -m bench.controlplane \\
+        [--only statements,steady,running] [--jobs 300] [--steady 1000,10000] \\
+        [--running 10000,50000] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+
+from bench import takeover as tk
+from scheduler.backends.base import (
+    AppInfo,
+    AppState,
+    AppStatus,
+    ProbeResult,
+    Submission,
+    SubmitRequest,
+    app_name_for,
+)
+from scheduler.ownership import Claim, Fence
+from scheduler.planning import RestartPolicy
+from scheduler.records import ClusterRecord
+from scheduler.states import DesiredState, JobState, RunState
+from scheduler.store.db import Store
+from scheduler.store.models import Job, Run, utcnow
+
+try:  # the layout after the control-plane house
+    from harness.nodes import NodeProcess, poll
+except ImportError:  # pragma: no cover - older checkouts
+    from bench.nodes import NodeProcess, poll  # type: ignore[no-redef]
+
+NODE = Fence("bench-node", 1)
+KINDS = ("SELECT", "INSERT", "UPDATE", "DELETE", "COMMIT", "ROLLBACK")
+
+
+# -- counting -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Counts:
+    statements: Counter[str]
+    rows: int = 0
+
+    @property
+    def total(self) -> int:
+        return sum(self.statements.values())
+
+
+class StatementCounter:
+    """SQL statements by kind and rows fetched, from the engine's events (thread-safe)."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self._lock = threading.Lock()
+        self._counts = Counts(Counter())
+        self.enabled = False
+        event.listen(engine, "before_cursor_execute", self._execute)
+        event.listen(engine, "after_cursor_execute", self._fetched)
+        event.listen(engine, "commit", lambda conn: self._add("COMMIT"))
+        event.listen(engine, "rollback", lambda conn: self._add("ROLLBACK"))
+        # the pool's reset on return is a ROLLBACK round trip the Connection events do not see:
+        # count it when it happens (default reset: unless the Connection already ended the
+        # transaction inline; Drover's own reset: when the connection is marked open)
+        pool = engine.pool
+        self._default_reset = "rollback" in str(getattr(pool, "_reset_on_return", ""))
+        event.listen(pool, "reset", self._reset, insert=True)
+
+    def _add(self, kind: str, rows: int = 0) -> None:
+        if self.enabled:
+            with self._lock:
+                self._counts.statements[kind] += 1
+                self._counts.rows += rows
+
+    def _execute(self, conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        self._add(statement.lstrip().split(None, 1)[0].upper())
+
+    def _fetched(self, conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.lstrip().upper().startswith("SELECT") and self.enabled:
+            with self._lock:
+                self._counts.rows += max(0, cursor.rowcount or 0)
+
+    def _reset(self, dbapi_connection: Any, record: Any, state: Any) -> None:
+        if state.terminate_only:
+            return
+        if self._default_reset:
+            if not state.transaction_was_reset:
+                self._add("ROLLBACK")
+        elif record is not None and record.info.get("drover_open_transaction", True):
+            if not state.transaction_was_reset:
+                self._add("ROLLBACK")
+
+    @contextmanager
+    def counting(self) -> Iterator[Counts]:
+        with self._lock:
+            self._counts = Counts(Counter())
+        self.enabled = True
+        try:
+            yield self._counts
+        finally:
+            self.enabled = False
+
+
+# -- an in-memory cluster: every application runs at once ---------------------------------------
+
+
+class InstantCluster:
+    """A cluster backend that starts every application at once and never loses one."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._apps: dict[str, str] = {}
+        self.submissions = 0
+
+    def submit(self, request: SubmitRequest) -> Submission:
+        with self._lock:
+            self.submissions += 1
+            sid = f"driver-{self.submissions}"
+            self._apps[sid] = request.app_name
+        return Submission(sid, f"app-{sid}")
+
+    def status(self, submission_id: str, app_name: str | None = None) -> AppStatus:
+        return AppStatus(AppState.RUNNING, f"app-{submission_id}")
+
+    def kill(self, submission_id: str) -> None:
+        pass
+
+    def list_applications(self) -> list[AppInfo]:
+        return []
+
+    def find(self, app_name: str) -> Submission | None:
+        return None
+
+    def probe(self) -> ProbeResult:
+        return ProbeResult(True, "instant", 0.0)
+
+
+class Backends:
+    def __init__(self, backend: InstantCluster) -> None:
+        self.backend = backend
+
+    def for_cluster(self, cluster: ClusterRecord) -> InstantCluster:
+        return self.backend
+
+
+def make_reconciler(store: Store, backend: InstantCluster) -> Any:
+    """This checkout's reconciler on ``store`` (a ledger over it, where there is one)."""
+    from scheduler.reconciler import Reconciler
+
+    claim = Claim(tk.GROUP, NODE, 0, 1)
+    target: Any = store
+    try:
+        from scheduler.store.ledger import SqlLedger  # type: ignore[attr-defined]
+
+        target = SqlLedger(store, node_id=NODE.node_id, app_name_for=app_name_for)
+    except ImportError:
+        pass
+    return Reconciler(
+        target,
+        Backends(backend),  # type: ignore[arg-type]
+        node_id=NODE.node_id,
+        group=tk.GROUP,
+        claim=lambda: claim,
+        policy=RestartPolicy(),
+    )
+
+
+@contextmanager
+def bench_store(mysql_url: str) -> Iterator[tuple[Store, Path]]:
+    """A fresh, migrated MariaDB database with the cluster ``sim`` and group ``default``."""
+    workdir = Path(tempfile.mkdtemp(prefix="drover-controlplane-"))
+    with tk.fresh_database(mysql_url) as url:
+        tk.migrate(url)
+        store = Store(url)
+        fake = type("Sim", (), {"url": "http://127.0.0.1:9", "master_url": "spark://127.0.0.1:9"})
+        tk.register(store, fake, workdir)  # type: ignore[arg-type]
+        try:
+            yield store, workdir
+        finally:
+            store.dispose()
+
+
+# -- statements per submission ------------------------------------------------------------------
+
+
+def measure_statements(mysql_url: str, jobs: int) -> dict[str, Any]:
+    with bench_store(mysql_url) as (store, workdir):
+        tk.seed_jobs(store, tk.job_names(jobs), str(workdir / "pipeline.py"))
+        checker = Store(store.url)
+        counter = StatementCounter(store.engine)
+        backend = InstantCluster()
+        reconciler = make_reconciler(store, backend)
+        started = time.perf_counter()
+        ticks = 0
+        with counter.counting() as counts:
+            while True:
+                reconciler.tick()
+                ticks += 1
+                if tk.count_in_state(checker, JobState.RUNNING) >= jobs or ticks > 50:
+                    break
+        seconds = time.perf_counter() - started
+        checker.dispose()
+        close = getattr(reconciler, "close", None)
+        if close is not None:
+            close()
+    per_job = {k: counts.statements[k] / jobs for k in KINDS if counts.statements[k]}
+    return {
+        "jobs": jobs,
+        "ticks": ticks,
+        "submissions": backend.submissions,
+        "per_submission": per_job,
+        "total_per_submission": counts.total / jobs,
+        "ms_per_submission": seconds * 1000 / jobs,
+    }
+
+
+# -- the steady tick ----------------------------------------------------------------------------
+
+
+def seed_running(store: Store, count: int, entrypoint: str) -> None:
+    """``count`` jobs RUNNING on cluster ``sim`` with a RUNNING run each, owned by the bench
+    node, last changed an hour ago."""
+    then = utcnow() - timedelta(hours=1)
+    jobs, runs = [], []
+    for i, name in enumerate(tk.job_names(count), start=1):
+        jobs.append(
+            {
+                "id": i,
+                "name": name,
+                "group_name": tk.GROUP,
+                "team": "bench",
+                "business": "bench",
+                "priority": "normal",
+                "entrypoint": entrypoint,
+                "args": [],
+                "conf": {},
+                "checkpoint_location": "",
+                "desired_state": DesiredState.RUNNING.value,
+                "state": JobState.RUNNING.value,
+                "state_reason": "seeded running",
+                "cluster_name": tk.CLUSTER,
+                "current_run_id": i,
+                "generation": 0,
+                "attempts_reset_at": then,
+                "owner": NODE.node_id,
+                "owner_epoch": NODE.epoch,
+                "version": 5,
+                "created_at": then,
+                "updated_at": then,
+            }
+        )
+        runs.append(
+            {
+                "id": i,
+                "job_id": i,
+                "attempt": 1,
+                "generation": 0,
+                "cluster_name": tk.CLUSTER,
+                "node_id": NODE.node_id,
+                "owner_epoch": NODE.epoch,
+                "fencing_token": f"token-{i}",
+                "app_name": app_name_for(name, i),
+                "checkpoint_location": f"/ck/{name}",
+                "submission_id": f"driver-{i}",
+                "app_id": f"app-driver-{i}",
+                "state": RunState.RUNNING.value,
+                "reason": "",
+                "created_at": then,
+                "submitted_at": then,
+                "started_at": then,
+            }
+        )
+    with store.transaction() as session:
+        for start in range(0, count, tk.SEED_CHUNK):
+            session.execute(sa.insert(Job), jobs[start : start + tk.SEED_CHUNK])
+            session.execute(sa.insert(Run), runs[start : start + tk.SEED_CHUNK])
+
+
+def measure_steady(mysql_url: str, jobs: int, ticks: int = 5) -> dict[str, Any]:
+    with bench_store(mysql_url) as (store, workdir):
+        seed_running(store, jobs, str(workdir / "pipeline.py"))
+        counter = StatementCounter(store.engine)
+        reconciler = make_reconciler(store, InstantCluster())
+        samples = []
+        for _ in range(ticks + 1):
+            with counter.counting() as counts:
+                started = time.perf_counter()
+                stats = reconciler.tick()
+                seconds = time.perf_counter() - started
+            assert stats.actions == 0 and stats.errors == 0, stats
+            samples.append((seconds, counts.total, counts.rows, stats.jobs))
+    first, rest = samples[0], samples[1:]
+    return {
+        "jobs": jobs,
+        "first_tick_s": first[0],
+        "first_tick_statements": first[1],
+        "first_tick_rows": first[2],
+        "tick_s": statistics.median(s[0] for s in rest),
+        "tick_statements": statistics.median(s[1] for s in rest),
+        "tick_rows": statistics.median(s[2] for s in rest),
+        "jobs_looked_at": rest[-1][3],
+    }
+
+
+# -- time to RUNNING over node processes --------------------------------------------------------
+
+
+def measure_running(
+    mysql_url: str, zk_hosts: str, jobs: int, nodes: int, app_start_delay: float
+) -> dict[str, Any]:
+    workdir = Path(tempfile.mkdtemp(prefix="drover-controlplane-"))
+    started_nodes: list[NodeProcess] = []
+    try:
+        with (
+            tk.simulator(app_start_delay) as sim,
+            tk.fresh_database(mysql_url) as database_url,
+            tk.zk_namespace(zk_hosts) as namespace,
+        ):
+            tk.migrate(database_url)
+            store = Store(database_url)
+            try:
+                tk.register(store, sim, workdir)
+                entry = workdir / "pipeline.py"
+                entry.write_text(tk.PIPELINE)
+                env = {
+                    **{k: v for k, v in os.environ.items() if not k.startswith("DROVER_")},
+                    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+                    "DROVER_DATABASE_URL": database_url,
+                    "DROVER_ZK_HOSTS": zk_hosts,
+                    "DROVER_ZK_NAMESPACE": namespace,
+                    "DROVER_ZK_SESSION_TIMEOUT": "4",
+                    "DROVER_RECONCILE_INTERVAL": "2",
+                }
+                for i in range(1, nodes + 1):
+                    node_env = {
+                        **env,
+                        "DROVER_GROUPS": f"{tk.GROUP}:active",
+                        "DROVER_DATA_DIR": str(workdir / f"node-{i}"),
+                        "DROVER_AZ": f"az-{i}",
+                    }
+                    started_nodes.append(
+                        NodeProcess(f"node-{i}", node_env, workdir / f"node-{i}.log")
+                    )
+                for node in started_nodes:
+                    node.start()
+                for node in started_nodes:
+                    node.wait_ready()
+                poll(
+                    lambda: all(
+                        len(tk.group_view(n).get("members") or []) == nodes for n in started_nodes
+                    ),
+                    timeout=60,
+                    what="every node to see every member",
+                )
+                tk.seed_jobs(store, tk.job_names(jobs), str(entry))
+                marks = tk.wait_converged(store, sim, jobs, timeout=120.0 + jobs * 0.05)
+                creates = sim.stats()["creates"]
+            finally:
+                store.dispose()
+                for node in started_nodes:
+                    try:
+                        node.stop(timeout=60)
+                    except Exception as exc:  # noqa: BLE001 - cleanup reports, never masks
+                        print(f"warning: {node.node_id} did not stop cleanly: {exc}")
+                        node.kill9()
+    finally:
+        for node in started_nodes:
+            if node.alive():
+                node.kill9()
+    return {
+        "jobs": jobs,
+        "nodes": nodes,
+        "submitted_s": marks["submitted"],
+        "running_s": marks["running"],
+        "creates": creates,
+    }
+
+
+# -- main ---------------------------------------------------------------------------------------
+
+
+def _sizes(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--only", default="statements,steady,running")
+    parser.add_argument("--jobs", type=int, default=300, help="jobs of the statements run")
+    parser.add_argument("--steady", default="1000,10000", help="owned jobs of the steady ticks")
+    parser.add_argument("--running", default="10000", help="jobs of the time-to-RUNNING runs")
+    parser.add_argument("--nodes", type=int, default=3)
+    parser.add_argument("--app-start-delay", type=float, default=0.5)
+    parser.add_argument("--json", default="", help="also write the figures to this file")
+    parser.add_argument("--mysql-url", default=os.environ.get("DROVER_TEST_MYSQL_URL", ""))
+    parser.add_argument("--zk-hosts", default=os.environ.get("DROVER_TEST_ZK_HOSTS", ""))
+    args = parser.parse_args(argv)
+    if not args.mysql_url:
+        parser.error("needs DROVER_TEST_MYSQL_URL (var/services/env)")
+    parts = {p.strip() for p in args.only.split(",") if p.strip()}
+    figures: dict[str, Any] = {}
+    sink: Callable[[], None] = lambda: None  # noqa: E731
+    if args.json:
+
+        def sink() -> None:
+            Path(args.json).write_text(json.dumps(figures, indent=2))
+
+    if "statements" in parts:
+        result = measure_statements(args.mysql_url, args.jobs)
+        figures["statements"] = result
+        kinds = ", ".join(f"{v:.2f} {k}" for k, v in result["per_submission"].items())
+        print(
+            f"statements per submission (QUEUED -> RUNNING, {result['jobs']} jobs, "
+            f"{result['ticks']} ticks): {result['total_per_submission']:.2f} ({kinds}); "
+            f"{result['ms_per_submission']:.2f} ms each"
+        )
+        sink()
+    if "steady" in parts:
+        figures["steady"] = []
+        for size in _sizes(args.steady):
+            result = measure_steady(args.mysql_url, size)
+            figures["steady"].append(result)
+            print(
+                f"steady tick at {size} owned jobs: {result['tick_s'] * 1000:.1f} ms, "
+                f"{result['tick_statements']:.0f} statements, {result['tick_rows']:.0f} rows "
+                f"(first tick: {result['first_tick_s'] * 1000:.0f} ms, "
+                f"{result['first_tick_statements']} statements, {result['first_tick_rows']} rows)"
+            )
+            sink()
+    if "running" in parts:
+        if not args.zk_hosts:
+            parser.error("the running part needs DROVER_TEST_ZK_HOSTS (var/services/env)")
+        figures["running"] = []
+        for size in _sizes(args.running):
+            result = measure_running(
+                args.mysql_url, args.zk_hosts, size, args.nodes, args.app_start_delay
+            )
+            figures["running"].append(result)
+            print(
+                f"{size} jobs over {args.nodes} nodes: all submitted after "
+                f"{result['submitted_s']:.1f} s, all RUNNING after {result['running_s']:.1f} s "
+                f"({result['creates']} creates on the simulator)"
+            )
+            sink()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
