@@ -53,6 +53,18 @@ class FailureQuery:
     since: datetime
 
 
+@dataclass(frozen=True)
+class Observation:
+    """One ``record_observed`` of a batch (see :meth:`Ledger.record_observed_all`)."""
+
+    job: JobRecord
+    run_state: RunState
+    job_state: JobState
+    reason: str
+    app_id: str | None = None
+    started_at: datetime | None = None
+
+
 class Ledger(Protocol):
     """The reconciler's fenced transactions (see the module docstring for the rules)."""
 
@@ -135,6 +147,13 @@ class Ledger(Protocol):
         started_at: datetime | None = None,
     ) -> JobRecord:
         """The current run's application is alive: record its state (and the job's)."""
+        ...
+
+    def record_observed_all(
+        self, fence: Fence, observations: Sequence[Observation]
+    ) -> list[JobRecord]:
+        """Several ``record_observed`` in one transaction, all or nothing: StaleWrite (nothing
+        changed) when any one would not land; the caller then records them one by one."""
         ...
 
     def record_kill_intent(self, job: JobRecord, fence: Fence, *, reason: str) -> JobRecord:

@@ -45,7 +45,7 @@ from scheduler import catalog, faults, planning, storage
 from scheduler.backends.base import AppState, AppStatus, ClusterBackend, SubmitRequest
 from scheduler.errors import ClusterUnreachable, NotOwner, StaleWrite, SubmissionRejected
 from scheduler.health import abnormal_job_reason
-from scheduler.ledger import Backends, FailureQuery, Ledger, LedgerView
+from scheduler.ledger import Backends, FailureQuery, Ledger, LedgerView, Observation
 from scheduler.ownership import Claim, Fence
 from scheduler.planning import (
     Action,
@@ -75,6 +75,8 @@ FULL_READ_EVERY = 30.0
 #: an incremental read goes back this far before the last read (seconds)
 CHANGE_MARGIN = 5.0
 
+#: observations recorded in one transaction at most
+OBSERVATION_BATCH = 500
 #: how many jobs the observation loop looks at between two checks of the lease
 LEASE_CHECK_EVERY = 256
 
@@ -294,6 +296,7 @@ class Reconciler:
         now = self._clock()
         failures = self._failures(observed, now)
         submissions: list[tuple[JobRecord, Future[JobRecord]]] = []
+        observations: list[Observation] = []
         try:
             for job, status in observed:
                 job_failures = failures.get(job.id, Failures())
@@ -307,7 +310,9 @@ class Reconciler:
                     log.debug("job %s: %s", job.name, action)
                     self._check_lease()
                     stats.actions += 1
-                    if isinstance(action, Submit | Resubmit):
+                    if isinstance(action, Observed):  # recorded together below
+                        observations.append(self._observation(job, action, now))
+                    elif isinstance(action, Submit | Resubmit):
                         stats.submissions += 1
                         future = self._submission_pool().submit(
                             self._submit, job, action, job_failures, now
@@ -319,6 +324,7 @@ class Reconciler:
                     raise
                 except Exception as exc:
                     self._failed(job, exc, stats)
+            self._record_observations(observations, stats)
         finally:
             lease_expired = self._collect(submissions, stats)
         if lease_expired:
@@ -485,12 +491,12 @@ class Reconciler:
             return self._close(job, action, failures, now)
         raise AssertionError(f"not an action to record here: {action!r}")
 
-    def _record_observed(self, job: JobRecord, action: Observed, now: datetime) -> JobRecord:
+    @staticmethod
+    def _observation(job: JobRecord, action: Observed, now: datetime) -> Observation:
         app_id = action.status.app_id
         run = action.run
-        return self._ledger.record_observed(
+        return Observation(
             job,
-            self._fence,
             run_state=action.run_state,
             job_state=action.job_state,
             reason=f"application {app_id or run.app_name} is {action.status.state}",
@@ -499,6 +505,53 @@ class Reconciler:
             if action.run_state == RunState.RUNNING and run.started_at is None
             else None,
         )
+
+    def _record_observed(self, job: JobRecord, action: Observed, now: datetime) -> JobRecord:
+        o = self._observation(job, action, now)
+        return self._ledger.record_observed(
+            job,
+            self._fence,
+            run_state=o.run_state,
+            job_state=o.job_state,
+            reason=o.reason,
+            app_id=o.app_id,
+            started_at=o.started_at,
+        )
+
+    def _record_observations(self, observations: list[Observation], stats: TickStats) -> None:
+        """The tick's observations, in transactions of up to OBSERVATION_BATCH jobs (one by one
+        when a batch does not land: each then gets its own NotOwner or StaleWrite)."""
+        for start in range(0, len(observations), OBSERVATION_BATCH):
+            batch = observations[start : start + OBSERVATION_BATCH]
+            self._check_lease()
+            if len(batch) > 1:
+                try:
+                    for job in self._ledger.record_observed_all(self._fence, batch):
+                        self._done(job)
+                    continue
+                except StaleWrite:
+                    log.info("a batch of %d observations did not land; one by one", len(batch))
+                except Exception as exc:
+                    log.warning(
+                        "a batch of %d observations failed (%s); one by one", len(batch), exc
+                    )
+            for o in batch:
+                try:
+                    self._done(
+                        self._ledger.record_observed(
+                            o.job,
+                            self._fence,
+                            run_state=o.run_state,
+                            job_state=o.job_state,
+                            reason=o.reason,
+                            app_id=o.app_id,
+                            started_at=o.started_at,
+                        )
+                    )
+                except LeaseExpired:
+                    raise
+                except Exception as exc:
+                    self._failed(o.job, exc, stats)
 
     def _kill(self, job: JobRecord, action: Kill) -> JobRecord:
         # the fenced write first; repeated on every tick until the cluster confirms the kill

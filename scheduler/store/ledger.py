@@ -14,7 +14,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, NoReturn
 
-from sqlalchemy import func, insert, or_, select, update
+from sqlalchemy import case, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -23,7 +23,7 @@ from scheduler.errors import (
     NotOwner,
     StaleWrite,
 )
-from scheduler.ledger import FailureQuery, LedgerView
+from scheduler.ledger import FailureQuery, LedgerView, Observation
 from scheduler.ownership import Claim, Fence
 from scheduler.planning import Failures
 from scheduler.records import (
@@ -531,6 +531,94 @@ class SqlLedger:
                 started_at=started_at if started_at is not None else run.started_at,
             ),
         )
+
+    def record_observed_all(
+        self, fence: Fence, observations: Sequence[Observation]
+    ) -> list[JobRecord]:
+        """One fenced UPDATE per (job state, run state, start time) for all the jobs, one per
+        runs, one event INSERT, one COMMIT; a row count short of the batch rolls it all back."""
+        if not observations:
+            return []
+        runs = {o.job.id: _open_run(o.job) for o in observations}
+        for o in observations:
+            _walk(o.job.state, [o.job_state])
+        now = self._clock()
+        groups: dict[tuple[JobState, RunState, datetime | None], list[Observation]] = {}
+        for o in observations:
+            groups.setdefault((o.job_state, o.run_state, o.started_at), []).append(o)
+        rows: list[dict[str, Any]] = []
+        with self._store.transaction() as session:
+            for (job_state, run_state, started_at), batch in groups.items():
+                ids = [o.job.id for o in batch]
+                reasons = {
+                    o.job.id: o.reason if o.job_state != o.job.state else o.job.state_reason
+                    for o in batch
+                }
+                result = session.execute(
+                    update(Job)
+                    .where(
+                        Job.id.in_(ids),
+                        Job.version == case({o.job.id: o.job.version for o in batch}, value=Job.id),
+                        *_owned_by(fence),
+                    )
+                    .values(
+                        state=job_state.value,
+                        version=Job.version + 1,
+                        updated_at=now,
+                        state_reason=case(reasons, value=Job.id),
+                    )
+                    .execution_options(synchronize_session=False)
+                )
+                if result.rowcount != len(batch):  # type: ignore[attr-defined]
+                    raise StaleWrite(f"{len(batch) - result.rowcount} of a batch moved")  # type: ignore[attr-defined]
+                run_ids = {runs[o.job.id].id: o for o in batch}
+                values: dict[str, Any] = {"state": run_state.value}
+                if started_at is not None:
+                    values["started_at"] = started_at
+                app_ids = {r: o.app_id for r, o in run_ids.items() if o.app_id is not None}
+                if app_ids:
+                    values["app_id"] = case(app_ids, value=Run.id, else_=Run.app_id)
+                result = session.execute(
+                    update(Run)
+                    .where(Run.id.in_(list(run_ids)), Run.state.in_(_OPEN_RUN_STATES))
+                    .values(**values)
+                    .execution_options(synchronize_session=False)
+                )
+                if result.rowcount != len(batch):  # type: ignore[attr-defined]
+                    raise StaleWrite("a run of the batch is closed or gone")
+                for o in batch:
+                    if o.job_state != o.job.state:
+                        rows.append(
+                            self._event(
+                                o.job,
+                                runs[o.job.id].id,
+                                now,
+                                o.job.state.value,
+                                o.job_state.value,
+                                o.reason,
+                            )
+                        )
+            if rows:
+                session.execute(insert(JobEvent), rows)
+        written = []
+        for o in observations:
+            run = runs[o.job.id]
+            written.append(
+                replace(
+                    o.job,
+                    state=o.job_state,
+                    state_reason=o.reason if o.job_state != o.job.state else o.job.state_reason,
+                    version=o.job.version + 1,
+                    updated_at=now,
+                    current_run=replace(
+                        run,
+                        state=o.run_state,
+                        app_id=o.app_id if o.app_id is not None else run.app_id,
+                        started_at=o.started_at if o.started_at is not None else run.started_at,
+                    ),
+                )
+            )
+        return written
 
     def record_kill_intent(self, job: JobRecord, fence: Fence, *, reason: str) -> JobRecord:
         run = _open_run(job)

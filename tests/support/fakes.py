@@ -33,7 +33,7 @@ from scheduler.backends.base import (
     app_name_for,
 )
 from scheduler.errors import ClusterUnreachable, NotOwner, StaleWrite, SubmissionRejected
-from scheduler.ledger import FailureQuery, LedgerView
+from scheduler.ledger import FailureQuery, LedgerView, Observation
 from scheduler.ownership import Claim, Fence, owner_index
 from scheduler.planning import Failures
 from scheduler.records import ClusterRecord, JobRecord, RunRecord
@@ -373,6 +373,31 @@ class FakeLedger:
             return self._with_run(
                 self._write(job, path, reason if path else job.state_reason, run.id)
             )
+
+    def record_observed_all(
+        self, fence: Fence, observations: Sequence[Observation]
+    ) -> list[JobRecord]:
+        with self._call("record_observed_all"):
+            for o in observations:  # all or nothing
+                try:
+                    self._check(o.job, fence)
+                except NotOwner as exc:
+                    raise StaleWrite(str(exc)) from exc
+                self._open_run(o.job)
+                self._validate(o.job.state, [o.job_state])
+            written = []
+            for o in observations:
+                run = self._open_run(o.job)
+                path = [o.job_state] if o.job_state != o.job.state else []
+                self.runs[run.id] = replace(
+                    run,
+                    state=o.run_state,
+                    app_id=o.app_id or run.app_id,
+                    started_at=o.started_at or run.started_at,
+                )
+                reason = o.reason if path else o.job.state_reason
+                written.append(self._with_run(self._write(o.job, path, reason, run.id)))
+            return written
 
     def record_kill_intent(self, job: JobRecord, fence: Fence, *, reason: str) -> JobRecord:
         with self._call("record_kill_intent"):

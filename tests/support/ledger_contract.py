@@ -14,7 +14,7 @@ from typing import Protocol
 import pytest
 
 from scheduler.errors import IllegalTransition, NotOwner, StaleWrite
-from scheduler.ledger import FailureQuery, Ledger
+from scheduler.ledger import FailureQuery, Ledger, Observation
 from scheduler.ownership import Claim, Fence, owner_index
 from scheduler.records import JobRecord
 from scheduler.states import DesiredState, JobState, RunState
@@ -168,6 +168,37 @@ def intent_submission_observation_and_close(h: Harness) -> None:
     assert h.transitions(job.id)[-2:] == [("FAILED", "QUEUED"), ("QUEUED", "SUBMITTING")]
 
 
+def observations_land_together_or_not_at_all(h: Harness) -> None:
+    cluster = h.ledger.read(ME, "default").primary_cluster
+    jobs = []
+    for name in ("a", "b", "c"):
+        job = _owned(h, name)
+        job = h.ledger.record_intent(
+            job, ME, cluster=cluster, checkpoint_location="/ck", reason="desired RUNNING"
+        )
+        jobs.append(
+            h.ledger.record_submitted(job, ME, submission_id=f"d-{name}", app_id=None, at=h.now())
+        )
+    at = h.now()
+
+    def running(job: JobRecord) -> Observation:
+        return Observation(job, RunState.RUNNING, JobState.RUNNING, "up", "app-x", at)
+
+    h.api_write(jobs[2].id)
+    moved = h.job(jobs[2].id)
+    with pytest.raises(StaleWrite):
+        h.ledger.record_observed_all(ME, [running(j) for j in jobs])
+    assert [h.job(j.id).version for j in jobs[:2]] == [j.version for j in jobs[:2]]
+    assert h.job(jobs[2].id) == moved
+    written = h.ledger.record_observed_all(ME, [running(j) for j in jobs[:2]])
+    assert written == [h.job(j.id) for j in jobs[:2]]
+    for job in written:
+        assert job.state == JobState.RUNNING and job.current_run is not None
+        assert (job.current_run.state, job.current_run.app_id) == (RunState.RUNNING, "app-x")
+        assert job.current_run.started_at == at
+        assert h.transitions(job.id)[-1] == ("STARTING", "RUNNING")
+
+
 def adoption_records_the_found_application(h: Harness) -> None:
     job = _owned(h)
     cluster = h.ledger.read(ME, "default").primary_cluster
@@ -270,6 +301,7 @@ CONTRACT: list[Callable[[Harness], None]] = [
     a_cheap_claim_takes_only_unowned_jobs,
     read_in_full_or_only_what_changed,
     intent_submission_observation_and_close,
+    observations_land_together_or_not_at_all,
     adoption_records_the_found_application,
     kill_intent_then_proof,
     state_path_and_reason,

@@ -113,6 +113,32 @@ def test_observed_application_moves_the_job_to_running(world: World) -> None:
     assert stored.current_run.started_at is not None
 
 
+def test_observations_of_a_tick_are_recorded_in_one_transaction(world: World) -> None:
+    jobs = [world.ledger.add_job(f"job-{i}") for i in range(4)]
+    rec = world.reconciler()
+    rec.tick()
+    world.backend.start_all()
+    rec.tick()
+    assert world.ledger.calls.count("ledger.record_observed_all") == 1
+    assert "ledger.record_observed" not in world.ledger.calls
+    assert all(world.job(j).state == JobState.RUNNING for j in jobs)
+
+
+def test_a_batch_that_does_not_land_is_recorded_one_by_one(world: World) -> None:
+    jobs = [world.ledger.add_job(f"job-{i}") for i in range(3)]
+    rec = world.reconciler()
+    rec.tick()
+    world.backend.start_all()
+    world.ledger.before("record_observed_all", lambda: world.ledger.api_write(jobs[0].id))
+    stats = rec.tick()
+    assert stats.errors == 0
+    assert world.ledger.calls.count("ledger.record_observed") == 3
+    assert [world.job(j).state for j in jobs[1:]] == [JobState.RUNNING] * 2
+    assert world.job(jobs[0]).state == JobState.STARTING  # moved: re-read, then observed
+    rec.tick()
+    assert world.job(jobs[0]).state == JobState.RUNNING
+
+
 def test_a_steady_tick_writes_nothing(world: World) -> None:
     rec, _ = running_job(world)
     writes = world.ledger.writes
