@@ -83,6 +83,9 @@ class GroupLoop:
                     "paused": stats.paused,
                     "seconds": round(stats.seconds, 4),
                     "epoch": stats.epoch,
+                    "full_read": stats.full_read,
+                    "rows_read": stats.rows_read,
+                    "submissions": stats.submissions,
                 }
                 done = self.epoch_reconciled.get("epoch")
                 if stats.complete and stats.epoch is not None and stats.epoch != done:
