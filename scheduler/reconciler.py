@@ -245,6 +245,7 @@ class Reconciler:
         if full:
             view = self._ledger.read(fence, self._group)
             self._jobs = {j.id: j for j in view.jobs if needs_work(j)}
+            self._quiet = {i: key for i, key in self._quiet.items() if i in self._jobs}
             self._full_read_at = self._monotonic()
             self._read_fence = fence
         else:
