@@ -393,6 +393,11 @@ def measure_running(
                 tk.seed_jobs(store, tk.job_names(jobs), str(entry))
                 marks = tk.wait_converged(store, sim, jobs, timeout=120.0 + jobs * 0.05)
                 creates = sim.stats()["creates"]
+                print(
+                    f"  {jobs} jobs: submitted after {marks['submitted']:.1f} s, RUNNING after "
+                    f"{marks['running']:.1f} s, {creates} creates",
+                    flush=True,
+                )
             finally:
                 store.dispose()
                 for node in started_nodes:
@@ -403,7 +408,7 @@ def measure_running(
                         node.kill9()
     finally:
         for node in started_nodes:
-            if node.alive():
+            if node.alive:
                 node.kill9()
     return {
         "jobs": jobs,
