@@ -28,9 +28,7 @@ STANDALONE = {
 
 
 @pytest.fixture
-def client(
-    store: Store, settings: Settings, admin_headers: dict[str, str]
-) -> Iterator[TestClient]:
+def client(store: Store, settings: Settings, admin_headers: dict[str, str]) -> Iterator[TestClient]:
     app = create_app(NodeContext(settings, store))
     with TestClient(
         app, base_url="http://127.0.0.1", headers=admin_headers, raise_server_exceptions=True

@@ -168,9 +168,10 @@ def test_first_record_of_an_upgraded_deployment(store: Store) -> None:
     assert ledger_claim(store, "a", 9) == 1
     with store.session() as session:
         assert generations.highest_job_epoch(session, "default") == 9
-    assert generations.resolve_generation(
-        store, "default", FIRST, cversion=12, node_id="a"
-    ).generation == 0
+    assert (
+        generations.resolve_generation(store, "default", FIRST, cversion=12, node_id="a").generation
+        == 0
+    )
     # had ZooKeeper been wiped before the upgrade: no record yet, the child version back at 3
     with store.transaction() as session:
         session.execute(sa.delete(MembershipGeneration))

@@ -251,9 +251,7 @@ def test_fence_endpoint_and_check_cost(drover_api: DroverApi, tmp_path: Path) ->
         "desired_state": "RUNNING",
     }
     # the run itself gets its own token echoed: it is current
-    mine = get_json(
-        f"{drover_api.url}/v1/jobs/orders/fence", fencing_token=second.fencing_token
-    )
+    mine = get_json(f"{drover_api.url}/v1/jobs/orders/fence", fencing_token=second.fencing_token)
     assert (mine["fencing_token"], mine["current"]) == (second.fencing_token, True)
 
     # a closed current run is nobody's fence: even its own token is superseded

@@ -338,10 +338,12 @@ def test_external_permission_center(store: Store, tmp_path: Path) -> None:
             # ...and so is a change of mind, once the cached answer expires
             center.allow.add("cluster.mark")
             wait_until(
-                lambda: api.post(
-                    "/v1/clusters/local/mark-abnormal", json=mark, headers=auth_headers(token)
-                ).status_code
-                == 200,
+                lambda: (
+                    api.post(
+                        "/v1/clusters/local/mark-abnormal", json=mark, headers=auth_headers(token)
+                    ).status_code
+                    == 200
+                ),
                 timeout=10,
                 what="the permission center's new answer",
             )

@@ -25,9 +25,9 @@ incarnations = st.builds(
 )
 #: recorded incarnations with distinct generations, as the store's keys make them
 recorded_maps = st.lists(incarnations, unique=True, max_size=6).flatmap(
-    lambda incs: st.lists(
-        generations, min_size=len(incs), max_size=len(incs), unique=True
-    ).map(lambda gens: dict(zip(incs, gens, strict=True)))
+    lambda incs: st.lists(generations, min_size=len(incs), max_size=len(incs), unique=True).map(
+        lambda gens: dict(zip(incs, gens, strict=True))
+    )
 )
 epochs = st.builds(compose_epoch, generations, cversions)
 

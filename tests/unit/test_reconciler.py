@@ -14,9 +14,10 @@ from datetime import timedelta
 import pytest
 
 from scheduler.backends.base import AppState
+from scheduler.health import abnormal_job_reason
 from scheduler.ledger import FailureQuery
 from scheduler.ownership import Claim, Fence
-from scheduler.planning import CLUSTER_ABNORMAL, GAVE_UP, RestartPolicy
+from scheduler.planning import GAVE_UP, RestartPolicy
 from scheduler.reconciler import Reconciler
 from scheduler.records import JobRecord
 from scheduler.states import DesiredState, JobState, RunState
@@ -212,7 +213,8 @@ def test_abnormal_cluster_holds_the_job_with_a_reason(world: World) -> None:
     rec = world.reconciler()
     rec.tick()
     stored = world.job(job)
-    assert (stored.state, stored.state_reason) == (JobState.QUEUED, CLUSTER_ABNORMAL)
+    held = abnormal_job_reason("c1", "MANUAL_ABNORMAL", "")
+    assert (stored.state, stored.state_reason) == (JobState.QUEUED, held)
     assert rec.tick().actions == 0  # the reason is recorded once
     assert world.backend.apps == {}
 
