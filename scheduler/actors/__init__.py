@@ -1,13 +1,18 @@
 """The node's actors (DESIGN §4). Every Ray call of the scheduler is in this package.
 
-    NodeSupervisor      supervisor.py   one per node; starts Membership, then the JobReconciler
-     ├── Membership     membership.py   and the ClusterMonitor; pings them every second and
-     ├── JobReconciler  reconcilers.py  re-creates any that died; drains on stop (reconcilers
-     │                                  and monitor first, then membership).
-     │     one reconcile loop per group, all in one actor process (a group costs a loop, not
-     │     a process: a node in 50 groups stays small)
-     └── ClusterMonitor monitor.py      probes the clusters of the node's groups, votes, decides
-                                        their health (``scheduler.monitor``, ``scheduler.health``)
+    NodeSupervisor      supervisor.py   one per node; starts Membership, then the JobReconciler;
+     │                                  pings them every second and re-creates any that died;
+     │                                  drains on stop (reconcilers and monitor first, then
+     │                                  membership). Hosts the ClusterMonitor's loop:
+     │   ClusterMonitor monitor.py      probes the clusters of the node's groups, votes, decides
+     │                                  their health (``scheduler.monitor``, ``scheduler.health``)
+     ├── Membership     membership.py
+     └── JobReconciler  reconcilers.py  one reconcile loop per group, all in one actor process
+                                        (a group costs a loop, not a process)
+
+Every Ray worker process costs a node about 140 MiB resident, so concerns that need no process
+of their own (the cluster monitor, the loops of the groups) are asynchronous components hosted in
+an actor's process, each with its own loop that never dies.
 
 ``runtime.py`` (NodeRuntime) is the node process's side: it starts Ray and the supervisor, and is
 what the API and the CLI call. ``common.py`` holds what the actors share (names, timeouts, the

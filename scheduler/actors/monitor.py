@@ -1,7 +1,12 @@
-"""The ClusterMonitor actor: every probe interval (±20 % jitter, so the nodes do not probe in
-step) one :meth:`scheduler.monitor.HealthMonitor.round` over the clusters of this node's groups,
-with the live nodes membership sees (see :mod:`scheduler.monitor`). Started and supervised by
-the NodeSupervisor; the loop never dies.
+"""The ClusterMonitor: every probe interval (±20 % jitter, so the nodes do not probe in step)
+one :meth:`scheduler.monitor.HealthMonitor.round` over the clusters of this node's groups, with
+the live nodes membership sees (see :mod:`scheduler.monitor`). The loop never dies.
+
+It is an asynchronous component hosted in the NodeSupervisor's process, not a Ray actor of its
+own: a Ray worker process costs a node about 140 MiB resident, and the monitor shares what it
+needs (the store, the backends' HTTP clients) with nothing else. The supervisor starts it, hands
+it the groups every round, reports its status and drains it; its probes and store writes run in
+worker threads, so the supervisor's event loop only waits.
 """
 
 from __future__ import annotations
@@ -16,7 +21,6 @@ from typing import Any
 from scheduler.actors.common import MEMBERSHIP, PING_TIMEOUT, ray
 from scheduler.backends.registry import BackendRegistry
 from scheduler.config import Settings
-from scheduler.logs import configure_logging
 from scheduler.membership import MembershipSnapshot
 from scheduler.monitor import HealthMonitor
 from scheduler.store.db import Store
@@ -29,12 +33,10 @@ JITTER = (0.8, 1.2)
 PRUNE_EVERY = 20
 
 
-@ray.remote(max_restarts=-1, max_task_retries=-1, num_cpus=0)
 class ClusterMonitor:
     """Probes the clusters of this node's groups, records votes and decides their health."""
 
     def __init__(self, settings: Settings) -> None:
-        configure_logging()
         self._settings = settings
         self._backends = BackendRegistry(settings)
         self._monitor = HealthMonitor(

@@ -33,8 +33,8 @@ log = logging.getLogger("drover.actors.supervisor")
 
 @ray.remote(max_restarts=-1, max_task_retries=-1, num_cpus=0)
 class NodeSupervisor:
-    """Starts and watches the node's other actors (membership, reconciler, cluster monitor);
-    drains them on stop."""
+    """Starts and watches the node's other actors (membership, reconciler), hosts the cluster
+    monitor's loop; drains them all on stop."""
 
     def __init__(self, settings: Settings) -> None:
         configure_logging()
@@ -43,7 +43,7 @@ class NodeSupervisor:
         self._generations = GenerationResolver(self._store, settings.node_id)
         self._reconciler: Any = None
         self._membership: Any = None
-        self._monitor: Any = None
+        self._monitor: ClusterMonitor | None = None
         self._health: dict[str, dict[str, Any]] = {}
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -96,20 +96,13 @@ class NodeSupervisor:
             await self._supervise_monitor(groups)
 
     async def _supervise_monitor(self, groups: list[str]) -> None:
+        """The cluster monitor runs in this process: hand it the groups, (re)start its loop."""
+        assert self._monitor is not None
         try:
-            self._health[MONITOR] = await asyncio.wait_for(
-                self._monitor.ensure.remote(groups), timeout=PING_TIMEOUT
-            )
-        except (RayActorError, TimeoutError) as exc:
-            log.warning("the cluster monitor is not answering (%s)", exc)
+            self._health[MONITOR] = await self._monitor.ensure(groups)
+        except Exception as exc:  # supervision never dies with it
+            log.exception("the cluster monitor could not be (re)started")
             self._health[MONITOR] = {"alive": False, "error": str(exc)}
-            if isinstance(exc, RayActorError) and not isinstance(exc, ActorUnavailableError):
-                self._monitor = self._spawn_monitor()
-
-    def _spawn_monitor(self) -> Any:
-        return ClusterMonitor.options(  # type: ignore[attr-defined]
-            name=MONITOR, get_if_exists=True
-        ).remote(self._settings)
 
     def _spawn_reconciler(self) -> Any:
         return JobReconciler.options(  # type: ignore[attr-defined]
@@ -124,7 +117,7 @@ class NodeSupervisor:
         await self._membership.start.remote()
         self._reconciler = self._spawn_reconciler()
         if self._settings.health_monitor:
-            self._monitor = self._spawn_monitor()
+            self._monitor = ClusterMonitor(self._settings)
         self._ensure_loop()
         await self._supervise()
 
@@ -163,6 +156,6 @@ class NodeSupervisor:
         if self._reconciler is not None:
             await asyncio.gather(self._reconciler.drain.remote(), return_exceptions=True)
         if self._monitor is not None:
-            await asyncio.gather(self._monitor.drain.remote(), return_exceptions=True)
+            await asyncio.gather(self._monitor.drain(), return_exceptions=True)
         if self._membership is not None:
             await asyncio.gather(self._membership.stop.remote(), return_exceptions=True)
