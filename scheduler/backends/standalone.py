@@ -263,6 +263,9 @@ class _Cache:
     drivers: dict[str, _DriverLog] = field(default_factory=dict)
     #: app id -> the driver linked to it
     owners: dict[str, str] = field(default_factory=dict)
+    #: (start time, id) of the apps of listing ``unlinked_of`` no driver was linked to
+    unlinked_of: _Listing | None = None
+    unlinked: list[tuple[int, str]] = field(default_factory=list)
 
 
 class StandaloneRestBackend:
@@ -542,12 +545,22 @@ class StandaloneRestBackend:
 
     def _unlinked_app_since(self, since: float, listing: _Listing) -> bool:
         """Whether the listing shows an app registered at or after ``since`` (ms) that no known
-        driver is linked to: the only time reading an unlinked driver's log can link it."""
+        driver is linked to: the only time reading an unlinked driver's log can link it.
+
+        Amortised O(1) per call: the listing's unlinked apps sorted by start time, the linked
+        ones dropped from the top as links are made (only the latest unlinked app matters)."""
         with self._lock:
             owners = self._cache.owners
-            return any(
-                app.starttime >= since and app.id not in owners for app in listing.by_id.values()
-            )
+            if self._cache.unlinked_of is not listing:
+                self._cache.unlinked_of = listing
+                apps = listing.by_id.values()
+                self._cache.unlinked = sorted(
+                    (app.starttime, app.id) for app in apps if app.id not in owners
+                )
+            stack = self._cache.unlinked
+            while stack and stack[-1][1] in owners:
+                stack.pop()
+            return bool(stack) and stack[-1][0] >= since
 
     def _app_of(
         self,
