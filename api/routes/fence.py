@@ -11,9 +11,9 @@ Cheap (the job by its unique name, its current run by primary key), so it is not
 every micro-batch of every pipeline may call it. The first check a run *proves* to be the job's
 current open run (its own token) is recorded as the run's ``fence_checked_at``, one conditional
 UPDATE per run and never again: that is how the job shows that its pipeline fences itself
-(``self_fencing``, scheduler/selffencing.py). The answer is the same either way. An unknown job is a 404 problem
-document with the extension member ``job``, which tells the runtime "this job is gone" apart from
-"this URL is not a Drover fence endpoint".
+(``self_fencing``, scheduler/selffencing.py). The answer is the same either way. An unknown job
+is a 404 problem document with the extension member ``job``, which tells the runtime "this job is
+gone" apart from "this URL is not a Drover fence endpoint".
 """
 
 from __future__ import annotations

@@ -120,6 +120,8 @@ def nodes(
         "DROVER_RECONCILE_INTERVAL": "1",
         "DROVER_GROUPS": "spark:active",
         "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+        # the two sample pipelines and their outputs
+        "DROVER_ARTIFACT_ROOTS": f"{ROOT / 'pipelines'}/,{tmp_path}/",
     }
     subprocess.run([DROVER, "db", "upgrade"], env=env, check=True, capture_output=True, timeout=120)
     n1 = NodeProcess(

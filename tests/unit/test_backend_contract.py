@@ -1,6 +1,8 @@
 """One contract every cluster backend passes (issue 8), without real services, in seconds.
 
-Each backend runs against something fast and fake, named here so nobody mistakes it for Spark:
+Each backend runs against something fast and fake, named here so nobody mistakes it for Spark
+(and the reconciler's own in-memory fake backend, ``tests/support/fakes.py``, keeps the contract
+as well, so the reconciler's unit tests run against a backend that behaves like the real ones):
 
 - ``standalone``: :class:`StandaloneRestBackend` against the simulated master and worker of
   ``harness/simcluster.py`` (REST submission server, ``/json/``, the worker's ``/log/``);
@@ -50,6 +52,7 @@ from scheduler.backends.local import LocalSparkSubmitBackend
 from scheduler.backends.standalone import StandaloneRestBackend
 from scheduler.errors import ClusterUnreachable
 from tests.conftest import wait_until
+from tests.support.fakes import FakeBackend
 
 OWN_NAME = "rate-counter"
 DEADLINE_S = 10.0
@@ -149,7 +152,8 @@ SUBMIT_VARIANTS: dict[str, dict[str, str]] = {
     "own-name-runtime": {"FAKE_APP_NAME": OWN_NAME, "FAKE_RUNTIME": "1"},
 }
 PARAMS = (
-    [pytest.param(("standalone", v), id=f"standalone-{v}") for v in SIM_VARIANTS]
+    [pytest.param(("fake", "in-memory"), id="fake-in-memory")]
+    + [pytest.param(("standalone", v), id=f"standalone-{v}") for v in SIM_VARIANTS]
     + [pytest.param(("local", v), id=f"local-{v}") for v in SUBMIT_VARIANTS]
     + [pytest.param(("spark-submit", "own-name"), id="spark-submit-own-name")]
 )
@@ -158,10 +162,35 @@ PARAMS = (
 @pytest.fixture(params=PARAMS)
 def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
     kind, variant = request.param
-    if kind == "standalone":
+    if kind == "fake":
+        yield _fake()
+    elif kind == "standalone":
         yield from _standalone(variant)
     else:
         yield from _spark_submit(kind, variant, tmp_path)
+
+
+def _fake() -> Cluster:
+    """The reconciler's in-memory backend (tests/support/fakes.py) keeps the contract too; it
+    has no nodes of its own, so a "fresh" instance is the same one."""
+    fake = FakeBackend(start_running=True)
+
+    def breaks() -> None:
+        fake.unreachable = True
+
+    def heals() -> None:
+        fake.unreachable = False
+
+    return Cluster(
+        backend=fake,
+        fresh=lambda: fake,
+        entrypoint="/pipelines/p.py",
+        env={},
+        unknown_id="driver-999",
+        knows_app_id=True,
+        breaks=breaks,
+        heals=heals,
+    )
 
 
 def _standalone(variant: str) -> Iterator[Cluster]:
