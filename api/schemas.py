@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Generic, TypeVar
 from urllib.parse import urlparse
 
@@ -12,6 +12,7 @@ from scheduler.catalog import MAX_LIMIT
 from scheduler.health import ClusterHealth, HealthEvent
 from scheduler.names import name_problem
 from scheduler.records import ClusterRecord, EventRecord, GroupRecord, JobRecord, RunRecord
+from scheduler.selffencing import CHECK_IN_GRACE_S, self_fencing
 from scheduler.states import ClusterKind, DesiredState, JobState, Priority, RunState
 
 
@@ -90,6 +91,12 @@ class RunPublic(BaseModel):
     submitted_at: datetime | None
     started_at: datetime | None
     ended_at: datetime | None
+    fence_checked_at: datetime | None = Field(
+        default=None,
+        description="When the run's pipeline first asked `GET /v1/jobs/{name}/fence` with its "
+        "run id (drover_runtime does at start and before every micro-batch commit); null: no "
+        "fence check seen from this run.",
+    )
 
     @classmethod
     def of(cls, run: RunRecord) -> RunPublic:
@@ -110,6 +117,7 @@ class RunPublic(BaseModel):
             submitted_at=run.submitted_at,
             started_at=run.started_at,
             ended_at=run.ended_at,
+            fence_checked_at=run.fence_checked_at,
         )
 
 
@@ -129,6 +137,16 @@ class JobPublic(BaseModel):
     cluster: str | None
     owner: str | None
     current_run: RunPublic | None
+    self_fencing: bool | None = Field(
+        default=None,
+        description="Read-only. Whether the job's pipeline fences itself (stops by itself once "
+        "its run is no longer current): `true` when the current run has asked the fence "
+        "endpoint; `false` -- no fence checks seen: not self-fencing -- when it has run for "
+        f"{CHECK_IN_GRACE_S:g} s without asking (a plain PySpark pipeline without "
+        "drover_runtime: Drover starts, stops, restarts and adopts it like any other, but a "
+        "driver stranded on a partitioned cluster only ends by a confirmed kill); `null` when "
+        "there is no run or it is too early to tell.",
+    )
     version: int
     created_at: datetime
     updated_at: datetime
@@ -151,6 +169,7 @@ class JobPublic(BaseModel):
             cluster=job.cluster,
             owner=job.owner,
             current_run=RunPublic.of(job.current_run) if job.current_run else None,
+            self_fencing=self_fencing(job.current_run, datetime.now(UTC)),
             version=job.version,
             created_at=job.created_at,
             updated_at=job.updated_at,

@@ -11,7 +11,20 @@ Life of one fake driver (times from its create; all configurable)::
     create ----- launch_delay ----> driver RUNNING on the worker (launch command readable)
            ----- + app_start_delay -> app WAITING ----- + executor_delay -> app RUNNING
     fail_after(name, T): at create + T the driver FAILED, the app FINISHED
-    kill: driver KILLED and app gone kill_delay seconds after the kill request
+    kill: driver KILLED kill_delay seconds after the kill request, its app gone app_linger
+          seconds after that
+
+The fake pipeline and its driver's logs (what the driver <-> application link reads):
+
+- ``pipeline_app_name``: None (default) registers each app under the ``spark.app.name`` of its
+  submission; a string registers every app under that name, as pipelines that call
+  ``SparkSession.builder.appName(...)`` do;
+- the worker's ``/log/`` endpoint serves each driver's stderr (the launch command with every
+  submitted property, then ``Connected to Spark cluster with app ID <id>`` once the app has
+  registered, unless ``log_app_id`` is False: a cluster whose log4j config hides INFO) and stdout
+  (``drover-runtime: started app_id=<id> ...`` once registered when ``runtime_announces``: a
+  pipeline using drover_runtime), in byte ranges with Spark's ``==== Bytes a-b of n of ...``
+  header.
 
 Faults: ``latency`` added to every answer; ``fail_next_creates(n)`` (400, or 500 with
 ``http_status``); ``fail_after``; ``lose_state()`` (a master restarted without recovery: every
@@ -68,6 +81,12 @@ class FakeDriver:
     app_at: float
     running_at: float
     app_id: str
+    #: the name the app registers with (the pipeline may set its own)
+    registered_name: str = ""
+    #: seconds the app stays registered after its driver ended
+    app_linger: float = 0.0
+    log_app_id: bool = True
+    runtime_announces: bool = False
     fail_at: float | None = None
     kill_at: float | None = None
     #: final driver state once ended (FINISHED, FAILED, KILLED)
@@ -88,10 +107,19 @@ class FakeDriver:
         return "RUNNING" if now >= self.launch_at else "SUBMITTED"
 
     def app_state(self, now: float) -> str | None:
-        """WAITING / RUNNING while registered, None before; the app leaves when the driver ends."""
-        if self.ended is not None or now < self.app_at:
+        """WAITING / RUNNING while registered, None before; the app leaves ``app_linger``
+        seconds after the driver ended."""
+        if now < self.app_at:
             return None
+        if self.ended is not None:
+            assert self.ended_at is not None
+            if self.ended_at < self.app_at or now >= self.ended_at + self.app_linger:
+                return None
         return "RUNNING" if now >= self.running_at else "WAITING"
+
+    def app_registered(self, now: float) -> bool:
+        """The app registered at some point (its driver logged its id)."""
+        return now >= self.app_at and (self.ended_at is None or self.ended_at >= self.app_at)
 
 
 @dataclass
@@ -116,6 +144,10 @@ class SimCluster:
         executor_delay: float = 0.0,
         kill_delay: float = 0.0,
         retained_drivers: int = 200,
+        app_linger: float = 0.0,
+        pipeline_app_name: str | None = None,
+        log_app_id: bool = True,
+        runtime_announces: bool = False,
     ) -> None:
         self.port = port
         self.launch_delay = launch_delay
@@ -123,6 +155,10 @@ class SimCluster:
         self.executor_delay = executor_delay
         self.kill_delay = kill_delay
         self.retained_drivers = retained_drivers
+        self.app_linger = app_linger
+        self.pipeline_app_name = pipeline_app_name
+        self.log_app_id = log_app_id
+        self.runtime_announces = runtime_announces
         self._lock = threading.Lock()
         self._drivers: dict[str, FakeDriver] = {}
         self._completed: deque[str] = deque()
@@ -182,15 +218,26 @@ class SimCluster:
 
     # ----------------------------------------------------------------------- control
 
-    def configure(self, **settings: float) -> None:
-        """Change delays at run time: launch_delay, app_start_delay, executor_delay, kill_delay,
-        latency (seconds)."""
+    def configure(self, **settings: Any) -> None:
+        """Change settings at run time (for drivers created afterwards): launch_delay,
+        app_start_delay, executor_delay, kill_delay, app_linger, latency (seconds);
+        pipeline_app_name (str or None), log_app_id, runtime_announces (bool)."""
         with self._lock:
             for key, value in settings.items():
                 if key == "latency":
                     self._faults.latency = float(value)
-                elif key in ("launch_delay", "app_start_delay", "executor_delay", "kill_delay"):
+                elif key in (
+                    "launch_delay",
+                    "app_start_delay",
+                    "executor_delay",
+                    "kill_delay",
+                    "app_linger",
+                ):
                     setattr(self, key, float(value))
+                elif key == "pipeline_app_name":
+                    self.pipeline_app_name = None if value is None else str(value)
+                elif key in ("log_app_id", "runtime_announces"):
+                    setattr(self, key, bool(value))
                 else:
                     raise ValueError(f"unknown setting {key!r}")
 
@@ -245,16 +292,25 @@ class SimCluster:
                 **states,
             }
 
-    def live_apps(self, app_name: str | None = None) -> list[str]:
-        """Ids of registered (WAITING or RUNNING) apps, optionally only those named ``app_name``."""
+    def live_apps(self, app_name: str | None = None, *, tag: str | None = None) -> list[str]:
+        """Ids of registered (WAITING or RUNNING) apps, optionally only those registered as
+        ``app_name`` and/or those whose driver was submitted with ``spark.app.name`` ``tag``."""
         now = time.monotonic()
         with self._lock:
             self._advance_all(now)
             return [
                 d.app_id
                 for d in self._drivers.values()
-                if d.app_state(now) is not None and (app_name is None or d.app_name == app_name)
+                if d.app_state(now) is not None
+                and (app_name is None or d.registered_name == app_name)
+                and (tag is None or d.app_name == tag)
             ]
+
+    def driver_app(self, driver_id: str) -> str | None:
+        """The id of the app that belongs to a driver (what only the simulator knows for sure)."""
+        with self._lock:
+            driver = self._drivers.get(driver_id)
+            return driver.app_id if driver is not None else None
 
     # ----------------------------------------------------------------------- model
 
@@ -303,6 +359,10 @@ class SimCluster:
                 app_at=launch + self.app_start_delay,
                 running_at=launch + self.app_start_delay + self.executor_delay,
                 app_id=f"app-{stamp}-{self._app_seq:04d}",
+                registered_name=name if self.pipeline_app_name is None else self.pipeline_app_name,
+                app_linger=self.app_linger,
+                log_app_id=self.log_app_id,
+                runtime_announces=self.runtime_announces,
             )
             if name in self._faults.fail_after:
                 driver.fail_at = now + self._faults.fail_after[name]
@@ -384,14 +444,14 @@ class SimCluster:
                 app_state = d.app_state(now)
                 app = {
                     "id": d.app_id,
-                    "name": d.app_name,
+                    "name": d.registered_name,
                     "starttime": int(d.app_at * 1000),
                     "cores": 1,
                     "user": "sim",
                 }
                 if app_state is not None:
                     active_apps.append({**app, "state": app_state})
-                elif d.ended is not None and d.ended_at is not None and d.ended_at >= d.app_at:
+                elif d.ended is not None and d.app_registered(now):
                     completed_apps.append({**app, "state": "FINISHED"})
             return {
                 "url": self.master_url,
@@ -413,23 +473,21 @@ class SimCluster:
                 "status": "ALIVE",
             }
 
-    def _driver_log(self, driver_id: str) -> str:
+    def _driver_log(self, driver_id: str, kind: str, offset: int, length: int) -> str:
+        """One byte range of a driver's stderr or stdout, as a Spark worker's ``/log/`` serves
+        it (the text only grows as the driver's life goes on)."""
         now = time.monotonic()
+        path = f"/sim/work/{driver_id}/{kind}"
         with self._lock:
             driver = self._drivers.get(driver_id)
             if driver is None or now < driver.launch_at:
-                return f"Error: invalid log directory /sim/work/{driver_id}/\n"
-            options = " ".join(f'"-D{k}={v}"' for k, v in driver.properties.items())
-            args = " ".join(f'"{a}"' for a in driver.app_args)
-        command = (
-            f'Launch Command: "java" "-cp" "/sim/jars/*" "-Xmx512M" {options} '
-            f'"org.apache.spark.deploy.worker.DriverWrapper" "spark://Worker@127.0.0.1:1" '
-            f'"{PYTHON_RUNNER}" {args}\n{"=" * 40}\n\n'
-        )
-        return (
-            f"==== Bytes 0-{len(command)} of {len(command)} of /sim/work/{driver_id}/stderr ====\n"
-            + command
-        )
+                return f"==== Bytes 0-0 of 0 of {path} ====\nError: invalid log directory {path}\n"
+            text = _log_text(driver, kind, now)
+        data = text.encode("utf-8")
+        start = min(max(offset, 0), len(data))
+        end = min(start + max(length, 0), len(data))
+        page = data[start:end].decode("utf-8", errors="replace")
+        return f"==== Bytes {start}-{end} of {len(data)} of {path} ====\n{page}"
 
     def _fault_for(self, path: str) -> str | None:
         """'close' or '503' while unreachable (never for /sim/ control paths), else None."""
@@ -450,6 +508,33 @@ class SimCluster:
             raise ValueError(f"unknown op {op!r}; one of {sorted(CONTROL_OPS)}")
         getattr(self, op)(**body)
         return {"ok": True, "stats": self.stats()}
+
+
+def _log_text(driver: FakeDriver, kind: str, now: float) -> str:
+    """The whole log of one launched driver at ``now`` (see the module docstring)."""
+    registered = driver.app_registered(now)
+    if kind == "stdout":
+        if driver.runtime_announces and registered:
+            run = driver.properties.get("spark.drover.runId", "-")
+            return f"drover-runtime: started app_id={driver.app_id} job=- run_id={run}\n"
+        return ""
+    options = " ".join(f'"-D{k}={v}"' for k, v in driver.properties.items())
+    args = " ".join(f'"{a}"' for a in driver.app_args)
+    lines = [
+        f'Launch Command: "java" "-cp" "/sim/jars/*" "-Xmx512M" {options} '
+        f'"org.apache.spark.deploy.worker.DriverWrapper" "spark://Worker@127.0.0.1:1" '
+        f'"{PYTHON_RUNNER}" {args}',
+        "=" * 40,
+        "",
+        "26/11/23 08:44:10 INFO DriverWrapper: Driver address: 127.0.0.1:42377",
+        f"26/11/23 08:44:18 INFO SparkContext: Submitted application: {driver.registered_name}",
+    ]
+    if registered and driver.log_app_id:
+        lines.append(
+            "26/11/23 08:44:23 INFO StandaloneSchedulerBackend: Connected to Spark cluster "
+            f"with app ID {driver.app_id}"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def _error(message: str) -> dict[str, Any]:
@@ -523,8 +608,16 @@ class _Handler(BaseHTTPRequestHandler):
         elif method == "GET" and path in ("/json", "/json/"):
             self._send(200, sim._master_json())
         elif method == "GET" and path in ("/log", "/log/"):
-            driver_id = parse_qs(parts.query).get("driverId", [""])[0]
-            self._send(200, sim._driver_log(driver_id), "text/plain;charset=utf-8")
+            query = parse_qs(parts.query)
+            try:
+                offset = int(query.get("offset", ["0"])[0])
+                length = int(query.get("byteLength", [str(100 << 10)])[0])
+            except ValueError:
+                self._send(400, _error("offset and byteLength are numbers"))
+                return
+            kind = query.get("logType", ["stderr"])[0]
+            text = sim._driver_log(query.get("driverId", [""])[0], kind, offset, length)
+            self._send(200, text, "text/plain;charset=utf-8")
         elif method == "POST" and path == "/sim/control":
             try:
                 self._send(200, sim._control(body))
@@ -566,6 +659,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kill-delay", type=float, default=0.0)
     parser.add_argument("--latency", type=float, default=0.0)
     parser.add_argument("--retained-drivers", type=int, default=200)
+    parser.add_argument("--app-linger", type=float, default=0.0)
+    parser.add_argument(
+        "--pipeline-app-name", default=None, help="every app registers under this name"
+    )
+    parser.add_argument(
+        "--no-log-app-id", action="store_true", help="drivers do not log their app id (INFO off)"
+    )
+    parser.add_argument("--runtime-announces", action="store_true")
     args = parser.parse_args(argv)
     sim = SimCluster(
         port=args.port,
@@ -574,6 +675,10 @@ def main(argv: list[str] | None = None) -> int:
         executor_delay=args.executor_delay,
         kill_delay=args.kill_delay,
         retained_drivers=args.retained_drivers,
+        app_linger=args.app_linger,
+        pipeline_app_name=args.pipeline_app_name,
+        log_app_id=not args.no_log_app_id,
+        runtime_announces=args.runtime_announces,
     ).start()
     sim.configure(latency=args.latency)
     stop = threading.Event()

@@ -2,7 +2,7 @@
 
 A pipeline does::
 
-    spark = SparkSession.builder.getOrCreate()     # never set the app name: Drover sets it
+    spark = SparkSession.builder.appName("my-pipeline").getOrCreate()  # any name will do
     ctx = RunContext.from_spark(spark)
     query = df.writeStream.foreachBatch(ctx.fenced(write_batch))...start()
     return ctx.await_termination(query)            # 0 also when fenced out
@@ -36,9 +36,13 @@ Spark property / environment variable:
 
 Self-fencing (DESIGN invariant 6)
 ---------------------------------
-Before each micro-batch is written, :meth:`RunContext.on_batch` (which :meth:`RunContext.fenced`
-calls for you) asks ``GET <url>/v1/jobs/<job>/fence`` of the fence URLs in turn until one
-answers (the one that answered last is asked first next time):
+When :meth:`RunContext.from_spark` creates the context, and before each micro-batch is written
+(:meth:`RunContext.on_batch`, which :meth:`RunContext.fenced` calls for you), the run asks
+``GET <url>/v1/jobs/<job>/fence`` (with its token) of the fence URLs in turn until one answers
+(the one that answered last is asked first next time). Drover records the first check a run
+proves with its token: that is how a job shows it fences itself (its ``self_fencing`` field); a
+pipeline that never asks (plain PySpark, no drover_runtime) is shown as not self-fencing. The
+answer means:
 
 - its ``fencing_token`` equals ours -> this run is current, the batch goes on;
 - another token, ``null`` (the current run is closed, or there is none), or a 404 problem naming
@@ -113,6 +117,8 @@ DEFAULT_FENCE_TIMEOUT_S = 2.0
 DEFAULT_IDLE_CHECK_S = 30.0
 #: the batch id the idle check passes to the fence check
 IDLE_CHECK = -1
+#: the batch id of the check from_spark makes when the run starts
+START_CHECK = -2
 #: how often await_termination wakes up to look at the fence state
 _AWAIT_POLL_S = 1
 
@@ -130,6 +136,8 @@ def _say(line: str, stream: IO[str] | None = None) -> None:
 
 
 def _what(batch_id: int) -> str:
+    if batch_id == START_CHECK:
+        return "superseded before its first batch"
     if batch_id < 0:
         return "stopped while idle (no batch in flight)"
     return f"nothing of batch {batch_id} was committed"
@@ -343,7 +351,9 @@ class RunContext:
 
         Without ``fence_check`` a managed run with fence URLs gets an :class:`HttpFence`. With
         ``announce`` (the default) prints one ``drover-runtime: started ...`` line carrying the
-        Spark application id to stderr, where the cluster backend reads it.
+        Spark application id to stderr, where the cluster backend reads it. A managed run then
+        makes its first fence check at once (Drover records that the run fences itself; a run
+        already superseded commits no batch and leaves at its first one).
         """
         conf = spark.sparkContext.getConf()
         values = {name: _setting(conf, keys) for name, keys in _KEYS.items()}
@@ -364,6 +374,7 @@ class RunContext:
         ctx._state.spark = spark
         if announce:
             ctx.announce()
+        ctx.is_current(START_CHECK)
         return ctx
 
     @property

@@ -13,7 +13,8 @@ its own partition only, so replays do not duplicate rows.
         [--rows-per-second 5] [--trigger-seconds 5] [--checkpoint DIR] [--shuffle-partitions N]
 
 The checkpoint defaults to the run's checkpoint location (``spark.drover.checkpointLocation``).
-The app name is never set here: spark-submit's ``--name`` must win.
+The app name is not set here, so the application keeps Drover's ``drover:<job>:<run>``; a
+pipeline may name itself instead (``rate_counter.py`` does).
 """
 
 from __future__ import annotations

@@ -441,9 +441,10 @@ class Reconciler:
                         at=self._clock(),
                     )
                     self._jobs[job.id] = job
-                    status = backend.status(found.submission_id, run.app_name)
+                    status = backend.status(found.submission_id, run.app_name, found.app_id)
             else:
-                status = backend.status(run.submission_id, run.app_name)
+                # the recorded link (tag and app id): a node taking over learns nothing again
+                status = backend.status(run.submission_id, run.app_name, run.app_id)
         except ClusterUnreachable as exc:
             polls = self._poll_failures.get(run.id, 0) + 1
             self._poll_failures[run.id] = polls

@@ -50,6 +50,8 @@ class RunRecord:
     submitted_at: datetime | None
     started_at: datetime | None
     ended_at: datetime | None
+    #: the first fence check of the run's pipeline (None: none seen)
+    fence_checked_at: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -7,13 +7,19 @@ pipeline proves which run it is by sending its fencing token (``X-Drover-Fencing
 run is current, or none is open). The token of the current run is never handed to anyone else:
 a viewer of the job's team may call the route too, and always sees ``null``.
 
-Read-only and cheap (the job by its unique name, its current run by primary key), so it is not
-audited and every micro-batch of every pipeline may call it. An unknown job is a 404 problem
-document with the extension member ``job``, which tells the runtime "this job is gone" apart from
-"this URL is not a Drover fence endpoint".
+Cheap (the job by its unique name, its current run by primary key), so it is not audited and
+every micro-batch of every pipeline may call it. The first check a run *proves* to be the job's
+current open run (its own token) is recorded as the run's ``fence_checked_at``, one conditional
+UPDATE per run and never again: that is how the job shows that its pipeline fences itself
+(``self_fencing``, scheduler/selffencing.py). The answer is the same either way. An unknown job
+is a 404 problem document with the extension member ``job``, which tells the runtime "this job is
+gone" apart from "this URL is not a Drover fence endpoint".
 """
 
 from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
@@ -26,6 +32,9 @@ from scheduler.identity import FENCING_TOKEN_HEADER, same_secret
 from scheduler.names import validate_name
 from scheduler.states import DesiredState, RunState
 from scheduler.store import jobs as jobs_store
+from scheduler.store.fence_checks import record_fence_check
+
+log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/v1/jobs", tags=["fence"])
 
@@ -68,6 +77,12 @@ def get_fence(
         and open_run
         and same_secret(presented or "", run.fencing_token)
     )
+    if current and run is not None and run.fence_checked_at is None:
+        try:
+            with store.transaction() as session:  # the run's first proven check, written once
+                record_fence_check(session, run.id, datetime.now(UTC))
+        except Exception:  # a courtesy: the fence answer never fails over it
+            log.warning("cannot record the fence check of run %s", run.id, exc_info=True)
     response.headers["Cache-Control"] = "no-store"
     # a run of another job (or of no job) learns it is not current here, nothing more
     details = not is_run or principal.run_of_job == job.name

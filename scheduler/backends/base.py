@@ -6,11 +6,21 @@ Calls are synchronous and may block on I/O: callers run them off the event loop.
 guesses: when it cannot tell the state of an application it raises
 :class:`~scheduler.errors.ClusterUnreachable`.
 
-Applications are identified twice:
-- ``submission_id``: the backend's handle for a submission (driver id, process group, ...);
-- ``app_name``: ``drover:<job>:<run_id>`` (see :func:`app_name_for`), which every submission
-  carries so that an owner can find and adopt an application after a crash between "submitted"
-  and "recorded" instead of submitting a second one (invariant 4).
+A run's application is known by three handles:
+- ``submission_id``: the backend's handle for a submission (driver id, process session, ...);
+- the run's *tag*, ``app_name`` = ``drover:<job>:<run_id>`` (see :func:`app_name_for`), which
+  every submission carries in what Drover itself hands the cluster (the driver's launch command,
+  its environment, the backend's run records), so that an owner can find and adopt an
+  application after a crash between "submitted" and "recorded" instead of submitting a second
+  one (invariant 4). Drover also submits it as ``spark.app.name``, but that is only a default:
+  a pipeline that calls ``SparkSession.builder.appName("...")`` registers under its own name, so
+  no backend may rely on the name an application registered with (it is at most a hint);
+- ``app_id``: Spark's application id, which a backend *links* to the submission from what the
+  driver itself reports (its log; see ``driverlog.py``), whatever the application is called.
+
+Callers record ``submission_id`` and ``app_id`` with the run and hand them back to
+:meth:`ClusterBackend.status`, so a node that takes over a run (a new backend instance) needs to
+learn nothing again from the cluster.
 """
 
 from __future__ import annotations
@@ -24,8 +34,17 @@ APP_NAME_PREFIX = "drover"
 
 
 def app_name_for(job_name: str, run_id: int) -> str:
-    """The Spark application name of one run; carries the job name and run id."""
+    """The tag of one run (also its default Spark application name): job name and run id."""
     return f"{APP_NAME_PREFIX}:{job_name}:{run_id}"
+
+
+def parse_app_name(tag: str) -> tuple[str, int] | None:
+    """(job name, run id) of a run's tag, or None if ``tag`` is not one."""
+    prefix, sep, rest = tag.partition(":")
+    job, sep2, run_id = rest.rpartition(":")
+    if prefix != APP_NAME_PREFIX or not sep or not sep2 or not job or not run_id.isdigit():
+        return None
+    return job, int(run_id)
 
 
 class AppState(enum.StrEnum):
@@ -126,9 +145,16 @@ class AppInfo:
     """One application a cluster knows about (for listing and adoption)."""
 
     submission_id: str
+    #: the run's tag (``drover:<job>:<run_id>``), empty for a driver not identified yet
     app_name: str
     state: AppState
     app_id: str | None = None
+
+    @property
+    def job(self) -> str | None:
+        """The job the tag names, or None (not a Drover tag)."""
+        parsed = parse_app_name(self.app_name)
+        return parsed[0] if parsed is not None else None
 
 
 @dataclass(frozen=True)
@@ -146,25 +172,33 @@ class ClusterBackend(Protocol):
         """Start one application. Raises SubmissionRejected or ClusterUnreachable."""
         ...
 
-    def status(self, submission_id: str, app_name: str | None = None) -> AppStatus:
+    def status(
+        self, submission_id: str, app_name: str | None = None, app_id: str | None = None
+    ) -> AppStatus:
         """The current state of a submitted application (NOT_FOUND if the cluster forgot it).
 
-        ``app_name``: the name the caller recorded with this submission id (the run's app
-        name). A backend that would otherwise have to look the name up on the cluster may
-        trust it: the pair was recorded from :meth:`submit` or :meth:`find`.
+        ``app_name`` (the run's tag) and ``app_id``: what the caller recorded with this
+        submission id, from :meth:`submit`, :meth:`find` or an earlier :meth:`status`. A backend
+        that would otherwise have to learn them from the cluster may trust them. The returned
+        ``app_id`` is the linked application's, never one found by its registered name alone
+        when the driver itself can tell.
         """
         ...
 
     def kill(self, submission_id: str) -> None:
-        """Ask the cluster to stop the application. Idempotent; confirmation comes from status()."""
+        """Ask the cluster to stop the application. Idempotent; confirmation comes from status()
+        (terminal only once the application itself is gone)."""
         ...
 
     def list_applications(self) -> list[AppInfo]:
-        """Every Drover application the cluster currently knows about."""
+        """Every Drover application the cluster currently knows about, with its run's tag."""
         ...
 
     def find(self, app_name: str) -> Submission | None:
-        """A live application carrying ``app_name``, if any (used to adopt before resubmitting)."""
+        """The live application of the run tagged ``app_name``, if any (used to adopt before
+        resubmitting): None only when the backend is sure there is none; ClusterUnreachable
+        when it cannot tell. Found by the tag Drover submitted, never by the name the
+        application registered with."""
         ...
 
     def probe(self) -> ProbeResult:

@@ -44,8 +44,18 @@ line: SparkContext logs it right after the local scheduler backend has started i
 the application id has been assigned -- the local-mode counterpart of "the application registered
 with the master". (``SparkContext: Submitted application: <name>`` comes 1-2 s earlier, at the
 very beginning of SparkContext's constructor, before anything can run.) The line ``drover-runtime:
-started`` printed by :mod:`pipelines.drover_runtime` counts as well. The local app id
-(``local-<millis>``) is not logged by Spark in local mode; ``drover-runtime`` prints it.
+started`` printed by :mod:`pipelines.drover_runtime` counts as well.
+
+Driver <-> run <-> application: a run *is* its OS session and run directory, found from the
+submission id, the run records (``submission.json``, written from the request) and the
+``DROVER_RUN_DIR`` / ``DROVER_APP_NAME`` environment Drover gives every process of the run. None
+of it depends on the name the application registers with, so a pipeline that calls
+``builder.appName(...)`` is found, adopted and killed like any other. The app id is read from
+the driver's own log lines (``scheduler/backends/driverlog.py``: ``Connected to Spark cluster
+with app ID`` against a standalone master, ``Submitted application application_...`` on YARN,
+drover_runtime's ``drover-runtime: started app_id=...``); local mode's ``local-<millis>`` is
+logged by Spark only through drover_runtime, so a plain pipeline in local mode runs without a
+known app id (its session is its link).
 
 Kill: SIGTERM to every process group of the session, remembered in ``kill_requested``; a timer
 in this process, or any later kill() call (from any instance) after the grace period, sends
@@ -78,6 +88,7 @@ from scheduler.backends.base import (
     Submission,
     SubmitRequest,
 )
+from scheduler.backends.driverlog import app_id_in
 from scheduler.errors import ClusterError, ClusterUnreachable, SubmissionRejected
 from scheduler.submission import OWNED_PROPERTIES
 
@@ -146,6 +157,10 @@ logger.sparkcontext.name = org.apache.spark.SparkContext
 logger.sparkcontext.level = info
 logger.blockmanager.name = org.apache.spark.storage.BlockManager
 logger.blockmanager.level = info
+logger.standalone.name = org.apache.spark.scheduler.cluster.StandaloneSchedulerBackend
+logger.standalone.level = info
+logger.yarnclient.name = org.apache.hadoop.yarn.client.api.impl.YarnClientImpl
+logger.yarnclient.level = info
 logger.microbatch.name = org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution
 logger.microbatch.level = info
 logger.microbatch40.name = org.apache.spark.sql.execution.streaming.MicroBatchExecution
@@ -297,6 +312,8 @@ class _LogScan:
             if not self.started and any(marker in line for marker in STARTED_MARKERS):
                 self.started = True
             if self.app_id is None:
+                self.app_id = app_id_in(line)
+            if self.app_id is None:
                 match = _APP_ID.search(line)
                 if match is not None:
                     self.app_id = match.group(1).decode()
@@ -362,6 +379,9 @@ class LocalSparkSubmitBackend:
         run_dir = self.runs_dir / job / str(request.run_id)
         try:
             (self.runs_dir / INDEX_DIR).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # e.g. runs_dir is not a directory: not "already submitted"
+            raise ClusterUnreachable(f"cannot use run directory {self.runs_dir}: {exc}") from exc
+        try:
             self._claim_run_dir(run_dir)
         except FileExistsError as exc:
             raise SubmissionRejected(
@@ -503,8 +523,13 @@ class LocalSparkSubmitBackend:
 
     # ----------------------------------------------------------------------- status
 
-    def status(self, submission_id: str, app_name: str | None = None) -> AppStatus:
-        return self._status(submission_id, None)
+    def status(
+        self, submission_id: str, app_name: str | None = None, app_id: str | None = None
+    ) -> AppStatus:
+        status = self._status(submission_id, None)
+        if app_id and status.app_id is None and status.state is not AppState.NOT_FOUND:
+            status = AppStatus(status.state, app_id, status.reason, status.exit_code)
+        return status
 
     def _status(self, submission_id: str, procs: list[_Proc] | None) -> AppStatus:
         """status(), optionally against a process snapshot taken after the run was recorded."""
@@ -707,8 +732,10 @@ class LocalSparkSubmitBackend:
             ) from exc
 
     def _records(self) -> Iterator[dict[str, str]]:
+        if not self.runs_dir.exists():
+            return  # nothing submitted yet
         if not self.runs_dir.is_dir():
-            return
+            raise NotADirectoryError(f"{self.runs_dir} is not a directory")
         for path in sorted(self.runs_dir.glob("*/*/submission.json")):
             if path.parent.parent.name == INDEX_DIR:
                 continue

@@ -12,29 +12,45 @@ What the master exposes (measured on Spark 4.3.0):
   ``success: false``. Driver RUNNING means *launched* (~0.1 s after create), not that the
   application runs.
 - ``GET <ui_url>/json/`` lists ``workers`` (id, ``webuiaddress``), ``activeapps`` /
-  ``completedapps`` (id, name, state) and ``activedrivers`` / ``completeddrivers`` (id, state,
-  worker, mainclass, starttime). Nothing there links a driver to its application: drivers carry
-  no name and applications no driver id. The app appears ~4 s after create.
-- The worker UI serves each driver's stderr at ``<worker webuiaddress>/log/?driverId=<id>&
-  logType=stderr``; its first line is the worker's ``Launch Command: ...`` with every Spark
-  property as ``-D<key>=<value>``. Spark redacts values whose key *or value* matches
-  ``spark.redaction.regex`` (``secret|password|token|access.?key``): a job named
-  ``token-refresher`` would lose its ``spark.app.name`` there. So every submission also carries
-  ``spark.drover.appTag`` = the hex of the UTF-8 app name, which no redaction pattern matches.
+  ``completedapps`` (id, name, state, starttime) and ``activedrivers`` / ``completeddrivers`` (id,
+  state, worker, mainclass, starttime). Nothing there links a driver to its application: drivers
+  carry no name and applications no driver id. The app appears ~4 s after create.
+- The worker UI serves each driver's stderr and stdout at ``<worker webuiaddress>/log/?driverId=
+  <id>&logType=stderr&offset=..&byteLength=..``. The stderr starts with the worker's ``Launch
+  Command: ...`` (every Spark property of the submission as ``-D<key>=<value>``), followed by the
+  driver's own log4j output.
 
-Driver -> app name: remembered from :meth:`submit` or from the name a :meth:`status` caller
-recorded with the submission id (a node taking over jobs knows them from its store), else read
-once from the driver's launch command through its worker's log endpoint (~15 ms) and cached for
-the backend's lifetime (a driver's name never changes). A driver not launched yet (SUBMITTED, no
-worker) cannot be identified; see :meth:`find`.
+Three identities (see ``scheduler/backends/driverlog.py`` for the log lines):
+
+- driver -> run: the run's tag (``drover:<job>:<run>``) is in the driver's launch command as
+  ``spark.drover.appTag`` (hex: Spark redacts values matching ``token|secret|...``, so a job named
+  ``token-refresher`` would lose its ``spark.app.name`` there). The worker writes it from the
+  submission before any pipeline code runs: the pipeline cannot change it.
+- driver -> application (the *link*): the application id the driver logs once the master
+  registered it (``Connected to Spark cluster with app ID app-...``, or drover_runtime's
+  ``drover-runtime: started app_id=...`` on its stdout). The application's registered *name* is
+  not the link: a pipeline that calls ``builder.appName("rate-counter")`` registers as
+  ``rate-counter``. The name is only a hint, used when the driver's log has no app id line (a
+  cluster whose log4j config hides INFO) and the pipeline kept Drover's name.
+- Both are cached for the backend's lifetime (neither ever changes for a driver) and can be
+  handed in by a :meth:`status` caller that recorded them (a node taking over jobs knows the tag
+  and app id of every run from its store): then no log is read at all.
+
+When logs are read: the tag once per driver (the first ``LOG_CHUNK_BYTES`` of its stderr, which
+usually hold the app id line as well); the app id only while the driver is unlinked *and* the
+listing shows an application registered since the driver started that no known driver owns
+(so nothing is read while an application has not registered yet, and nothing once linked),
+continuing where the last read stopped, backing off between unsuccessful reads. A driver not
+launched yet (SUBMITTED, no worker) cannot be identified; see :meth:`find`.
 
 State of one submission (:meth:`status`)::
 
     driver SUBMITTED / RELAUNCHING                        -> STARTING
-    driver RUNNING, app of that name RUNNING in /json/     -> RUNNING (app id)
+    driver RUNNING, its linked app RUNNING in /json/       -> RUNNING (app id)
     driver RUNNING, app WAITING (no executors yet)         -> STARTING
-    driver RUNNING, app not registered (or not identified) -> STARTING
+    driver RUNNING, app not registered (or not linked yet) -> STARTING
     driver RUNNING, app already in completedapps           -> RUNNING ("driver exiting")
+    driver ended, its linked app still active in /json/    -> RUNNING ("still registered")
     driver FINISHED / FAILED / ERROR / KILLED              -> FINISHED / FAILED / FAILED / KILLED
     the master does not know the driver                    -> NOT_FOUND (lost master state too)
     driver UNKNOWN (master recovering), no answer, 5xx     -> ClusterUnreachable (never a guess)
@@ -46,7 +62,8 @@ last line: PythonRunner merges Python's stderr into it) on its worker, so the re
 
 Scale (simulated master in another process, 2 busy cores): 10,000 creates from 8 threads 5 s;
 a status() tick over 10,000 drivers 0.3 s (one listing); a fresh backend's first find() reads
-10,000 launch commands in 6-7 s (8 parallel reads), later finds 0.3 s.
+10,000 launch commands in 6-7 s (8 parallel reads), later finds 0.3 s. The link costs one log
+read per driver, once (``bench/link.py``).
 
 Listing cache: ``/json/`` is fetched at most once per ``listing_ttl_s`` (0.5 s by default), or
 per ``LISTING_REUSE_FACTOR`` times the last fetch's duration if that is longer (a 10,000-driver
@@ -64,8 +81,9 @@ raises :class:`~scheduler.errors.SubmissionRejected`. A create that times out ma
 created a driver: callers :meth:`find` the app name before submitting again.
 
 Kill: ``POST kill/<id>``; ``success: false`` ("already finished or does not exist") counts as
-done, so kill is idempotent. Confirmation comes from :meth:`status` (KILLED / NOT_FOUND); on
-Spark 4.3 the driver is KILLED and the app gone from ``/json/`` ~0.6 s after the kill. The kill
+done, so kill is idempotent. Confirmation comes from :meth:`status`: KILLED / NOT_FOUND only once
+the driver has ended *and* its linked application has left the active applications (on Spark 4.3
+the driver is KILLED and the app gone from ``/json/`` ~0.6 s after the kill). The kill
 stops the driver JVM only: the Python driver process exits when its next Py4J call fails (a
 streaming query's ``awaitTermination`` does at once). A Python loop that never calls into the JVM
 outlives the kill as an orphan on the worker (seen in testing: still alive 15 min later).
@@ -93,8 +111,24 @@ from scheduler.backends.base import (
     Submission,
     SubmitRequest,
 )
+from scheduler.backends.driverlog import (
+    APP_TAG_PROPERTY,
+    LogCursor,
+    app_id_in,
+    app_name_from_launch_command,
+    app_tag,
+    parse_log_page,
+)
 from scheduler.errors import ClusterError, ClusterUnreachable, SubmissionRejected
 from scheduler.submission import OWNED_PROPERTIES
+
+__all__ = [
+    "APP_TAG_PROPERTY",
+    "PYTHON_RUNNER",
+    "StandaloneRestBackend",
+    "app_name_from_launch_command",
+    "app_tag",
+]
 
 log = logging.getLogger(__name__)
 
@@ -111,11 +145,14 @@ DEFAULT_RESOURCE_CONF: Mapping[str, str] = {
     "spark.executor.cores": "1",
     "spark.cores.max": "1",
 }
-APP_TAG_PROPERTY = "spark.drover.appTag"
 #: parallel launch-command reads when many drivers are not identified yet
 IDENTIFY_THREADS = 8
-#: how much of a driver's stderr is read to find its launch command
-LAUNCH_HEADER_BYTES = 32 << 10
+#: how much of a driver's log one read asks for (the first holds the launch command)
+LOG_CHUNK_BYTES = 64 << 10
+#: how far into a driver's stderr the app id line is looked for
+LINK_SCAN_LIMIT = 4 << 20
+#: back-off between unsuccessful link reads of one driver (doubling from the first value)
+LINK_RETRY_S = (0.5, 30.0)
 #: how much of the end of a failed driver's stderr and stdout is read for the failure's reason
 FAILURE_TAIL_BYTES = 8 << 10
 
@@ -132,8 +169,6 @@ _OWNED_CONF = frozenset(
     }
 )
 _ALIVE_DRIVER_STATES = frozenset({"SUBMITTED", "RUNNING", "RELAUNCHING", "UNKNOWN"})
-_TAG = re.compile(r"-D" + re.escape(APP_TAG_PROPERTY) + r"=([0-9a-f]+)")
-_APP_NAME = re.compile(r'"-Dspark\.app\.name=((?:[^"\\]|\\.)*)"')
 _EXIT_CODE = re.compile(r"User application exited with (-?\d+)")
 
 
@@ -150,25 +185,6 @@ def _millis(value: Any) -> int:
         return int(value)
     except (TypeError, ValueError):
         return 0
-
-
-def app_tag(app_name: str) -> str:
-    """The redaction-proof form of an app name carried in ``spark.drover.appTag``."""
-    return app_name.encode("utf-8").hex()
-
-
-def app_name_from_launch_command(text: str) -> str | None:
-    """The app name in a driver's ``Launch Command`` header, or None if it is not there."""
-    match = _TAG.search(text)
-    if match is not None:
-        try:
-            return bytes.fromhex(match.group(1)).decode("utf-8")
-        except ValueError:
-            pass
-    match = _APP_NAME.search(text)
-    if match is not None and "redacted" not in match.group(1):
-        return match.group(1).replace('\\"', '"')
-    return None
 
 
 @dataclass(frozen=True)
@@ -205,6 +221,8 @@ class _Listing:
     status: str
     #: how long the fetch took (s)
     seconds: float = 0.0
+    #: app id -> app (active and completed)
+    by_id: dict[str, _App] = field(default_factory=dict)
 
     def app(self, name: str, since: float = 0) -> _App | None:
         """The most relevant app of that name registered at or after ``since`` (ms): RUNNING,
@@ -221,9 +239,33 @@ class _Listing:
 
 
 @dataclass
+class _DriverLog:
+    """What is known of one driver: its run's tag and its application (the link)."""
+
+    stderr: LogCursor = field(default_factory=LogCursor)
+    stdout: LogCursor = field(default_factory=LogCursor)
+    #: the run's tag from the launch command (or handed in by a caller that recorded it)
+    name: str | None = None
+    #: the launch command header of the stderr has been read completely
+    header_done: bool = False
+    #: the linked application's id
+    app_id: str | None = None
+    #: how the link was made: "log", "name" (hint), "recorded" (handed in), "submit"
+    linked_by: str = ""
+    #: unsuccessful link reads so far, and when the next one may happen (monotonic)
+    misses: int = 0
+    next_read_at: float = 0.0
+
+
+@dataclass
 class _Cache:
     listing: _Listing | None = None
-    names: dict[str, str] = field(default_factory=dict)
+    drivers: dict[str, _DriverLog] = field(default_factory=dict)
+    #: app id -> the driver linked to it
+    owners: dict[str, str] = field(default_factory=dict)
+    #: (start time, id) of the apps of listing ``unlinked_of`` no driver was linked to
+    unlinked_of: _Listing | None = None
+    unlinked: list[tuple[int, str]] = field(default_factory=list)
 
 
 class StandaloneRestBackend:
@@ -342,7 +384,7 @@ class StandaloneRestBackend:
                 f"{what}: the master refused it ({response.status_code}): {message}"
             )
         with self._lock:
-            self._cache.names[driver_id] = request.app_name
+            self._cache.drivers.setdefault(driver_id, _DriverLog()).name = request.app_name
             self._cache.listing = None
         log.info("submitted %s as %s on %s", request.app_name, driver_id, self.master_url)
         return Submission(submission_id=driver_id)
@@ -395,47 +437,88 @@ class StandaloneRestBackend:
                         _millis(d.get("starttime")),
                     )
             apps: dict[str, list[_App]] = {}
+            by_id: dict[str, _App] = {}
             for key, active in (("activeapps", True), ("completedapps", False)):
                 for a in body.get(key, []):
-                    apps.setdefault(a["name"], []).append(
-                        _App(a["id"], a["name"], a["state"], active, _millis(a.get("starttime")))
-                    )
+                    app = _App(a["id"], a["name"], a["state"], active, _millis(a.get("starttime")))
+                    apps.setdefault(app.name, []).append(app)
+                    by_id.setdefault(app.id, app)
             workers = {w["id"]: w.get("webuiaddress", "") for w in body.get("workers", [])}
         except (KeyError, TypeError) as exc:
             raise ClusterUnreachable(f"{what}: unexpected /json/ layout: {exc!r}") from exc
-        return _Listing(fetched_at, drivers, apps, workers, str(body.get("status", "")))
+        return _Listing(
+            fetched_at, drivers, apps, workers, str(body.get("status", "")), by_id=by_id
+        )
 
-    # ----------------------------------------------------------------------- driver names
+    # ----------------------------------------------------------------------- driver logs
 
-    def _name_of(self, driver_id: str, worker_id: str | None, listing: _Listing) -> str | None:
-        """The app name a driver carries (cached; else from its launch command on its worker)."""
-        with self._lock:
-            name = self._cache.names.get(driver_id)
-        if name is not None:
-            return name
+    def _entry(self, driver_id: str) -> _DriverLog:
+        """The record of one driver (call with the lock held)."""
+        entry = self._cache.drivers.get(driver_id)
+        if entry is None:
+            entry = self._cache.drivers[driver_id] = _DriverLog()
+        return entry
+
+    def _link(self, driver_id: str, entry: _DriverLog, app_id: str, how: str) -> None:
+        """Tie a driver to its application (call with the lock held)."""
+        entry.app_id, entry.linked_by = app_id, how
+        self._cache.owners[app_id] = driver_id
+        if entry.name is not None:  # nothing more to learn from its logs
+            entry.stderr.carry = entry.stdout.carry = b""
+
+    def _read_log(
+        self, driver_id: str, worker_id: str | None, listing: _Listing, kind: str
+    ) -> bool:
+        """Read the next chunk of a driver's stderr or stdout on its worker and learn from it
+        (the run's tag from the launch command, the app id from the lines of driverlog.py).
+        False when there is nothing to read (no worker, unreadable)."""
         address = listing.workers.get(worker_id or "")
         if not address:
-            return None  # not launched yet, or its worker is gone
+            return False  # not launched yet, or its worker is gone
+        with self._lock:
+            entry = self._entry(driver_id)
+            offset = (entry.stderr if kind == "stderr" else entry.stdout).offset
         response = self._request(
             "GET",
             f"{address.rstrip('/')}/log/",
-            f"reading the launch command of {driver_id}",
+            f"reading the {kind} of {driver_id}",
             params={
                 "driverId": driver_id,
-                "logType": "stderr",
-                "offset": 0,
-                "byteLength": LAUNCH_HEADER_BYTES,
+                "logType": kind,
+                "offset": offset,
+                "byteLength": LOG_CHUNK_BYTES,
             },
         )
         with self._lock:
             self.log_reads += 1
-        if response.status_code != 200:
-            return None
-        name = app_name_from_launch_command(response.text)
-        if name is not None:
-            with self._lock:
-                self._cache.names[driver_id] = name
-        return name
+        page = parse_log_page(response.content) if response.status_code == 200 else None
+        if page is None:
+            return False
+        with self._lock:
+            cursor = entry.stderr if kind == "stderr" else entry.stdout
+            for line in cursor.feed(page):
+                if kind == "stderr" and not entry.header_done:
+                    if line.startswith(b"===="):
+                        entry.header_done = True
+                    elif entry.name is None:
+                        entry.name = app_name_from_launch_command(
+                            line.decode("utf-8", errors="replace")
+                        )
+                if entry.app_id is None:
+                    app_id = app_id_in(line)
+                    if app_id is not None:
+                        self._link(driver_id, entry, app_id, "log")
+        return True
+
+    def _name_of(self, driver_id: str, worker_id: str | None, listing: _Listing) -> str | None:
+        """The run's tag a driver carries (cached; else from its launch command on its worker)."""
+        with self._lock:
+            entry = self._entry(driver_id)
+            if entry.name is not None or entry.header_done:
+                return entry.name
+        self._read_log(driver_id, worker_id, listing, "stderr")
+        with self._lock:
+            return entry.name
 
     def _identify_live_drivers(self, listing: _Listing) -> None:
         """Read the launch commands of all live, launched, unidentified drivers in parallel."""
@@ -444,9 +527,9 @@ class StandaloneRestBackend:
                 d
                 for d in listing.drivers.values()
                 if d.active
-                and d.id not in self._cache.names
                 and d.mainclass in ("", PYTHON_RUNNER)
                 and listing.workers.get(d.worker or "")
+                and not self._identified(d.id)
             ]
         if len(todo) < 2:
             return
@@ -454,13 +537,108 @@ class StandaloneRestBackend:
             for future in [pool.submit(self._name_of, d.id, d.worker, listing) for d in todo]:
                 future.result()  # ClusterUnreachable propagates
 
+    def _identified(self, driver_id: str) -> bool:
+        entry = self._cache.drivers.get(driver_id)
+        return entry is not None and (entry.name is not None or entry.header_done)
+
+    # ----------------------------------------------------------------------- the link
+
+    def _unlinked_app_since(self, since: float, listing: _Listing) -> bool:
+        """Whether the listing shows an app registered at or after ``since`` (ms) that no known
+        driver is linked to: the only time reading an unlinked driver's log can link it.
+
+        Amortised O(1) per call: the listing's unlinked apps sorted by start time, the linked
+        ones dropped from the top as links are made (only the latest unlinked app matters)."""
+        with self._lock:
+            owners = self._cache.owners
+            if self._cache.unlinked_of is not listing:
+                self._cache.unlinked_of = listing
+                apps = listing.by_id.values()
+                self._cache.unlinked = sorted(
+                    (app.starttime, app.id) for app in apps if app.id not in owners
+                )
+            stack = self._cache.unlinked
+            while stack and stack[-1][1] in owners:
+                stack.pop()
+            return bool(stack) and stack[-1][0] >= since
+
+    def _app_of(
+        self,
+        driver_id: str,
+        worker_id: str | None,
+        since: float,
+        listing: _Listing,
+        *,
+        ended: bool = False,
+    ) -> tuple[_App | None, bool]:
+        """The driver's application as the listing shows it (None if not registered, linked but
+        no longer listed, or not linked), and whether an unlinked candidate app exists.
+
+        The link comes from the driver's own log; only when that has no app id line does the
+        name hint (an app carrying the run's tag, registered since the driver started and not
+        linked to another driver) link it. A worker that cannot be read raises
+        ClusterUnreachable for a live driver the hint cannot link (never a guess); for an
+        ``ended`` driver it only leaves the driver unlinked."""
+        with self._lock:
+            entry = self._entry(driver_id)
+            app_id = entry.app_id
+        if app_id is not None:
+            return listing.by_id.get(app_id), False
+        if not self._unlinked_app_since(since, listing):
+            return None, False
+        failure: ClusterUnreachable | None = None
+        try:
+            self._read_for_link(driver_id, worker_id, listing, entry)
+        except ClusterUnreachable as exc:
+            failure = exc
+        with self._lock:
+            app_id, name = entry.app_id, entry.name
+        if app_id is not None:
+            return listing.by_id.get(app_id), False
+        if name is not None:
+            app = listing.app(name, since)
+            with self._lock:
+                if app is not None and self._cache.owners.get(app.id, driver_id) == driver_id:
+                    self._link(driver_id, entry, app.id, "name")
+                    return app, False
+        if failure is not None and not ended:
+            raise failure
+        return None, True
+
+    def _read_for_link(
+        self, driver_id: str, worker_id: str | None, listing: _Listing, entry: _DriverLog
+    ) -> None:
+        """One attempt at reading a driver's app id from its logs (backing off after misses)."""
+        now = time.monotonic()
+        with self._lock:
+            due = now >= entry.next_read_at and entry.stderr.offset < LINK_SCAN_LIMIT
+        if not due or not self._read_log(driver_id, worker_id, listing, "stderr"):
+            return
+        with self._lock:
+            # no app id line on stderr last time either (log4j hides INFO?): drover_runtime
+            # prints its own line, which a standalone worker keeps in the driver's stdout
+            read_stdout = entry.app_id is None and entry.misses > 0
+        if read_stdout:
+            self._read_log(driver_id, worker_id, listing, "stdout")
+        with self._lock:
+            if entry.app_id is None:
+                entry.misses += 1
+                first, most = LINK_RETRY_S
+                entry.next_read_at = now + min(first * 2 ** (entry.misses - 1), most)
+
     # ----------------------------------------------------------------------- status
 
-    def status(self, submission_id: str, app_name: str | None = None) -> AppStatus:
-        if app_name:
-            # the caller recorded this pair from submit()/find(): no launch-command read needed
+    def status(
+        self, submission_id: str, app_name: str | None = None, app_id: str | None = None
+    ) -> AppStatus:
+        if app_name or app_id:
+            # recorded from submit()/find()/status(): no log read needed for what is handed in
             with self._lock:
-                self._cache.names.setdefault(submission_id, app_name)
+                entry = self._entry(submission_id)
+                if app_name and entry.name is None:
+                    entry.name = app_name
+                if app_id and entry.app_id is None:
+                    self._link(submission_id, entry, app_id, "recorded")
         listing = self._listing()
         driver = listing.drivers.get(submission_id)
         message = None
@@ -478,7 +656,7 @@ class StandaloneRestBackend:
         else:
             state, worker = driver.state, driver.worker
         status = self._driver_status(submission_id, state, worker, message, listing)
-        if state == "FAILED" and not message:
+        if state == "FAILED" and not message and status.state.is_terminal:
             status = self._with_failure_detail(status, submission_id, worker, listing)
         return status
 
@@ -551,14 +729,15 @@ class StandaloneRestBackend:
         listed = listing.drivers.get(driver_id)
         # a driver the listing does not show is younger than the listing: so is any app of it
         since = listed.starttime if listed is not None else float("inf")
-        name = self._name_of(driver_id, worker, listing) if state == "RUNNING" else None
+        app, unlinked = self._app_of(driver_id, worker, since, listing, ended=state != "RUNNING")
         if state == "RUNNING":
-            app = listing.app(name, since) if name is not None else None
-            if name is None:
-                return AppStatus(
-                    AppState.STARTING, reason="driver launched, app not identified yet"
-                )
             if app is None:
+                if unlinked:
+                    return AppStatus(
+                        AppState.STARTING,
+                        reason="driver launched, app not linked yet (no app id in the driver's "
+                        "log, no app carrying the run's tag)",
+                    )
                 return AppStatus(
                     AppState.STARTING, reason="driver launched, app not registered yet"
                 )
@@ -569,10 +748,15 @@ class StandaloneRestBackend:
             if app.state == "RUNNING":
                 return AppStatus(AppState.RUNNING, app.id)
             return AppStatus(AppState.STARTING, app.id, reason=f"app {app.state.lower()}")
-        with self._lock:
-            known = self._cache.names.get(driver_id)
-        ended = listing.app(known, since) if known is not None else None
-        app_id = ended.id if ended is not None else None
+        if app is not None and app.active:
+            # the driver is gone but the master still lists its app: not over yet (a kill is
+            # confirmed only once the application has left)
+            return AppStatus(
+                AppState.RUNNING if app.state == "RUNNING" else AppState.STARTING,
+                app.id,
+                reason=f"driver {state.lower()}, app {app.id} still registered",
+            )
+        app_id = app.id if app is not None else None
         if state == "FINISHED":
             return AppStatus(AppState.FINISHED, app_id, exit_code=0)
         if state == "FAILED":
@@ -624,23 +808,38 @@ class StandaloneRestBackend:
         return apps
 
     def find(self, app_name: str) -> Submission | None:
-        """The live driver carrying ``app_name`` (from a fresh /json/).
+        """The live driver carrying the run's tag ``app_name`` (from a fresh /json/), with its
+        linked app id when the app has registered.
 
         Raises ClusterUnreachable instead of answering None when the answer could be wrong: a
         live driver that cannot be identified yet (queued for a worker, launch command not
-        readable), or a live app of that name whose driver is not among the identified ones.
+        readable), an ended driver of that tag whose app is still registered, or a live app
+        named ``app_name`` whose driver is not among the identified ones.
         """
         listing = self._listing(max_age=0.0)
         self._identify_live_drivers(listing)
         unidentified = []
         for driver in listing.drivers.values():
-            if not driver.active or driver.state not in _ALIVE_DRIVER_STATES:
-                continue
             if driver.mainclass not in ("", PYTHON_RUNNER):
+                continue
+            if not driver.active or driver.state not in _ALIVE_DRIVER_STATES:
+                with self._lock:
+                    entry = self._cache.drivers.get(driver.id)
+                    lingering = (
+                        entry is not None
+                        and entry.name == app_name
+                        and entry.app_id is not None
+                        and (app := listing.by_id.get(entry.app_id)) is not None
+                        and app.active
+                    )
+                if lingering:
+                    raise ClusterUnreachable(
+                        f"{app_name}: driver {driver.id} ended but its app is still registered"
+                    )
                 continue
             name = self._name_of(driver.id, driver.worker, listing)
             if name == app_name:
-                app = listing.app(app_name, driver.starttime)
+                app, _ = self._app_of(driver.id, driver.worker, driver.starttime, listing)
                 return Submission(driver.id, app.id if app is not None and app.active else None)
             if name is None:
                 unidentified.append(driver.id)

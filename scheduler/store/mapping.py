@@ -36,6 +36,7 @@ def run_record(run: Run, job_name: str) -> RunRecord:
         submitted_at=run.submitted_at,
         started_at=run.started_at,
         ended_at=run.ended_at,
+        fence_checked_at=run.fence_checked_at,
     )
 
 

@@ -218,6 +218,9 @@ class Run(Base):
     submitted_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     started_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     ended_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    #: when the run's pipeline first asked the fence endpoint with its run id (None: never,
+    #: e.g. a plain PySpark pipeline without drover_runtime; see scheduler/selffencing.py)
+    fence_checked_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
 
     job: Mapped[Job] = relationship(back_populates="runs")
 

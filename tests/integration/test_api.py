@@ -338,3 +338,87 @@ def test_openapi_and_health(client: TestClient) -> None:
     assert "/v1/jobs/{name}/restart" in spec["paths"]
     assert client.get("/healthz").json()["status"] == "ok"
     assert client.get("/readyz").json()["status"] == "ready"
+
+
+def test_fence_check_in_shows_whether_the_job_fences_itself(
+    client: TestClient, store: Store
+) -> None:
+    """The first fence check a run proves (its token) to be the job's current open run is
+    recorded; the job's read-only ``self_fencing`` says true once it is, false after the grace
+    without one."""
+    from dataclasses import replace
+    from datetime import UTC, datetime, timedelta
+
+    from scheduler.backends.base import app_name_for
+    from scheduler.selffencing import CHECK_IN_GRACE_S
+    from scheduler.states import JobState, RunState
+    from scheduler.store import ledger
+
+    def running_job(name: str, started_ago: float) -> str:
+        create(client, name, desired_state="RUNNING")
+        with store.transaction() as session:
+            job = jobs_store.get_job(session, name)
+            run = ledger.create_run(
+                session,
+                job,
+                cluster="local",
+                node_id="n1",
+                owner_epoch=0,
+                checkpoint_location="/ckpt",
+                app_name_for=app_name_for,
+            )
+            version = ledger.transition_job(
+                session,
+                job,
+                JobState.SUBMITTING,
+                reason="t",
+                cause="test",
+                node_id="n1",
+                current_run_id=run.id,
+            )
+            ledger.transition_job(
+                session,
+                replace(job, state=JobState.SUBMITTING, version=version),
+                JobState.RUNNING,
+                reason="t",
+                cause="test",
+                node_id="n1",
+            )
+            started = datetime.now(UTC) - timedelta(seconds=started_ago)
+            ledger.update_run(session, run, state=RunState.RUNNING, started_at=started)
+        return run.fencing_token
+
+    def fence(name: str, token: str | None = None) -> Any:
+        headers = {"X-Drover-Fencing-Token": token} if token is not None else {}
+        answer = client.get(f"/v1/jobs/{name}/fence", headers=headers)
+        assert answer.status_code == 200, answer.text
+        return answer.json()
+
+    fencing = running_job("fences-itself", CHECK_IN_GRACE_S + 5)
+    plain = running_job("plain-pyspark", CHECK_IN_GRACE_S + 5)
+    young = running_job("just-started", 1)
+    for name in ("fences-itself", "plain-pyspark"):
+        job = client.get(f"/v1/jobs/{name}").json()
+        assert job["self_fencing"] is False  # no fence checks seen: not self-fencing
+        assert job["current_run"]["fence_checked_at"] is None
+    assert client.get("/v1/jobs/just-started").json()["self_fencing"] is None  # too early
+
+    # an operator's look, or another run's token, records nothing
+    assert fence("fences-itself")["current"] is None
+    assert fence("fences-itself", plain)["current"] is False
+    assert client.get("/v1/jobs/fences-itself").json()["self_fencing"] is False
+    # the run's own proven check is recorded, once
+    assert fence("fences-itself", fencing)["current"] is True
+    job = client.get("/v1/jobs/fences-itself").json()
+    assert job["self_fencing"] is True
+    first = job["current_run"]["fence_checked_at"]
+    assert first is not None
+    assert fence("fences-itself", fencing)["current"] is True
+    assert client.get("/v1/jobs/fences-itself").json()["current_run"]["fence_checked_at"] == first
+    fence("just-started", young)
+    assert client.get("/v1/jobs/just-started").json()["self_fencing"] is True
+    assert client.get("/v1/jobs/plain-pyspark").json()["self_fencing"] is False
+
+    schema = client.get("/openapi.json").json()["components"]["schemas"]
+    described = schema["JobPublic"]["properties"]["self_fencing"]["description"]
+    assert "no fence checks seen: not self-fencing" in described

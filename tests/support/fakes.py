@@ -633,7 +633,9 @@ class FakeBackend:
             with self._lock:
                 self.in_flight -= 1
 
-    def status(self, submission_id: str, app_name: str | None = None) -> AppStatus:
+    def status(
+        self, submission_id: str, app_name: str | None = None, app_id: str | None = None
+    ) -> AppStatus:
         with self._lock:
             self.calls.append(f"backend.status {submission_id}")
             if self.unreachable:
@@ -656,6 +658,8 @@ class FakeBackend:
 
     def list_applications(self) -> list[AppInfo]:
         with self._lock:
+            if self.unreachable:
+                raise ClusterUnreachable("the cluster does not answer")
             return [
                 AppInfo(a.submission_id, a.app_name, a.state, a.app_id) for a in self.apps.values()
             ]

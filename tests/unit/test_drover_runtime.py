@@ -302,3 +302,56 @@ def test_idle_check_stops_a_superseded_idle_stream(capsys: pytest.CaptureFixture
     assert ctx.await_termination(query, spark) == 0  # type: ignore[arg-type]
     assert query.stopped and spark.stopped
     assert "stopped while idle" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- the start check
+
+
+class _Conf(dict[str, str]):
+    """What ``SparkContext.getConf()`` offers the runtime: ``get(key, default)``."""
+
+
+@dataclass
+class _FakeContext:
+    conf: _Conf
+    applicationId: str = "app-20261123084423-0009"  # noqa: N815 - pyspark's naming
+
+    def getConf(self) -> _Conf:  # noqa: N802 - pyspark's naming
+        return self.conf
+
+
+@dataclass
+class _FakeSession:
+    sparkContext: _FakeContext  # noqa: N815 - pyspark's naming
+
+
+def _session(url: str) -> Any:
+    conf = _Conf(
+        {
+            "spark.drover.job": JOB,
+            "spark.drover.runId": "1",
+            "spark.drover.fencingToken": TOKEN,
+            "spark.drover.fenceUrls": url,
+        }
+    )
+    return _FakeSession(_FakeContext(conf))
+
+
+def test_from_spark_checks_in_at_once(stub: Stub, capsys: pytest.CaptureFixture[str]) -> None:
+    """A managed run asks its fence as soon as the context exists (Drover records that the
+    run fences itself), then before each batch."""
+    ctx = RunContext.from_spark(_session(stub.url))
+    assert [path for path, _ in stub.requests] == [f"/v1/jobs/{JOB}/fence"]
+    assert ctx.fenced_out is None
+    assert "drover-runtime: started app_id=app-20261123084423-0009" in capsys.readouterr().err
+    ctx.on_batch(0)
+    assert len(stub.requests) == 2
+
+
+def test_a_run_superseded_at_start_commits_no_batch(stub: Stub) -> None:
+    stub.answer("tok-2")
+    ctx = RunContext.from_spark(_session(stub.url), announce=False)
+    assert ctx.fenced_out is not None and "superseded before its first batch" in ctx.fenced_out
+    with pytest.raises(FencedOut):
+        ctx.on_batch(0)
+    assert len(stub.requests) == 1  # decided once, never asked again

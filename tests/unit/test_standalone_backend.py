@@ -375,8 +375,13 @@ def test_one_listing_per_tick(sim: SimCluster) -> None:
         tick = time.monotonic() - started
         assert states == [AppState.RUNNING] * 200
         assert backend.listing_fetches == 1
-        assert sim.requests - before == 1  # one /json/; names were cached at submit
+        # one /json/ (names were cached at submit) and, once per driver, the read of its log
+        # that links it to its application
+        assert sim.requests - before == 1 + 200 and backend.log_reads == 200
         assert tick < 2.0
+        before = sim.requests
+        assert [backend.status(s.submission_id).state for s in subs] == states
+        assert sim.requests == before  # linked: the next tick reads no log (listing cached)
     finally:
         backend.close()
 
@@ -397,24 +402,34 @@ def test_slow_listing_is_reused_for_a_multiple_of_its_fetch_time(sim: SimCluster
 
 
 def test_takeover_status_with_recorded_names_reads_no_launch_command(sim: SimCluster) -> None:
-    """A node taking over jobs passes each run's recorded app name: one listing, no log reads."""
+    """A node taking over jobs passes each run's recorded tag and app id: one listing, no log
+    reads."""
     first = make_backend(sim)
     subs = [first.submit(request(f"j{i}", i)) for i in range(50)]
-    first.close()
     time.sleep(APP_START + 0.1)
+    linked = [first.status(s.submission_id) for s in subs]  # what the old owner recorded
+    first.close()
     fresh = make_backend(sim, listing_ttl_s=30.0)
     try:
         before = sim.requests
-        states = [fresh.status(s.submission_id, f"drover:j{i}:{i}") for i, s in enumerate(subs)]
+        states = [
+            fresh.status(s.submission_id, f"drover:j{i}:{i}", linked[i].app_id)
+            for i, s in enumerate(subs)
+        ]
         assert [s.state for s in states] == [AppState.RUNNING] * 50
+        assert [s.app_id for s in states] == [s.app_id for s in linked]
         assert all(s.app_id for s in states)
         assert fresh.log_reads == 0
         assert sim.requests - before == 1  # the listing only
-        # without the name a fresh backend reads the driver's launch command once
+        # with the tag alone a fresh backend reads the driver's log once (the link)...
         other = make_backend(sim)
         try:
-            assert other.status(subs[0].submission_id).state is AppState.RUNNING
+            status = other.status(subs[0].submission_id, "drover:j0:0")
+            assert (status.state, status.app_id) == (AppState.RUNNING, linked[0].app_id)
             assert other.log_reads == 1
+            # ...and without it as well: one read gives the launch command and the app id
+            assert other.status(subs[1].submission_id).app_id == linked[1].app_id
+            assert other.log_reads == 2
         finally:
             other.close()
     finally:
@@ -457,3 +472,131 @@ def test_registry_builds_backends(tmp_path: Path, sim: SimCluster) -> None:
         registry.close()
     assert is_loopback_master("spark://127.0.0.1:7077") and is_loopback_master("local[2]")
     assert not is_loopback_master("k8s://https://10.0.0.1:6443")
+
+
+# --------------------------------------------------------------------------- the link
+
+
+def test_a_pipeline_that_names_itself_is_linked_by_its_own_log(sim: SimCluster) -> None:
+    """``builder.appName("rate-counter")``: the app registers under that name, the driver's log
+    still says which app is its own; status, find and list_applications all use that link."""
+    sim.configure(pipeline_app_name="rate-counter")
+    backend = make_backend(sim, listing_ttl_s=0.0)
+    try:
+        sub = backend.submit(request("counter", 5))
+        status = wait_until(
+            lambda: (s := backend.status(sub.submission_id)).state is AppState.RUNNING and s,
+            timeout=5,
+            interval=0.05,
+            what="the renamed app to run",
+        )
+        assert sim.live_apps("rate-counter") == [status.app_id]
+        assert sim.live_apps("drover:counter:5") == []  # nothing carries Drover's name
+        found = backend.find("drover:counter:5")
+        assert found is not None and (found.submission_id, found.app_id) == (
+            sub.submission_id,
+            status.app_id,
+        )
+        [app] = backend.list_applications()
+        assert (app.app_name, app.app_id, app.state) == (
+            "drover:counter:5",
+            status.app_id,
+            AppState.RUNNING,
+        )
+        backend.kill(sub.submission_id)
+        assert backend.status(sub.submission_id).state is AppState.KILLED
+    finally:
+        backend.close()
+
+
+def test_the_log_link_wins_over_an_app_that_only_carries_the_same_name(sim: SimCluster) -> None:
+    """Two drivers with one tag (e.g. run 1 of a job in two Drover databases on one cluster) whose
+    apps register after both drivers started: the name cannot tell them apart, the logs can."""
+    sim.configure(app_start_delay=0.3)
+    backend = make_backend(sim, listing_ttl_s=0.0)
+    try:
+        first = backend.submit(request("twin", 1))
+        second = backend.submit(request("twin", 1))
+        a, b = (
+            wait_until(
+                lambda sub=sub: (s := backend.status(sub.submission_id)).app_id and s,
+                timeout=5,
+                interval=0.02,
+                what="the link",
+            )
+            for sub in (first, second)
+        )
+        assert a.app_id != b.app_id
+        assert sorted(sim.live_apps(tag="drover:twin:1")) == sorted([a.app_id, b.app_id])
+        # each driver's own app, as the simulated master knows it
+        assert [sim.driver_app(x.submission_id) for x in (first, second)] == [a.app_id, b.app_id]
+    finally:
+        backend.close()
+
+
+def test_without_the_log_line_only_the_name_hint_links_and_nothing_is_guessed(
+    sim: SimCluster,
+) -> None:
+    """A cluster whose log4j config hides INFO: a pipeline that kept Drover's name is linked by
+    the name hint; one that renamed itself (and has no drover_runtime line) stays unlinked --
+    STARTING with the reason, never a wrong app -- and its log reads back off."""
+    sim.configure(log_app_id=False)
+    backend = make_backend(sim, listing_ttl_s=0.0)
+    try:
+        named = backend.submit(request("named", 1))
+        hinted = wait_until(
+            lambda: (s := backend.status(named.submission_id)).state is AppState.RUNNING and s,
+            timeout=5,
+            interval=0.05,
+            what="the name hint",
+        )
+        assert sim.live_apps("drover:named:1") == [hinted.app_id]
+
+        sim.configure(pipeline_app_name="rate-counter")
+        renamed = backend.submit(request("renamed", 2))
+        wait_until(
+            lambda: sim.live_apps("rate-counter"), timeout=5, interval=0.02, what="registration"
+        )
+        reads = backend.log_reads
+        for _ in range(20):
+            status = backend.status(renamed.submission_id)
+            assert status.state is AppState.STARTING and status.app_id is None
+            assert status.reason is not None and "not linked" in status.reason
+        assert backend.log_reads - reads <= 4  # backing off, not a read per call
+        found = backend.find("drover:renamed:2")
+        assert found is not None and (found.submission_id, found.app_id) == (
+            renamed.submission_id,
+            None,
+        )
+    finally:
+        backend.close()
+
+
+def test_a_kill_is_confirmed_only_once_the_app_has_left(sim: SimCluster) -> None:
+    sim.configure(app_linger=0.5, pipeline_app_name="rate-counter")
+    backend = make_backend(sim, listing_ttl_s=0.0)
+    try:
+        sub = backend.submit(request())
+        running = wait_until(
+            lambda: (s := backend.status(sub.submission_id)).state is AppState.RUNNING and s,
+            timeout=5,
+            interval=0.05,
+            what="the app to run",
+        )
+        backend.kill(sub.submission_id)
+        lingering = backend.status(sub.submission_id)
+        assert lingering.state.is_alive and lingering.app_id == running.app_id
+        assert lingering.reason == f"driver killed, app {running.app_id} still registered"
+        with pytest.raises(ClusterUnreachable, match="still registered"):
+            backend.find("drover:job:1")  # cannot say "none" while its app is still there
+        killed = wait_until(
+            lambda: (s := backend.status(sub.submission_id)).state.is_terminal and s,
+            timeout=5,
+            interval=0.05,
+            what="the app to leave",
+        )
+        assert (killed.state, killed.app_id) == (AppState.KILLED, running.app_id)
+        assert sim.live_apps() == []
+        assert backend.find("drover:job:1") is None
+    finally:
+        backend.close()

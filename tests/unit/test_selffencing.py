@@ -1,0 +1,78 @@
+"""scheduler/selffencing.py: whether the job's current run fences itself."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from scheduler.records import RunRecord
+from scheduler.selffencing import CHECK_IN_GRACE_S, self_fencing
+from scheduler.states import RunState
+
+NOW = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)
+
+
+def run(
+    started_ago: float | None,
+    checked: bool = False,
+    ended_ago: float | None = None,
+    state: RunState = RunState.RUNNING,
+) -> RunRecord:
+    def ago(seconds: float | None) -> datetime | None:
+        return None if seconds is None else NOW - timedelta(seconds=seconds)
+
+    return RunRecord(
+        id=1,
+        job_name="j",
+        attempt=1,
+        generation=0,
+        cluster="c",
+        node_id="n",
+        owner_epoch=0,
+        fencing_token="t",
+        app_name="drover:j:1",
+        checkpoint_location="",
+        submission_id="s",
+        app_id=None,
+        state=state,
+        reason="",
+        exit_code=None,
+        created_at=NOW - timedelta(hours=1),
+        submitted_at=None,
+        started_at=ago(started_ago),
+        ended_at=ago(ended_ago),
+        fence_checked_at=NOW if checked else None,
+    )
+
+
+def test_table() -> None:
+    grace = CHECK_IN_GRACE_S
+    assert self_fencing(None, NOW) is None
+    assert self_fencing(run(None), NOW) is None  # not started
+    assert self_fencing(run(None, checked=True), NOW) is True  # checked in before RUNNING
+    assert self_fencing(run(grace - 1), NOW) is None  # too early to tell
+    assert self_fencing(run(grace), NOW) is False
+    assert self_fencing(run(grace * 10, checked=True), NOW) is True
+    # a closed run is judged on how long it ran
+    assert self_fencing(run(grace + 5, ended_ago=10, state=RunState.KILLED), NOW) is None
+    assert self_fencing(run(grace * 3, ended_ago=grace, state=RunState.KILLED), NOW) is False
+
+
+@given(
+    st.one_of(st.none(), st.integers(min_value=0, max_value=10_000)),
+    st.booleans(),
+    st.integers(min_value=0, max_value=1_000),
+)
+def test_a_check_in_is_always_self_fencing_and_false_needs_the_grace(
+    started_ago: int | None, checked: bool, grace: int
+) -> None:
+    verdict = self_fencing(run(started_ago, checked), NOW, grace)
+    if checked:
+        assert verdict is True
+    elif verdict is False:
+        assert started_ago is not None and started_ago >= grace
+    else:
+        assert verdict is None
+        assert started_ago is None or started_ago < grace
