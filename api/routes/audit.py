@@ -59,7 +59,7 @@ def list_audit(
 ) -> AuditPage:
     before_id = None
     if cursor is not None:
-        if not cursor.isdigit() or int(cursor) > 2**62:
+        if not (cursor.isascii() and cursor.isdigit()) or int(cursor) > 2**62:
             raise InvalidInput("cursor: pass the next_cursor of the previous page")
         before_id = int(cursor)
     for name, value in (("since", since), ("until", until)):

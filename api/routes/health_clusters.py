@@ -15,7 +15,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from sqlalchemy.orm import Session
 
-from api.deps import ActorDep, ContextDep, StoreDep
+from api.deps import ActorDep, ContextDep, NamePath, StoreDep
 from api.schemas import (
     AssessmentPublic,
     ClearAbnormal,
@@ -38,7 +38,7 @@ HistoryLimit = Annotated[int, Query(ge=1, le=500)]
 
 @router.get("/{name}/health", response_model=ClusterHealthPublic)
 def get_health(
-    name: str, ctx: ContextDep, store: StoreDep, history: HistoryLimit = 20
+    name: NamePath, ctx: ContextDep, store: StoreDep, history: HistoryLimit = 20
 ) -> ClusterHealthPublic:
     """The stored state and its reason, what the votes say now, each node's latest vote and the
     latest transitions with their evidence."""
@@ -86,7 +86,7 @@ def get_health(
 
 @router.post("/{name}/mark-abnormal", response_model=HealthEventPublic)
 def mark_abnormal(
-    name: str, body: MarkAbnormal, ctx: ContextDep, store: StoreDep, actor: ActorDep
+    name: NamePath, body: MarkAbnormal, ctx: ContextDep, store: StoreDep, actor: ActorDep
 ) -> HealthEventPublic:
     """Mark the cluster MANUAL_ABNORMAL: nothing is started there until an operator clears it."""
     name = validate_cluster_name(name)
@@ -101,7 +101,7 @@ def mark_abnormal(
 
 @router.post("/{name}/clear", response_model=HealthEventPublic)
 def clear(
-    name: str,
+    name: NamePath,
     ctx: ContextDep,
     store: StoreDep,
     actor: ActorDep,

@@ -13,6 +13,7 @@ from fastapi import APIRouter, Response, status
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.deps import ActorDep, ContextDep, PrincipalDep, StoreDep
+from api.schemas import TEXT_SCHEMA, CleanText
 from scheduler.errors import InvalidInput
 from scheduler.identity import ALL_TEAMS, Role, Scope
 from scheduler.names import validate_name
@@ -34,8 +35,12 @@ class WhoAmI(BaseModel):
 class TeamCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: Annotated[str, Field(min_length=1, max_length=128)]
-    description: Annotated[str, Field(max_length=512)] = ""
+    name: Annotated[
+        str, Field(min_length=1, max_length=128, json_schema_extra=TEXT_SCHEMA), CleanText
+    ]
+    description: Annotated[str, Field(max_length=512, json_schema_extra=TEXT_SCHEMA), CleanText] = (
+        ""
+    )
 
 
 class TeamPublic(BaseModel):
@@ -63,11 +68,18 @@ class TokenCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     #: whose token (default: the caller's own identity)
-    identity: Annotated[str | None, Field(min_length=1, max_length=128)] = None
+    identity: (
+        Annotated[
+            str, Field(min_length=1, max_length=128, json_schema_extra=TEXT_SCHEMA), CleanText
+        ]
+        | None
+    ) = None
     scopes: list[Scope] = Field(default_factory=lambda: [Scope.READ, Scope.WRITE], max_length=2)
     #: lifetime; null = no expiry
     expires_in_seconds: Annotated[int | None, Field(ge=60, le=10 * 365 * 86400)] = 90 * 86400
-    description: Annotated[str, Field(max_length=256)] = ""
+    description: Annotated[str, Field(max_length=256, json_schema_extra=TEXT_SCHEMA), CleanText] = (
+        ""
+    )
 
 
 class TokenPublic(BaseModel):
