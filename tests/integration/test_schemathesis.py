@@ -1,7 +1,8 @@
 """Schemathesis over the whole published OpenAPI, in process, on a real store (issue 7 acc. 3).
 
-The node's FastAPI app runs in this process (no network; no actors, so nothing reaches Spark: the
-API only writes to the store) on a store holding clusters, groups, jobs, runs and events. Every
+The node's FastAPI app runs in this process, called by a platform admin (no network; no actors,
+so nothing reaches Spark: the API only writes to the store) on a store holding clusters, groups,
+jobs, runs and events. Every
 phase the installed schemathesis has runs (examples, coverage, fuzzing, stateful), at least
 ``MIN_REQUESTS`` requests in all, and the run must show:
 
@@ -10,13 +11,15 @@ phase the installed schemathesis has runs (examples, coverage, fuzzing, stateful
   gone after deletion);
 - every 4xx/5xx answer an RFC 9457 problem document (``application/problem+json`` with ``type``,
   ``title`` and the response's ``status``) that carries no SQL;
-- every request answered with 4xx left the store exactly as it was (row counts and the
-  versioned fields of every job, cluster and group, read before and after that request).
+- every request answered with 4xx left the store exactly as it was (row counts of every table a
+  request can write, and the versioned fields of every job, cluster, group, run and token, read
+  before and after that request).
 
-Left out: the ``positive_data_acceptance`` check, which expects every schema-valid request to
-succeed. Some rules are not expressible in the schema and the API refuses them with 412/422: a
-cluster's URLs per kind, a group naming an existing cluster, a storage root no other cluster uses,
-``If-Match`` naming an older version.
+Left out: revoking tokens and changing team members (they can take the admin's own credential
+away; ``test_schemathesis_auth.py`` runs them), and the ``positive_data_acceptance`` check,
+which expects every schema-valid request to succeed. Some rules are not expressible in the
+schema and the API refuses them with 412/422: a cluster's URLs per kind, a group naming an
+existing cluster, a storage root no other cluster uses, ``If-Match`` naming an older version.
 
 The run prints its figures (requests, statuses, phases, seconds); ``-s`` shows them.
 """
@@ -42,8 +45,11 @@ from scheduler.catalog import ClusterSpec
 from scheduler.config import Settings
 from scheduler.records import JobSpec
 from scheduler.states import DesiredState, JobState, Priority, RunState
-from scheduler.store import repo
+from scheduler.store import catalog as catalog_store
+from scheduler.store import jobs as jobs_store
+from scheduler.store import ledger
 from scheduler.store.db import Store
+from tests.support.auth import admin_token, auth_headers
 
 pytestmark = pytest.mark.integration
 
@@ -59,7 +65,7 @@ def seed(store: Store) -> None:
     with store.transaction() as s:
         for name, port in (("spark-a", 7177), ("spark-b", 7178)):
             # unroutable ports: no actor runs here, and nothing would answer if one did
-            repo.create_cluster(
+            catalog_store.create_cluster(
                 s,
                 name,
                 ClusterSpec(
@@ -71,14 +77,14 @@ def seed(store: Store) -> None:
                     az=f"az-{name[-1]}",
                 ),
             )
-        repo.create_group(s, "ads", primary_cluster="spark-a", failover_cluster="spark-b")
-        repo.create_group(s, "empty", primary_cluster="spark-b")
+        catalog_store.create_group(s, "ads", primary_cluster="spark-a", failover_cluster="spark-b")
+        catalog_store.create_group(s, "empty", primary_cluster="spark-b")
         for name, group, desired in [
             ("orders-enrich", "default", DesiredState.STOPPED),
             ("clicks-rollup", "ads", DesiredState.RUNNING),
             ("café-订单", "ads", DesiredState.STOPPED),
         ]:
-            repo.create_job(
+            jobs_store.create_job(
                 s,
                 JobSpec(
                     name=name,
@@ -94,8 +100,8 @@ def seed(store: Store) -> None:
                 node_id="seed",
             )
     with store.transaction() as s:
-        job = repo.get_job(s, "clicks-rollup")
-        run = repo.create_run(
+        job = jobs_store.get_job(s, "clicks-rollup")
+        run = ledger.create_run(
             s,
             job,
             cluster="spark-a",
@@ -104,7 +110,7 @@ def seed(store: Store) -> None:
             checkpoint_location="file:///var/drover-test/spark-a/clicks-rollup/checkpoint",
             app_name_for=app_name_for,
         )
-        repo.transition_job(
+        ledger.transition_job(
             s,
             job,
             JobState.SUBMITTING,
@@ -114,23 +120,27 @@ def seed(store: Store) -> None:
             current_run_id=run.id,
             cluster_name="spark-a",
         )
-        repo.update_run(s, run, state=RunState.STARTING, submission_id="driver-seed-0001")
+        ledger.update_run(s, run, state=RunState.STARTING, submission_id="driver-seed-0001")
 
 
 #: one round trip per table: row counts, and the fields every write to a row moves
 _SNAPSHOT = {
     "counts": "SELECT (SELECT COUNT(*) FROM clusters), (SELECT COUNT(*) FROM scheduling_groups),"
     " (SELECT COUNT(*) FROM jobs), (SELECT COUNT(*) FROM runs),"
-    " (SELECT COUNT(*) FROM job_events), (SELECT COUNT(*) FROM audit_log)",
+    " (SELECT COUNT(*) FROM job_events), (SELECT COUNT(*) FROM audit_log),"
+    " (SELECT COUNT(*) FROM cluster_health_events), (SELECT COUNT(*) FROM teams),"
+    " (SELECT COUNT(*) FROM identities), (SELECT COUNT(*) FROM role_bindings),"
+    " (SELECT COUNT(*) FROM api_tokens)",
     "jobs": "SELECT name, version, spec_version, desired_state, state, updated_at FROM jobs",
-    "clusters": "SELECT name, version, updated_at FROM clusters",
+    "clusters": "SELECT name, version, health, updated_at FROM clusters",
     "groups": "SELECT name, version, updated_at FROM scheduling_groups",
     "runs": "SELECT id, state FROM runs",
+    "tokens": "SELECT id, revoked_at FROM api_tokens",
 }
 
 
 def snapshot(store: Store) -> dict[str, Any]:
-    """What a rejected request must leave as it was (``repo.table_counts`` and more, read in
+    """What a rejected request must leave as it was (``inspection.table_counts`` and more, read in
     one connection: the test takes one after every request)."""
     with store.engine.connect() as conn:
         return {key: sorted(conn.execute(sa.text(sql)).all()) for key, sql in _SNAPSHOT.items()}
@@ -208,15 +218,24 @@ class Witness:
 
 def run_schemathesis(store: Store, settings: Settings) -> Tally:
     tally = Tally()
-    app = Witness(create_app(NodeContext(settings, store)), store, tally)
+    # schemathesis' in-process client calls itself "testserver"
+    node = settings.model_copy(update={"trusted_hosts": "testserver,127.0.0.1,localhost"})
+    app = Witness(create_app(NodeContext(node, store)), store, tally)
     config = schemathesis.Config.from_dict(
         {
             "seed": SEED,
+            # a platform admin: who may do what is test_schemathesis_auth.py's business
+            "headers": auth_headers(admin_token(store)),
             "generation": {"max-examples": MAX_EXAMPLES, "database": "none"},
             "checks": {"positive_data_acceptance": {"enabled": False}},
         }
     )
     schema = schemathesis.openapi.from_asgi("/openapi.json", app, config=config)
+    # the calls that can take the caller's own credential away (revoke its token, unbind it):
+    # every later request would be a 401; test_schemathesis_auth.py runs them
+    schema = schema.exclude(method="DELETE", path="/v1/tokens/{token_id}").exclude(
+        path="/v1/teams/{team}/members/{identity}"
+    )
     phase = "?"
     for event in from_schema(schema).execute():
         if isinstance(event, events.PhaseStarted):
