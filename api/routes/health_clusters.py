@@ -16,6 +16,7 @@ from fastapi import APIRouter, Query
 from sqlalchemy.orm import Session
 
 from api.deps import ActorDep, ContextDep, NamePath, StoreDep
+from api.problems import problem_responses
 from api.schemas import (
     AssessmentPublic,
     ClearAbnormal,
@@ -36,7 +37,7 @@ router = APIRouter(prefix="/v1/clusters", tags=["cluster health"])
 HistoryLimit = Annotated[int, Query(ge=1, le=500)]
 
 
-@router.get("/{name}/health", response_model=ClusterHealthPublic)
+@router.get("/{name}/health", response_model=ClusterHealthPublic, responses=problem_responses(404))
 def get_health(
     name: NamePath, ctx: ContextDep, store: StoreDep, history: HistoryLimit = 20
 ) -> ClusterHealthPublic:
@@ -84,7 +85,11 @@ def get_health(
     )
 
 
-@router.post("/{name}/mark-abnormal", response_model=HealthEventPublic)
+@router.post(
+    "/{name}/mark-abnormal",
+    response_model=HealthEventPublic,
+    responses=problem_responses(404, 409, 415),
+)
 def mark_abnormal(
     name: NamePath, body: MarkAbnormal, ctx: ContextDep, store: StoreDep, actor: ActorDep
 ) -> HealthEventPublic:
@@ -99,7 +104,9 @@ def mark_abnormal(
     return HealthEventPublic.of(event)
 
 
-@router.post("/{name}/clear", response_model=HealthEventPublic)
+@router.post(
+    "/{name}/clear", response_model=HealthEventPublic, responses=problem_responses(404, 409, 415)
+)
 def clear(
     name: NamePath,
     ctx: ContextDep,

@@ -13,6 +13,7 @@ from fastapi import APIRouter, Response, status
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.deps import ActorDep, ContextDep, PrincipalDep, StoreDep
+from api.problems import problem_responses
 from api.schemas import TEXT_SCHEMA, CleanText
 from scheduler.errors import InvalidInput
 from scheduler.identity import ALL_TEAMS, Role, Scope
@@ -124,7 +125,12 @@ def _team(record: identities.TeamRecord) -> TeamPublic:
     )
 
 
-@router.post("/v1/teams", status_code=status.HTTP_201_CREATED, response_model=TeamPublic)
+@router.post(
+    "/v1/teams",
+    status_code=status.HTTP_201_CREATED,
+    response_model=TeamPublic,
+    responses=problem_responses(409, 415),
+)
 def create_team(body: TeamCreate, ctx: ContextDep, store: StoreDep, actor: ActorDep) -> TeamPublic:
     if body.name == ALL_TEAMS:
         raise InvalidInput("'*' means every team; it is not a team name")
@@ -150,7 +156,7 @@ def list_teams(store: StoreDep, principal: PrincipalDep) -> TeamList:
     return TeamList(data=[_team(t) for t in teams], count=len(teams))
 
 
-@router.get("/v1/teams/{team}", response_model=TeamPublic)
+@router.get("/v1/teams/{team}", response_model=TeamPublic, responses=problem_responses(404))
 def get_team(team: str, store: StoreDep) -> TeamPublic:
     with store.session() as session:
         return _team(identities.get_team(session, validate_name(team, "team name")))
@@ -162,7 +168,11 @@ def _member_target(team: str, identity: str) -> tuple[str, str]:
     return team, validate_name(identity, "identity name")
 
 
-@router.put("/v1/teams/{team}/members/{identity}", response_model=TeamPublic)
+@router.put(
+    "/v1/teams/{team}/members/{identity}",
+    response_model=TeamPublic,
+    responses=problem_responses(404, 409, 415),
+)
 def put_member(
     team: str, identity: str, body: MemberPut, ctx: ContextDep, store: StoreDep, actor: ActorDep
 ) -> TeamPublic:
@@ -191,7 +201,11 @@ def put_member(
     return _team(record)
 
 
-@router.delete("/v1/teams/{team}/members/{identity}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete(
+    "/v1/teams/{team}/members/{identity}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses=problem_responses(404, 409),
+)
 def delete_member(
     team: str, identity: str, ctx: ContextDep, store: StoreDep, actor: ActorDep
 ) -> Response:
@@ -216,7 +230,12 @@ def _token(record: identities.TokenRecord) -> dict[str, Any]:
     return record.as_dict()
 
 
-@router.post("/v1/tokens", status_code=status.HTTP_201_CREATED, response_model=TokenCreated)
+@router.post(
+    "/v1/tokens",
+    status_code=status.HTTP_201_CREATED,
+    response_model=TokenCreated,
+    responses=problem_responses(404, 409, 415),
+)
 def create_token(
     body: TokenCreate,
     ctx: ContextDep,
@@ -269,7 +288,9 @@ def list_tokens(store: StoreDep, principal: PrincipalDep) -> TokenList:
     return TokenList(data=[TokenPublic(**_token(t)) for t in tokens], count=len(tokens))
 
 
-@router.delete("/v1/tokens/{token_id}", response_model=TokenPublic)
+@router.delete(
+    "/v1/tokens/{token_id}", response_model=TokenPublic, responses=problem_responses(404, 409)
+)
 def revoke_token(
     token_id: Annotated[int, Field(ge=1, le=2**31 - 1)],
     ctx: ContextDep,
