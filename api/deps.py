@@ -1,19 +1,29 @@
-"""What route handlers depend on: the node context, the store, the caller, versions."""
+"""What route handlers depend on: the node context, the store, the caller, versions, paging, and
+the request checks every route gets (``check_request``)."""
 
 from __future__ import annotations
 
+import email.message
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-from fastapi import Depends, Header, Request
+from fastapi import Depends, Header, Path, Query, Request
+from fastapi.routing import APIRoute
 
 from api.security.rules import principal_of
 from scheduler.config import Settings
-from scheduler.errors import InvalidInput
+from scheduler.errors import InvalidInput, MalformedRequest, UnsupportedMediaType
 from scheduler.identity import Principal
 from scheduler.membership import MembershipSnapshot, Mode, NodeCard, unavailable
+from scheduler.names import MAX_NAME_LENGTH, NAME_PATTERN
 from scheduler.store.db import Store
+
+#: the largest page a list returns
+MAX_LIMIT = 1000
+#: the largest offset a list accepts (well inside every database's 64-bit OFFSET)
+MAX_OFFSET = 1_000_000_000
 
 
 def _no_nudge(group: str, job: str | None = None) -> None:
@@ -67,15 +77,86 @@ def get_actor(principal: Annotated[Principal, Depends(get_principal)]) -> str:
     return principal.subject
 
 
+#: ``*``, or one version as an entity tag (``"3"``, weak ``W/"3"``) or a bare number (``3``)
+IF_MATCH_PATTERN = r'^\s*(?:\*|(?:W/)?"([0-9]{1,10})"|([0-9]{1,10}))\s*$'
+_IF_MATCH = re.compile(IF_MATCH_PATTERN)
+
+
 def get_expected_version(
-    if_match: Annotated[str | None, Header(description='job version, e.g. "3"')] = None,
+    if_match: Annotated[
+        str | None,
+        Header(
+            description='the ETag last read, e.g. `"3"`: the write is refused with 412 unless the '
+            "resource is still at that version (a job's `spec_version`; a cluster's or group's "
+            "`version`). `*` or no header: no check.",
+            examples=['"3"'],
+            json_schema_extra={"pattern": IF_MATCH_PATTERN},
+        ),
+    ] = None,
 ) -> int | None:
-    if if_match is None or if_match.strip() == "*":
+    if if_match is None:
         return None
-    raw = if_match.strip().removeprefix("W/").strip('"')
-    if not raw.isdigit():
-        raise InvalidInput(f'If-Match must be a job version such as "3", not {if_match!r}')
-    return int(raw)
+    match = _IF_MATCH.fullmatch(if_match)
+    if match is None:
+        raise InvalidInput(f'If-Match must be a version such as "3" (or *), not {if_match!r}')
+    version = match.group(1) or match.group(2)
+    return None if version is None else int(version)
+
+
+# -- checks every route gets (installed on the app in ``api.app``) ------------------------------
+
+
+def _declared_query(route: APIRoute) -> frozenset[str]:
+    """The query parameters ``route`` takes, its dependencies' included (a walk over a handful of
+    dependants: cheaper than caching it)."""
+    names: set[str] = set()
+    pending = [route.dependant]
+    while pending:
+        dependant = pending.pop()
+        names.update(param.alias for param in dependant.query_params)
+        pending.extend(dependant.dependencies)
+    return frozenset(names)
+
+
+def _is_json(content_type: str) -> bool:
+    message = email.message.Message()
+    message["content-type"] = content_type
+    subtype = message.get_content_subtype()
+    return message.get_content_maintype() == "application" and (
+        subtype == "json" or subtype.endswith("+json")
+    )
+
+
+async def check_request(request: Request) -> None:
+    """Refuse what a route would otherwise silently ignore or misread.
+
+    - a query parameter the route does not declare → 400 (a typo'd filter such as ``?stat=FAILED``
+      must not return every job);
+    - a request body that is not JSON (``Content-Type`` other than ``application/json`` or
+      ``application/*+json``) on a route that takes one → 415.
+
+    Malformed JSON is a 400 too, raised by the body parser before this runs (``api.problems``).
+    """
+    route = request.scope.get("route")
+    if not isinstance(route, APIRoute):
+        return
+    declared = _declared_query(route)
+    unknown = sorted(set(request.query_params) - declared)
+    if unknown:
+        takes = ", ".join(sorted(declared)) or "none"
+        raise MalformedRequest(
+            f"unknown query parameter(s): {', '.join(repr(u) for u in unknown)} "
+            f"(this route takes: {takes})"
+        )
+    if route.body_field is not None and request.method in ("POST", "PUT", "PATCH"):
+        content_type = request.headers.get("content-type")
+        if content_type is None:
+            if await request.body():
+                raise UnsupportedMediaType("a request body needs Content-Type: application/json")
+        elif not _is_json(content_type):
+            raise UnsupportedMediaType(
+                f"request bodies are JSON (application/json), not {content_type!r}"
+            )
 
 
 ContextDep = Annotated[NodeContext, Depends(get_context)]
@@ -83,3 +164,21 @@ StoreDep = Annotated[Store, Depends(get_store)]
 ActorDep = Annotated[str, Depends(get_actor)]
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
 ExpectedVersionDep = Annotated[int | None, Depends(get_expected_version)]
+#: the ``{name}`` of a job, cluster or group in a path (the route checks it: ``validate_name``)
+NamePath = Annotated[
+    str,
+    Path(
+        min_length=1,
+        max_length=MAX_NAME_LENGTH,
+        description="letters and digits of any script and -_. (1 to 128 characters, not . or ..)",
+        json_schema_extra={"pattern": NAME_PATTERN},
+    ),
+]
+LimitQuery = Annotated[
+    int,
+    Query(ge=1, le=MAX_LIMIT, description=f"most items in the page (1 to {MAX_LIMIT})"),
+]
+OffsetQuery = Annotated[
+    int,
+    Query(ge=0, le=MAX_OFFSET, description=f"items to skip before the page (0 to {MAX_OFFSET})"),
+]

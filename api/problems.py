@@ -1,16 +1,38 @@
-"""RFC 9457 problem documents: every error the API returns, mapped in one place."""
+"""RFC 9457 problem documents: every error the API returns, mapped in one place.
+
+Every error response is ``application/problem+json`` with ``type``, ``title``, ``status``,
+``detail`` and ``instance``. What maps to what:
+
+- ``scheduler.errors`` (the one exception tree): by class, most specific first (``_STATUS``);
+- request validation: 422 ``invalid-input`` with an ``errors`` list; a body that is not valid
+  JSON (or not UTF-8): 400 ``malformed-request``;
+- routing: 404 ``not-found``; 405 ``method-not-allowed`` with an ``Allow`` header naming every
+  method the path takes (Starlette names only the methods of the first route it tried);
+- the metadata store: ``StoreUnavailable`` (unreachable, timed out, not migrated) 503, any other
+  ``StoreError`` or a SQLAlchemy error that escaped the store package 500, always with a generic
+  detail: SQL text and parameters go to the server log only, under the ``incident`` id the
+  document carries; ``SchemaOutOfDate`` 503 with its message (revisions, no SQL);
+- anything else: 500 ``internal-error``, logged with its traceback under an ``incident`` id.
+"""
 
 from __future__ import annotations
 
+import logging
+import secrets
 from http import HTTPStatus
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from scheduler import errors
+
+log = logging.getLogger(__name__)
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 
@@ -20,29 +42,48 @@ _STATUS: list[tuple[type[errors.DroverError], int]] = [
     (errors.Unauthenticated, 401),
     (errors.Forbidden, 403),
     (errors.PermissionCenterUnavailable, 503),
+    (errors.MalformedRequest, 400),
+    (errors.UnsupportedMediaType, 415),
     (errors.InvalidInput, 422),
     (errors.NotFound, 404),
     (errors.Conflict, 409),
-    (errors.StoreError, 503),
+    (errors.SchemaOutOfDate, 503),
+    (errors.StoreUnavailable, 503),
+    (errors.StoreError, 500),
     (errors.CoordinationUnavailable, 503),
     (errors.ClusterError, 502),
 ]
 
 
+class Problem(BaseModel):
+    """An RFC 9457 problem document: the body of every error response."""
+
+    type: str = Field(
+        description="`urn:drover:problem:<kind>`; the kind names the error for programs",
+        examples=["urn:drover:problem:precondition-failed"],
+    )
+    title: str = Field(description="the HTTP status phrase", examples=["Precondition Failed"])
+    status: int = Field(description="the HTTP status code", examples=[412])
+    detail: str = Field(
+        description="what went wrong, for people",
+        examples=["job 'orders-enrich' is at spec version 4, not 3"],
+    )
+    instance: str = Field(description="the request path", examples=["/v1/jobs/orders-enrich"])
+    errors: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="422 only: each invalid value's `location`, `message` and `type`",
+    )
+    incident: str | None = Field(
+        default=None, description="500 and 503: the id under which the server logged the error"
+    )
+
+
 _MEMBERS = frozenset({"type", "title", "status", "detail", "instance"})
 
-
-#: the OpenAPI description of a problem document (RFC 9457)
+#: the OpenAPI description of a problem document (RFC 9457); extension members may follow
 PROBLEM_SCHEMA: dict[str, Any] = {
-    "type": "object",
+    **Problem.model_json_schema(),
     "required": ["type", "title", "status"],
-    "properties": {
-        "type": {"type": "string"},
-        "title": {"type": "string"},
-        "status": {"type": "integer"},
-        "detail": {"type": "string"},
-        "instance": {"type": "string"},
-    },
     "additionalProperties": True,
 }
 
@@ -55,14 +96,32 @@ def problem_response(description: str) -> dict[str, Any]:
     }
 
 
-#: the answers every route may give whatever it does (the security edge's)
-COMMON_RESPONSES: dict[int | str, dict[str, Any]] = {
-    400: problem_response("untrusted Host header"),
-    401: problem_response("no credential, or one that does not verify"),
-    403: problem_response("the credential may not do this"),
-    415: problem_response("a mutation without a JSON body or an X-Drover-Client header"),
-    503: problem_response("the store or the permission center is unavailable"),
+#: what each documented error status means, in the OpenAPI document
+_MEANING = {
+    400: "Malformed request: an untrusted Host header, a body that is not JSON, or a query "
+    "parameter the route does not take",
+    401: "No credential, or one that does not verify",
+    403: "The credential may not do this",
+    404: "No such resource",
+    405: "Method not allowed (the Allow header names the methods the path takes)",
+    409: "The request clashes with the current state",
+    412: "If-Match names a version that is not the current one",
+    415: "A mutation without a JSON body or an X-Drover-Client header, or a body in another "
+    "media type than JSON",
+    422: "An invalid value (the `errors` member says which)",
+    500: "An unexpected error (logged under the `incident` id)",
+    503: "The store or the permission center is unavailable; try again later",
 }
+
+
+def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI ``responses`` entries of these error statuses: problem documents."""
+    return {status: problem_response(_MEANING[status]) for status in statuses}
+
+
+#: the answers every route may give whatever it does: the security edge's (400 Host, 401, 403,
+#: 415), an undeclared query parameter (400), an invalid value (422), a store failure (500/503)
+COMMON_RESPONSES = problem_responses(400, 401, 403, 415, 422, 500, 503)
 
 
 def status_for(exc: errors.DroverError) -> int:
@@ -84,13 +143,47 @@ def problem(status: int, kind: str, detail: str, instance: str, **extra: Any) ->
     return JSONResponse(body, status_code=status, media_type=PROBLEM_MEDIA_TYPE)
 
 
+def store_problem(exc: BaseException, instance: str) -> JSONResponse:
+    """A store failure as a problem with a generic detail; the real error is logged only.
+
+    ``exc`` is a ``StoreError`` (chained to the driver's error) or a SQLAlchemy error. Messages of
+    driver errors carry the SQL statement and its parameters (job arguments, Spark conf): never
+    the client's business, and possibly secrets.
+    """
+    if isinstance(exc, errors.SchemaOutOfDate):  # says which revision, nothing else
+        return problem(503, exc.kind, exc.message, instance)
+    incident = secrets.token_hex(8)
+    log.error("store error on %s (incident %s): %s", instance, incident, exc, exc_info=exc)
+    if isinstance(exc, errors.StoreUnavailable):
+        return problem(
+            503,
+            exc.kind,
+            "the metadata store is unavailable; try again later",
+            instance,
+            incident=incident,
+        )
+    return problem(
+        500,
+        errors.StoreError.kind,
+        "the metadata store could not complete the request",
+        instance,
+        incident=incident,
+    )
+
+
 async def _drover_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, errors.DroverError)
+    if isinstance(exc, errors.StoreError):
+        return store_problem(exc, request.url.path)
     extra = {k: v for k, v in getattr(exc, "extra", {}).items() if k not in _MEMBERS}
     response = problem(status_for(exc), exc.kind, exc.message, request.url.path, **extra)
     if isinstance(exc, errors.Unauthenticated):
         response.headers["WWW-Authenticate"] = 'Bearer realm="drover"'
     return response
+
+
+async def _sqlalchemy_error(request: Request, exc: Exception) -> JSONResponse:
+    return store_problem(exc, request.url.path)
 
 
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
@@ -103,15 +196,62 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
         }
         for err in exc.errors()
     ]
+    if any(e["type"] == "json_invalid" for e in found):
+        return problem(
+            400,
+            errors.MalformedRequest.kind,
+            "the request body is not valid JSON",
+            request.url.path,
+        )
     detail = "; ".join(f"{'.'.join(e['location'])}: {e['message']}" for e in found)
     return problem(
         422, "invalid-input", detail or "invalid request", request.url.path, errors=found
     )
 
 
+#: the methods a 405's ``Allow`` may name (the API has no PUT, HEAD or OPTIONS handlers of its own)
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route of the app takes on the request's path.
+
+    Asks every top-level route (included routers match through their own routes) whether a
+    request of each method on this path would match it fully; Starlette's own ``Allow`` names
+    only the methods of the first route whose path matched.
+    """
+    allowed = []
+    for method in _METHODS:
+        probe = {
+            "type": "http",
+            "path": request.scope["path"],
+            "root_path": request.scope.get("root_path", ""),
+            "method": method,
+            "headers": [],
+            "query_string": b"",
+        }
+        if any(route.matches(dict(probe))[0] == Match.FULL for route in request.app.router.routes):
+            allowed.append(method)
+    return allowed
+
+
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
-    kind = {404: "not-found", 405: "method-not-allowed"}.get(exc.status_code, "http-error")
+    if exc.status_code == 400:  # the body parser: not UTF-8, or not decodable
+        return problem(
+            400, errors.MalformedRequest.kind, "the request body cannot be read", request.url.path
+        )
+    if exc.status_code == 405:
+        allowed = allowed_methods(request)
+        response = problem(
+            405,
+            "method-not-allowed",
+            f"{request.method} is not allowed here; allowed: {', '.join(allowed) or 'none'}",
+            request.url.path,
+        )
+        response.headers["Allow"] = ", ".join(allowed)
+        return response
+    kind = {404: "not-found"}.get(exc.status_code, "http-error")
     response = problem(exc.status_code, kind, str(exc.detail), request.url.path)
     if exc.headers:
         response.headers.update(exc.headers)
@@ -119,13 +259,20 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    incident = secrets.token_hex(8)
+    log.error("unexpected error on %s (incident %s)", request.url.path, incident, exc_info=exc)
     return problem(
-        500, "internal-error", f"unexpected error: {type(exc).__name__}", request.url.path
+        500,
+        "internal-error",
+        f"unexpected error: {type(exc).__name__}",
+        request.url.path,
+        incident=incident,
     )
 
 
 def install(app: FastAPI) -> None:
     app.add_exception_handler(errors.DroverError, _drover_error)
+    app.add_exception_handler(sa_exc.SQLAlchemyError, _sqlalchemy_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)

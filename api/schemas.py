@@ -2,18 +2,38 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Generic, TypeVar
-from urllib.parse import urlparse
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt
 
 from scheduler.catalog import MAX_LIMIT
 from scheduler.health import ClusterHealth, HealthEvent
-from scheduler.names import name_problem
+from scheduler.names import MAX_NAME_LENGTH, NAME_PATTERN, name_problem
 from scheduler.records import ClusterRecord, EventRecord, GroupRecord, JobRecord, RunRecord
 from scheduler.selffencing import CHECK_IN_GRACE_S, self_fencing
 from scheduler.states import ClusterKind, DesiredState, JobState, Priority, RunState
+from scheduler.text import text_problem
+
+
+def _clean_text(value: str) -> str:
+    problem = text_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+NAME_DESCRIPTION = (
+    "letters and digits of any script and -_. (1 to 128 characters, not . or ..); the pattern "
+    "is in Python's Unicode regular expression syntax"
+)
+
+#: free text: no control characters, no lone surrogates (``scheduler.text`` says why); the
+#: published pattern says the first (JSON Schema cannot say the second)
+CleanText = AfterValidator(_clean_text)
+TEXT_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]*$"
+TEXT_SCHEMA: dict[str, Any] = {"pattern": TEXT_PATTERN}
 
 
 def _valid_name(value: str) -> str:
@@ -23,28 +43,66 @@ def _valid_name(value: str) -> str:
     return value
 
 
+#: a path ending in ``.py`` (no URL scheme), or a ``file:`` URL whose path ends in ``.py`` (no
+#: query or fragment); no control characters. The rule itself, published in the OpenAPI document.
+ENTRYPOINT_PATTERN = (
+    r"^(?:[Ff][Ii][Ll][Ee]:[^?#\x00-\x1f\x7f-\x9f]*"
+    r"|(?![A-Za-z][A-Za-z0-9+.-]*:)[^\x00-\x1f\x7f-\x9f]*)\.py$"
+)
+_ENTRYPOINT = re.compile(ENTRYPOINT_PATTERN)
+_URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
 def _valid_entrypoint(value: str) -> str:
-    parsed = urlparse(value)
-    if parsed.scheme not in ("", "file"):
+    if _ENTRYPOINT.fullmatch(value) is not None:
+        return value
+    scheme = _URL_SCHEME.match(value)
+    if scheme is not None and scheme.group().lower() != "file:":
         raise ValueError("entrypoint must be a pipeline file: a path or a file:// URL")
-    path = parsed.path if parsed.scheme == "file" else value
-    if not path.endswith(".py"):
-        raise ValueError("entrypoint must be a Python file (.py)")
-    return value
+    raise ValueError("entrypoint must be a Python file (.py), without a URL query or fragment")
 
 
-Name = Annotated[str, AfterValidator(_valid_name)]
-Entrypoint = Annotated[str, Field(min_length=1, max_length=1024), AfterValidator(_valid_entrypoint)]
-Label = Annotated[str, Field(max_length=128)]
-Args = Annotated[list[Annotated[str, Field(max_length=4096)]], Field(max_length=256)]
-Conf = Annotated[
-    dict[Annotated[str, Field(min_length=1, max_length=256)], str], Field(max_length=256)
+Name = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_NAME_LENGTH,
+        description=NAME_DESCRIPTION,
+        json_schema_extra={"pattern": NAME_PATTERN},
+    ),
+    AfterValidator(_valid_name),
 ]
-Location = Annotated[str, Field(max_length=1024)]
+Entrypoint = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=1024,
+        description="the pipeline file: a path or a file:// URL, ending in .py",
+        examples=["/opt/pipelines/orders_enrich.py"],
+        json_schema_extra={"pattern": ENTRYPOINT_PATTERN},
+    ),
+    CleanText,
+    AfterValidator(_valid_entrypoint),
+]
+Label = Annotated[str, Field(max_length=128, json_schema_extra=TEXT_SCHEMA), CleanText]
+Arg = Annotated[str, Field(max_length=4096, json_schema_extra=TEXT_SCHEMA), CleanText]
+Args = Annotated[list[Arg], Field(max_length=256)]
+ConfKey = Annotated[
+    str, Field(min_length=1, max_length=256, json_schema_extra=TEXT_SCHEMA), CleanText
+]
+ConfValue = Annotated[str, Field(max_length=8192, json_schema_extra=TEXT_SCHEMA), CleanText]
+Conf = Annotated[dict[ConfKey, ConfValue], Field(max_length=256)]
+Location = Annotated[str, Field(max_length=1024, json_schema_extra=TEXT_SCHEMA), CleanText]
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class _Changes(_Strict):
+    """A PATCH body: only the fields sent are changed, and at least one must be."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"minProperties": 1})
 
 
 class JobCreate(_Strict):
@@ -60,7 +118,7 @@ class JobCreate(_Strict):
     desired_state: DesiredState = DesiredState.STOPPED
 
 
-class JobUpdate(_Strict):
+class JobUpdate(_Changes):
     """Only the fields sent are changed. Spec changes apply at the job's next run."""
 
     team: Label | None = None
@@ -147,7 +205,19 @@ class JobPublic(BaseModel):
         "driver stranded on a partitioned cluster only ends by a confirmed kill); `null` when "
         "there is no run or it is too early to tell.",
     )
-    version: int
+    spec_version: int = Field(
+        description="Version of the job's spec (entrypoint, args, conf, team, business, "
+        "priority, checkpoint location). Moves only when a PATCH changes the spec; state changes, "
+        "commands (start, stop, restart) and ownership never move it. It is the job's `ETag` and "
+        "what `If-Match` is checked against.",
+        examples=[3],
+    )
+    version: int = Field(
+        description="Version of the job's record as a whole: moves on every change, the "
+        "scheduler's state changes included. The scheduler's own writes are conditional on it; "
+        "clients use `spec_version` for `If-Match`.",
+        examples=[17],
+    )
     created_at: datetime
     updated_at: datetime
 
@@ -170,6 +240,7 @@ class JobPublic(BaseModel):
             owner=job.owner,
             current_run=RunPublic.of(job.current_run) if job.current_run else None,
             self_fencing=self_fencing(job.current_run, datetime.now(UTC)),
+            spec_version=job.spec_version,
             version=job.version,
             created_at=job.created_at,
             updated_at=job.updated_at,
@@ -214,12 +285,19 @@ class Page(BaseModel, Generic[T]):
 
 # -- clusters and groups (scheduler.catalog says what the fields mean) --------------------------
 
-Url = Annotated[str, Field(max_length=512)]
-ZoneLabel = Annotated[str, Field(max_length=64)]
+Url = Annotated[str, Field(max_length=512, json_schema_extra=TEXT_SCHEMA), CleanText]
+ZoneLabel = Annotated[str, Field(max_length=64, json_schema_extra=TEXT_SCHEMA), CleanText]
 CapacityLimit = Annotated[StrictInt, Field(ge=0, le=MAX_LIMIT)]
-StorageRoot = Annotated[str, Field(min_length=1, max_length=1024)]
+StorageRoot = Annotated[
+    str, Field(min_length=1, max_length=1024, json_schema_extra=TEXT_SCHEMA), CleanText
+]
 ArtifactRoots = Annotated[
-    list[Annotated[str, Field(min_length=1, max_length=1024)]], Field(max_length=64)
+    list[
+        Annotated[
+            str, Field(min_length=1, max_length=1024, json_schema_extra=TEXT_SCHEMA), CleanText
+        ]
+    ],
+    Field(max_length=64),
 ]
 
 
@@ -243,7 +321,7 @@ class ClusterCreate(_Strict):
     artifact_roots: ArtifactRoots = Field(default_factory=list)
 
 
-class ClusterUpdate(_Strict):
+class ClusterUpdate(_Changes):
     """Only the fields sent are changed; ``health`` is read-only."""
 
     kind: ClusterKind | None = None
@@ -305,7 +383,7 @@ class GroupCreate(_Strict):
     failover_cluster: Name | None = None
 
 
-class GroupUpdate(_Strict):
+class GroupUpdate(_Changes):
     """Only the fields sent are changed; ``failover_cluster: null`` removes the failover."""
 
     primary_cluster: Name | None = None
@@ -427,8 +505,10 @@ class ClusterHealthPublic(BaseModel):
 class MarkAbnormal(_Strict):
     """Why the cluster is marked abnormal (shown on its jobs and in the audit log)."""
 
-    reason: Annotated[str, Field(min_length=1, max_length=2000)]
+    reason: Annotated[
+        str, Field(min_length=1, max_length=2000, json_schema_extra=TEXT_SCHEMA), CleanText
+    ]
 
 
 class ClearAbnormal(_Strict):
-    reason: Annotated[str, Field(max_length=2000)] = ""
+    reason: Annotated[str, Field(max_length=2000, json_schema_extra=TEXT_SCHEMA), CleanText] = ""

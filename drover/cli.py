@@ -492,6 +492,13 @@ def groups_create(
     _print(_call("POST", _resource_url(api, "groups"), json=body))
 
 
+@groups_app.command("delete")
+def groups_delete(name: str, api: ApiOption = None, if_version: VersionOption = None) -> None:
+    """Delete an empty group (refused while it has jobs; never the default group)."""
+    _call("DELETE", _resource_url(api, "groups", name), headers=_if_match(if_version))
+    typer.echo(f"{name}: deleted")
+
+
 from drover.cli_identity import register as _register_identity  # noqa: E402
 
 _register_identity(app)

@@ -6,7 +6,9 @@ documents in one place (``api/problems.py``); the CLI prints their message on on
 
     DroverError
     ├── InvalidInput            bad user input (name, field, value)             → 422
-    │   └── RefusedSubmission   entrypoint outside the artifact roots, forbidden conf → 422
+    │   ├── RefusedSubmission   entrypoint outside the artifact roots, forbidden conf → 422
+    │   ├── MalformedRequest    unparsable body, undeclared query parameter     → 400
+    │   └── UnsupportedMediaType  a request body that is not JSON               → 415
     ├── Unauthenticated         no valid credential                             → 401
     ├── Forbidden               the credential may not do this                   → 403
     ├── PermissionCenterUnavailable  the external permission center did not answer → 503
@@ -15,8 +17,9 @@ documents in one place (``api/problems.py``); the CLI prints their message on on
     │   ├── AlreadyExists
     │   ├── IllegalTransition   a state change the transition table forbids
     │   └── StaleWrite          optimistic-concurrency or fencing check failed → 409 / 412
-    ├── StoreError              the metadata store failed                       → 503
-    │   └── SchemaOutOfDate     the database needs `drover db upgrade`
+    ├── StoreError              the metadata store failed (a bug, bad data)      → 500
+    │   ├── StoreUnavailable    unreachable, timed out, or without our tables   → 503
+    │   └── SchemaOutOfDate     the database needs `drover db upgrade`          → 503
     └── ClusterError            a Spark cluster backend failed                  → 502
         ├── ClusterUnreachable  no answer: never a guess about the app state
         └── SubmissionRejected  the cluster refused the submission
@@ -70,6 +73,19 @@ class IdentityProviderUnavailable(PermissionCenterUnavailable):
     kind = "identity-provider-unavailable"
 
 
+class MalformedRequest(InvalidInput):
+    """The request itself is broken: a body that is not valid JSON, a query parameter the route
+    does not take (a typo'd filter must not silently return everything)."""
+
+    kind = "malformed-request"
+
+
+class UnsupportedMediaType(InvalidInput):
+    """A request body in a media type other than JSON."""
+
+    kind = "unsupported-media-type"
+
+
 class NotFound(DroverError):
     kind = "not-found"
 
@@ -105,6 +121,15 @@ class PreconditionFailed(StaleWrite):
 
 
 class StoreError(DroverError):
+    """The metadata store refused or failed a statement. The message names the driver's error
+    (with its SQL): fine for logs and the CLI, never for an API client (``api.problems``)."""
+
+    kind = "store-error"
+
+
+class StoreUnavailable(StoreError):
+    """The database cannot be used right now: unreachable, timed out, or not migrated."""
+
     kind = "store-unavailable"
 
 

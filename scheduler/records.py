@@ -76,7 +76,10 @@ class JobRecord:
     not_before: datetime | None
     owner: str | None
     owner_epoch: int
+    #: the row's concurrency counter (every write moves it)
     version: int
+    #: the spec's version (only spec changes move it): what If-Match protects
+    spec_version: int
     created_at: datetime
     updated_at: datetime
     current_run: RunRecord | None = None

@@ -7,11 +7,12 @@ entry; a team admin the entries of their teams.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
-from pydantic import BaseModel
+from pydantic import BaseModel, BeforeValidator
 
 from api.deps import PrincipalDep, StoreDep
 from scheduler.errors import InvalidInput
@@ -21,6 +22,17 @@ from scheduler.store import journal
 router = APIRouter(prefix="/v1/audit", tags=["audit"])
 
 Short = Annotated[str | None, Query(min_length=1, max_length=300)]
+
+
+def _date_time_text(value: object) -> object:
+    """An ISO 8601 date-time, as the OpenAPI says: not a bare number (which pydantic would take
+    for a Unix time)."""
+    if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+(\.\d*)?\s*", value):
+        raise ValueError("an ISO 8601 date-time such as 2030-01-02T03:04:05Z")
+    return value
+
+
+Instant = Annotated[datetime | None, BeforeValidator(_date_time_text), Query()]
 
 
 class AuditPublic(BaseModel):
@@ -52,14 +64,14 @@ def list_audit(
     action: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
     target_kind: Annotated[str | None, Query(min_length=1, max_length=32)] = None,
     target_name: Short = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
+    since: Instant = None,
+    until: Instant = None,
     cursor: Annotated[str | None, Query(max_length=24)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> AuditPage:
     before_id = None
     if cursor is not None:
-        if not cursor.isdigit() or int(cursor) > 2**62:
+        if not (cursor.isascii() and cursor.isdigit()) or int(cursor) > 2**62:
             raise InvalidInput("cursor: pass the next_cursor of the previous page")
         before_id = int(cursor)
     for name, value in (("since", since), ("until", until)):

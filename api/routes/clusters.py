@@ -6,12 +6,21 @@ the cluster monitor sets it. ``PATCH`` takes ``If-Match: "<version>"``.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 from urllib.parse import quote
 
-from fastapi import APIRouter, Query, Response, status
+from fastapi import APIRouter, Response, status
 
-from api.deps import ActorDep, ContextDep, ExpectedVersionDep, StoreDep
+from api.deps import (
+    ActorDep,
+    ContextDep,
+    ExpectedVersionDep,
+    LimitQuery,
+    NamePath,
+    OffsetQuery,
+    StoreDep,
+)
+from api.problems import problem_responses
 from api.schemas import ClusterCreate, ClusterPublic, ClusterUpdate, Page
 from scheduler.catalog import ClusterSpec, validate_cluster_name
 from scheduler.errors import InvalidInput
@@ -21,15 +30,17 @@ from scheduler.store import journal
 
 router = APIRouter(prefix="/v1/clusters", tags=["clusters"])
 
-Limit = Annotated[int, Query(ge=1, le=1000)]
-Offset = Annotated[int, Query(ge=0)]
-
 
 def _etag(response: Response, cluster: ClusterRecord) -> None:
     response.headers["ETag"] = f'"{cluster.version}"'
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, response_model=ClusterPublic)
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=ClusterPublic,
+    responses=problem_responses(409, 415),
+)
 def create_cluster(
     body: ClusterCreate, ctx: ContextDep, store: StoreDep, actor: ActorDep, response: Response
 ) -> ClusterPublic:
@@ -54,7 +65,9 @@ def create_cluster(
 
 
 @router.get("", response_model=Page[ClusterPublic])
-def list_clusters(store: StoreDep, limit: Limit = 100, offset: Offset = 0) -> Page[ClusterPublic]:
+def list_clusters(
+    store: StoreDep, limit: LimitQuery = 100, offset: OffsetQuery = 0
+) -> Page[ClusterPublic]:
     with store.session() as session:
         clusters = catalog_store.list_clusters(session)
     return Page[ClusterPublic](
@@ -65,17 +78,19 @@ def list_clusters(store: StoreDep, limit: Limit = 100, offset: Offset = 0) -> Pa
     )
 
 
-@router.get("/{name}", response_model=ClusterPublic)
-def get_cluster(name: str, store: StoreDep, response: Response) -> ClusterPublic:
+@router.get("/{name}", response_model=ClusterPublic, responses=problem_responses(404))
+def get_cluster(name: NamePath, store: StoreDep, response: Response) -> ClusterPublic:
     with store.session() as session:
         cluster = catalog_store.get_cluster(session, validate_cluster_name(name))
     _etag(response, cluster)
     return ClusterPublic.of(cluster)
 
 
-@router.patch("/{name}", response_model=ClusterPublic)
+@router.patch(
+    "/{name}", response_model=ClusterPublic, responses=problem_responses(404, 409, 412, 415)
+)
 def update_cluster(
-    name: str,
+    name: NamePath,
     body: ClusterUpdate,
     ctx: ContextDep,
     store: StoreDep,

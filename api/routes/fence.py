@@ -25,8 +25,8 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from api.deps import PrincipalDep, StoreDep
-from api.problems import problem
+from api.deps import NamePath, PrincipalDep, StoreDep
+from api.problems import problem, problem_responses
 from scheduler.errors import NotFound
 from scheduler.identity import FENCING_TOKEN_HEADER, same_secret
 from scheduler.names import validate_name
@@ -56,10 +56,10 @@ class FencePublic(BaseModel):
 @router.get(
     "/{name}/fence",
     response_model=FencePublic,
-    responses={404: {"description": "no such job (problem document with a `job` member)"}},
+    responses=problem_responses(404),
 )
 def get_fence(
-    name: str, request: Request, store: StoreDep, principal: PrincipalDep, response: Response
+    name: NamePath, request: Request, store: StoreDep, principal: PrincipalDep, response: Response
 ) -> FencePublic | JSONResponse:
     name = validate_name(name, "job name")
     try:
@@ -72,10 +72,7 @@ def get_fence(
     presented = request.headers.get(FENCING_TOKEN_HEADER)
     is_run = principal.run_of_job is not None and presented is not None
     current = (
-        is_run
-        and run is not None
-        and open_run
-        and same_secret(presented or "", run.fencing_token)
+        is_run and run is not None and open_run and same_secret(presented or "", run.fencing_token)
     )
     if current and run is not None and run.fence_checked_at is None:
         try:

@@ -2,21 +2,35 @@
 
 Every mutation is one transaction that also writes the audit log. The group document carries the
 catalog fields; ``members``, ``pool``, ``epoch`` and ``epoch_generation`` are null unless a
-membership view fills them. ``PATCH`` takes ``If-Match: "<version>"``.
+membership view fills them. ``PATCH`` and ``DELETE`` take ``If-Match: "<version>"``.
+
+``DELETE`` removes an empty group: it is refused (409) while any job belongs to the group, and
+always for the ``default`` group, which jobs created without a group join and which every node
+creates at start (``scheduler.bootstrap``): deleting it would only last until the next start.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Annotated, Any
+from typing import Any
 from urllib.parse import quote
 
-from fastapi import APIRouter, Query, Response, status
+from fastapi import APIRouter, Response, status
 
-from api.deps import ActorDep, ContextDep, ExpectedVersionDep, StoreDep
+from api.deps import (
+    ActorDep,
+    ContextDep,
+    ExpectedVersionDep,
+    LimitQuery,
+    NamePath,
+    OffsetQuery,
+    StoreDep,
+)
+from api.problems import problem_responses
 from api.schemas import GroupCreate, GroupPublic, GroupUpdate, Page
+from scheduler.bootstrap import DEFAULT_GROUP
 from scheduler.catalog import validate_group_name
-from scheduler.errors import InvalidInput
+from scheduler.errors import Conflict, InvalidInput
 from scheduler.membership import MembershipSnapshot
 from scheduler.records import GroupRecord
 from scheduler.store import catalog as catalog_store
@@ -24,15 +38,17 @@ from scheduler.store import journal, ledger
 
 router = APIRouter(prefix="/v1/groups", tags=["groups"])
 
-Limit = Annotated[int, Query(ge=1, le=1000)]
-Offset = Annotated[int, Query(ge=0)]
-
 
 def _etag(response: Response, group: GroupRecord) -> None:
     response.headers["ETag"] = f'"{group.version}"'
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, response_model=GroupPublic)
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=GroupPublic,
+    responses=problem_responses(409, 415),
+)
 def create_group(
     body: GroupCreate, ctx: ContextDep, store: StoreDep, actor: ActorDep, response: Response
 ) -> GroupPublic:
@@ -58,7 +74,9 @@ def create_group(
 
 
 @router.get("", response_model=Page[GroupPublic])
-def list_groups(store: StoreDep, limit: Limit = 100, offset: Offset = 0) -> Page[GroupPublic]:
+def list_groups(
+    store: StoreDep, limit: LimitQuery = 100, offset: OffsetQuery = 0
+) -> Page[GroupPublic]:
     with store.session() as session:
         groups = catalog_store.list_groups(session)
     return Page[GroupPublic](
@@ -69,8 +87,8 @@ def list_groups(store: StoreDep, limit: Limit = 100, offset: Offset = 0) -> Page
     )
 
 
-@router.get("/{name}", response_model=GroupPublic)
-def get_group(name: str, ctx: ContextDep, store: StoreDep, response: Response) -> GroupPublic:
+@router.get("/{name}", response_model=GroupPublic, responses=problem_responses(404))
+def get_group(name: NamePath, ctx: ContextDep, store: StoreDep, response: Response) -> GroupPublic:
     """The group's catalog fields plus, as this node sees them, its live members (with the number
     of jobs each owns), the pool and the epoch."""
     with store.session() as session:
@@ -108,9 +126,11 @@ def _live(
     }
 
 
-@router.patch("/{name}", response_model=GroupPublic)
+@router.patch(
+    "/{name}", response_model=GroupPublic, responses=problem_responses(404, 409, 412, 415)
+)
 def update_group(
-    name: str,
+    name: NamePath,
     body: GroupUpdate,
     ctx: ContextDep,
     store: StoreDep,
@@ -136,3 +156,41 @@ def update_group(
         )
     _etag(response, group)
     return GroupPublic.of(group)
+
+
+@router.delete(
+    "/{name}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses=problem_responses(404, 409, 412),
+)
+def delete_group(
+    name: NamePath,
+    ctx: ContextDep,
+    store: StoreDep,
+    actor: ActorDep,
+    expected_version: ExpectedVersionDep,
+) -> Response:
+    """Delete an empty group (refused while it has jobs; the default group is never deleted)."""
+    name = validate_group_name(name)
+    if name == DEFAULT_GROUP:
+        raise Conflict(
+            f"the {DEFAULT_GROUP!r} group cannot be deleted: jobs created without a group join "
+            "it, and every node creates it at start"
+        )
+    with store.transaction() as session:
+        group = catalog_store.delete_group(session, name, expected_version=expected_version)
+        journal.add_audit(
+            session,
+            actor=actor,
+            action="group.delete",
+            target_kind="group",
+            target_name=group.name,
+            detail={"primary_cluster": group.primary_cluster, "version": group.version},
+            node_id=ctx.settings.node_id,
+            before={
+                "primary_cluster": group.primary_cluster,
+                "failover_cluster": group.failover_cluster,
+                "version": group.version,
+            },
+        )
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -6,10 +6,10 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from api.deps import ContextDep
-from api.problems import problem
+from api.problems import problem, problem_responses, store_problem
 from scheduler.errors import StoreError
 
-router = APIRouter(tags=["health"])
+router = APIRouter(tags=["health"], responses=problem_responses(400, 500, 503))
 
 
 @router.get("/healthz")
@@ -24,7 +24,7 @@ def readyz(ctx: ContextDep) -> dict[str, object] | JSONResponse:
     try:
         ctx.store.check_schema()
     except StoreError as exc:
-        return problem(503, exc.kind, exc.message, "/readyz")
+        return store_problem(exc, "/readyz")
     ready, detail = ctx.readiness()
     if not ready:
         return problem(503, "not-ready", detail, "/readyz")

@@ -15,7 +15,8 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from sqlalchemy.orm import Session
 
-from api.deps import ActorDep, ContextDep, StoreDep
+from api.deps import ActorDep, ContextDep, NamePath, StoreDep
+from api.problems import problem_responses
 from api.schemas import (
     AssessmentPublic,
     ClearAbnormal,
@@ -36,9 +37,9 @@ router = APIRouter(prefix="/v1/clusters", tags=["cluster health"])
 HistoryLimit = Annotated[int, Query(ge=1, le=500)]
 
 
-@router.get("/{name}/health", response_model=ClusterHealthPublic)
+@router.get("/{name}/health", response_model=ClusterHealthPublic, responses=problem_responses(404))
 def get_health(
-    name: str, ctx: ContextDep, store: StoreDep, history: HistoryLimit = 20
+    name: NamePath, ctx: ContextDep, store: StoreDep, history: HistoryLimit = 20
 ) -> ClusterHealthPublic:
     """The stored state and its reason, what the votes say now, each node's latest vote and the
     latest transitions with their evidence."""
@@ -84,9 +85,13 @@ def get_health(
     )
 
 
-@router.post("/{name}/mark-abnormal", response_model=HealthEventPublic)
+@router.post(
+    "/{name}/mark-abnormal",
+    response_model=HealthEventPublic,
+    responses=problem_responses(404, 409, 415),
+)
 def mark_abnormal(
-    name: str, body: MarkAbnormal, ctx: ContextDep, store: StoreDep, actor: ActorDep
+    name: NamePath, body: MarkAbnormal, ctx: ContextDep, store: StoreDep, actor: ActorDep
 ) -> HealthEventPublic:
     """Mark the cluster MANUAL_ABNORMAL: nothing is started there until an operator clears it."""
     name = validate_cluster_name(name)
@@ -99,9 +104,11 @@ def mark_abnormal(
     return HealthEventPublic.of(event)
 
 
-@router.post("/{name}/clear", response_model=HealthEventPublic)
+@router.post(
+    "/{name}/clear", response_model=HealthEventPublic, responses=problem_responses(404, 409, 415)
+)
 def clear(
-    name: str,
+    name: NamePath,
     ctx: ContextDep,
     store: StoreDep,
     actor: ActorDep,

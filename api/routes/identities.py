@@ -13,6 +13,8 @@ from fastapi import APIRouter, Response, status
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.deps import ActorDep, ContextDep, PrincipalDep, StoreDep
+from api.problems import problem_responses
+from api.schemas import TEXT_SCHEMA, CleanText
 from scheduler.errors import InvalidInput
 from scheduler.identity import ALL_TEAMS, Role, Scope
 from scheduler.names import validate_name
@@ -34,8 +36,12 @@ class WhoAmI(BaseModel):
 class TeamCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: Annotated[str, Field(min_length=1, max_length=128)]
-    description: Annotated[str, Field(max_length=512)] = ""
+    name: Annotated[
+        str, Field(min_length=1, max_length=128, json_schema_extra=TEXT_SCHEMA), CleanText
+    ]
+    description: Annotated[str, Field(max_length=512, json_schema_extra=TEXT_SCHEMA), CleanText] = (
+        ""
+    )
 
 
 class TeamPublic(BaseModel):
@@ -63,11 +69,18 @@ class TokenCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     #: whose token (default: the caller's own identity)
-    identity: Annotated[str | None, Field(min_length=1, max_length=128)] = None
+    identity: (
+        Annotated[
+            str, Field(min_length=1, max_length=128, json_schema_extra=TEXT_SCHEMA), CleanText
+        ]
+        | None
+    ) = None
     scopes: list[Scope] = Field(default_factory=lambda: [Scope.READ, Scope.WRITE], max_length=2)
     #: lifetime; null = no expiry
     expires_in_seconds: Annotated[int | None, Field(ge=60, le=10 * 365 * 86400)] = 90 * 86400
-    description: Annotated[str, Field(max_length=256)] = ""
+    description: Annotated[str, Field(max_length=256, json_schema_extra=TEXT_SCHEMA), CleanText] = (
+        ""
+    )
 
 
 class TokenPublic(BaseModel):
@@ -112,7 +125,12 @@ def _team(record: identities.TeamRecord) -> TeamPublic:
     )
 
 
-@router.post("/v1/teams", status_code=status.HTTP_201_CREATED, response_model=TeamPublic)
+@router.post(
+    "/v1/teams",
+    status_code=status.HTTP_201_CREATED,
+    response_model=TeamPublic,
+    responses=problem_responses(409, 415),
+)
 def create_team(body: TeamCreate, ctx: ContextDep, store: StoreDep, actor: ActorDep) -> TeamPublic:
     if body.name == ALL_TEAMS:
         raise InvalidInput("'*' means every team; it is not a team name")
@@ -138,7 +156,7 @@ def list_teams(store: StoreDep, principal: PrincipalDep) -> TeamList:
     return TeamList(data=[_team(t) for t in teams], count=len(teams))
 
 
-@router.get("/v1/teams/{team}", response_model=TeamPublic)
+@router.get("/v1/teams/{team}", response_model=TeamPublic, responses=problem_responses(404))
 def get_team(team: str, store: StoreDep) -> TeamPublic:
     with store.session() as session:
         return _team(identities.get_team(session, validate_name(team, "team name")))
@@ -150,7 +168,11 @@ def _member_target(team: str, identity: str) -> tuple[str, str]:
     return team, validate_name(identity, "identity name")
 
 
-@router.put("/v1/teams/{team}/members/{identity}", response_model=TeamPublic)
+@router.put(
+    "/v1/teams/{team}/members/{identity}",
+    response_model=TeamPublic,
+    responses=problem_responses(404, 409, 415),
+)
 def put_member(
     team: str, identity: str, body: MemberPut, ctx: ContextDep, store: StoreDep, actor: ActorDep
 ) -> TeamPublic:
@@ -179,7 +201,11 @@ def put_member(
     return _team(record)
 
 
-@router.delete("/v1/teams/{team}/members/{identity}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete(
+    "/v1/teams/{team}/members/{identity}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses=problem_responses(404, 409),
+)
 def delete_member(
     team: str, identity: str, ctx: ContextDep, store: StoreDep, actor: ActorDep
 ) -> Response:
@@ -204,7 +230,12 @@ def _token(record: identities.TokenRecord) -> dict[str, Any]:
     return record.as_dict()
 
 
-@router.post("/v1/tokens", status_code=status.HTTP_201_CREATED, response_model=TokenCreated)
+@router.post(
+    "/v1/tokens",
+    status_code=status.HTTP_201_CREATED,
+    response_model=TokenCreated,
+    responses=problem_responses(404, 409, 415),
+)
 def create_token(
     body: TokenCreate,
     ctx: ContextDep,
@@ -257,7 +288,9 @@ def list_tokens(store: StoreDep, principal: PrincipalDep) -> TokenList:
     return TokenList(data=[TokenPublic(**_token(t)) for t in tokens], count=len(tokens))
 
 
-@router.delete("/v1/tokens/{token_id}", response_model=TokenPublic)
+@router.delete(
+    "/v1/tokens/{token_id}", response_model=TokenPublic, responses=problem_responses(404, 409)
+)
 def revoke_token(
     token_id: Annotated[int, Field(ge=1, le=2**31 - 1)],
     ctx: ContextDep,

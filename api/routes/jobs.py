@@ -2,17 +2,44 @@
 
 Every mutation is one transaction that also writes the audit log, and then nudges the reconciler
 of the job's group so the change is acted on at once, not at the next tick.
+
+Versions: the job's ``ETag`` is its ``spec_version``, which only spec changes (``PATCH`` of spec
+fields) move. ``If-Match`` on ``PATCH``, ``DELETE`` and the commands (start, stop, restart) is
+checked against it: "act on the spec I read". The scheduler's state changes and ownership claims
+never move it, so an ETag stays good while the job starts; the commands themselves are not spec
+changes and do not move it either (they move the row's ``version``, the reconciler's concurrency
+counter).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 from urllib.parse import quote
 
-from fastapi import APIRouter, Query, Response, status
+from fastapi import APIRouter, Response, status
 
-from api.deps import ActorDep, ContextDep, ExpectedVersionDep, PrincipalDep, StoreDep
-from api.schemas import EventPublic, JobCreate, JobPublic, JobUpdate, Page, RunPublic
+from api.deps import (
+    ActorDep,
+    ContextDep,
+    ExpectedVersionDep,
+    LimitQuery,
+    NamePath,
+    NodeContext,
+    OffsetQuery,
+    PrincipalDep,
+    StoreDep,
+)
+from api.problems import problem_responses
+from api.schemas import (
+    EventPublic,
+    JobCreate,
+    JobPublic,
+    JobUpdate,
+    Label,
+    Name,
+    Page,
+    RunPublic,
+)
 from scheduler import submission
 from scheduler.config import Settings
 from scheduler.errors import InvalidInput, NotFound, RefusedSubmission
@@ -23,15 +50,13 @@ from scheduler.states import Command, DesiredState, JobState, command_effect
 from scheduler.store import catalog as catalog_store
 from scheduler.store import jobs as jobs_store
 from scheduler.store import journal
+from scheduler.store.db import Store
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
-Limit = Annotated[int, Query(ge=1, le=1000)]
-Offset = Annotated[int, Query(ge=0)]
-
 
 def _etag(response: Response, job: JobRecord) -> None:
-    response.headers["ETag"] = f'"{job.version}"'
+    response.headers["ETag"] = f'"{job.spec_version}"'
 
 
 def _name(name: str) -> str:
@@ -43,8 +68,18 @@ def _doc(job: JobRecord) -> dict[str, Any]:
     return JobPublic.of(job).model_dump(
         mode="json",
         include={
-            "name", "group", "team", "business", "priority", "entrypoint", "args", "conf",
-            "checkpoint_location", "desired_state", "version",
+            "name",
+            "group",
+            "team",
+            "business",
+            "priority",
+            "entrypoint",
+            "args",
+            "conf",
+            "checkpoint_location",
+            "desired_state",
+            "spec_version",
+            "version",
         },
     )
 
@@ -86,7 +121,12 @@ def check_submission(
             )
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, response_model=JobPublic)
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=JobPublic,
+    responses=problem_responses(409, 415),
+)
 def create_job(
     body: JobCreate,
     ctx: ContextDep,
@@ -142,11 +182,11 @@ def list_jobs(
     principal: PrincipalDep,
     state: JobState | None = None,
     desired_state: DesiredState | None = None,
-    team: str | None = None,
-    group: str | None = None,
-    cluster: str | None = None,
-    limit: Limit = 100,
-    offset: Offset = 0,
+    team: Label | None = None,
+    group: Name | None = None,
+    cluster: Name | None = None,
+    limit: LimitQuery = 100,
+    offset: OffsetQuery = 0,
 ) -> Page[JobPublic]:
     with store.session() as session:
         jobs, count = jobs_store.list_jobs(
@@ -165,17 +205,17 @@ def list_jobs(
     )
 
 
-@router.get("/{name}", response_model=JobPublic)
-def get_job(name: str, store: StoreDep, response: Response) -> JobPublic:
+@router.get("/{name}", response_model=JobPublic, responses=problem_responses(404))
+def get_job(name: NamePath, store: StoreDep, response: Response) -> JobPublic:
     with store.session() as session:
         job = jobs_store.get_job(session, _name(name))
     _etag(response, job)
     return JobPublic.of(job)
 
 
-@router.patch("/{name}", response_model=JobPublic)
+@router.patch("/{name}", response_model=JobPublic, responses=problem_responses(404, 409, 412, 415))
 def update_job(
-    name: str,
+    name: NamePath,
     body: JobUpdate,
     ctx: ContextDep,
     store: StoreDep,
@@ -213,7 +253,8 @@ def update_job(
                 cause=f"api:update by {actor}",
                 node_id=node,
             )
-            expected_version = None if expected_version is None else job.version
+            # the spec version was checked; the command below is part of the same request
+            expected_version = None
         if desired is not None and desired != job.desired_state:
             command = Command.START if desired == DesiredState.RUNNING else Command.STOP
             job = _apply(session, job, command, expected_version, actor, node)
@@ -234,9 +275,13 @@ def update_job(
     return JobPublic.of(job)
 
 
-@router.delete("/{name}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete(
+    "/{name}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses=problem_responses(404, 409, 412),
+)
 def delete_job(
-    name: str,
+    name: NamePath,
     ctx: ContextDep,
     store: StoreDep,
     actor: ActorDep,
@@ -284,8 +329,8 @@ def _apply(
 def _command(
     command: Command,
     name: str,
-    ctx: ContextDep,
-    store: StoreDep,
+    ctx: NodeContext,
+    store: Store,
     actor: str,
     expected_version: int | None,
     response: Response,
@@ -312,7 +357,7 @@ def _command(
 
 def _command_route(command: Command) -> None:
     def handler(
-        name: str,
+        name: NamePath,
         ctx: ContextDep,
         store: StoreDep,
         actor: ActorDep,
@@ -330,6 +375,7 @@ def _command_route(command: Command) -> None:
         response_model=JobPublic,
         status_code=status.HTTP_202_ACCEPTED,
         name=f"{command}_job",
+        responses=problem_responses(404, 409, 412),
     )
 
 
@@ -337,9 +383,9 @@ for _command_name in Command:  # POST /v1/jobs/{name}/start | stop | restart
     _command_route(_command_name)
 
 
-@router.get("/{name}/runs", response_model=Page[RunPublic])
+@router.get("/{name}/runs", response_model=Page[RunPublic], responses=problem_responses(404))
 def list_runs(
-    name: str, store: StoreDep, limit: Limit = 100, offset: Offset = 0
+    name: NamePath, store: StoreDep, limit: LimitQuery = 100, offset: OffsetQuery = 0
 ) -> Page[RunPublic]:
     with store.session() as session:
         runs, count = jobs_store.list_runs(session, _name(name), limit=limit, offset=offset)
@@ -348,9 +394,9 @@ def list_runs(
     )
 
 
-@router.get("/{name}/events", response_model=Page[EventPublic])
+@router.get("/{name}/events", response_model=Page[EventPublic], responses=problem_responses(404))
 def list_events(
-    name: str, store: StoreDep, limit: Limit = 100, offset: Offset = 0
+    name: NamePath, store: StoreDep, limit: LimitQuery = 100, offset: OffsetQuery = 0
 ) -> Page[EventPublic]:
     with store.session() as session:
         events, count = journal.list_events(session, _name(name), limit=limit, offset=offset)

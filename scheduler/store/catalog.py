@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -272,6 +272,27 @@ def update_group(
     group.updated_at = utcnow()
     session.flush()
     return group_record(group)
+
+
+def delete_group(session: Session, name: str, *, expected_version: int | None) -> GroupRecord:
+    """Delete an empty group. Refused (Conflict) while any job, live or at rest, belongs to it:
+    jobs name their group, and deleting one must never orphan or cascade to them. The group's
+    membership generations stay: a group recreated under the same name keeps growing epochs."""
+    group = load_group(session, name, for_update=True)
+    _check_catalog_version("group", group, expected_version)
+    jobs = list(
+        session.scalars(select(Job.name).where(Job.group_name == name).order_by(Job.name).limit(6))
+    )
+    if jobs:
+        total = session.scalar(select(func.count()).select_from(Job).where(Job.group_name == name))
+        raise Conflict(
+            f"group {name!r} still has {total} job(s) ({_names(jobs)}): delete them or move "
+            "them to another group first"
+        )
+    record = group_record(group)
+    session.delete(group)
+    session.flush()
+    return record
 
 
 def validate_checkpoint_location(session: Session, group: str, location: str) -> str:

@@ -17,11 +17,12 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from scheduler.errors import SchemaOutOfDate, StoreError
+from scheduler.errors import SchemaOutOfDate, StoreError, StoreUnavailable
 
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 
@@ -29,6 +30,33 @@ MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 def _crc32(value: str | None) -> int | None:
     """MySQL's ``CRC32()`` for SQLite: the ownership hash over UTF-8 bytes (DESIGN §2)."""
     return None if value is None else zlib.crc32(value.encode("utf-8"))
+
+
+#: MySQL errors that mean "this database has not got our schema" (no such table, no such column)
+_MYSQL_SCHEMA_ERRORS = frozenset({1146, 1054})
+
+
+def is_unavailable(exc: SQLAlchemyError) -> bool:
+    """Whether a driver error means the store cannot be used right now (try again later) rather
+    than that this statement failed: unreachable, timed out, or without Drover's schema."""
+    if isinstance(
+        exc,
+        sa_exc.OperationalError  # SQLite's "no such table" is one too
+        | sa_exc.InterfaceError
+        | sa_exc.DisconnectionError
+        | sa_exc.TimeoutError,
+    ):
+        return True
+    if isinstance(exc, sa_exc.ProgrammingError):
+        args: tuple[Any, ...] = tuple(getattr(exc.orig, "args", ()))
+        return len(args) > 0 and args[0] in _MYSQL_SCHEMA_ERRORS
+    return False
+
+
+def store_error(exc: SQLAlchemyError, what: str = "metadata store error") -> StoreError:
+    """The driver's error as one of ours (chain it: ``raise store_error(exc) from exc``)."""
+    kind = StoreUnavailable if is_unavailable(exc) else StoreError
+    return kind(f"{what}: {type(exc).__name__}: {exc}")
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -133,7 +161,7 @@ class Store:
             with self._sessions() as session:
                 yield session
         except SQLAlchemyError as exc:
-            raise StoreError(f"metadata store error: {type(exc).__name__}: {exc}") from exc
+            raise store_error(exc) from exc
 
     @contextmanager
     def transaction(self) -> Iterator[Session]:
@@ -150,7 +178,7 @@ class Store:
             with self.engine.connect() as conn:
                 return MigrationContext.configure(conn).get_current_revision()
         except SQLAlchemyError as exc:
-            raise StoreError(f"cannot read the schema version: {exc}") from exc
+            raise store_error(exc, "cannot read the schema version") from exc
 
     def upgrade(self, revision: str = "head") -> None:
         with self.engine.begin() as conn:

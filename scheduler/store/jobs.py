@@ -89,6 +89,7 @@ def create_job(session: Session, spec: JobSpec, *, cause: str, node_id: str) -> 
         attempts_reset_at=now,
         owner_epoch=0,
         version=1,
+        spec_version=1,
         created_at=now,
         updated_at=now,
     )
@@ -138,11 +139,14 @@ def list_jobs(
 
 
 def _check_version(job: Job, expected_version: int | None) -> None:
-    if expected_version is not None and job.version != expected_version:
+    """The client's If-Match check: against the *spec* version, which state changes never move
+    (a PATCH with the ETag just read must not fail because the job went from QUEUED to
+    STARTING meanwhile)."""
+    if expected_version is not None and job.spec_version != expected_version:
         from scheduler.errors import PreconditionFailed
 
         raise PreconditionFailed(
-            f"job {job.name!r} is at version {job.version}, not {expected_version}"
+            f"job {job.name!r} is at spec version {job.spec_version}, not {expected_version}"
         )
 
 
@@ -182,6 +186,7 @@ def update_job_spec(
             value = dict(value)
         setattr(job, key, value)
     job.version += 1
+    job.spec_version += 1
     job.updated_at = utcnow()
     add_event(
         session,
@@ -208,7 +213,10 @@ def apply_command(
     node_id: str,
     message: str,
 ) -> JobRecord:
-    """Record an operator's start/stop/restart (decided by ``states.command_effect``)."""
+    """Record an operator's start/stop/restart (decided by ``states.command_effect``).
+
+    ``expected_version`` is checked against the spec version ("act on the spec I reviewed"); a
+    command moves the row's ``version`` but not the spec's: it is not a spec change."""
     job = load_job(session, name, for_update=True)
     _check_version(job, expected_version)
     now = utcnow()

@@ -63,6 +63,7 @@ def job_record(job: Job, current_run: Run | None = None) -> JobRecord:
         owner=job.owner,
         owner_epoch=job.owner_epoch,
         version=job.version,
+        spec_version=job.spec_version,
         created_at=job.created_at,
         updated_at=job.updated_at,
         current_run=run_record(current_run, job.name) if current_run is not None else None,

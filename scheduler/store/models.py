@@ -179,7 +179,11 @@ class Job(Base):
 
     owner: Mapped[str | None] = mapped_column(String(128))
     owner_epoch: Mapped[int] = mapped_column(BigInteger, default=0)
+    #: the row's concurrency counter: bumped by every write (reconciler state changes, commands,
+    #: spec changes); the reconciler's writes are conditional on it. Ownership claims leave it.
     version: Mapped[int] = mapped_column(Integer, default=1)
+    #: the spec's version: bumped only by spec changes; the job's ETag, what If-Match checks
+    spec_version: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 

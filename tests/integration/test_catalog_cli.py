@@ -95,6 +95,13 @@ def test_clusters_and_groups_through_the_cli(api_url: str) -> None:
     code, out, _ = drover("clusters", "get", "yarn-b", "--api", api_url)
     assert code == 0 and '"master_url": "yarn"' in out
 
+    code, _, err = drover("groups", "delete", "ads", "--api", api_url, "--if-version", "7")
+    assert code != 0 and err.startswith("drover: 412")
+    code, out, err = drover("groups", "delete", "ads", "--api", api_url, "--if-version", "1")
+    assert code == 0 and out.strip() == "ads: deleted", err
+    code, out, _ = drover("groups", "list", "--api", api_url)
+    assert "ads" not in out and "1 group(s)" in out
+
 
 @pytest.mark.parametrize(
     ("args", "message"),
@@ -105,6 +112,8 @@ def test_clusters_and_groups_through_the_cli(api_url: str) -> None:
         (("clusters", "create", "x", "--kind", "local", "--storage-root", "rel/x"), "422"),
         (("groups", "create", "g", "--primary", "local", "--failover", "local"), "422"),
         (("groups", "create", "default", "--primary", "local"), "409"),
+        (("groups", "delete", "default"), "409"),
+        (("groups", "delete", "nope"), "404"),
     ],
 )
 def test_cli_errors_are_one_line_and_exit_non_zero(

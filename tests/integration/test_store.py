@@ -278,3 +278,116 @@ def test_only_runs_flagged_as_failures_use_the_restart_budget(store: Store) -> N
             2,
             ended,
         )
+
+
+# -- spec version (issue 7 §4) --------------------------------------------------------------------
+
+
+def test_only_spec_changes_move_the_spec_version(store: Store) -> None:
+    """State changes, commands and ownership move ``version`` (the reconciler's concurrency
+    counter) and leave ``spec_version`` (what If-Match protects) alone."""
+    from scheduler.errors import PreconditionFailed
+    from scheduler.ownership import Claim, Fence
+
+    _create(store, "j", desired_state=DesiredState.RUNNING)
+    with store.transaction() as s:
+        ledger.claim_jobs(s, Claim("default", Fence("n", 4), 0, 1))
+    with store.session() as s:
+        job = jobs_store.get_job(s, "j")
+    assert (job.version, job.spec_version, job.owner) == (1, 1, "n")
+    with store.transaction() as s:
+        ledger.transition_job(
+            s, job, JobState.SUBMITTING, reason="r", cause="t", node_id="n", fence=Fence("n", 4)
+        )
+    with store.transaction() as s:
+        job = jobs_store.apply_command(
+            s,
+            "j",
+            desired=DesiredState.STOPPED,
+            state=None,
+            bump_generation=False,
+            reset_attempts=False,
+            expected_version=1,  # checked against the spec version, which did not move
+            cause="t",
+            node_id="n",
+            message="stop",
+        )
+    assert (job.version, job.spec_version) == (3, 1)
+    with store.transaction() as s:
+        job = jobs_store.update_job_spec(
+            s, "j", {"args": ["--x"]}, expected_version=1, cause="t", node_id="n"
+        )
+    assert (job.version, job.spec_version, job.args) == (4, 2, ("--x",))
+    with pytest.raises(PreconditionFailed, match="spec version 2, not 1"), store.transaction() as s:
+        jobs_store.update_job_spec(
+            s, "j", {"team": "t"}, expected_version=1, cause="t", node_id="n"
+        )
+    with pytest.raises(PreconditionFailed), store.transaction() as s:
+        jobs_store.delete_job(s, "j", expected_version=4, refuse_if_running=False)
+    with store.session() as s:
+        assert (jobs_store.get_job(s, "j").version, jobs_store.get_job(s, "j").spec_version) == (
+            4,
+            2,
+        )
+
+
+def test_spec_version_migration_starts_from_the_row_version(empty_store: Store) -> None:
+    """Existing jobs get ``spec_version = version``: ETags handed out before the upgrade hold."""
+    empty_store.upgrade("0006")
+    now = "'2024-01-01 00:00:00'"
+    with empty_store.engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "INSERT INTO clusters (name, kind, master_url, rest_url, ui_url, az, cloud, "
+                "storage_root, health, max_concurrent_submissions, created_at, updated_at) "
+                f"VALUES ('c', 'local', '', '', '', '', '', 'file:///ck/c', 'NORMAL', 0, {now}, "
+                f"{now})"
+            )
+        )
+        conn.execute(
+            sa.text(
+                "INSERT INTO scheduling_groups (name, primary_cluster, created_at, updated_at) "
+                f"VALUES ('g', 'c', {now}, {now})"
+            )
+        )
+        for name, version in (("old", 7), ("new", 1)):
+            conn.execute(
+                sa.text(
+                    "INSERT INTO jobs (name, group_name, team, business, priority, entrypoint, "
+                    "args, conf, checkpoint_location, desired_state, state, state_reason, "
+                    "generation, attempts_reset_at, owner_epoch, version, created_at, updated_at)"
+                    f" VALUES ('{name}', 'g', '', '', 'normal', '/p.py', '[]', '{{}}', '', "
+                    f"'STOPPED', 'STOPPED', '', 0, {now}, 0, {version}, {now}, {now})"
+                )
+            )
+    empty_store.upgrade()
+    with empty_store.session() as s:
+        assert {j.name: (j.version, j.spec_version) for j in jobs_store.list_jobs(s)[0]} == {
+            "old": (7, 7),
+            "new": (1, 1),
+        }
+    empty_store.downgrade("0006")
+    assert "spec_version" not in {
+        c["name"] for c in sa.inspect(empty_store.engine).get_columns("jobs")
+    }
+    with empty_store.engine.connect() as conn:
+        assert sorted(conn.execute(sa.text("SELECT name FROM jobs")).scalars()) == ["new", "old"]
+
+
+def test_a_group_is_deleted_only_when_empty(store: Store) -> None:
+    from scheduler.errors import PreconditionFailed
+
+    with store.transaction() as s:
+        catalog_store.create_group(s, "g", primary_cluster="local")
+    _create(store, "j", group="g")
+    with pytest.raises(Conflict, match="still has 1 job"), store.transaction() as s:
+        catalog_store.delete_group(s, "g", expected_version=None)
+    with store.transaction() as s:
+        jobs_store.delete_job(s, "j", expected_version=None)
+    with pytest.raises(PreconditionFailed), store.transaction() as s:
+        catalog_store.delete_group(s, "g", expected_version=2)
+    with store.transaction() as s:
+        deleted = catalog_store.delete_group(s, "g", expected_version=1)
+    assert deleted.name == "g"
+    with store.session() as s, pytest.raises(NotFound):
+        catalog_store.get_group(s, "g")

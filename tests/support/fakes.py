@@ -159,6 +159,7 @@ class FakeLedger:
                 owner=owner.node_id if owner else None,
                 owner_epoch=owner.epoch if owner else 0,
                 version=1,
+                spec_version=1,
                 created_at=now,
                 updated_at=now,
             )

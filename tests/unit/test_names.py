@@ -18,6 +18,7 @@ VALID = [
     "Ünïcödé_Äccents",
     "日志清洗-实时",
     "ジョブ.一",
+    "x²",
     "...",
     "-leading-dash",
     "x" * MAX_NAME_LENGTH,
@@ -74,3 +75,19 @@ def test_bad_character_is_shown() -> None:
 
 def test_non_string_is_refused() -> None:
     assert name_problem(42) == "must be a string"  # type: ignore[arg-type]
+
+
+def test_the_published_pattern_is_the_rule_for_every_code_point() -> None:
+    """NAME_PATTERN (in the OpenAPI document) and name_problem agree on all of Unicode."""
+    import sys
+
+    from scheduler.names import matches_pattern
+
+    disagree = [
+        hex(cp)
+        for cp in range(sys.maxunicode + 1)
+        if (name_problem(chr(cp)) is None) != matches_pattern(chr(cp))
+    ]
+    assert disagree == []
+    for name in VALID + INVALID:
+        assert (name_problem(name) is None) == matches_pattern(name), repr(name)

@@ -95,6 +95,7 @@ def make_job(*, run: RunRecord | None = None, **changes: Any) -> JobRecord:
         "owner": "node-a",
         "owner_epoch": 1,
         "version": 3,
+        "spec_version": 2,
         "created_at": NOW - timedelta(hours=2),
         "updated_at": NOW - timedelta(minutes=1),
         "current_run": run,

@@ -1,0 +1,462 @@
+"""Hostile and malformed input at the API edge (issue 7 §3), on SQLite and MariaDB: every case gets
+a clear RFC 9457 problem document and leaves the store exactly as it was.
+
+Bounded integers, control characters in every free-text field, broken and non-JSON bodies,
+undeclared query parameters, ``Allow`` on 405, store errors that must not leak SQL, and
+``DELETE /v1/groups/{name}``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from fastapi.testclient import TestClient
+from sqlalchemy import exc as sa_exc
+
+from api.app import create_app
+from api.deps import MAX_LIMIT, MAX_OFFSET, NodeContext
+from scheduler.config import Settings
+from scheduler.errors import StoreError
+from scheduler.store import catalog as catalog_store
+from scheduler.store import inspection, journal
+from scheduler.store import jobs as jobs_store
+from scheduler.store.db import Store
+
+pytestmark = pytest.mark.integration
+
+PIPELINE = "/opt/pipelines/p.py"
+STANDALONE = {
+    "kind": "standalone",
+    "master_url": "spark://127.0.0.1:7077",
+    "rest_url": "http://127.0.0.1:6066",
+    "ui_url": "http://127.0.0.1:8080",
+}
+
+
+@pytest.fixture
+def client(store: Store, settings: Settings, admin_headers: dict[str, str]) -> Iterator[TestClient]:
+    app = create_app(NodeContext(settings, store))
+    with TestClient(app, base_url="http://127.0.0.1", headers=admin_headers) as c:
+        c.post("/v1/jobs", json={"name": "existing", "entrypoint": PIPELINE, "args": ["--a"]})
+        c.post("/v1/clusters", json={"name": "spark-a", "storage_root": "/ck/a", **STANDALONE})
+        c.post("/v1/groups", json={"name": "ads", "primary_cluster": "spark-a"})
+        yield c
+
+
+def snapshot(store: Store) -> dict[str, Any]:
+    """Everything a refused request must leave as it was."""
+    with store.session() as s:
+        jobs, _ = jobs_store.list_jobs(s, limit=1000)
+        return {
+            "counts": inspection.table_counts(s),
+            "jobs": jobs,
+            "clusters": catalog_store.list_clusters(s),
+            "groups": catalog_store.list_groups(s),
+        }
+
+
+def assert_problem(response: Any, status: int, kind: str | None = None) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    body: dict[str, Any] = response.json()
+    assert body["status"] == status and body["title"] and body["detail"] and body["instance"]
+    if kind is not None:
+        assert body["type"] == f"urn:drover:problem:{kind}", body
+    return body
+
+
+# -- bounded integers -------------------------------------------------------------------------
+
+LISTS = [
+    "/v1/jobs",
+    "/v1/jobs/existing/runs",
+    "/v1/jobs/existing/events",
+    "/v1/clusters",
+    "/v1/groups",
+]
+OUT_OF_RANGE = [
+    {"offset": 2**63},
+    {"offset": 2**64 + 1},
+    {"offset": MAX_OFFSET + 1},
+    {"offset": -1},
+    {"offset": "1e3"},
+    {"limit": 0},
+    {"limit": MAX_LIMIT + 1},
+    {"limit": 2**70},
+]
+
+
+@pytest.mark.parametrize("path", LISTS)
+def test_paging_integers_are_bounded(client: TestClient, store: Store, path: str) -> None:
+    before = snapshot(store)
+    for params in OUT_OF_RANGE:
+        problem = assert_problem(client.get(path, params=params), 422, "invalid-input")
+        assert problem["errors"][0]["location"] == ["query", next(iter(params))], params
+    page = client.get(path, params={"offset": MAX_OFFSET, "limit": MAX_LIMIT})
+    assert page.status_code == 200 and page.json()["data"] == []
+    assert snapshot(store) == before
+
+
+def test_the_bounds_are_published(client: TestClient) -> None:
+    spec = client.get("/openapi.json").json()
+    params = {p["name"]: p for p in spec["paths"]["/v1/jobs"]["get"]["parameters"]}
+    assert params["offset"]["schema"] == params["offset"]["schema"] | {
+        "minimum": 0,
+        "maximum": MAX_OFFSET,
+    }
+    assert (
+        params["limit"]["schema"] | {"minimum": 1, "maximum": MAX_LIMIT}
+        == (params["limit"]["schema"])
+    )
+    assert "0 to" in params["offset"]["description"]
+
+
+# -- control characters ------------------------------------------------------------------------
+
+BAD_TEXT = ["nul\x00byte", "new\nline", "tab\there", "esc\x1b[31m", "del\x7f", "c1\x85"]
+
+
+def _job_bodies(bad: str) -> list[tuple[str, dict[str, Any]]]:
+    base = {"name": "fresh", "entrypoint": PIPELINE}
+    return [
+        ("name", {**base, "name": bad}),
+        ("entrypoint", {**base, "entrypoint": f"/opt/{bad}.py"}),
+        ("args", {**base, "args": ["--ok", bad]}),
+        ("conf key", {**base, "conf": {f"spark.{bad}": "1"}}),
+        ("conf value", {**base, "conf": {"spark.x": bad}}),
+        ("team", {**base, "team": bad}),
+        ("business", {**base, "business": bad}),
+        ("checkpoint_location", {**base, "checkpoint_location": f"/ck/{bad}"}),
+        ("group", {**base, "group": bad}),
+    ]
+
+
+@pytest.mark.parametrize("bad", BAD_TEXT, ids=[repr(b) for b in BAD_TEXT])
+def test_control_characters_are_refused_in_every_job_field(
+    client: TestClient, store: Store, bad: str
+) -> None:
+    before = snapshot(store)
+    for field, body in _job_bodies(bad):
+        problem = assert_problem(client.post("/v1/jobs", json=body), 422, "invalid-input")
+        assert problem["errors"], (field, problem)
+        patch = {k: v for k, v in body.items() if k not in ("name", "group")}
+        if field not in ("name", "group"):
+            response = client.patch("/v1/jobs/existing", json=patch)
+            assert_problem(response, 422, "invalid-input")
+    assert snapshot(store) == before
+
+
+@pytest.mark.parametrize("bad", BAD_TEXT, ids=[repr(b) for b in BAD_TEXT])
+def test_control_characters_are_refused_in_clusters_and_groups(
+    client: TestClient, store: Store, bad: str
+) -> None:
+    before = snapshot(store)
+    base = {"name": "spark-c", "storage_root": "/ck/c", **STANDALONE}
+    for field in ("name", "storage_root", "master_url", "rest_url", "ui_url", "az", "cloud"):
+        body = {**base, field: f"{base.get(field, 'x')}{bad}"}
+        assert_problem(client.post("/v1/clusters", json=body), 422, "invalid-input")
+        if field != "name":
+            patch = client.patch("/v1/clusters/spark-a", json={field: body[field]})
+            assert_problem(patch, 422, "invalid-input")
+    for body in (
+        {"name": f"g{bad}", "primary_cluster": "spark-a"},
+        {"name": "g", "primary_cluster": f"spark-a{bad}"},
+    ):
+        assert_problem(client.post("/v1/groups", json=body), 422, "invalid-input")
+    assert snapshot(store) == before
+
+
+def test_a_nul_in_an_argument_is_named_in_the_problem(client: TestClient, store: Store) -> None:
+    """The case schemathesis found: such a job used to be stored and then retried forever."""
+    before = snapshot(store)
+    response = client.post(
+        "/v1/jobs", json={"name": "n", "entrypoint": PIPELINE, "args": ["a\u0000b"]}
+    )
+    problem = assert_problem(response, 422, "invalid-input")
+    assert problem["errors"][0]["location"] == ["body", "args", "1"] or problem["errors"][0][
+        "location"
+    ] == ["body", "args", "0"]
+    assert "control character (U+0000 at position 1)" in problem["detail"]
+    assert snapshot(store) == before
+
+
+def test_lone_surrogates_are_refused(client: TestClient, store: Store) -> None:
+    before = snapshot(store)
+    for raw in (
+        b'{"name": "n", "entrypoint": "/p.py", "args": ["\\ud800"]}',
+        b'{"name": "n", "entrypoint": "/p.py", "team": "x\\udfff"}',
+        b'{"name": "n", "entrypoint": "/p.py", "conf": {"k\\ud83d": "v"}}',
+    ):
+        response = client.post(
+            "/v1/jobs", content=raw, headers={"content-type": "application/json"}
+        )
+        assert_problem(response, 422, "invalid-input")
+    assert snapshot(store) == before
+
+
+def test_printable_unicode_is_still_welcome(client: TestClient) -> None:
+    body = {
+        "name": "café-订单²",
+        "entrypoint": "file:///opt/pipelines/订单.py",
+        "args": ["--sep=|", "naïve 🚀", ""],
+        "conf": {"spark.app.label": "Zürich ✓"},
+        "team": "données",
+    }
+    created = client.post("/v1/jobs", json=body)
+    assert created.status_code == 201, created.text
+    assert created.json()["args"] == body["args"]
+
+
+# -- bodies and media types --------------------------------------------------------------------
+
+BODY_CASES = [
+    # (id, method, path, raw body, content type, status, kind)
+    ("broken json", "POST", "/v1/jobs", b'{"name": "n",', "application/json", 400, None),
+    ("trailing garbage", "POST", "/v1/jobs", b'{"name": "n"} x', "application/json", 400, None),
+    ("not utf-8", "POST", "/v1/jobs", b'{"name": "\xff\xfe"}', "application/json", 400, None),
+    ("text/plain", "POST", "/v1/jobs", b'{"name": "n", "entrypoint": "/p.py"}', "text/plain",
+     415, "unsupported-media-type"),
+    ("form", "POST", "/v1/clusters", b"name=x&kind=local", "application/x-www-form-urlencoded",
+     415, "unsupported-media-type"),
+    ("no content type", "POST", "/v1/groups", b'{"name": "g", "primary_cluster": "local"}',
+     None, 415, "unsupported-media-type"),
+    ("xml", "PATCH", "/v1/jobs/existing", b"<team>x</team>", "application/xml", 415,
+     "unsupported-media-type"),
+    ("broken patch", "PATCH", "/v1/clusters/spark-a", b"{", "application/json", 400, None),
+    ("json array", "POST", "/v1/jobs", b"[1, 2]", "application/json", 422, "invalid-input"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "raw", "content_type", "status", "kind"),
+    [pytest.param(*case[1:], id=case[0]) for case in BODY_CASES],
+)
+def test_bodies_that_are_not_json_are_400_or_415_and_change_nothing(
+    client: TestClient,
+    store: Store,
+    method: str,
+    path: str,
+    raw: bytes,
+    content_type: str | None,
+    status: int,
+    kind: str | None,
+) -> None:
+    before = snapshot(store)
+    headers = {} if content_type is None else {"content-type": content_type}
+    response = client.request(method, path, content=raw, headers=headers)
+    assert_problem(response, status, kind or "malformed-request")
+    assert snapshot(store) == before
+
+
+def test_json_media_types_with_parameters_or_suffixes_are_accepted(client: TestClient) -> None:
+    ok = client.patch(
+        "/v1/jobs/existing",
+        content=b'{"team": "a"}',
+        headers={"content-type": "application/merge-patch+json"},
+    )
+    assert ok.status_code == 200, ok.text
+    ok = client.patch(
+        "/v1/jobs/existing",
+        content=b'{"team": "b"}',
+        headers={"content-type": "application/json; charset=utf-8"},
+    )
+    assert ok.status_code == 200 and ok.json()["team"] == "b"
+
+
+# -- undeclared query parameters ---------------------------------------------------------------
+
+UNKNOWN_QUERY = [
+    ("GET", "/v1/jobs", {"stat": "FAILED"}, None),  # a typo'd filter must not list everything
+    ("GET", "/v1/jobs", {"state": "RUNNING", "teams": "ads"}, None),
+    ("POST", "/v1/jobs", {"dry_run": "1"}, {"name": "n", "entrypoint": PIPELINE}),
+    ("GET", "/v1/jobs/existing", {"verbose": "1"}, None),
+    ("PATCH", "/v1/jobs/existing", {"force": "true"}, {"team": "x"}),
+    ("DELETE", "/v1/jobs/existing", {"cascade": "1"}, None),
+    ("POST", "/v1/jobs/existing/start", {"now": "1"}, None),
+    ("GET", "/v1/jobs/existing/runs", {"page": "2"}, None),
+    ("GET", "/v1/jobs/existing/fence", {"token": "x"}, None),
+    ("GET", "/v1/clusters", {"kind": "local"}, None),
+    ("POST", "/v1/groups", {"x": ""}, {"name": "g", "primary_cluster": "spark-a"}),
+    ("DELETE", "/v1/groups/ads", {"force": "1"}, None),
+    ("GET", "/v1/nodes", {"all": "1"}, None),
+    ("GET", "/healthz", {"deep": "1"}, None),
+]
+
+
+def test_undeclared_query_parameters_are_400_and_change_nothing(
+    client: TestClient, store: Store
+) -> None:
+    before = snapshot(store)
+    for method, path, params, body in UNKNOWN_QUERY:
+        response = client.request(method, path, params=params, json=body)
+        problem = assert_problem(response, 400, "malformed-request")
+        assert "unknown query parameter" in problem["detail"], (method, path)
+        assert repr(next(k for k in params if k not in ("state",))) in problem["detail"]
+    assert snapshot(store) == before
+    # the declared ones still work
+    assert client.get("/v1/jobs", params={"team": "", "limit": 5}).status_code == 200
+    assert client.get("/v1/jobs/existing/events", params={"offset": 1}).status_code == 200
+
+
+# -- 405 and Allow -----------------------------------------------------------------------------
+
+ALLOW = [
+    ("PUT", "/v1/jobs", {"GET", "POST"}),
+    ("DELETE", "/v1/jobs", {"GET", "POST"}),
+    ("PUT", "/v1/jobs/existing", {"GET", "PATCH", "DELETE"}),
+    ("POST", "/v1/jobs/existing", {"GET", "PATCH", "DELETE"}),
+    ("GET", "/v1/jobs/existing/start", {"POST"}),
+    ("DELETE", "/v1/jobs/existing/runs", {"GET"}),
+    ("POST", "/v1/jobs/existing/fence", {"GET"}),
+    ("PUT", "/v1/clusters/spark-a", {"GET", "PATCH"}),
+    ("POST", "/v1/groups/ads", {"GET", "PATCH", "DELETE"}),
+    ("PATCH", "/v1/groups", {"GET", "POST"}),
+    ("POST", "/healthz", {"GET"}),
+    ("GET", "/v1/internal/nudge", {"POST"}),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "allowed"), ALLOW)
+def test_405_names_every_method_of_the_path(
+    client: TestClient, store: Store, method: str, path: str, allowed: set[str]
+) -> None:
+    before = snapshot(store)
+    response = client.request(method, path)
+    problem = assert_problem(response, 405, "method-not-allowed")
+    assert {m.strip() for m in response.headers["allow"].split(",")} == allowed
+    assert method in problem["detail"]
+    assert snapshot(store) == before
+
+
+# -- store errors ------------------------------------------------------------------------------
+
+
+def test_an_unusable_store_is_a_503_without_sql(
+    store: Store,
+    settings: Settings,
+    admin_headers: dict[str, str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The store's tables vanish under a running node (a restore gone wrong): every driver error
+    carries SQL; no problem document does."""
+    caplog.set_level(logging.ERROR, logger="api.problems")
+    app = create_app(NodeContext(settings, store))
+    with TestClient(app, base_url="http://127.0.0.1", headers=admin_headers) as client:
+        with store.engine.begin() as conn:  # the token still verifies from the identity tables
+            for table in ("job_events", "runs", "jobs"):
+                conn.execute(sa.text(f"DROP TABLE {table}"))
+        for method, path, body in [
+            ("GET", "/v1/jobs", None),
+            ("GET", "/v1/jobs/orders", None),
+            ("POST", "/v1/jobs", {"name": "n", "entrypoint": PIPELINE, "args": ["s3cr3t"]}),
+        ]:
+            response = client.request(method, path, json=body)
+            problem = assert_problem(response, 503, "store-unavailable")
+            text = response.text.lower()
+            for leak in ("select", "insert", "[sql", "s3cr3t", "jobs.", "parameters"):
+                assert leak not in text, (path, response.text)
+            assert problem["detail"] == "the metadata store is unavailable; try again later"
+            assert problem["incident"] in caplog.text
+    assert "SELECT" in caplog.text or "INSERT" in caplog.text  # the real error: in the log only
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        StoreError("metadata store error: DataError: (1406) [SQL: UPDATE jobs SET args=%(a)s]"),
+        sa_exc.DataError("UPDATE jobs SET args=%(a)s", {"a": ["s3cr3t"]}, ValueError("too long")),
+        sa_exc.IntegrityError("INSERT INTO jobs (name) VALUES (?)", ("s3cr3t",), ValueError()),
+    ],
+    ids=["StoreError(DataError)", "raw DataError", "raw IntegrityError"],
+)
+def test_other_store_errors_are_a_500_without_sql(
+    client: TestClient,
+    store: Store,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    error: Exception,
+) -> None:
+    if isinstance(error, StoreError):
+        error.__cause__ = sa_exc.DataError("UPDATE jobs SET args=%(a)s", {"a": "s3cr3t"}, None)
+
+    def fail(*args: Any, **kwargs: Any) -> None:
+        raise error
+
+    monkeypatch.setattr(jobs_store, "update_job_spec", fail)
+    caplog.set_level(logging.ERROR, logger="api.problems")
+    before = snapshot(store)
+    response = client.patch("/v1/jobs/existing", json={"args": ["--b"]})
+    problem = assert_problem(response, 500, "store-error")
+    for leak in ("UPDATE", "INSERT", "SQL", "s3cr3t", "args="):
+        assert leak not in response.text, response.text
+    assert problem["incident"] in caplog.text and "s3cr3t" in caplog.text
+    assert snapshot(store) == before
+
+
+# -- DELETE /v1/groups/{name} ------------------------------------------------------------------
+
+
+def test_an_empty_group_is_deleted_and_audited(client: TestClient, store: Store) -> None:
+    client.post("/v1/groups", json={"name": "spare", "primary_cluster": "spark-a"})
+    assert_problem(client.delete("/v1/groups/spare", headers={"If-Match": '"2"'}), 412)
+    deleted = client.delete("/v1/groups/spare", headers={"If-Match": '"1"'})
+    assert deleted.status_code == 204 and deleted.content == b""
+    assert_problem(client.get("/v1/groups/spare"), 404, "not-found")
+    assert_problem(client.delete("/v1/groups/spare"), 404, "not-found")
+    assert "spare" not in {g["name"] for g in client.get("/v1/groups").json()["data"]}
+    with store.session() as s:
+        audit = journal.list_audit(s, limit=1)[0]
+    assert (audit.action, audit.target_kind, audit.target_name) == (
+        "group.delete",
+        "group",
+        "spare",
+    )
+    assert audit.detail["primary_cluster"] == "spark-a"
+    # the name is free again
+    again = client.post("/v1/groups", json={"name": "spare", "primary_cluster": "local"})
+    assert again.status_code == 201 and again.json()["version"] == 1
+
+
+def test_a_group_with_jobs_or_the_default_group_is_not_deleted(
+    client: TestClient, store: Store
+) -> None:
+    created = client.post(
+        "/v1/jobs", json={"name": "ad-clicks", "entrypoint": PIPELINE, "group": "ads"}
+    )
+    assert created.status_code == 201
+    before = snapshot(store)
+    problem = assert_problem(client.delete("/v1/groups/ads"), 409, "conflict")
+    assert "1 job(s)" in problem["detail"] and "ad-clicks" in problem["detail"]
+    problem = assert_problem(client.delete("/v1/groups/default"), 409, "conflict")
+    assert "default" in problem["detail"]
+    assert_problem(client.delete("/v1/groups/a%20b"), 422, "invalid-input")
+    assert snapshot(store) == before
+    # once its jobs are gone, it goes
+    assert client.delete("/v1/jobs/ad-clicks").status_code == 204
+    assert client.delete("/v1/groups/ads").status_code == 204
+
+
+def test_group_delete_is_in_the_openapi(client: TestClient) -> None:
+    operation = client.get("/openapi.json").json()["paths"]["/v1/groups/{name}"]["delete"]
+    assert set(operation["responses"]) >= {"204", "404", "409", "412", "422"}
+    problem = operation["responses"]["409"]["content"]["application/problem+json"]["schema"]
+    assert {"type", "title", "status", "detail", "instance"} <= set(problem["properties"])
+
+
+def test_every_documented_error_is_a_problem_document(client: TestClient, tmp_path: Path) -> None:
+    spec = client.get("/openapi.json").json()
+    for path, operations in spec["paths"].items():
+        for method, operation in operations.items():
+            for status, response in operation["responses"].items():
+                if int(status) >= 400:
+                    assert list(response["content"]) == ["application/problem+json"], (
+                        method,
+                        path,
+                        status,
+                    )
+    assert "HTTPValidationError" not in spec.get("components", {}).get("schemas", {})
