@@ -116,7 +116,6 @@ def ts(value: str) -> datetime:
     return datetime.fromisoformat(value)
 
 
-@dataclass
 def current_token(stack: Stack, name: str) -> str:
     """The fencing token of the job's current run, from the store: the API shows it to nobody
     but the run itself."""
@@ -130,6 +129,7 @@ def current_token(stack: Stack, name: str) -> str:
     return run.fencing_token
 
 
+@dataclass
 class Stack:
     """A node, the clusters it knows, and the jobs this test created."""
 
