@@ -10,8 +10,9 @@ are shared:
   its own app name, no ``drover_runtime``.
 
 Both are owned by node n1, which runs with ``DROVER_FAULTS`` arming the ``after-submit`` crash
-point twice (one once-file per job): n1's reconciler dies right after the master accepted each
-submission, before the store recorded it. Then, for each job:
+point twice (one once-file each): n1's reconciler dies right after the master accepted a
+submission, before the store recorded it (submissions run in parallel, so the first crash may
+also catch the other job's submission in flight). Then, for each job:
 
 1. crash point -> the restarted reconciler adopts the one application (one run, an "adopted"
    event), RUNNING with exactly one application on the master: the one linked to the run;
@@ -248,7 +249,12 @@ def test_pipelines_with_their_own_app_names_start_adopt_reattach_restart_stop(
         for name in jobs:
             first[name] = wait_job(name, running(1), f"{name} RUNNING after the crash point")
             linked_after[name] = time.monotonic() - started
-        assert all(path.exists() for path in once), "both crash points were hit"
+        # The reconciler submits in parallel: the first crash may take the other job's
+        # submission down with it in flight (accepted by the master, never recorded), or
+        # before it was sent (then it is submitted after the restart and the second crash
+        # point fires). Either way each job's one run went through "submitted, not recorded,
+        # crash" and was adopted: the adoption events below say so.
+        assert once[0].exists(), "the crash point was hit"
         for name, (_, own) in jobs.items():
             run = first[name]["current_run"]
             assert first[name]["owner"] == "n1"
