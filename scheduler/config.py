@@ -217,7 +217,7 @@ class Settings(BaseSettings):
 
         hosts = ["127.0.0.1", "localhost", "::1", "[::1]"]
         for host in (self.api_host, urlparse(self.resolved_api_url).hostname or ""):
-            if host and host not in ("0.0.0.0", "::") and host not in hosts:
+            if host and not _is_wildcard(host) and host not in hosts:
                 hosts.append(host)
         return hosts
 
@@ -313,3 +313,13 @@ def load_settings(**overrides: Any) -> Settings:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "settings"
         raise InvalidInput(f"invalid configuration DROVER_{where.upper()}: {first['msg']}") from exc
+
+
+def _is_wildcard(host: str) -> bool:
+    """An "any address" listen host (IPv4 or IPv6): never a name a client sends in ``Host``."""
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_unspecified
+    except ValueError:
+        return False

@@ -63,7 +63,6 @@ class Row:
 TABLE: list[Row] = [
     Row("GET", "/healthz", "public"),
     Row("GET", "/readyz", "public"),
-    Row("GET", "/metrics", "public"),
     Row(
         "POST",
         "/v1/jobs",
@@ -215,13 +214,12 @@ def test_every_route_has_a_row_and_a_rule() -> None:
     routes = _app_routes()
     rows = {(r.method, r.template) for r in TABLE}
     assert routes - rows == set(), "routes without a row in the authorization matrix"
+    assert rows - routes == set(), "rows in the authorization matrix for routes that do not exist"
     assert routes - set(RULES) == set(), "routes without an authorization rule"
 
 
 @pytest.mark.parametrize("row", TABLE, ids=lambda r: f"{r.method} {r.template}")
 def test_authorization_matrix(row: Row, world: World, tmp_path: Path) -> None:
-    if (row.method, row.template) not in _app_routes():
-        pytest.skip("route not in this build")
     for name, subject in SUBJECTS.items():
         db = tmp_path / f"{name}.db"
         shutil.copyfile(world.db, db)
