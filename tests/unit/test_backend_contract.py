@@ -347,20 +347,26 @@ def test_status_of_an_unknown_submission_is_not_found(cluster: Cluster) -> None:
 def test_an_unreachable_cluster_raises_cluster_unreachable(cluster: Cluster) -> None:
     sub = cluster.backend.submit(cluster.request("orders", 4))
     tag = cluster.request("orders", 4).app_name
+    # running before the break: a spark-submit wrapper still starting when the script and the run
+    # directory vanish would end by itself (exit 127, no exit_code written) -- not the case here
+    cluster.wait_status(sub.submission_id, cluster.running, "the run RUNNING before the break")
     assert cluster.backend.probe().ok
     cluster.breaks()
+    # a new instance (another node): nothing cached from before the break may answer for it
+    # (the standalone backend reuses a listing for a moment after fetching it)
+    backend = cluster.fresh()
     try:
         calls: list[Callable[[], object]] = [
-            lambda: cluster.backend.submit(cluster.request("orders", 5)),
-            lambda: cluster.backend.status(sub.submission_id),
-            lambda: cluster.backend.find(tag),
-            cluster.backend.list_applications,
-            lambda: cluster.backend.kill(sub.submission_id),
+            lambda: backend.submit(cluster.request("orders", 5)),
+            lambda: backend.status(sub.submission_id),
+            lambda: backend.find(tag),
+            backend.list_applications,
+            lambda: backend.kill(sub.submission_id),
         ]
         for call in calls:
             with pytest.raises(ClusterUnreachable):
                 call()
-        assert not cluster.backend.probe().ok
+        assert not backend.probe().ok
     finally:
         cluster.heals()
     assert cluster.backend.probe().ok
