@@ -278,6 +278,10 @@ class AppMonitor:
         self.jobs = jobs
         self.most: dict[str, int] = dict.fromkeys(jobs, 0)
         self.apps: dict[str, set[str]] = {j: set() for j in jobs}
+        # when a job had more than one live application: (when, [(app id, name, state)])
+        self.overlaps: dict[str, list[tuple[float, list[tuple[str, str, str]]]]] = {
+            j: [] for j in jobs
+        }
         self.polls = 0
         self.errors = 0
         self._stop = threading.Event()
@@ -299,6 +303,9 @@ class AppMonitor:
                         and a.get("state") in ("RUNNING", "WAITING")
                     ]
                     self.most[job] = max(self.most[job], len(mine))
+                    if len(mine) > 1 and len(self.overlaps[job]) < 5:
+                        seen = [(a["id"], a["name"], a["state"]) for a in mine]
+                        self.overlaps[job].append((time.time(), seen))
                     self.apps[job].update(a["id"] for a in mine)
             self._stop.wait(0.2)
 
@@ -368,11 +375,14 @@ def stop_jobs(node: NodeProcess, names: list[str]) -> None:
 
 
 def name_owned_by(pool: list[str], owner: str, prefix: str) -> str:
-    """The first ``<prefix>-<i>`` that ``owner`` owns under ``pool``."""
+    """The first ``<prefix>-<run>-<i>`` that ``owner`` owns under ``pool``. ``<run>`` is new for
+    every call, so no other test (or another checkout's run) on the same master shares the name and
+    the application monitors count only this test's applications."""
+    unique = f"{prefix}-{uuid.uuid4().hex[:6]}"
     return next(
-        f"{prefix}-{i}"
+        f"{unique}-{i}"
         for i in range(1000)
-        if owner_of(f"{prefix}-{i}", tuple(sorted(pool))) == owner
+        if owner_of(f"{unique}-{i}", tuple(sorted(pool))) == owner
     )
 
 
@@ -427,8 +437,9 @@ def test_takeover_reattaches_and_rolling_restart_restarts_nothing(
                 assert now["current_run"]["app_id"] == apps[name]
                 assert r1.get(f"/v1/jobs/{name}/runs")["count"] == 1
         assert monitor.polls > 20
-        assert monitor.most == dict.fromkeys(jobs, 1), monitor.most  # never two at once
-        assert monitor.apps == {name: {apps[name]} for name in jobs}  # never another app
+        # never two at once, never another app
+        assert monitor.most == dict.fromkeys(jobs, 1), (monitor.most, monitor.overlaps, apps)
+        assert monitor.apps == {name: {apps[name]} for name in jobs}, (monitor.apps, apps)
     finally:
         stop_jobs(r1, jobs)
 
@@ -494,7 +505,7 @@ def test_frozen_node_acts_on_nothing_with_its_stale_view(
                 if e["node"] == "f1" and e["to_state"] and _ts(e["at"]) >= thawed - 0.5
             ]
             assert late == [], late
-        assert monitor.most[job] == 1, "two applications of one job at once"
+        assert monitor.most[job] == 1, ("two applications of one job at once", monitor.overlaps)
         assert len(monitor.apps[job]) == 2  # run 1's and run 2's, one after the other
     finally:
         stop_jobs(f2, [job])
@@ -635,7 +646,7 @@ def test_zookeeper_outages(
                 assert now["current_run"]["app_id"] == settled[name]["current_run"]["app_id"]
                 assert z1.get(f"/v1/jobs/{name}/runs")["count"] == runs_before[name], name
             print(f"the wiped-ZooKeeper step took {time.monotonic() - wipe_began:.1f}s in all")
-        assert monitor.most == dict.fromkeys(jobs, 1), monitor.most
+        assert monitor.most == dict.fromkeys(jobs, 1), (monitor.most, monitor.overlaps)
         assert {len(a) for a in monitor.apps.values()} == {1}
     finally:
         stop_jobs(z1, jobs)
