@@ -33,13 +33,11 @@ run every ``--poll`` seconds (their resolution).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import secrets
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -57,6 +55,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL, make_url
 
 from harness.nodes import DROVER, NodeProcess, poll
+from harness.simcluster import SimProcess, sim_process
 from scheduler import storage
 from scheduler.catalog import ClusterSpec
 from scheduler.errors import StoreError
@@ -129,54 +128,8 @@ def zk_namespace(hosts: str) -> Iterator[str]:
             client.close()
 
 
-@dataclass
-class Simulator:
-    proc: subprocess.Popen[str]
-    url: str
-    master_url: str
-
-    def stats(self) -> dict[str, int]:
-        answer: dict[str, int] = httpx.get(
-            f"{self.url}/sim/stats", timeout=30, trust_env=False
-        ).json()
-        return answer
-
-    def live_apps(self) -> dict[str, str]:
-        """app id -> app name of every registered (WAITING or RUNNING) application."""
-        body = httpx.get(f"{self.url}/json/", timeout=60, trust_env=False).json()
-        return {a["id"]: a["name"] for a in body["activeapps"]}
-
-
-@contextmanager
-def simulator(app_start_delay: float) -> Iterator[Simulator]:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "harness.simcluster",
-            "--port",
-            "0",
-            "--app-start-delay",
-            str(app_start_delay),
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        if not line:
-            raise RuntimeError("the simulator exited before printing its URLs")
-        info = json.loads(line)
-        yield Simulator(proc, info["rest_url"], info["master_url"])
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+Simulator = SimProcess  # the name the benches use
+simulator = sim_process
 
 
 # -- store --------------------------------------------------------------------------------------

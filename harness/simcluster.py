@@ -34,7 +34,8 @@ retained like Spark's ``spark.deploy.retainedDrivers`` (200 by default).
 
 Control: the :class:`SimCluster` methods in-process, or ``POST /sim/control`` with
 ``{"op": <method name>, ...keyword arguments}`` from another process (see :func:`control`);
-``GET /sim/stats`` counts drivers, requests, creates and kills. ``/sim/*`` stays reachable
+``GET /sim/stats`` counts drivers, requests, creates and kills; ``GET /sim/drivers`` lists every
+driver with its run tag, app id and whether it is alive. ``/sim/*`` stays reachable
 during unreachable periods.
 
     python -m harness.simcluster --port 7177 [--app-start-delay 1] [--kill-delay 0]
@@ -46,9 +47,13 @@ import argparse
 import json
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -304,6 +309,23 @@ class SimCluster:
                 if d.app_state(now) is not None
                 and (app_name is None or d.registered_name == app_name)
                 and (tag is None or d.app_name == tag)
+            ]
+
+    def drivers(self) -> list[dict[str, Any]]:
+        """Every driver the simulator holds: its id, the ``spark.app.name`` it was submitted
+        with (Drover's run tag), its app's id, and whether it is alive (the driver not ended, or
+        its app still registered): what a checker outside Drover needs, also during outages."""
+        now = time.monotonic()
+        with self._lock:
+            self._advance_all(now)
+            return [
+                {
+                    "driver_id": d.id,
+                    "tag": d.app_name,
+                    "app_id": d.app_id,
+                    "alive": d.ended is None or d.app_state(now) is not None,
+                }
+                for d in self._drivers.values()
             ]
 
     def driver_app(self, driver_id: str) -> str | None:
@@ -625,6 +647,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(400, {"ok": False, "error": str(exc)})
         elif method == "GET" and path == "/sim/stats":
             self._send(200, sim.stats())
+        elif method == "GET" and path == "/sim/drivers":
+            self._send(200, sim.drivers())
         else:
             self._send(404, _error(f"no such endpoint: {method} {path}"))
 
@@ -648,6 +672,68 @@ def control(url: str, op: str, timeout: float = 5.0, **params: Any) -> dict[str,
     response.raise_for_status()
     answer: dict[str, Any] = response.json()
     return answer
+
+
+@dataclass
+class SimProcess:
+    """A simulator running in its own process (:func:`sim_process`)."""
+
+    proc: subprocess.Popen[str]
+    url: str
+    master_url: str
+
+    def stats(self) -> dict[str, int]:
+        import httpx
+
+        answer: dict[str, int] = httpx.get(
+            f"{self.url}/sim/stats", timeout=30, trust_env=False
+        ).json()
+        return answer
+
+    def live_apps(self) -> dict[str, str]:
+        """app id -> app name of every registered (WAITING or RUNNING) application."""
+        import httpx
+
+        body = httpx.get(f"{self.url}/json/", timeout=60, trust_env=False).json()
+        return {a["id"]: a["name"] for a in body["activeapps"]}
+
+    def control(self, op: str, **params: Any) -> dict[str, Any]:
+        return control(self.url, op, **params)
+
+
+@contextmanager
+def sim_process(app_start_delay: float, *extra: str) -> Iterator[SimProcess]:
+    """``python -m harness.simcluster`` on a free port (``extra``: more of its options),
+    terminated at the end."""
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "harness.simcluster",
+            "--port",
+            "0",
+            "--app-start-delay",
+            str(app_start_delay),
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if not line:
+            raise RuntimeError("the simulator exited before printing its URLs")
+        info = json.loads(line)
+        yield SimProcess(proc, info["rest_url"], info["master_url"])
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
 
 
 def main(argv: list[str] | None = None) -> int:
