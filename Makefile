@@ -3,9 +3,9 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := test
 VENV := .venv
 # only the ones that exist: a fresh clone has no empty directories
-LINT_PATHS := $(wildcard scheduler api drover harness tests pipelines migrations bench scripts)
+LINT_PATHS := $(wildcard scheduler api drover harness tests pipelines migrations bench chaos scripts)
 
-.PHONY: test setup services-up services-down services-status lint demo clean
+.PHONY: test setup services-up services-down services-status lint demo chaos clean
 
 ## test: setup, services up (down again at the end), ruff, mypy, compose file, pytest
 test:
@@ -33,6 +33,14 @@ lint: setup
 ## demo: the local demo (one node, SQLite, Spark local mode, a sample pipeline)
 demo: setup
 	scripts/demo.sh
+
+## chaos: a chaos run of DURATION seconds of faults (default 600) against a private deployment;
+##        prints the checker's summary, exits non-zero on a violation (history in var/chaos/)
+DURATION ?= 600
+chaos: setup
+	scripts/services.sh install
+	RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 $(VENV)/bin/python -m chaos.run --duration $(DURATION) \
+		--history var/chaos/history.jsonl
 
 ## clean: stop the services started here, remove var/ and caches (keeps .venv)
 clean:

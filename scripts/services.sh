@@ -5,6 +5,8 @@
 #                               every service answers, write var/services/env
 #   scripts/services.sh down    stop only what `up` started (by PID, from var/services/*.pid)
 #   scripts/services.sh status  what runs, who started it, whether it answers (exit 1 if not all)
+#   scripts/services.sh install install what is missing (Java, ZooKeeper, MariaDB), start nothing:
+#                               for runs that start private servers of their own (make chaos)
 #
 # Services: MariaDB (127.0.0.1:3306, root without password; an already running server is used
 # and never stopped), ZooKeeper (private instance, 127.0.0.1:21810), Spark standalone cluster "a"
@@ -465,8 +467,15 @@ cmd_status() {
     return "$ok"
 }
 
+cmd_install() {
+    ensure_pkg /usr/bin/java --no-install-recommends default-jre-headless
+    ensure_pkg /usr/share/java/zookeeper.jar zookeeper
+    ensure_pkg /usr/sbin/mariadbd --no-install-recommends mariadb-server
+    log "installed: java, zookeeper, mariadb-server"
+}
+
 main() {
-    [[ $# -eq 1 ]] || die "usage: $0 up|down|status"
+    [[ $# -eq 1 ]] || die "usage: $0 up|down|status|install"
     mkdir -p "$STATE" "$LOGS"
     case $1 in
         up | down)
@@ -475,7 +484,8 @@ main() {
             "cmd_$1"
             ;;
         status) cmd_status ;;
-        *) die "usage: $0 up|down|status" ;;
+        install) cmd_install ;;
+        *) die "usage: $0 up|down|status|install" ;;
     esac
 }
 

@@ -14,7 +14,7 @@ export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 # every Ray port on 127.0.0.1 (RUNTIM
 export SPARK_CLUSTERS=${SPARK_CLUSTERS:-2}  # cluster B: two-cluster tests
 # the packages that exist (bench/ and friends may not, e.g. in a fresh clone before anything is in them)
 LINT_PATHS=()
-for path in scheduler api drover harness tests pipelines migrations bench scripts; do
+for path in scheduler api drover harness tests pipelines migrations bench chaos scripts; do
     [[ -e $path ]] && LINT_PATHS+=("$path")
 done
 

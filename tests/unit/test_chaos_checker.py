@@ -1,0 +1,195 @@
+"""The chaos checker catches what it must (issue 13, acceptance 3) and nothing else."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from chaos import history as h
+from chaos.checker import (
+    check,
+    convergence,
+    double_runs,
+    lost_jobs,
+    lost_writes,
+    unfenced_actions,
+)
+from chaos.history import (
+    Action,
+    AppSeen,
+    Claim,
+    Fault,
+    FinalJob,
+    History,
+    JobSeen,
+    Quiet,
+    WriteAcked,
+)
+
+BOUND = 60.0
+
+
+def polls(cluster: str, app: str, job: str, start: float, end: float, every: float = 0.2):
+    """An application seen alive by every poll from ``start`` to ``end``, then seen ended."""
+    t, seen = start, []
+    while t <= end + 1e-9:
+        seen.append(AppSeen(round(t, 3), cluster, app, job, True))
+        t += every
+    seen.append(AppSeen(round(t, 3), cluster, app, job, False))
+    return seen
+
+
+def healthy() -> History:
+    """A clean run: orders fails over from A to B (A's app gone before B's starts), a second job
+    is created, stopped and started again; a node dies and its jobs are claimed anew."""
+    return History.of(
+        [
+            Fault(10.0, "kill9", "n2", until=12.0),
+            Quiet(40.0),
+            *polls("A", "app-1", "orders", 0.0, 20.0),
+            *polls("B", "app-2", "orders", 20.6, 60.0),
+            *polls("A", "app-3", "clicks", 5.0, 70.0),
+            JobSeen(41.0, "orders", "RUNNING", "RUNNING"),
+            JobSeen(41.0, "clicks", "RUNNING", "STARTING"),
+            JobSeen(45.0, "clicks", "RUNNING", "RUNNING"),
+            WriteAcked(1.0, "orders", "create", "RUNNING"),
+            WriteAcked(2.0, "clicks", "create", "RUNNING"),
+            WriteAcked(3.0, "clicks", "stop", "STOPPED"),
+            WriteAcked(4.0, "clicks", "start", "RUNNING"),
+            WriteAcked(5.0, "tmp", "create", "RUNNING"),
+            WriteAcked(6.0, "tmp", "delete", None),
+            FinalJob("orders", True, "RUNNING"),
+            FinalJob("clicks", True, "RUNNING"),
+            FinalJob("tmp", False),
+            Claim(1.5, "orders", "n1", 7),
+            Claim(1.5, "clicks", "n2", 7),
+            Claim(13.0, "clicks", "n1", 8),
+            Action(1.6, "orders", "n1", 7, "submit"),
+            Action(4.5, "clicks", "n2", 7, "submit"),
+            Action(19.0, "orders", "n1", 7, "kill"),
+            Action(20.5, "orders", "n1", 7, "submit"),
+        ]
+    )
+
+
+def test_a_clean_history_passes_with_its_figures() -> None:
+    report = check(healthy(), BOUND)
+    assert report.ok, report.summary()
+    assert report.faults == {"kill9": 1}
+    assert report.worst_convergence_s == pytest.approx(5.0)
+    assert (report.apps_seen, report.jobs_seen, report.writes_acked) == (3, 2, 6)
+    assert "violations: 0" in report.summary()
+
+
+def test_a_double_run_across_clusters_is_flagged() -> None:
+    history = healthy()
+    # the stale driver on A lived on while B's application started
+    history.apps += polls("A", "app-9", "orders", 20.2, 22.0)
+    found = double_runs(history)
+    assert [(v.kind, v.job) for v in found] == [("double_run", "orders")]
+    assert "app-9" in found[0].detail and "app-2" in found[0].detail
+    assert not check(history, BOUND).ok
+
+
+def test_two_applications_one_after_the_other_are_no_double_run() -> None:
+    history = History.of(polls("A", "a1", "j", 0.0, 10.0) + polls("A", "a2", "j", 10.4, 20.0))
+    assert double_runs(history) == []
+
+
+def test_a_lost_job_is_flagged_never_running_again_or_too_late() -> None:
+    history = healthy()
+    history.final.append(FinalJob("forgotten", True, "RUNNING"))
+    history.jobs.append(JobSeen(50.0, "forgotten", "RUNNING", "QUEUED"))
+    history.final.append(FinalJob("slow", True, "RUNNING"))
+    history.jobs.append(JobSeen(40.0 + BOUND + 5, "slow", "RUNNING", "RUNNING"))
+    found = lost_jobs(history, BOUND)
+    assert [(v.kind, v.job) for v in found] == [("lost_job", "forgotten"), ("lost_job", "slow")]
+    assert "never seen RUNNING" in found[0].detail and "65.0 s" in found[1].detail
+
+
+def test_running_before_the_faults_cleared_counts_only_if_still_so() -> None:
+    history = History.of(
+        [
+            Quiet(100.0),
+            JobSeen(50.0, "lost", "RUNNING", "RUNNING"),
+            JobSeen(90.0, "lost", "RUNNING", "UNKNOWN"),
+            FinalJob("lost", True, "RUNNING"),
+            JobSeen(50.0, "steady", "RUNNING", "RUNNING"),  # unchanged since: no new record
+            FinalJob("steady", True, "RUNNING"),
+        ]
+    )
+    assert [v.job for v in lost_jobs(history, BOUND)] == ["lost"]
+    assert convergence(history) == {"lost": None, "steady": 0.0}
+
+
+def test_a_lost_write_is_flagged() -> None:
+    history = healthy()
+    history.writes.append(WriteAcked(30.0, "orders", "stop", "STOPPED"))  # store says RUNNING
+    history.writes.append(WriteAcked(31.0, "new", "create", "RUNNING"))  # never stored
+    history.writes.append(WriteAcked(32.0, "clicks", "delete", None))  # still there
+    found = lost_writes(history)
+    assert {(v.job, v.detail) for v in found} == {
+        ("clicks", "delete acknowledged, job still exists"),
+        ("new", "create acknowledged, job is gone"),
+        ("orders", "stop acknowledged (desired STOPPED), store holds desired RUNNING"),
+    }
+
+
+def test_a_write_in_doubt_is_no_lost_write() -> None:
+    history = healthy()
+    history.writes.append(WriteAcked(30.0, "orders", "in_doubt", None))  # stop sent, no answer
+    assert lost_writes(history) == []
+
+
+def test_an_unfenced_action_is_flagged() -> None:
+    history = healthy()
+    # n2 was frozen past its session: n1 claimed clicks under epoch 8, then n2 thawed and killed
+    history.actions.append(Action(14.0, "clicks", "n2", 7, "kill"))
+    # and n3 submitted a job it never claimed
+    history.actions.append(Action(15.0, "orders", "n3", 8, "submit"))
+    found = unfenced_actions(history)
+    assert [(v.job, v.t) for v in found] == [("clicks", 14.0), ("orders", 15.0)]
+    assert "after n1 claimed the job under epoch 8" in found[0].detail
+    assert "without a recorded claim" in found[1].detail
+
+
+def test_each_kind_is_counted_in_the_summary() -> None:
+    history = healthy()
+    history.apps += polls("A", "app-9", "orders", 20.2, 22.0)
+    history.final.append(FinalJob("forgotten", True, "RUNNING"))
+    history.writes.append(WriteAcked(31.0, "new", "create", "RUNNING"))
+    history.actions.append(Action(15.0, "orders", "n3", 8, "submit"))
+    summary = check(history, BOUND).summary()
+    assert "violations: 4 (double_run 1, lost_job 1, lost_write 1, unfenced_action 1)" in summary
+
+
+def test_a_history_survives_its_file(tmp_path: Path) -> None:
+    path = tmp_path / "history.jsonl"
+    original = healthy()
+    h.write(path, original.records())
+    assert h.read(path) == original
+    path.write_text('{"type": "Nope"}\n')
+    with pytest.raises(ValueError, match=r"history.jsonl:1: unknown record type 'Nope'"):
+        h.read(path)
+
+
+@st.composite
+def lifetimes(draw: st.DrawFn) -> list[tuple[float, float]]:
+    starts = draw(st.lists(st.integers(0, 200), min_size=1, max_size=6))
+    return [(s, s + draw(st.integers(0, 50))) for s in starts]
+
+
+@given(lifetimes())
+def test_double_run_found_exactly_when_two_lives_overlap(lives: list[tuple[float, float]]) -> None:
+    history = History.of(
+        AppSeen(t, "A" if i % 2 else "B", f"app-{i}", "j", True)
+        for i, (first, last) in enumerate(lives)
+        for t in (first, last)
+    )
+    overlapping = any(
+        a[0] <= b[1] and b[0] <= a[1] for i, a in enumerate(lives) for b in lives[i + 1 :]
+    )
+    assert bool(double_runs(history)) == overlapping
