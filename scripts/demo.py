@@ -47,8 +47,17 @@ def main() -> int:
     token_file = data_dir / "admin.token"
     if not token_file.exists():  # the store's first admin; --force when an earlier demo made one
         subprocess.run(
-            [drover, "token", "create", "--admin", "--force", "--name", "demo",
-             "--output", str(token_file)],
+            [
+                drover,
+                "token",
+                "create",
+                "--admin",
+                "--force",
+                "--name",
+                "demo",
+                "--output",
+                str(token_file),
+            ],
             env=env,
             check=True,
         )
@@ -59,7 +68,10 @@ def main() -> int:
     print(f"demo: starting a Drover node on {api} (log: {log_path})")
     with log_path.open("ab") as log:
         node = subprocess.Popen(
-            [drover, "node", "run"], env=env, stdout=log, stderr=subprocess.STDOUT,
+            [drover, "node", "run"],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
     client = httpx.Client(
@@ -76,6 +88,7 @@ def main() -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     try:
+
         def ready() -> bool:
             if node.poll() is not None:
                 raise SystemExit(f"demo: the node exited ({node.returncode}); see {log_path}")
