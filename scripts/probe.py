@@ -61,9 +61,12 @@ def spark_master_ready(ui_url: str, min_workers: int = 1) -> str | None:
         return f"{ui_url}/json/: {exc}"
     if status != 200:
         return f"{ui_url}/json/: HTTP {status}"
-    doc: dict[str, Any] = json.loads(body)
-    if doc.get("status") != "ALIVE":
-        return f"master status {doc.get('status')!r}"
+    try:  # a master still starting its UI may answer 200 with an empty or partial body
+        doc: dict[str, Any] = json.loads(body)
+    except ValueError as exc:
+        return f"{ui_url}/json/: not JSON yet ({exc})"
+    if not isinstance(doc, dict) or doc.get("status") != "ALIVE":
+        return f"master status {doc.get('status') if isinstance(doc, dict) else doc!r}"
     alive = [w for w in doc.get("workers", []) if w.get("state") == "ALIVE"]
     if len(alive) < min_workers:
         return f"master has {len(alive)} ALIVE worker(s), want {min_workers}"
