@@ -5,7 +5,7 @@ VENV := .venv
 # only the ones that exist: a fresh clone has no empty directories
 LINT_PATHS := $(wildcard scheduler api drover harness tests pipelines migrations bench chaos scripts)
 
-.PHONY: test setup services-up services-down services-status lint demo chaos clean
+.PHONY: test setup services-up services-down services-status lint demo chaos bench clean
 
 ## test: setup, services up (down again at the end), ruff, mypy, compose file, pytest
 test:
@@ -33,6 +33,12 @@ lint: setup
 ## demo: the local demo (one node, SQLite, Spark local mode, a sample pipeline)
 demo: setup
 	scripts/demo.sh
+
+## bench: the benchmark suite; writes bench/results/latest.json and latest.md (~25 min on 2
+##        cores; BENCH_QUICK=1: a ~5 min subset). Starts the services unless the environment
+##        names them (scripts/bench.sh)
+bench:
+	scripts/bench.sh
 
 ## chaos: a chaos run of DURATION seconds of faults (default 600) against a private deployment;
 ##        prints the checker's summary, exits non-zero on a violation (history in var/chaos/)

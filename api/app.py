@@ -2,15 +2,38 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
+
+import anyio.to_thread
 from fastapi import Depends, FastAPI
 
-from api import problems, security
+from api import console, glossary, idempotency, metrics, problems, security
 from api.deps import NodeContext, check_request
-from api.routes import audit, clusters, groups, health, identities, jobs
+from api.routes import (
+    audit,
+    auto_failover,
+    clusters,
+    failovers,
+    groups,
+    health,
+    identities,
+    jobs,
+    revisions,
+)
+from api.routes.alerts import router as alerts_router
 from api.routes.fence import router as fence_router
 from api.routes.health_clusters import router as cluster_health_router
 from api.routes.membership import router as membership_router
+from api.routes.operations import router as operations_router
+from api.routes.overview import router as overview_router
+from api.routes.progress import router as progress_router
+from api.routes.quotas import router as quotas_router
+from api.routes.replication import router as replication_router
 from api.security.rules import authorize, unruled_routes
+from scheduler.config import Settings
+from scheduler.progress import ProgressSink
 
 DESCRIPTION = """
 Errors are RFC 9457 problem documents (`application/problem+json`: `type`, `title`, `status`,
@@ -26,8 +49,20 @@ its states. A job's `version` moves on every change of the row (state changes, c
 """
 
 
+def _lifespan(settings: Settings) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # the threads that run plain ``def`` routes and the store reads of the security edge:
+        # as many as the API's store keeps connections for (``DROVER_API_THREADS``)
+        anyio.to_thread.current_default_thread_limiter().total_tokens = settings.api_threads
+        yield
+
+    return lifespan
+
+
 def create_app(context: NodeContext) -> FastAPI:
     app = FastAPI(
+        lifespan=_lifespan(context.settings),
         title="Drover",
         version="0.1.0",
         summary="Leaderless, highly available scheduler for long-running PySpark jobs",
@@ -38,17 +73,46 @@ def create_app(context: NodeContext) -> FastAPI:
         responses=problems.COMMON_RESPONSES,
     )
     app.state.context = context
+    settings = context.settings
+    # what pipelines report with their fence checks, written in batches (scheduler/progress.py)
+    app.state.progress = ProgressSink(
+        context.store,
+        flush_interval=settings.progress_flush_interval,
+        sample_interval=settings.progress_sample_interval,
+        keep=settings.progress_history,
+    )
     problems.install(app)
+    idempotency.install(app)  # inside the security edge: keys belong to authenticated callers
     security.install(app)
+    metrics.install(app, version=app.version)  # outermost: times and tags every request
     app.include_router(health.router)
     app.include_router(jobs.router)
+    app.include_router(revisions.router)
     app.include_router(clusters.router)
     app.include_router(cluster_health_router)
     app.include_router(groups.router)
     app.include_router(fence_router)
+    app.include_router(progress_router)
+    app.include_router(alerts_router)
     app.include_router(membership_router)
     app.include_router(identities.router)
     app.include_router(audit.router)
+    app.include_router(replication_router)
+    app.include_router(failovers.router)
+    app.include_router(operations_router)
+    app.include_router(auto_failover.router)
+    app.include_router(overview_router)
+    app.include_router(quotas_router)
+    console.install(app)  # the ops console's static files at /ui (not API routes)
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        """The generated document, completed from the API's vocabulary (api/glossary.py)."""
+        if app.openapi_schema is None:
+            app.openapi_schema = glossary.complete(generate())
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     missing = unruled_routes(app.routes)
     if missing:  # a route nobody decided who may call is a bug, not an open door
         raise RuntimeError(f"routes without an authorization rule: {missing}")

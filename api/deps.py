@@ -12,18 +12,15 @@ from typing import Annotated, Any
 from fastapi import Depends, Header, Path, Query, Request
 from fastapi.routing import APIRoute
 
+from api.paging import PageLimitQuery
 from api.security.rules import principal_of
 from scheduler.config import Settings
 from scheduler.errors import InvalidInput, MalformedRequest, UnsupportedMediaType
 from scheduler.identity import Principal
 from scheduler.membership import MembershipSnapshot, Mode, NodeCard, unavailable
+from scheduler.metrics import ActorMetrics
 from scheduler.names import MAX_NAME_LENGTH, NAME_PATTERN
 from scheduler.store.db import Store
-
-#: the largest page a list returns
-MAX_LIMIT = 1000
-#: the largest offset a list accepts (well inside every database's 64-bit OFFSET)
-MAX_OFFSET = 1_000_000_000
 
 
 def _no_nudge(group: str, job: str | None = None) -> None:
@@ -37,6 +34,16 @@ def _no_views() -> MembershipSnapshot:
 
 def _always_ready() -> tuple[bool, str]:
     return True, "no actors to wait for"
+
+
+def _no_actor_metrics() -> ActorMetrics | None:
+    return None
+
+
+def _no_draining(draining: bool) -> dict[str, Any]:
+    from scheduler.errors import Conflict
+
+    raise Conflict("this node runs no actors (no membership): nothing to drain")
 
 
 @dataclass
@@ -56,23 +63,27 @@ class NodeContext:
     status: Callable[[], dict[str, Any]] = field(default=dict)
     #: whether the node's actors are up, and why not
     readiness: Callable[[], tuple[bool, str]] = field(default=_always_ready)
+    #: the actors' figures as last collected (``NodeRuntime.actor_metrics``; None: no actors)
+    actor_metrics: Callable[[], ActorMetrics | None] = field(default=_no_actor_metrics)
+    #: drain (True) or undrain this node's membership (``NodeRuntime.set_draining``)
+    set_draining: Callable[[bool], dict[str, Any]] = field(default=_no_draining)
 
 
-def get_context(request: Request) -> NodeContext:
+async def get_context(request: Request) -> NodeContext:
     context: NodeContext = request.app.state.context
     return context
 
 
-def get_store(context: Annotated[NodeContext, Depends(get_context)]) -> Store:
+async def get_store(context: Annotated[NodeContext, Depends(get_context)]) -> Store:
     return context.store
 
 
-def get_principal(request: Request) -> Principal:
+async def get_principal(request: Request) -> Principal:
     """The caller, as the security edge authenticated and authorized it."""
     return principal_of(request)
 
 
-def get_actor(principal: Annotated[Principal, Depends(get_principal)]) -> str:
+async def get_actor(principal: Annotated[Principal, Depends(get_principal)]) -> str:
     """Who is calling, as written to the audit log and job events."""
     return principal.subject
 
@@ -82,7 +93,7 @@ IF_MATCH_PATTERN = r'^\s*(?:\*|(?:W/)?"([0-9]{1,10})"|([0-9]{1,10}))\s*$'
 _IF_MATCH = re.compile(IF_MATCH_PATTERN)
 
 
-def get_expected_version(
+async def get_expected_version(
     if_match: Annotated[
         str | None,
         Header(
@@ -101,6 +112,10 @@ def get_expected_version(
         raise InvalidInput(f'If-Match must be a version such as "3" (or *), not {if_match!r}')
     version = match.group(1) or match.group(2)
     return None if version is None else int(version)
+
+
+# (the dependencies above are ``async``: they do no I/O, and a plain ``def`` dependency would be
+# run in the thread pool, a hand-over to another thread and back on every request)
 
 
 # -- checks every route gets (installed on the app in ``api.app``) ------------------------------
@@ -174,11 +189,16 @@ NamePath = Annotated[
         json_schema_extra={"pattern": NAME_PATTERN},
     ),
 ]
-LimitQuery = Annotated[
-    int,
-    Query(ge=1, le=MAX_LIMIT, description=f"most items in the page (1 to {MAX_LIMIT})"),
-]
-OffsetQuery = Annotated[
-    int,
-    Query(ge=0, le=MAX_OFFSET, description=f"items to skip before the page (0 to {MAX_OFFSET})"),
+#: ``limit`` of a list route (lists are cursor pages: ``api.paging``)
+LimitQuery = PageLimitQuery
+#: text searched for in names (the console's search box); no control characters
+SearchQuery = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=128,
+        pattern=r"^[^\x00-\x1f\x7f-\x9f]*$",
+        description="keep the items whose name contains this text, ignoring case",
+        examples=["orders"],
+    ),
 ]

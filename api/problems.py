@@ -52,6 +52,7 @@ _STATUS: list[tuple[type[errors.DroverError], int]] = [
     (errors.StoreError, 500),
     (errors.CoordinationUnavailable, 503),
     (errors.ClusterError, 502),
+    (errors.StorageError, 502),
 ]
 
 
@@ -179,6 +180,9 @@ async def _drover_error(request: Request, exc: Exception) -> JSONResponse:
     response = problem(status_for(exc), exc.kind, exc.message, request.url.path, **extra)
     if isinstance(exc, errors.Unauthenticated):
         response.headers["WWW-Authenticate"] = 'Bearer realm="drover"'
+    retry_after = extra.get("retry_after")
+    if isinstance(retry_after, int | float):
+        response.headers["Retry-After"] = str(max(1, round(retry_after)))
     return response
 
 

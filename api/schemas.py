@@ -4,15 +4,22 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import Annotated, Any, Generic, TypeVar
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
+from api.paging import Page
+from api.progress_schemas import ON_STALL_DESCRIPTION, ProgressPublic, StallAfter
 from scheduler.catalog import MAX_LIMIT
+from scheduler.directive import Directive
+from scheduler.gating import QueueRow
 from scheduler.health import ClusterHealth, HealthEvent
+from scheduler.labels import KEY_PATTERN, MAX_KEY, MAX_LABELS, MAX_VALUE, VALUE_PATTERN, key_problem
 from scheduler.names import MAX_NAME_LENGTH, NAME_PATTERN, name_problem
 from scheduler.records import ClusterRecord, EventRecord, GroupRecord, JobRecord, RunRecord
+from scheduler.replicas import ReplicaRecord, ReplicaState, replicates
 from scheduler.selffencing import CHECK_IN_GRACE_S, self_fencing
+from scheduler.stalls import OnStall
 from scheduler.states import ClusterKind, DesiredState, JobState, Priority, RunState
 from scheduler.text import text_problem
 
@@ -95,6 +102,40 @@ Conf = Annotated[dict[ConfKey, ConfValue], Field(max_length=256)]
 Location = Annotated[str, Field(max_length=1024, json_schema_extra=TEXT_SCHEMA), CleanText]
 
 
+REPLICATE_DESCRIPTION = (
+    "Mirror the job's checkpoint continuously into the storage root of its group's other "
+    "cluster, so that a failover resumes it even when this cluster's storage is lost "
+    '(docs/storage.md, "Checkpoint replication"). `null` (the default): only if the job is '
+    "high priority."
+)
+
+
+def _valid_label_key(value: str) -> str:
+    problem = key_problem(value)
+    if problem is not None:
+        raise ValueError(f"label key {problem}")
+    return value
+
+
+LabelKey = Annotated[
+    str,
+    Field(min_length=1, max_length=MAX_KEY, pattern=KEY_PATTERN),
+    AfterValidator(_valid_label_key),
+]
+LabelValue = Annotated[str, Field(max_length=MAX_VALUE, pattern=VALUE_PATTERN)]
+Labels = Annotated[
+    dict[LabelKey, LabelValue],
+    Field(
+        max_length=MAX_LABELS,
+        description="key/value labels to find and select jobs by (list filters, bulk "
+        "operations). Keys: an optional DNS prefix and `/`, then 1 to 63 letters, digits, `-_.` "
+        "beginning and ending with a letter or digit; values: empty or the same alphabet; at "
+        f"most {MAX_LABELS} labels",
+        examples=[{"env": "prod", "tier": "critical"}],
+    ),
+]
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -116,6 +157,10 @@ class JobCreate(_Strict):
     conf: Conf = Field(default_factory=dict)
     checkpoint_location: Location = ""
     desired_state: DesiredState = DesiredState.STOPPED
+    replicate: StrictBool | None = Field(default=None, description=REPLICATE_DESCRIPTION)
+    labels: Labels = Field(default_factory=dict)
+    stall_after: StallAfter | None = None
+    on_stall: OnStall = Field(default=OnStall.ALERT, description=ON_STALL_DESCRIPTION)
 
 
 class JobUpdate(_Changes):
@@ -129,6 +174,14 @@ class JobUpdate(_Changes):
     conf: Conf | None = None
     checkpoint_location: Location | None = None
     desired_state: DesiredState | None = None
+    replicate: StrictBool | None = Field(
+        default=None, description=REPLICATE_DESCRIPTION + " `null` sets it back to the default."
+    )
+    #: replaces the job's labels (send every label the job should keep)
+    labels: Labels | None = None
+    #: null sets it back to automatic (send the member to change it)
+    stall_after: StallAfter | None = None
+    on_stall: OnStall | None = Field(default=None, description=ON_STALL_DESCRIPTION)
 
 
 class RunPublic(BaseModel):
@@ -155,6 +208,28 @@ class RunPublic(BaseModel):
         "run id (drover_runtime does at start and before every micro-batch commit); null: no "
         "fence check seen from this run.",
     )
+    fenced_at: datetime | None = Field(
+        default=None,
+        description="When a failover fenced the run: its cluster could not be reached, so the "
+        "run was closed in the store and its fencing token superseded (its self-fencing driver "
+        "stops at its next check). Null: not fenced.",
+    )
+    fence_superseded_at: datetime | None = Field(
+        default=None,
+        description="When the run's driver was first answered 'superseded' by a fence check "
+        "(it stops without committing). Null: not seen.",
+    )
+    drain_deadline: datetime | None = Field(
+        default=None,
+        description="A graceful stop was asked of the run's pipeline (finish the current "
+        "micro-batch and exit); it is killed if still alive at this instant. Null: none asked.",
+    )
+    stop_batch: int | None = Field(
+        default=None,
+        description="The last micro-batch the pipeline committed before it stopped gracefully "
+        "(the next run resumes after it from the checkpoint). Null: not stopped gracefully.",
+        examples=[41],
+    )
 
     @classmethod
     def of(cls, run: RunRecord) -> RunPublic:
@@ -176,7 +251,168 @@ class RunPublic(BaseModel):
             started_at=run.started_at,
             ended_at=run.ended_at,
             fence_checked_at=run.fence_checked_at,
+            fenced_at=run.fenced_at,
+            fence_superseded_at=run.fence_superseded_at,
+            drain_deadline=run.drain_deadline,
+            stop_batch=run.stop_batch,
         )
+
+
+class DirectivePublic(BaseModel):
+    """What an operation (a failover) asks of a job's owner."""
+
+    operation: int
+    item: int
+    phase: str = Field(description="`drain` or `run`")
+    source: str
+    target: str
+    force_unfenced: bool
+    description: str
+
+    @classmethod
+    def of(cls, d: Directive) -> DirectivePublic:
+        return cls(
+            operation=d.operation_id,
+            item=d.item_id,
+            phase=d.phase.value,
+            source=d.source,
+            target=d.target,
+            force_unfenced=d.force_unfenced,
+            description=d.describe(),
+        )
+
+
+class ReplicationPublic(BaseModel):
+    """A job's checkpoint replica (``scheduler.replicas``): where it is, how far behind its source
+    it is, what the replicator last did. Lag: ``lag_batches`` = source batch - replica batch;
+    ``lag_seconds`` = age of the oldest committed source batch the replica lacks (0: none)."""
+
+    job: str
+    enabled: bool = Field(
+        description="The job is replicated: its `replicate` setting, or (unset) high priority."
+    )
+    state: ReplicaState | None = Field(
+        description="PENDING (no complete batch copied yet), CURRENT (holds the source's newest "
+        "complete batch), LAGGING, ERROR (the last look failed: see `error`; the figures are "
+        "the last good look's), PROMOTED (taken over by a failover). null: no replica yet."
+    )
+    reason: str = Field(
+        default="", description="Why the job has no replica, when it has none (or is not kept)."
+    )
+    source_cluster: str | None = None
+    source_location: str | None = None
+    target_cluster: str | None = Field(
+        default=None, description="The cluster whose storage root holds the replica."
+    )
+    location: str | None = Field(default=None, description="Where the replica is.")
+    source_batch: int | None = Field(
+        default=None, description="The source checkpoint's newest complete batch."
+    )
+    source_batch_at: datetime | None = None
+    replica_batch: int | None = Field(
+        default=None,
+        description="The replica's newest complete batch: a failover resumes after it.",
+    )
+    replica_batch_at: datetime | None = Field(
+        default=None, description="When the source committed the replica's newest batch."
+    )
+    lag_batches: int = 0
+    lag_seconds: float = Field(
+        default=0.0,
+        description="Age (now) of the oldest batch the source committed and the replica lacks.",
+    )
+    observed_at: datetime | None = Field(
+        default=None, description="The last successful look at the source and the replica."
+    )
+    stale: bool = Field(
+        default=False,
+        description="The job runs and nobody has looked at its replica for a while (the "
+        "replicator of its owner is not running): the figures may be old.",
+    )
+    error: str = ""
+    error_since: datetime | None = None
+    files_copied: int = 0
+    bytes_copied: int = 0
+    last_copy_at: datetime | None = None
+    last_copy_files: int = 0
+    last_copy_bytes: int = 0
+    last_copy_seconds: float = 0.0
+    node: str | None = Field(default=None, description="The node that looked last.")
+    held_by: str | None = Field(
+        default=None,
+        description="Who may write into the replica now: a node's replicator during its round, "
+        "or a failover (`failover:<id>`) that took it over.",
+    )
+    held_until: datetime | None = None
+
+    @classmethod
+    def of(
+        cls,
+        job: JobRecord,
+        replica: ReplicaRecord | None,
+        *,
+        now: datetime,
+        stale_after: float,
+        reason: str = "",
+    ) -> ReplicationPublic:
+        enabled = replicates(job)
+        if replica is None:
+            return cls(
+                job=job.name,
+                enabled=enabled,
+                state=None,
+                reason=reason
+                or ("" if enabled else "not replicated (replicate unset and not high priority)"),
+            )
+        return cls(
+            job=job.name,
+            enabled=enabled,
+            state=replica.state,
+            reason=reason if not enabled else "",
+            source_cluster=replica.source_cluster,
+            source_location=replica.source_location,
+            target_cluster=replica.target_cluster,
+            location=replica.location,
+            source_batch=replica.source_batch,
+            source_batch_at=replica.source_batch_at,
+            replica_batch=replica.replica_batch,
+            replica_batch_at=replica.replica_batch_at,
+            lag_batches=replica.lag_batches,
+            lag_seconds=round(replica.lag_seconds(now), 3),
+            observed_at=replica.observed_at,
+            stale=enabled and job.state.has_live_run and replica.stale(now, stale_after),
+            error=replica.error,
+            error_since=replica.error_since,
+            files_copied=replica.files_copied,
+            bytes_copied=replica.bytes_copied,
+            last_copy_at=replica.last_copy_at,
+            last_copy_files=replica.last_copy_files,
+            last_copy_bytes=replica.last_copy_bytes,
+            last_copy_seconds=replica.last_copy_seconds,
+            node=replica.node_id or None,
+            held_by=replica.lease_holder,
+            held_until=replica.lease_until,
+        )
+
+
+class QueuePublic(BaseModel):
+    """Where a QUEUED job waits at the submission gate (``/v1/quotas``, cluster caps)."""
+
+    position: int = Field(
+        description="the job's place among the submissions its owner waits to make, in the "
+        "order the gate serves them (1: next)",
+        examples=[3],
+    )
+    kind: Literal["rate", "cluster"] = Field(
+        description="`rate`: its business used its submission rate; `cluster`: a cap of the "
+        "cluster (submissions in flight, running applications) is reached",
+        examples=["rate"],
+    )
+    reason: str = Field(
+        description="why it waits, in words",
+        examples=["business ads is at its rate (5/s, burst 10)"],
+    )
+    since: datetime = Field(description="when the gate first held it back")
 
 
 class JobPublic(BaseModel):
@@ -189,12 +425,23 @@ class JobPublic(BaseModel):
     args: list[str]
     conf: dict[str, str]
     checkpoint_location: str
+    labels: dict[str, str] = Field(
+        default_factory=dict,
+        description="key/value labels (list filters and bulk selectors use them)",
+        examples=[{"env": "prod", "tier": "critical"}],
+    )
     desired_state: DesiredState
     state: JobState
     state_reason: str
     cluster: str | None
     owner: str | None
     current_run: RunPublic | None
+    replicate: bool | None = Field(default=None, description=REPLICATE_DESCRIPTION)
+    replication: ReplicationPublic | None = Field(
+        default=None,
+        description="Read-only. The job's checkpoint replica and its lag (as "
+        "`GET /v1/jobs/{name}/replication`); in `GET /v1/jobs/{name}` only, null elsewhere.",
+    )
     self_fencing: bool | None = Field(
         default=None,
         description="Read-only. Whether the job's pipeline fences itself (stops by itself once "
@@ -204,6 +451,12 @@ class JobPublic(BaseModel):
         "drover_runtime: Drover starts, stops, restarts and adopts it like any other, but a "
         "driver stranded on a partitioned cluster only ends by a confirmed kill); `null` when "
         "there is no run or it is too early to tell.",
+    )
+    directive: DirectivePublic | None = Field(
+        default=None,
+        description="Read-only. What a failover asks of the job's owner now (null: nothing): "
+        "`drain` (take it off the source cluster: kill, or fence when the source cannot be "
+        "reached), then `run` (switched to the target, submitted there).",
     )
     spec_version: int = Field(
         description="Version of the job's spec (entrypoint, args, conf, team, business, "
@@ -218,11 +471,45 @@ class JobPublic(BaseModel):
         "clients use `spec_version` for `If-Match`.",
         examples=[17],
     )
+    stall_after: float | None = Field(
+        default=None,
+        description="Seconds without progress before a RUNNING job is stalled (null: "
+        "automatic; see `progress`).",
+    )
+    on_stall: OnStall = Field(default=OnStall.ALERT, description=ON_STALL_DESCRIPTION)
+    upgrade_deadline: datetime | None = Field(
+        default=None,
+        description="Read-only. A pending upgrade (a spec change with `rollback_after_seconds`) "
+        "rolls back by itself to revision `upgrade_from` unless the new spec's run is RUNNING "
+        "by then. Null: no upgrade pending.",
+    )
+    upgrade_from: int | None = Field(
+        default=None,
+        description="Read-only. The revision a pending upgrade rolls back to.",
+        examples=[3],
+    )
+    progress: ProgressPublic | None = Field(
+        default=None,
+        description="Read-only. What the current run's pipeline last reported with its fence "
+        "checks (batch, rows, rates, duration), and whether it is stalled; `status` "
+        "`no-reports` for a pipeline that does not report (plain PySpark); null without a run. "
+        "History: `GET /v1/jobs/{name}/progress`.",
+    )
+    queue: QueuePublic | None = Field(
+        default=None,
+        description="Read-only. For a QUEUED job the submission gate holds back: its position "
+        "and the reason (null otherwise).",
+    )
     created_at: datetime
     updated_at: datetime
 
     @classmethod
-    def of(cls, job: JobRecord) -> JobPublic:
+    def of(
+        cls,
+        job: JobRecord,
+        replication: ReplicationPublic | None = None,
+        queue: QueueRow | None = None,
+    ) -> JobPublic:
         return cls(
             name=job.name,
             group=job.group,
@@ -233,15 +520,32 @@ class JobPublic(BaseModel):
             args=list(job.args),
             conf=dict(job.conf),
             checkpoint_location=job.checkpoint_location,
+            labels=dict(job.labels),
             desired_state=job.desired_state,
             state=job.state,
             state_reason=job.state_reason,
             cluster=job.cluster,
             owner=job.owner,
             current_run=RunPublic.of(job.current_run) if job.current_run else None,
+            replicate=job.replicate,
+            replication=replication,
             self_fencing=self_fencing(job.current_run, datetime.now(UTC)),
+            directive=DirectivePublic.of(job.directive) if job.directive else None,
             spec_version=job.spec_version,
             version=job.version,
+            stall_after=job.stall_after,
+            on_stall=job.on_stall,
+            upgrade_deadline=job.upgrade_deadline,
+            upgrade_from=job.upgrade_from,
+            progress=ProgressPublic.of_job(job),
+            queue=QueuePublic(
+                position=queue.position,
+                kind="cluster" if queue.kind == "cluster" else "rate",
+                reason=queue.reason,
+                since=queue.since,
+            )
+            if queue is not None and job.state == JobState.QUEUED
+            else None,
             created_at=job.created_at,
             updated_at=job.updated_at,
         )
@@ -269,18 +573,6 @@ class EventPublic(BaseModel):
             message=event.message,
             node=event.node_id,
         )
-
-
-T = TypeVar("T")
-
-
-class Page(BaseModel, Generic[T]):
-    """A page of a list: ``data`` holds up to ``limit`` items, ``count`` all that match."""
-
-    data: list[T]
-    count: int
-    limit: int
-    offset: int
 
 
 # -- clusters and groups (scheduler.catalog says what the fields mean) --------------------------
@@ -512,3 +804,26 @@ class MarkAbnormal(_Strict):
 
 class ClearAbnormal(_Strict):
     reason: Annotated[str, Field(max_length=2000, json_schema_extra=TEXT_SCHEMA), CleanText] = ""
+
+
+# -- pages of lists (``api.paging``) -------------------------------------------------------------
+
+
+class JobPage(Page[JobPublic]):
+    """A page of jobs."""
+
+
+class RunPage(Page[RunPublic]):
+    """A page of a job's runs, newest first."""
+
+
+class EventPage(Page[EventPublic]):
+    """A page of a job's events, newest first."""
+
+
+class ClusterPage(Page[ClusterPublic]):
+    """A page of clusters, by name."""
+
+
+class GroupPage(Page[GroupPublic]):
+    """A page of groups, by name."""

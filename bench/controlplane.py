@@ -13,6 +13,9 @@ end:
                 changed an hour ago) and the same in-memory cluster: the first tick (a full read)
                 and the median of the next ticks (seconds, statements, rows fetched), at each
                 size of ``--steady`` (default 1,000 and 10,000).
+``steady-standalone``  the same steady tick (not in the default set), against the real
+                standalone backend and a simulated master in this process running every job's
+                application: the tick with the master's ``/json/`` listing fetched each tick.
 ``running``     ``--nodes`` ``drover node run`` processes, the simulated standalone cluster
                 (``harness/simcluster.py``) and ZooKeeper: seconds from seeding N jobs until every
                 job was submitted and until every job is RUNNING, for each size of ``--running``.
@@ -22,8 +25,13 @@ constructor), so the same file measures before and after a change:
 
     set -a; . var/services/env; set +a
     flock /tmp/drover-heavy.lock .venv/bin/python -m bench.controlplane \\
-        [--only statements,steady,running] [--jobs 300] [--steady 1000,10000] \\
-        [--running 10000,50000] [--json out.json]
+        [--only statements,steady,steady-standalone,running] [--jobs 300] \\
+        [--steady 1000,10000] [--running 10000,50000] [--profile DIR] [--json out.json]
+
+The running part also prints the CPU seconds every process spent meanwhile (each node's processes
+by kind, the simulator, the database server, the bench), so the simulator's own cost is reported
+apart from Drover's; ``--profile DIR`` records py-spy stacks of every node and the simulator
+(``pip install py-spy``; collapsed stacks, one file per process tree).
 """
 
 from __future__ import annotations
@@ -31,7 +39,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -41,6 +52,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +75,13 @@ from scheduler.records import ClusterRecord
 from scheduler.states import DesiredState, JobState, RunState
 from scheduler.store.db import Store
 from scheduler.store.models import Job, Run, utcnow
+
+try:  # clusters' change feeds (issue 8's cost work)
+    from scheduler.backends.changes import ChangeLog
+except ImportError:  # pragma: no cover - older checkouts
+    ChangeLog = None  # type: ignore[assignment,misc]
+
+from harness.procs import session_pids
 
 try:  # the layout after the control-plane house
     from harness.nodes import NodeProcess, poll
@@ -143,22 +162,34 @@ class StatementCounter:
 
 
 class InstantCluster:
-    """A cluster backend that starts every application at once and never loses one."""
+    """A cluster backend that starts every application at once and never loses one: its change
+    feed (where this checkout has one) names only new submissions."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._apps: dict[str, str] = {}
         self.submissions = 0
+        self.statuses = 0
+        self._changes = ChangeLog() if ChangeLog is not None else None
 
     def submit(self, request: SubmitRequest) -> Submission:
         with self._lock:
             self.submissions += 1
             sid = f"driver-{self.submissions}"
             self._apps[sid] = request.app_name
+        if self._changes is not None:
+            self._changes.touch([sid])
         return Submission(sid, f"app-{sid}")
 
-    def status(self, submission_id: str, app_name: str | None = None) -> AppStatus:
+    def status(self, submission_id: str, *args: Any) -> AppStatus:
+        with self._lock:
+            self.statuses += 1
         return AppStatus(AppState.RUNNING, f"app-{submission_id}")
+
+    def changes(self, since: Any) -> Any:
+        if self._changes is None:
+            raise AttributeError("changes")
+        return self._changes.changes(since)
 
     def kill(self, submission_id: str) -> None:
         pass
@@ -216,6 +247,7 @@ def bench_store(mysql_url: str) -> Iterator[tuple[Store, Path]]:
             yield store, workdir
         finally:
             store.dispose()
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 # -- statements per submission ------------------------------------------------------------------
@@ -255,12 +287,19 @@ def measure_statements(mysql_url: str, jobs: int) -> dict[str, Any]:
 # -- the steady tick ----------------------------------------------------------------------------
 
 
-def seed_running(store: Store, count: int, entrypoint: str) -> None:
+def seed_running(
+    store: Store,
+    count: int,
+    entrypoint: str,
+    handles: dict[int, tuple[str, str]] | None = None,
+) -> None:
     """``count`` jobs RUNNING on cluster ``sim`` with a RUNNING run each, owned by the bench
-    node, last changed an hour ago."""
+    node, last changed an hour ago (``handles``: run id -> the submission id and app id of its
+    application on a simulated cluster; else made up)."""
     then = utcnow() - timedelta(hours=1)
     jobs, runs = [], []
     for i, name in enumerate(tk.job_names(count), start=1):
+        submission_id, app_id = (handles or {}).get(i, (f"driver-{i}", f"app-driver-{i}"))
         jobs.append(
             {
                 "id": i,
@@ -299,8 +338,8 @@ def seed_running(store: Store, count: int, entrypoint: str) -> None:
                 "fencing_token": f"token-{i}",
                 "app_name": app_name_for(name, i),
                 "checkpoint_location": f"/ck/{name}",
-                "submission_id": f"driver-{i}",
-                "app_id": f"app-driver-{i}",
+                "submission_id": submission_id,
+                "app_id": app_id,
                 "state": RunState.RUNNING.value,
                 "reason": "",
                 "created_at": then,
@@ -318,36 +357,246 @@ def measure_steady(mysql_url: str, jobs: int, ticks: int = 5) -> dict[str, Any]:
     with bench_store(mysql_url) as (store, workdir):
         seed_running(store, jobs, str(workdir / "pipeline.py"))
         counter = StatementCounter(store.engine)
-        reconciler = make_reconciler(store, InstantCluster())
+        backend = InstantCluster()
+        reconciler = make_reconciler(store, backend)
         samples = []
         for _ in range(ticks + 1):
+            asked = backend.statuses
             with counter.counting() as counts:
                 started = time.perf_counter()
                 stats = reconciler.tick()
                 seconds = time.perf_counter() - started
             assert stats.actions == 0 and stats.errors == 0, stats
-            samples.append((seconds, counts.total, counts.rows, stats.jobs))
+            looked = getattr(stats, "looked_at", stats.jobs)
+            samples.append(
+                (seconds, counts.total, counts.rows, stats.jobs, backend.statuses - asked, looked)
+            )
     first, rest = samples[0], samples[1:]
     return {
         "jobs": jobs,
         "first_tick_s": first[0],
         "first_tick_statements": first[1],
         "first_tick_rows": first[2],
+        "first_tick_statuses": first[4],
         "tick_s": statistics.median(s[0] for s in rest),
         "tick_statements": statistics.median(s[1] for s in rest),
         "tick_rows": statistics.median(s[2] for s in rest),
-        "jobs_looked_at": rest[-1][3],
+        "tick_statuses": statistics.median(s[4] for s in rest),
+        "tick_looked_at": statistics.median(s[5] for s in rest),
+        "jobs_kept": rest[-1][3],
     }
+
+
+def measure_steady_standalone(mysql_url: str, jobs: int, ticks: int = 5) -> dict[str, Any]:
+    """The steady tick against the real standalone backend and a simulated master in this
+    process that runs every job's application: what a tick costs with the master's ``/json/``
+    listing fetched and parsed each tick (one per cluster, not per job; the simulator's own
+    encoding of it is in the figure too). Ticks one second apart, so each fetches a listing."""
+    from harness.simcluster import SimCluster
+    from scheduler.backends.standalone import StandaloneRestBackend
+
+    sim = SimCluster(app_start_delay=0.0).start()
+    backend = StandaloneRestBackend(sim.rest_url, sim.master_url, sim.ui_url, listing_ttl_s=0.0)
+    try:
+        handles: dict[int, tuple[str, str]] = {}
+        for i, name in enumerate(tk.job_names(jobs), start=1):
+            _, answer = sim._create(
+                {
+                    "action": "CreateSubmissionRequest",
+                    "appResource": "file:/bench/pipeline.py",
+                    "mainClass": "org.apache.spark.deploy.PythonRunner",
+                    "sparkProperties": {"spark.app.name": app_name_for(name, i)},
+                }
+            )
+            sid = str(answer["submissionId"])
+            handles[i] = (sid, sim.driver_app(sid) or "")
+        with bench_store(mysql_url) as (store, workdir):
+            seed_running(store, jobs, str(workdir / "pipeline.py"), handles)
+            reconciler = make_reconciler(store, backend)  # type: ignore[arg-type]
+            samples = []
+            for n in range(ticks + 1):
+                if n:
+                    time.sleep(1.0)  # not synchronisation: the interval between two ticks
+                fetches = backend.listing_fetches
+                started = time.perf_counter()
+                stats = reconciler.tick()
+                seconds = time.perf_counter() - started
+                assert stats.actions == 0 and stats.errors == 0, stats
+                looked = getattr(stats, "looked_at", stats.jobs)
+                samples.append((seconds, backend.listing_fetches - fetches, looked))
+    finally:
+        backend.close()
+        sim.stop()
+    first, rest = samples[0], samples[1:]
+    return {
+        "jobs": jobs,
+        "first_tick_s": first[0],
+        "tick_s": statistics.median(x[0] for x in rest),
+        "tick_listings": statistics.median(x[1] for x in rest),
+        "tick_looked_at": statistics.median(x[2] for x in rest),
+    }
+
+
+# -- where the CPU went ---------------------------------------------------------------------------
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_of(pid: int) -> float:
+    """User + system CPU seconds of one process so far (0 when it is gone)."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return 0.0
+    fields = raw[raw.rindex(b")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def _label(pid: int) -> str:
+    try:
+        argv = [
+            a.decode(errors="replace")
+            for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            if a
+        ]
+    except OSError:
+        return "?"
+    if not argv:
+        return "?"
+    if argv[0].startswith("ray::"):
+        return argv[0].split()[0]
+    text = " ".join(argv)
+    for needle, name in (
+        ("drover node run", "drover node run (API, Ray driver)"),
+        ("dashboard/agent.py", "ray dashboard agent"),
+        ("runtime_env/agent", "ray runtime env agent"),
+        ("log_monitor.py", "ray log monitor"),
+        ("default_worker.py", "ray idle worker"),
+        ("raylet", "ray raylet"),
+        ("gcs_server", "ray gcs"),
+    ):
+        if needle in text:
+            return name
+    return Path(argv[0]).name
+
+
+class CpuMeter:
+    """CPU seconds spent by groups of processes between ``start`` and ``stop``, from /proc.
+
+    Groups: each node's session (by process kind: API/driver, each actor, Ray's own), the
+    simulator, the database server (found by its listening port's process name), this bench.
+    Processes that exited in between are missed (none should, in a run)."""
+
+    def __init__(self) -> None:
+        self._groups: dict[str, Callable[[], list[int]]] = {}
+        self._before: dict[tuple[str, int], float] = {}
+        self.wall = 0.0
+        self._started = 0.0
+
+    def add(self, group: str, pids: Callable[[], list[int]]) -> None:
+        self._groups[group] = pids
+
+    def _sample(self) -> dict[tuple[str, int], float]:
+        return {(g, pid): _cpu_of(pid) for g, pids in self._groups.items() for pid in pids()}
+
+    def start(self) -> None:
+        self._before = self._sample()
+        self._started = time.monotonic()
+
+    def stop(self) -> dict[str, dict[str, float]]:
+        after = self._sample()
+        self.wall = time.monotonic() - self._started
+        spent: dict[str, dict[str, float]] = {}
+        for (group, pid), cpu in after.items():
+            used = cpu - self._before.get((group, pid), 0.0)
+            kinds = spent.setdefault(group, {})
+            label = _label(pid)
+            kinds[label] = kinds.get(label, 0.0) + used
+        return spent
+
+
+def _database_pids() -> list[int]:
+    from harness.procs import pids_with_cmdline
+
+    return pids_with_cmdline(b"mariadbd") or pids_with_cmdline(b"mysqld")
+
+
+def _print_cpu(spent: dict[str, dict[str, float]], wall: float) -> None:
+    total = sum(sum(k.values()) for k in spent.values())
+    print(f"  CPU over {wall:.1f} s wall: {total:.1f} s ({total / wall:.2f} cores on average)")
+    for group, kinds in spent.items():
+        print(f"    {group:<12}{sum(kinds.values()):>8.1f} s")
+        for label, used in sorted(kinds.items(), key=lambda kv: -kv[1]):
+            if used >= 0.05:
+                print(f"      {label:<40}{used:>8.1f} s")
+
+
+def _profilers(targets: dict[str, int], out: Path, seconds: float) -> list[subprocess.Popen[bytes]]:
+    """py-spy (if installed) recording each target process and its children, collapsed stacks."""
+    spy = Path(sys.executable).with_name("py-spy")
+    if not spy.exists():
+        print("  (no py-spy in this environment: pip install py-spy)")
+        return []
+    out.mkdir(parents=True, exist_ok=True)
+    procs = []
+    for name, pid in targets.items():
+        procs.append(
+            subprocess.Popen(
+                [
+                    str(spy),
+                    "record",
+                    "--pid",
+                    str(pid),
+                    "--subprocesses",
+                    "--nonblocking",
+                    "--rate",
+                    "50",
+                    "--format",
+                    "raw",
+                    "--duration",
+                    str(int(seconds)),
+                    "--output",
+                    str(out / f"{name}.txt"),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+    return procs
+
+
+def summarize_profile(path: Path, top: int = 12) -> list[tuple[str, float]]:
+    """The functions with the most samples on top of the stack (self time), as shares of all
+    samples, from py-spy's collapsed stacks (``frame;frame;... count`` per line)."""
+    counts: Counter[str] = Counter()
+    total = 0
+    for line in path.read_text(errors="replace").splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        frame = stack.rsplit(";", 1)[-1]
+        name, _, where = frame.partition(" (")
+        module = where.split(":", 1)[0].rsplit("/", 2)[-2:]
+        counts[f"{name} ({'/'.join(module)})"] += int(count)
+        total += int(count)
+    return [(name, n / total) for name, n in counts.most_common(top)] if total else []
 
 
 # -- time to RUNNING over node processes --------------------------------------------------------
 
 
 def measure_running(
-    mysql_url: str, zk_hosts: str, jobs: int, nodes: int, app_start_delay: float
+    mysql_url: str,
+    zk_hosts: str,
+    jobs: int,
+    nodes: int,
+    app_start_delay: float,
+    profile: Path | None = None,
+    keep_logs: bool = False,
 ) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="drover-controlplane-"))
     started_nodes: list[NodeProcess] = []
+    measured = False
     try:
         with (
             tk.simulator(app_start_delay) as sim,
@@ -390,9 +639,34 @@ def measure_running(
                     timeout=60,
                     what="every node to see every member",
                 )
+                meter = CpuMeter()
+                for node in started_nodes:
+                    assert node.proc is not None
+                    meter.add(node.node_id, partial(session_pids, node.proc.pid))
+                meter.add("simulator", lambda: [sim.proc.pid])
+                meter.add("database", _database_pids)
+                meter.add("bench", lambda: [os.getpid()])
+                profilers = []
+                if profile is not None:
+                    targets = {n.node_id: n.proc.pid for n in started_nodes if n.proc is not None}
+                    targets["simulator"] = sim.proc.pid
+                    profilers = _profilers(targets, profile / f"{jobs}", 600 + jobs / 100)
                 tk.seed_jobs(store, tk.job_names(jobs), str(entry))
+                meter.start()
                 marks = tk.wait_converged(store, sim, jobs, timeout=120.0 + jobs * 0.05)
+                cpu = meter.stop()
+                for spy in profilers:  # py-spy writes what it has on SIGINT
+                    spy.send_signal(signal.SIGINT)
+                for spy in profilers:
+                    spy.wait(timeout=60)
+                if profile is not None:
+                    for stacks in sorted((profile / f"{jobs}").glob("*.txt")):
+                        print(f"  py-spy, {stacks.stem} (self time, share of samples):")
+                        for name, share in summarize_profile(stacks):
+                            print(f"    {share:6.1%}  {name}")
                 creates = sim.stats()["creates"]
+                _print_cpu(cpu, meter.wall)
+                measured = True
                 print(
                     f"  {jobs} jobs: submitted after {marks['submitted']:.1f} s, RUNNING after "
                     f"{marks['running']:.1f} s, {creates} creates",
@@ -410,12 +684,18 @@ def measure_running(
         for node in started_nodes:
             if node.alive:
                 node.kill9()
+        if keep_logs or not measured:  # a failed run keeps its nodes' logs
+            print(f"  node logs kept in {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
     return {
         "jobs": jobs,
         "nodes": nodes,
         "submitted_s": marks["submitted"],
         "running_s": marks["running"],
         "creates": creates,
+        "cpu_s": cpu,
+        "cpu_wall_s": meter.wall,
     }
 
 
@@ -431,10 +711,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="statements,steady,running")
     parser.add_argument("--jobs", type=int, default=300, help="jobs of the statements run")
     parser.add_argument("--steady", default="1000,10000", help="owned jobs of the steady ticks")
+    parser.add_argument("--steady-ticks", type=int, default=9, help="ticks after the first")
     parser.add_argument("--running", default="10000", help="jobs of the time-to-RUNNING runs")
     parser.add_argument("--nodes", type=int, default=3)
     parser.add_argument("--app-start-delay", type=float, default=0.5)
     parser.add_argument("--json", default="", help="also write the figures to this file")
+    parser.add_argument(
+        "--profile", default="", help="running: py-spy stacks of every process into this dir"
+    )
+    parser.add_argument("--keep-logs", action="store_true", help="running: keep the node logs")
     parser.add_argument("--mysql-url", default=os.environ.get("DROVER_TEST_MYSQL_URL", ""))
     parser.add_argument("--zk-hosts", default=os.environ.get("DROVER_TEST_ZK_HOSTS", ""))
     args = parser.parse_args(argv)
@@ -461,13 +746,37 @@ def main(argv: list[str] | None = None) -> int:
     if "steady" in parts:
         figures["steady"] = []
         for size in _sizes(args.steady):
-            result = measure_steady(args.mysql_url, size)
+            result = measure_steady(args.mysql_url, size, args.steady_ticks)
             figures["steady"].append(result)
             print(
                 f"steady tick at {size} owned jobs: {result['tick_s'] * 1000:.1f} ms, "
-                f"{result['tick_statements']:.0f} statements, {result['tick_rows']:.0f} rows "
-                f"(first tick: {result['first_tick_s'] * 1000:.0f} ms, "
-                f"{result['first_tick_statements']} statements, {result['first_tick_rows']} rows)"
+                f"{result['tick_statements']:.0f} statements, {result['tick_rows']:.0f} rows, "
+                f"{result['tick_statuses']:.0f} status calls, {result['tick_looked_at']:.0f} "
+                f"jobs looked at (first tick: {result['first_tick_s'] * 1000:.0f} ms, "
+                f"{result['first_tick_statements']} statements, {result['first_tick_rows']} rows, "
+                f"{result['first_tick_statuses']} status calls)"
+            )
+            sink()
+        steady = figures["steady"]
+        if len(steady) > 1:
+            low, high = steady[0], steady[-1]
+            ratio = high["tick_s"] / low["tick_s"]
+            figures["steady_ratio"] = ratio
+            print(
+                f"steady tick at {high['jobs']} / at {low['jobs']} owned jobs (this run): "
+                f"{ratio:.2f}x"
+            )
+            sink()
+    if "steady-standalone" in parts:
+        figures["steady_standalone"] = []
+        for size in _sizes(args.steady):
+            result = measure_steady_standalone(args.mysql_url, size, args.steady_ticks)
+            figures["steady_standalone"].append(result)
+            print(
+                f"steady tick at {size} owned jobs, standalone backend over a simulated master: "
+                f"{result['tick_s'] * 1000:.1f} ms ({result['tick_listings']:.0f} listing "
+                f"fetches, {result['tick_looked_at']:.0f} jobs looked at; first tick "
+                f"{result['first_tick_s'] * 1000:.0f} ms)"
             )
             sink()
     if "running" in parts:
@@ -476,7 +785,13 @@ def main(argv: list[str] | None = None) -> int:
         figures["running"] = []
         for size in _sizes(args.running):
             result = measure_running(
-                args.mysql_url, args.zk_hosts, size, args.nodes, args.app_start_delay
+                args.mysql_url,
+                args.zk_hosts,
+                size,
+                args.nodes,
+                args.app_start_delay,
+                Path(args.profile) if args.profile else None,
+                args.keep_logs,
             )
             figures["running"].append(result)
             print(

@@ -133,6 +133,53 @@ def run_client(
         wait_for(lambda: app_name not in active_app_names(ui), timeout, "the client app to go")
 
 
+def measure(
+    rounds: int, master: str, rest: str, ui: str, timeout: float = 120.0, echo: bool = True
+) -> dict[str, Any]:
+    """Both paths, ``rounds`` rounds interleaved; figures in seconds, ratio of the medians."""
+    ui = ui.rstrip("/")
+    backend = StandaloneRestBackend(rest, master, ui, python=sys.executable)
+    results: dict[str, list[float]] = {"rest (cluster mode)": [], "spark-submit (client)": []}
+    create_answers: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="drover-bench-submit-") as tmp:
+        workdir = Path(tmp)
+        entry = workdir / "sleeper.py"
+        entry.write_text(PIPELINE)
+        stamp = int(time.time())
+        try:
+            for i in range(1, rounds + 1):
+                answered, rest_s = run_rest(backend, ui, entry, f"bench-rest-{stamp}-{i}", timeout)
+                results["rest (cluster mode)"].append(rest_s)
+                create_answers.append(answered)
+                client = run_client(
+                    master, ui, entry, f"bench-client-{stamp}-{i}", workdir, timeout
+                )
+                results["spark-submit (client)"].append(client)
+                if echo:
+                    print(
+                        f"round {i}: rest {rest_s:.2f} s, spark-submit {client:.2f} s", flush=True
+                    )
+        finally:
+            backend.close()
+    if echo:
+        print(f"\nsubmit -> app registered in {ui}/json/ ({master}), {rounds} rounds")
+        print(f"{'path':<24}{'median s':>10}{'min s':>10}{'max s':>10}")
+        for path, values in results.items():
+            print(
+                f"{path:<24}{statistics.median(values):>10.2f}{min(values):>10.2f}"
+                f"{max(values):>10.2f}"
+            )
+    rest_median = statistics.median(results["rest (cluster mode)"])
+    client_median = statistics.median(results["spark-submit (client)"])
+    return {
+        "rounds": rounds,
+        "rest_median_s": rest_median,
+        "cli_median_s": client_median,
+        "ratio_rest_vs_cli": rest_median / client_median,
+        "rest_create_answer_ms": statistics.median(create_answers) * 1000,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -143,40 +190,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not (args.master and args.rest and args.ui):
         parser.error("need --master, --rest and --ui (or `set -a; . var/services/env; set +a`)")
-    ui = args.ui.rstrip("/")
-    backend = StandaloneRestBackend(args.rest, args.master, ui, python=sys.executable)
-    results: dict[str, list[float]] = {"rest (cluster mode)": [], "spark-submit (client)": []}
-    create_answers: list[float] = []
-    with tempfile.TemporaryDirectory(prefix="drover-bench-submit-") as tmp:
-        workdir = Path(tmp)
-        entry = workdir / "sleeper.py"
-        entry.write_text(PIPELINE)
-        stamp = int(time.time())
-        try:
-            for i in range(1, args.rounds + 1):
-                answered, rest = run_rest(
-                    backend, ui, entry, f"bench-rest-{stamp}-{i}", args.timeout
-                )
-                results["rest (cluster mode)"].append(rest)
-                create_answers.append(answered)
-                client = run_client(
-                    args.master, ui, entry, f"bench-client-{stamp}-{i}", workdir, args.timeout
-                )
-                results["spark-submit (client)"].append(client)
-                print(f"round {i}: rest {rest:.2f} s, spark-submit {client:.2f} s", flush=True)
-        finally:
-            backend.close()
-    print(f"\nsubmit -> app registered in {ui}/json/ ({args.master}), {args.rounds} rounds")
-    print(f"{'path':<24}{'median s':>10}{'min s':>10}{'max s':>10}")
-    for path, values in results.items():
-        print(
-            f"{path:<24}{statistics.median(values):>10.2f}{min(values):>10.2f}{max(values):>10.2f}"
-        )
-    rest_median = statistics.median(results["rest (cluster mode)"])
-    client_median = statistics.median(results["spark-submit (client)"])
-    print(f"ratio spark-submit / rest (medians): {client_median / rest_median:.2f}")
+    figures = measure(args.rounds, args.master, args.rest, args.ui, args.timeout)
+    print(f"ratio rest / spark-submit (medians): {figures['ratio_rest_vs_cli']:.2f}")
     print(
-        f"rest create call answered in {statistics.median(create_answers) * 1000:.0f} ms (median;"
+        f"rest create call answered in {figures['rest_create_answer_ms']:.0f} ms (median;"
         " spark-submit instead keeps a driver JVM on this host)"
     )
     return 0

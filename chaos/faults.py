@@ -5,31 +5,45 @@ a while, heals it and returns what it hit. The length of a fault is the fault it
 node stays dead, a server down, a cluster cut off), so those waits are the injection, not
 synchronisation. Faults run one at a time; ``KINDS`` names them all:
 
-``kill9``           every process of a node dies at once; it starts again 2-6 s later
+``kill9``           every process of a node dies at once; it starts again 2-6 s later (and boots
+                    while the next faults go on)
 ``freeze``          SIGSTOP of a node past its session timeout, then SIGCONT
 ``zk_restart``      ZooKeeper stopped for 1-4 s, data kept
 ``zk_wipe``         ZooKeeper stopped and its data directory deleted, started empty
 ``db_restart``      MariaDB stopped for 1-4 s
-``master_restart``  a cluster's master restarts without recovery: every driver and app on it gone
-``worker_kill``     one live driver on a cluster dies (its worker was lost)
-``cut_off``         a cluster answers Drover nothing for 4-12 s (its applications keep running)
+``master_kill``     a cluster's master is killed (connections dropped, none answered) for 2-8 s,
+                    then restarts: with recovery (it knows its drivers again) or without (every
+                    driver and application on it is gone: the workers kill what the new master
+                    does not know)
+``worker_kill``     a worker dies: 1-3 live drivers on a cluster (one that has some) die with it
+``cut_off``         the ports of a cluster are blocked for Drover for 4-12 s (the proxy every node
+                    reaches it through closes every connection and refuses new ones); the
+                    cluster and its applications go on as before
+
+The operator (``Operator``) meanwhile stops, starts, restarts and upgrades random jobs (an
+upgrade is a spec ``PATCH`` of the job's arguments followed by a restart) and now and then fails
+a few jobs over between the two clusters (``POST /v1/failovers``), each write with an
+``Idempotency-Key`` so that a retry after a lost answer is done once.
 """
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
 from harness.mariadb import MariaDbServer
 from harness.nodes import NodeProcess
 from harness.simcluster import SimProcess
+from harness.tcpproxy import TcpProxy
 from harness.zkserver import ZkServer
 
 
@@ -42,6 +56,8 @@ class Stack:
     db: MariaDbServer
     database_url: str
     clusters: dict[str, SimProcess]
+    #: cluster -> the proxy every node reaches it through (its registered REST and UI URL)
+    proxies: dict[str, TcpProxy]
     nodes: list[NodeProcess]
     jobs: list[str]
     session_timeout: float
@@ -59,7 +75,8 @@ def _kill9(stack: Stack, rng: random.Random) -> str:
     time.sleep(rng.uniform(2, 6))
     with stack.lock:
         node.start()
-    node.wait_ready()
+    # it boots while the next faults go on (a node takes tens of seconds to be ready on a busy
+    # machine); the run waits for every node to be ready before the faults count as cleared
     return node.node_id
 
 
@@ -92,30 +109,46 @@ def _db_restart(stack: Stack, rng: random.Random) -> str:
     return "mariadb"
 
 
-def _master_restart(stack: Stack, rng: random.Random) -> str:
+def _master_kill(stack: Stack, rng: random.Random) -> str:
     name = rng.choice(sorted(stack.clusters))
-    stack.clusters[name].control("lose_state")
-    return name
+    sim = stack.clusters[name]
+    seconds = rng.uniform(2, 8)
+    recovery = rng.random() < 0.5
+    sim.control("unreachable_for", seconds=seconds + 60, mode="close")  # until restarted
+    time.sleep(seconds)
+    if not recovery:
+        sim.control("lose_state")
+    sim.control("reachable")
+    return f"{name} (down {seconds:.1f} s, {'recovered its state' if recovery else 'state lost'})"
 
 
 def _worker_kill(stack: Stack, rng: random.Random) -> str:
-    name = rng.choice(sorted(stack.clusters))
-    sim = stack.clusters[name]
-    drivers = httpx.get(f"{sim.url}/sim/drivers", timeout=5, trust_env=False).json()
-    live = [d for d in drivers if d["alive"] and (d.get("tag") or "").startswith("drover:")]
+    live_on: dict[str, list[dict[str, Any]]] = {}
+    for name, sim in sorted(stack.clusters.items()):
+        drivers = httpx.get(f"{sim.url}/sim/drivers", timeout=5, trust_env=False).json()
+        live_on[name] = [
+            d for d in drivers if d["alive"] and (d.get("tag") or "").startswith("drover:")
+        ]
+    name = rng.choice([n for n, live in live_on.items() if live] or sorted(live_on))
+    sim, live = stack.clusters[name], live_on[name]
     if not live:
         return f"{name} (no live driver)"
-    victim = rng.choice(live)
-    sim.control("fail_after", app_name=victim["tag"], seconds=0)
-    return f"{name}/{victim['tag']}"
+    victims = rng.sample(live, min(len(live), rng.randint(1, 3)))
+    for victim in victims:
+        sim.control("fail_after", app_name=victim["tag"], seconds=0)
+    return f"{name}: " + ", ".join(v["tag"] for v in victims)
 
 
 def _cut_off(stack: Stack, rng: random.Random) -> str:
-    name = rng.choice(sorted(stack.clusters))
+    name = rng.choice(sorted(stack.proxies))
     seconds = rng.uniform(4, 12)
-    stack.clusters[name].control("unreachable_for", seconds=seconds)
-    time.sleep(seconds)
-    return name
+    proxy = stack.proxies[name]
+    proxy.cut()
+    try:
+        time.sleep(seconds)
+    finally:
+        proxy.mend()
+    return f"{name} ({seconds:.1f} s)"
 
 
 KINDS: dict[str, Callable[[Stack, random.Random], str]] = {
@@ -124,36 +157,73 @@ KINDS: dict[str, Callable[[Stack, random.Random], str]] = {
     "zk_restart": _zk_restart,
     "zk_wipe": _zk_wipe,
     "db_restart": _db_restart,
-    "master_restart": _master_restart,
+    "master_kill": _master_kill,
     "worker_kill": _worker_kill,
     "cut_off": _cut_off,
 }
 
-#: what each operator action leaves as the job's desired state
-OPERATIONS = {"stop": "STOPPED", "start": "RUNNING", "restart": "RUNNING"}
+#: what each operator action on a job leaves as its desired state (an upgrade keeps it)
+OPERATIONS: dict[str, str | None] = {
+    "stop": "STOPPED",
+    "start": "RUNNING",
+    "restart": "RUNNING",
+    "upgrade": None,
+}
+#: the share of the operator's moves that are a failover of a few jobs
+FAILOVER_SHARE = 0.12
+
+
+class Acks(Protocol):
+    """Where the operator reports what the API acknowledged (``chaos.recorder.Recorder``)."""
+
+    def acked(self, job: str, op: str, desired: str | None, spec: str | None = None) -> None: ...
+
+    def operation_acked(self, operation: int, kind: str, detail: str) -> None: ...
+
+
+def spec_of(args: list[str]) -> str:
+    """The fingerprint of a job's spec the checker compares: its arguments, as JSON."""
+    return json.dumps(list(args))
+
+
+@dataclass(frozen=True)
+class _Answer:
+    status: int
+    body: Any
+    applied: bool  # a retry learned that the first attempt committed, its answer lost
 
 
 class Operator:
-    """Stops, starts and restarts random jobs through any live node, one at a time, and reports
-    each acknowledged write. A write whose outcome is unknown (no answer, or a 5xx) is retried
-    until acknowledged; if that never happens the job is in doubt: reported so, and left alone."""
+    """Acts on random jobs through any live node, one write at a time, and reports each
+    acknowledged write: stops, starts, restarts, upgrades (a spec ``PATCH`` of the arguments, then
+    a restart) and failovers of a few jobs between the two clusters.
+
+    Every write is sent with an ``Idempotency-Key`` (the ``PATCH``, which takes none, sets a
+    fixed value: sending it twice is harmless) and retried with the same key while its outcome is
+    unknown (no answer, a 5xx, "still being processed"). A retry answered "applied, its answer
+    lost" counts as acknowledged. A write that never gets an answer leaves its job in doubt:
+    reported so, and the job is left alone from then on."""
 
     def __init__(
         self,
         stack: Stack,
         rng: random.Random,
-        acked: Callable[[str, str, str | None], None],
+        acks: Acks,
         *,
         interval: float = 1.5,
         retry_for: float = 20.0,
+        retry_pause: float = 0.5,
     ) -> None:
         self.stack = stack
         self.rng = rng
-        self.acked = acked
+        self.acks = acks
         self.interval = interval
         self.retry_for = retry_for
+        self.retry_pause = retry_pause
         self.doubtful: set[str] = set()
         self.done: dict[str, int] = {}
+        self.refused: dict[str, int] = {}
+        self._revision = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="chaos-operator", daemon=True)
 
@@ -163,43 +233,117 @@ class Operator:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=self.retry_for + 30)
+        self._thread.join(timeout=self.retry_for * 2 + 30)
 
     def _run(self) -> None:
         while not self._stop.wait(self.rng.uniform(0.5, 1.5) * self.interval):
             jobs = [j for j in self.stack.jobs if j not in self.doubtful]
-            if jobs:
+            if not jobs:
+                continue
+            if self.rng.random() < FAILOVER_SHARE:
+                picked = self.rng.sample(jobs, min(len(jobs), self.rng.randint(1, 3)))
+                self.fail_over(self.rng.choice(sorted(self.stack.clusters)), picked)
+            else:
                 self.act(self.rng.choice(jobs), self.rng.choice(sorted(OPERATIONS)))
 
+    def _count(self, op: str, answer: _Answer | None) -> None:
+        if answer is not None:
+            tally = self.done if answer.status < 300 or answer.applied else self.refused
+            tally[op] = tally.get(op, 0) + 1
+
     def act(self, job: str, op: str) -> None:
+        if op == "upgrade":
+            self._revision += 1
+            args = ["--chaos-rev", str(self._revision)]
+            answer = self._write("PATCH", f"/v1/jobs/{job}", {"args": args}, keyed=False)
+            self._count(op, answer)
+            if answer is None:
+                self._in_doubt(job)
+            elif answer.status < 300:
+                body = answer.body
+                self.acks.acked(job, op, body["desired_state"], spec_of(body["args"]))
+                if body["desired_state"] == "RUNNING":
+                    self.act(job, "restart")  # the new spec applies from the next run
+            return
+        answer = self._write("POST", f"/v1/jobs/{job}/{op}", None)
+        self._count(op, answer)
+        if answer is None:
+            self._in_doubt(job)
+        elif answer.applied:
+            self.acks.acked(job, op, OPERATIONS[op])
+        elif answer.status < 300:
+            body = answer.body
+            self.acks.acked(job, op, body["desired_state"], spec_of(body["args"]))
+        # a 4xx: refused (the job was already so), nothing changed
+
+    def fail_over(self, source: str, jobs: list[str]) -> None:
+        body = {
+            "source": source,
+            "selector": {"jobs": sorted(jobs)},
+            "reason": "chaos: operator failover",
+        }
+        answer = self._write("POST", "/v1/failovers", body)
+        self._count("failover", answer)
+        target = f"{source} ({', '.join(sorted(jobs))})"
+        if answer is None:
+            # the failover may exist or not; its jobs keep their desired state either way
+            self.acks.operation_acked(0, "failover_in_doubt", target)
+        elif answer.status < 300 and isinstance(answer.body, dict) and answer.body.get("id"):
+            self.acks.operation_acked(int(answer.body["id"]), "failover", target)
+
+    def _in_doubt(self, job: str) -> None:
+        self.doubtful.add(job)
+        self.acks.acked(job, "in_doubt", None)
+
+    def _write(self, method: str, path: str, body: Any, *, keyed: bool = True) -> _Answer | None:
+        key = str(uuid.uuid4())
         deadline = time.monotonic() + self.retry_for
         while time.monotonic() < deadline:
-            answer = self._post(job, op)
-            if answer is None or answer >= 500:
-                time.sleep(0.5)
+            response = self._send(method, path, body, key if keyed else None)
+            if response is None or response.status_code >= 500:
+                time.sleep(self.retry_pause)
                 continue  # no answer: it may or may not have happened; say it again
-            if answer < 300:
-                self.acked(job, op, OPERATIONS[op])
-                self.done[op] = self.done.get(op, 0) + 1
-            return  # a 4xx: refused, nothing changed
-        self.doubtful.add(job)
-        self.acked(job, "in_doubt", None)
+            if response.status_code == 409 and _problem_kind(response) == "idempotency-key-in-use":
+                if "retry-after" in response.headers:
+                    time.sleep(self.retry_pause)
+                    continue  # the first attempt is still being processed somewhere
+                return _Answer(response.status_code, None, applied=True)
+            try:
+                parsed = response.json() if response.content else None
+            except ValueError:
+                parsed = None
+            return _Answer(response.status_code, parsed, applied=False)
+        return None
 
-    def _post(self, job: str, op: str) -> int | None:
+    def _send(self, method: str, path: str, body: Any, key: str | None) -> httpx.Response | None:
         nodes = self.stack.live_nodes()
         if not nodes:
             return None
         node = self.rng.choice(nodes)
+        headers = node.headers()
+        if key is not None:
+            headers = {**headers, "Idempotency-Key": key}
         try:
-            response = httpx.post(
-                f"{node.url}/v1/jobs/{job}/{op}",
-                headers=node.headers(),
+            return httpx.request(
+                method,
+                f"{node.url}{path}",
+                json=body,
+                headers=headers,
                 timeout=5.0,
                 trust_env=False,
             )
         except (httpx.HTTPError, RuntimeError):
             return None
-        return response.status_code
+
+
+def _problem_kind(response: httpx.Response) -> str:
+    """The kind of an RFC 9457 problem (``urn:drover:problem:<kind>``; "" when it is none)."""
+    try:
+        problem = response.json()
+    except ValueError:
+        return ""
+    kind = problem.get("type", "") if isinstance(problem, dict) else ""
+    return str(kind).rsplit(":", 1)[-1]
 
 
 def describe(stats: dict[str, Any]) -> str:

@@ -8,11 +8,18 @@ recorded from outside Drover (the clusters' own listings, the API's answers, the
                 application per poll.
 ``JobSeen``     one observation of one job through the API: its desired and observed state.
 ``WriteAcked``  an API write that was answered 2xx: what the job's desired state must be after
-                it (``None`` for a delete: the job must be gone), unless a later acknowledged
-                write to the same job says otherwise.
+                it (``None`` for a delete: the job must be gone) and, when the answer showed it,
+                the fingerprint of its spec (``spec``), unless a later acknowledged write to the
+                same job says otherwise.
 ``FinalJob``    the store's final word on a job, read after the run (``exists`` false when gone).
+``OperationAcked``  an operation (a failover) the API acknowledged with its id (0 and kind
+                ``failover_in_doubt``: sent, never answered).
+``FinalOperation``  whether the store holds that operation at the end, and its state.
 ``Claim``       a claim recorded in the store: ``node`` took ``job`` under ``epoch`` at ``t``.
-``Action``      a side effect a node took on a job (a submission or a kill) under ``epoch``.
+``Action``      a side effect a node took on a job under ``epoch``: a submission (its run row
+                names node and epoch) or a kill (its fenced intent's event names both; an
+                epoch of ``None``, from a store that did not record it, is taken from the
+                sampled claims by the checker).
 ``Fault``       a fault injected (``kind``, ``target``) from ``t`` until ``until``.
 ``Quiet``       the moment every fault had cleared: the convergence clock starts here.
 
@@ -51,8 +58,9 @@ class JobSeen:
 class WriteAcked:
     t: float
     job: str
-    op: str  # create | start | stop | restart | delete | update
+    op: str  # create | start | stop | restart | delete | upgrade | in_doubt
     desired: str | None  # the desired state the write leaves; None: the job is deleted
+    spec: str | None = None  # the spec's fingerprint the write leaves (None: not known)
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,23 @@ class FinalJob:
     job: str
     exists: bool
     desired: str | None = None
+    spec: str | None = None
+
+
+@dataclass(frozen=True)
+class OperationAcked:
+    t: float
+    operation: int
+    kind: str  # failover | failover_in_doubt
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class FinalOperation:
+    operation: int
+    exists: bool
+    state: str | None = None
+    detail: str = ""  # each item: job, planned action, final step and why
 
 
 @dataclass(frozen=True)
@@ -75,7 +100,7 @@ class Action:
     t: float
     job: str
     node: str
-    epoch: int
+    epoch: int | None  # None: not recorded with the action (a kill)
     kind: str  # submit | kill
 
 
@@ -92,11 +117,33 @@ class Quiet:
     t: float
 
 
-Record = AppSeen | JobSeen | WriteAcked | FinalJob | Claim | Action | Fault | Quiet
+Record = (
+    AppSeen
+    | JobSeen
+    | WriteAcked
+    | FinalJob
+    | OperationAcked
+    | FinalOperation
+    | Claim
+    | Action
+    | Fault
+    | Quiet
+)
 
 _TYPES: dict[str, type[Any]] = {
     cls.__name__: cls
-    for cls in (AppSeen, JobSeen, WriteAcked, FinalJob, Claim, Action, Fault, Quiet)
+    for cls in (
+        AppSeen,
+        JobSeen,
+        WriteAcked,
+        FinalJob,
+        OperationAcked,
+        FinalOperation,
+        Claim,
+        Action,
+        Fault,
+        Quiet,
+    )
 }
 
 
@@ -108,6 +155,8 @@ class History:
     jobs: list[JobSeen] = field(default_factory=list)
     writes: list[WriteAcked] = field(default_factory=list)
     final: list[FinalJob] = field(default_factory=list)
+    operations: list[OperationAcked] = field(default_factory=list)
+    final_operations: list[FinalOperation] = field(default_factory=list)
     claims: list[Claim] = field(default_factory=list)
     actions: list[Action] = field(default_factory=list)
     faults: list[Fault] = field(default_factory=list)
@@ -119,6 +168,8 @@ class History:
             JobSeen: self.jobs,
             WriteAcked: self.writes,
             FinalJob: self.final,
+            OperationAcked: self.operations,
+            FinalOperation: self.final_operations,
             Claim: self.claims,
             Action: self.actions,
             Fault: self.faults,
@@ -132,9 +183,11 @@ class History:
         yield from self.apps
         yield from self.jobs
         yield from self.writes
+        yield from self.operations
         yield from self.claims
         yield from self.actions
         yield from self.final
+        yield from self.final_operations
 
     @classmethod
     def of(cls, records: Iterable[Record]) -> History:

@@ -9,14 +9,18 @@ Two pollers run in threads for the whole run:
   owner, owner epoch): a ``JobSeen`` when a job's states changed and a ``Claim`` when its owner
   or epoch changed. While the database is down the poll is skipped (and counted).
 
-The operator thread adds ``WriteAcked`` records itself (``acked``). At the end ``finish`` reads
-the store once more: ``FinalJob`` for every job the run wrote, and one ``Action`` per run row (a
-submission, recorded by the fenced intent under the epoch and node it names). Records are
-appended to the history file as they come, so a run that dies still leaves its history.
+The operator thread adds ``WriteAcked`` and ``OperationAcked`` records itself (``acked``,
+``operation_acked``). At the end ``finish`` reads the store once more: ``FinalJob`` (desired
+state and arguments) for every job the run wrote, ``FinalOperation`` for every operation the
+API acknowledged, one ``Action`` per run row (a submission, recorded by the fenced intent under
+the epoch and node it names) and one per kill intent (the reconciler's event of the move to
+``STOPPING``, which names the node and the epoch of the claim its fenced write proved). Records
+are appended to the history file as they come, so a run that dies still leaves its history.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterable
@@ -28,7 +32,18 @@ import httpx
 import sqlalchemy as sa
 
 from chaos import history as h
-from chaos.history import Action, AppSeen, Claim, FinalJob, History, JobSeen, Record, WriteAcked
+from chaos.history import (
+    Action,
+    AppSeen,
+    Claim,
+    FinalJob,
+    FinalOperation,
+    History,
+    JobSeen,
+    OperationAcked,
+    Record,
+    WriteAcked,
+)
 
 TAG_PREFIX = "drover:"
 
@@ -83,8 +98,11 @@ class Recorder:
                 self.history.add(record)
             h.write(self.path, records)
 
-    def acked(self, job: str, op: str, desired: str | None) -> None:
-        self.add([WriteAcked(time.time(), job, op, desired)])
+    def acked(self, job: str, op: str, desired: str | None, spec: str | None = None) -> None:
+        self.add([WriteAcked(time.time(), job, op, desired, spec)])
+
+    def operation_acked(self, operation: int, kind: str, detail: str) -> None:
+        self.add([OperationAcked(time.time(), operation, kind, detail)])
 
     # -------------------------------------------------------------------------- pollers
 
@@ -153,12 +171,14 @@ class Recorder:
         return any(s.t > since and s.observed == "RUNNING" for s in seen)
 
     def finish(self, written: Iterable[str]) -> History:
-        """Stop the pollers, read the store's final word and every run; the whole history."""
+        """Stop the pollers, read the store's final word, every run and kill; the history."""
         self.stop()
         with self.engine.connect() as conn:
             jobs = {
-                name: desired
-                for name, desired in conn.execute(sa.text("SELECT name, desired_state FROM jobs"))
+                name: (desired, args)
+                for name, desired, args in conn.execute(
+                    sa.text("SELECT name, desired_state, args FROM jobs")
+                )
             }
             runs = conn.execute(
                 sa.text(
@@ -166,16 +186,67 @@ class Recorder:
                     "JOIN jobs j ON j.id = r.job_id"
                 )
             ).all()
+            kills = conn.execute(
+                sa.text(
+                    "SELECT j.name, e.node_id, e.owner_epoch, e.at FROM job_events e "
+                    "JOIN jobs j ON j.id = e.job_id "
+                    "WHERE e.to_state = 'STOPPING' AND e.cause = 'reconciler'"
+                )
+            ).all()
+            operations = {
+                int(op_id): state
+                for op_id, state in conn.execute(sa.text("SELECT id, state FROM operations"))
+            }
+            items: dict[int, list[str]] = {}
+            for op_id, job, action, step, why, error in conn.execute(
+                sa.text(
+                    "SELECT operation_id, job_name, action, step, why, last_error "
+                    "FROM operation_items ORDER BY operation_id, position"
+                )
+            ):
+                items.setdefault(int(op_id), []).append(
+                    f"{job} {action} -> {step}" + (f" ({error or why})" if error or why else "")
+                )
         self.engine.dispose()
         final: list[Record] = [
-            FinalJob(name, name in jobs, jobs.get(name)) for name in sorted(set(written))
+            FinalJob(
+                name,
+                name in jobs,
+                jobs[name][0] if name in jobs else None,
+                _spec(jobs[name][1]) if name in jobs else None,
+            )
+            for name in sorted(set(written))
+        ]
+        acked_ops = sorted({o.operation for o in self.history.operations if o.operation > 0})
+        final += [
+            FinalOperation(
+                op_id, op_id in operations, operations.get(op_id), "; ".join(items.get(op_id, []))
+            )
+            for op_id in acked_ops
         ]
         actions: list[Record] = [
             Action(_epoch_seconds(_aware(created)), name, node, int(epoch), "submit")
             for name, node, epoch, created in runs
         ]
+        actions += [
+            Action(
+                _epoch_seconds(_aware(at)),
+                name,
+                node,
+                None if epoch is None else int(epoch),
+                "kill",
+            )
+            for name, node, epoch, at in kills
+        ]
         self.add(final + actions)
         return self.history
+
+
+def _spec(args: Any) -> str:
+    """The checker's fingerprint of stored arguments (``chaos.faults.spec_of``)."""
+    if isinstance(args, str | bytes):
+        args = json.loads(args)
+    return json.dumps(list(args or []))
 
 
 def _aware(value: datetime) -> datetime:

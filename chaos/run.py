@@ -6,13 +6,14 @@
 What it runs (all on loopback, all private to the run, all stopped at the end): a ZooKeeper
 server and a MariaDB server of its own (so it may restart and wipe them), two simulated Spark
 standalone clusters ``sim-a`` and ``sim-b`` (groups ``ga`` and ``gb``, each the other's failover
-cluster), ``--nodes`` Drover nodes in both groups, and ``--jobs`` jobs desired RUNNING, created
-through the API.
+cluster), each registered through a TCP proxy that can block its ports for Drover, ``--nodes``
+Drover nodes in both groups, and ``--jobs`` jobs desired RUNNING, created through the API.
 
 For ``--duration`` seconds it injects one fault at a time, picked at random from
 ``chaos.faults.KINDS`` (every kind at least once when the run is long enough: the first ones
-go round all kinds in a shuffled order), a few seconds apart, while the operator stops, starts
-and restarts random jobs through the API. Then every fault has healed (``Quiet``); it waits up
+go round all kinds in a shuffled order), a few seconds apart, while the operator stops, starts,
+restarts and upgrades random jobs and fails a few over between the clusters through the API.
+Then every fault has healed (``Quiet``); it waits up
 to ``--bound`` seconds for every job the store wants RUNNING to be RUNNING, reads the store's
 final word and hands the history to ``chaos.checker``. It prints the summary and exits 1 when
 there is a violation (2 when the run itself could not be set up). The history stays in
@@ -46,6 +47,7 @@ from chaos.recorder import Recorder
 from harness.mariadb import MariaDbServer
 from harness.nodes import DROVER, NodeProcess, free_port, poll
 from harness.simcluster import sim_process
+from harness.tcpproxy import TcpProxy
 from harness.zkserver import ZkServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,6 +77,11 @@ def deployment(workdir: Path, nodes: int, jobs: int) -> Iterator[Stack]:
         db.start()
         database_url = db.database("drover")
         sims = {name: stack.enter_context(sim_process(0.5)) for name in CLUSTERS}
+        # the nodes reach each cluster through a proxy (REST and UI are one port on a simulator)
+        proxies = {
+            name: stack.enter_context(TcpProxy(httpx.URL(sim.url).port or 80))
+            for name, sim in sims.items()
+        }
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": str(workdir),
@@ -123,8 +130,8 @@ def deployment(workdir: Path, nodes: int, jobs: int) -> Iterator[Stack]:
                     "name": name,
                     "kind": "standalone",
                     "master_url": sim.master_url,
-                    "rest_url": sim.url,
-                    "ui_url": sim.url,
+                    "rest_url": proxies[name].url,
+                    "ui_url": proxies[name].url,
                     "az": CLUSTERS[name][2],
                     "storage_root": f"file://{workdir / 'storage' / name}",
                 },
@@ -141,6 +148,7 @@ def deployment(workdir: Path, nodes: int, jobs: int) -> Iterator[Stack]:
             db=db,
             database_url=database_url,
             clusters=dict(sims),
+            proxies=proxies,
             nodes=procs,
             jobs=names,
             session_timeout=SESSION_TIMEOUT,
@@ -217,13 +225,18 @@ def run(args: argparse.Namespace) -> Report:
                 f"{time.monotonic() - started:.1f} s",
                 flush=True,
             )
-            operator = Operator(stack, rng, recorder.acked).start()
+            operator = Operator(stack, rng, recorder).start()
             end = time.monotonic() + args.duration
             kinds = schedule(rng, 1000)
             injected: Counter[str] = Counter()
             try:
                 while time.monotonic() < end:
                     time.sleep(rng.uniform(1, 4))  # a calm moment between two faults
+                    for node in stack.nodes:  # what a service manager does for a node that
+                        with stack.lock:  # exited by itself (e.g. booting while MariaDB was down)
+                            if node.proc is not None and not node.alive:
+                                print(f"  chaos: node {node.node_id} had exited; restarted")
+                                node.start()
                     kind = kinds[sum(injected.values())]
                     t0 = time.time()
                     target = KINDS[kind](stack, rng)
@@ -232,11 +245,16 @@ def run(args: argparse.Namespace) -> Report:
                     print(f"  {time.monotonic() - started:6.1f} s  {kind:<15} {target}", flush=True)
             finally:
                 operator.stop()
+            for node in stack.nodes:  # a node killed last may still be booting
+                if not node.alive:
+                    node.start()
+                node.wait_ready()
             quiet = time.time()
             recorder.add([Quiet(quiet)])
             print(
                 f"chaos: faults over ({describe(dict(injected))}); operator "
-                f"{describe(operator.done)}, {len(operator.doubtful)} in doubt; waiting up to "
+                f"{describe(operator.done)} (refused: {describe(operator.refused)}), "
+                f"{len(operator.doubtful)} in doubt; waiting up to "
                 f"{args.bound:.0f} s for convergence",
                 flush=True,
             )
@@ -244,6 +262,9 @@ def run(args: argparse.Namespace) -> Report:
         finally:
             history = recorder.finish(stack.jobs)
     report = check(history, args.bound)
+    for op in history.final_operations:
+        if op.state != "SUCCEEDED":
+            print(f"chaos: failover {op.operation} {op.state}: {op.detail}")
     print(report.summary())
     print(f"chaos: {time.monotonic() - started:.0f} s in all; history in {history_path}")
     if not args.workdir and report.ok:

@@ -1,22 +1,32 @@
-"""The ``drover`` command line: run a node, migrate the store, drive jobs through the API.
+"""The ``drover`` command line: run a node, migrate the store, and drive jobs, clusters, groups,
+nodes, failovers and identities through a node's REST API.
 
-Errors are one line on stderr and a non-zero exit code.
+Every command prints a table by default and one JSON document with --json (stdout carries
+nothing else). Errors are one line on stderr. The node's URL and token come from --url/--token
+(before the command, or --api after it), DROVER_URL/DROVER_TOKEN, or the config file written by
+`drover login`; the CLI never reads a node's own settings to reach it.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
 
+from drover import cli_output as out
+from drover.cli_output import ApiOption, Exit, JsonOption, LimitOption, TimeoutOption, WaitOption
 from scheduler.config import load_settings
 from scheduler.errors import DroverError
-from scheduler.logs import configure_logging
+from scheduler.logs import configure_from, configure_logging
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    help=out.paragraphs(__doc__),
+    epilog=out.EXIT_CODES_HELP,
+)
 node_app = typer.Typer(no_args_is_help=True, help="Run a Drover node.")
 db_app = typer.Typer(no_args_is_help=True, help="Metadata store schema.")
 jobs_app = typer.Typer(no_args_is_help=True, help="Jobs, through a node's REST API.")
@@ -28,21 +38,47 @@ groups_app = typer.Typer(no_args_is_help=True, help="Scheduling groups, through 
 app.add_typer(clusters_app, name="clusters")
 app.add_typer(groups_app, name="groups")
 
-ApiOption = Annotated[
-    str | None, typer.Option("--api", help="node API URL (default: DROVER_API_HOST/PORT)")
-]
+
+@app.callback()
+def _root(
+    url: Annotated[
+        str | None,
+        typer.Option(
+            "--url",
+            envvar="DROVER_URL",
+            help="node API URL for every command (DROVER_URL; default: the config file written "
+            f"by drover login, else {out.DEFAULT_URL})",
+            show_default=False,
+        ),
+    ] = None,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            help="API token (default: DROVER_TOKEN, else the config file written by drover login)",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    out.GLOBAL.url = url
+    out.GLOBAL.token = token
 
 
-def _fail(message: str, code: int = 1) -> NoReturn:
-    typer.echo(f"drover: {message}", err=True)
-    raise typer.Exit(code)
+# The helpers the command modules share (kept here under their old names too).
+_fail = out.fail
+_print = out.print_json
+_call = out.call
+
+
+def _api(api: str | None) -> str:
+    return out.api_url(api)
 
 
 def _settings() -> Any:
     try:
         return load_settings()
     except DroverError as exc:
-        _fail(exc.message)
+        out.fail_error(exc)
 
 
 # -- node -----------------------------------------------------------------------------------
@@ -55,10 +91,11 @@ def node_run() -> None:
 
     configure_logging()
     settings = _settings()
+    configure_from(settings, "api")
     try:
         run_node(settings)
     except DroverError as exc:
-        _fail(exc.message)
+        out.fail_error(exc)
 
 
 # -- db -------------------------------------------------------------------------------------
@@ -71,114 +108,302 @@ def _store() -> Any:
 
 
 @db_app.command("upgrade")
-def db_upgrade(revision: str = "head") -> None:
+def db_upgrade(revision: str = "head", as_json: JsonOption = False) -> None:
     """Migrate the store to REVISION (default: the newest)."""
     store = _store()
     try:
         store.upgrade(revision)
-        typer.echo(f"database at {store.current_revision()}")
+        current = store.current_revision()
     except DroverError as exc:
-        _fail(exc.message)
+        out.fail_error(exc)
     finally:
         store.dispose()
+    out.show({"revision": current}, as_json, lambda d: typer.echo(f"database at {current}"))
 
 
 @db_app.command("downgrade")
-def db_downgrade(revision: str = typer.Argument(..., help="target revision, or 'base'")) -> None:
+def db_downgrade(
+    revision: str = typer.Argument(..., help="target revision, or 'base'"),
+    as_json: JsonOption = False,
+) -> None:
     """Migrate the store back to REVISION."""
     store = _store()
     try:
         store.downgrade(revision)
-        typer.echo(f"database at {store.current_revision() or 'base'}")
+        current = store.current_revision()
     except DroverError as exc:
-        _fail(exc.message)
+        out.fail_error(exc)
     finally:
         store.dispose()
+    out.show(
+        {"revision": current}, as_json, lambda d: typer.echo(f"database at {current or 'base'}")
+    )
 
 
 @db_app.command("current")
-def db_current() -> None:
+def db_current(as_json: JsonOption = False) -> None:
     """Print the store's schema revision and the code's."""
     store = _store()
     try:
-        typer.echo(
-            f"database: {store.current_revision() or 'empty'}  code: {store.head_revision()}"
-        )
+        doc = {"database": store.current_revision(), "code": store.head_revision()}
     except DroverError as exc:
-        _fail(exc.message)
+        out.fail_error(exc)
     finally:
         store.dispose()
+    out.show(
+        doc,
+        as_json,
+        lambda d: typer.echo(f"database: {d['database'] or 'empty'}  code: {d['code']}"),
+    )
 
 
 # -- jobs -----------------------------------------------------------------------------------
 
 
-def _api(api: str | None) -> str:
-    return (api or _settings().resolved_api_url).rstrip("/")
-
-
-def _auth_headers() -> dict[str, str]:
-    """The caller's credential (``DROVER_TOKEN`` or ``drover login``) and the explicit-client
-    header every mutation needs."""
-    from drover import credentials
-
-    headers = {"X-Drover-Client": "drover-cli"}
-    try:
-        token = credentials.token()
-    except DroverError as exc:
-        _fail(exc.message)
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    return headers
-
-
-def _call(method: str, url: str, **kwargs: Any) -> Any:
-    import httpx
-
-    kwargs["headers"] = {**_auth_headers(), **kwargs.get("headers", {})}
-    try:
-        response = httpx.request(method, url, timeout=30, **kwargs)
-    except httpx.HTTPError as exc:
-        _fail(f"cannot reach {url}: {exc}")
-    if response.status_code >= 400:
-        try:
-            body = response.json()
-            _fail(f"{response.status_code} {body.get('title', '')}: {body.get('detail', '')}")
-        except ValueError:
-            _fail(f"{response.status_code}: {response.text[:200]}")
-    return response.json() if response.content else None
-
-
-def _print(data: Any) -> None:
-    typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
-
-
 def _job_url(api: str | None, name: str, suffix: str = "") -> str:
-    from urllib.parse import quote
+    return out.api_url(api) + out.path_of("jobs", name) + suffix
 
-    return f"{_api(api)}/v1/jobs/{quote(name, safe='')}{suffix}"
+
+def _resource_url(api: str | None, kind: str, name: str | None = None) -> str:
+    base = out.api_url(api) + f"/v1/{kind}"
+    return base if name is None else base + out.path_of(name)[3:]
+
+
+def _if_match(version: int | None) -> dict[str, str]:
+    return {} if version is None else {"If-Match": f'"{version}"'}
+
+
+IfMatchOption = Annotated[
+    int | None,
+    typer.Option(
+        "--if-match",
+        help="refuse (exit 4) unless the job's spec_version (its ETag) is still this one",
+    ),
+]
+
+
+def _pairs(items: list[str] | None, option: str) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            out.fail(f"{option} needs KEY=VALUE, got {item!r}", Exit.USAGE)
+        pairs[key] = value
+    return pairs
+
+
+def _entrypoint(value: str) -> str:
+    return value if "://" in value else str(Path(value).resolve())
+
+
+def _run_line(run: dict[str, Any] | None) -> str:
+    if not run:
+        return "-"
+    app_id = run.get("app_id") or run.get("submission_id") or "no app yet"
+    return f"#{run['attempt']} {run['state']} on {run['cluster']} ({app_id})"
+
+
+def _job_status(job: dict[str, Any]) -> str:
+    reason = f" - {job['state_reason']}" if job.get("state_reason") else ""
+    return (
+        f"{job['name']}: {job['state']} (desired {job['desired_state']}), run "
+        f"{_run_line(job.get('current_run'))}{reason}"
+    )
+
+
+JOB_FIELDS = (
+    "name", "state", "state_reason", "desired_state", "group", "cluster", "owner", "team",
+    "business", "priority", "entrypoint", "args", "conf", "labels", "checkpoint_location",
+    "replicate", "stall_after", "on_stall", "spec_version", "version", "created_at", "updated_at",
+)  # fmt: skip
+
+
+def _render_job(job: dict[str, Any]) -> None:
+    out.record(job, JOB_FIELDS)
+    run = job.get("current_run")
+    typer.echo(f"{'current_run'.ljust(19)}  {_run_line(run)}")
+    progress = job.get("progress")
+    if progress:
+        typer.echo(f"{'progress'.ljust(19)}  {out.cell(progress)}")
+
+
+def _render_jobs(page: dict[str, Any]) -> None:
+    out.table(
+        ("NAME", "STATE", "DESIRED", "CLUSTER", "OWNER", "TEAM", "PRIORITY", "GROUP"),
+        (
+            (
+                j["name"], j["state"], j["desired_state"], j["cluster"], j["owner"], j["team"],
+                j["priority"], j["group"],
+            )
+            for j in page["data"]
+        ),
+        empty="(no jobs)",
+    )  # fmt: skip
+    typer.echo(f"{page['count']} job(s)" + (" (cut by --limit)" if page["truncated"] else ""))
 
 
 @jobs_app.command("list")
 def jobs_list(
     api: ApiOption = None,
-    state: Annotated[str | None, typer.Option()] = None,
+    state: Annotated[str | None, typer.Option(help="observed state, e.g. RUNNING")] = None,
+    desired: Annotated[str | None, typer.Option(help="RUNNING or STOPPED")] = None,
     team: Annotated[str | None, typer.Option()] = None,
+    business: Annotated[str | None, typer.Option()] = None,
     group: Annotated[str | None, typer.Option()] = None,
+    cluster: Annotated[str | None, typer.Option()] = None,
+    priority: Annotated[str | None, typer.Option(help="high | normal | low")] = None,
+    prefix: Annotated[str | None, typer.Option(help="names beginning with this")] = None,
+    label: Annotated[
+        list[str] | None,
+        typer.Option("--label", help="key=value, key!=value, key or !key (repeatable)"),
+    ] = None,
+    search: Annotated[str | None, typer.Option("--search", "-q", help="name contains")] = None,
+    sort: Annotated[str, typer.Option(help="name, state, updated_at; '-' for descending")] = "name",
+    limit: LimitOption = None,
+    as_json: JsonOption = False,
 ) -> None:
-    params = {k: v for k, v in {"state": state, "team": team, "group": group}.items() if v}
-    page = _call("GET", f"{_api(api)}/v1/jobs", params=params)
-    for job in page["data"]:
-        typer.echo(
-            f"{job['name']:<40} {job['state']:<11} desired={job['desired_state']:<8} "
-            f"cluster={job['cluster'] or '-'}"
-        )
-    typer.echo(f"{page['count']} job(s)")
+    """Jobs matching every filter given: all of them (every page), or the first --limit."""
+    params = {
+        "state": state,
+        "desired_state": desired,
+        "team": team,
+        "business": business,
+        "group": group,
+        "cluster": cluster,
+        "priority": priority,
+        "name_prefix": prefix,
+        "label": label,
+        "q": search,
+        "sort": sort,
+    }
+    listing = out.fetch_all(_resource_url(api, "jobs"), params, limit=limit, api=api)
+    out.say_if_cut(listing, "jobs")
+    out.show(listing.document(), as_json, _render_jobs)
 
 
 @jobs_app.command("get")
-def jobs_get(name: str, api: ApiOption = None) -> None:
-    _print(_call("GET", _job_url(api, name)))
+def jobs_get(name: str, api: ApiOption = None, as_json: JsonOption = False) -> None:
+    """One job: spec, state, owner, current run, progress."""
+    out.show(out.call("GET", _job_url(api, name)), as_json, _render_job)
+
+
+def _wait_job(
+    name: str,
+    api: str | None,
+    command: str,
+    timeout: float,
+    as_json: bool,
+    old_run: int | None = None,
+) -> None:
+    """Follow the job until the command's effect is there (see ``_judge``)."""
+
+    def poll() -> dict[str, Any]:
+        return out.call("GET", _job_url(api, name))  # type: ignore[no-any-return]
+
+    def judge(job: dict[str, Any]) -> str:
+        return _judge(command, job, old_run)
+
+    def on_end(job: dict[str, Any]) -> None:
+        out.show(job, as_json, lambda j: typer.echo(_job_status(j)))
+
+    out.wait_for(poll, judge, _job_status, timeout=timeout, interval=1.0, on_end=on_end)
+
+
+def _judge(command: str, job: dict[str, Any], old_run: int | None = None) -> str:
+    """start and restart end at RUNNING (restart: on a new run), stop when nothing runs; a
+    start that FAILED, or a desired state changed by someone else, ends badly."""
+    state, desired = job["state"], job["desired_state"]
+    run = job.get("current_run") or {}
+    if command in ("start", "restart"):
+        if desired != "RUNNING":
+            return out.FAILED
+        if state == "RUNNING" and (command == "start" or run.get("id") != old_run):
+            return out.DONE
+        if state in ("FAILED", "FINISHED") and (command == "start" or run.get("id") != old_run):
+            return out.FAILED
+        return out.WAITING
+    if desired != "STOPPED":
+        return out.FAILED
+    return out.DONE if state in ("STOPPED", "FINISHED", "FAILED") else out.WAITING
+
+
+def _command(
+    command: str,
+    name: str,
+    api: str | None,
+    if_match: int | None,
+    wait: bool,
+    timeout: float,
+    as_json: bool,
+    grace: float | None = None,
+) -> None:
+    old_run = None
+    if command == "restart" and wait:
+        current = out.call("GET", _job_url(api, name)).get("current_run") or {}
+        old_run = current.get("id")
+    params = {"grace_seconds": grace} if grace is not None else None
+    job = out.call(
+        "POST", _job_url(api, name, f"/{command}"), headers=_if_match(if_match), params=params
+    )
+    if not wait:
+        out.show(job, as_json, lambda j: typer.echo(_job_status(j)))
+        return
+    _wait_job(name, api, command, timeout, as_json, old_run)
+
+
+DEFAULT_WAIT = 300.0
+GraceOption = Annotated[
+    float | None,
+    typer.Option(
+        "--grace",
+        min=0,
+        help="seconds a self-fencing pipeline may take to finish its micro-batch and exit "
+        "before it is killed (default: the node's DROVER_STOP_GRACE_SECONDS for stop and "
+        "restart, DROVER_UPGRADE_GRACE_SECONDS for an upgrade; 0: kill at once)",
+        show_default=False,
+    ),
+]
+
+
+@jobs_app.command("start")
+def jobs_start(
+    name: str,
+    api: ApiOption = None,
+    if_match: IfMatchOption = None,
+    wait: WaitOption = False,
+    timeout: TimeoutOption = DEFAULT_WAIT,
+    as_json: JsonOption = False,
+) -> None:
+    """Ask for the job to run (--wait: until it is RUNNING)."""
+    _command("start", name, api, if_match, wait, timeout, as_json)
+
+
+@jobs_app.command("stop")
+def jobs_stop(
+    name: str,
+    api: ApiOption = None,
+    if_match: IfMatchOption = None,
+    grace: GraceOption = None,
+    wait: WaitOption = False,
+    timeout: TimeoutOption = DEFAULT_WAIT,
+    as_json: JsonOption = False,
+) -> None:
+    """Ask for the job to stop (--wait: until its application is confirmed gone)."""
+    _command("stop", name, api, if_match, wait, timeout, as_json, grace)
+
+
+@jobs_app.command("restart")
+def jobs_restart(
+    name: str,
+    api: ApiOption = None,
+    if_match: IfMatchOption = None,
+    grace: GraceOption = None,
+    wait: WaitOption = False,
+    timeout: TimeoutOption = DEFAULT_WAIT,
+    as_json: JsonOption = False,
+) -> None:
+    """Replace the job's run by a new one from its checkpoint (--wait: until that is RUNNING)."""
+    _command("restart", name, api, if_match, wait, timeout, as_json, grace)
 
 
 @jobs_app.command("create")
@@ -194,85 +419,294 @@ def jobs_create(
     conf: Annotated[
         list[str] | None, typer.Option("--conf", help="KEY=VALUE Spark property")
     ] = None,
+    label: Annotated[list[str] | None, typer.Option("--label", help="KEY=VALUE label")] = None,
     start: Annotated[bool, typer.Option(help="start it at once")] = False,
+    replicate: Annotated[
+        bool | None,
+        typer.Option(
+            "--replicate/--no-replicate",
+            help="mirror its checkpoint to the failover cluster (default: if high priority)",
+        ),
+    ] = None,
+    wait: WaitOption = False,
+    timeout: TimeoutOption = DEFAULT_WAIT,
+    as_json: JsonOption = False,
 ) -> None:
-    properties = {}
-    for item in conf or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            _fail(f"--conf needs KEY=VALUE, got {item!r}")
-        properties[key] = value
-    if "://" not in entrypoint:
-        entrypoint = str(Path(entrypoint).resolve())
-    body = {
+    """Create a job (--start: and start it; --wait: until it is RUNNING)."""
+    body: dict[str, Any] = {
         "name": name,
-        "entrypoint": entrypoint,
+        "entrypoint": _entrypoint(entrypoint),
         "group": group,
         "team": team,
         "business": business,
         "priority": priority,
         "args": list(arg or []),
-        "conf": properties,
+        "conf": _pairs(conf, "--conf"),
+        "labels": _pairs(label, "--label"),
         "desired_state": "RUNNING" if start else "STOPPED",
     }
-    _print(_call("POST", f"{_api(api)}/v1/jobs", json=body))
+    if replicate is not None:
+        body["replicate"] = replicate
+    if wait and not start:
+        out.fail("--wait goes with --start", Exit.USAGE)
+    job = out.call("POST", _resource_url(api, "jobs"), json=body)
+    if wait:
+        _wait_job(name, api, "start", timeout, as_json)
+        return
+    out.show(job, as_json, _render_job)
 
 
-def _command(command: str, name: str, api: str | None) -> None:
-    job = _call("POST", _job_url(api, name, f"/{command}"))
-    typer.echo(f"{job['name']}: desired {job['desired_state']}, state {job['state']}")
+@jobs_app.command("update")
+def jobs_update(
+    name: str,
+    api: ApiOption = None,
+    arg: Annotated[
+        list[str] | None,
+        typer.Option("--arg", help="the new argument list, one --arg each (replaces them all)"),
+    ] = None,
+    no_args: Annotated[bool, typer.Option("--no-args", help="clear the arguments")] = False,
+    conf: Annotated[
+        list[str] | None, typer.Option("--conf", help="set a Spark property KEY=VALUE")
+    ] = None,
+    unset_conf: Annotated[
+        list[str] | None, typer.Option("--unset-conf", help="remove a Spark property KEY")
+    ] = None,
+    label: Annotated[
+        list[str] | None, typer.Option("--label", help="set a label KEY=VALUE")
+    ] = None,
+    unset_label: Annotated[
+        list[str] | None, typer.Option("--unset-label", help="remove a label KEY")
+    ] = None,
+    entrypoint: Annotated[str | None, typer.Option(help="new pipeline file")] = None,
+    priority: Annotated[str | None, typer.Option(help="high | normal | low")] = None,
+    team: Annotated[str | None, typer.Option()] = None,
+    business: Annotated[str | None, typer.Option()] = None,
+    if_match: IfMatchOption = None,
+    grace: GraceOption = None,
+    rollback_after: Annotated[
+        float | None,
+        typer.Option(
+            "--rollback-after",
+            min=0.001,
+            help="an upgrade (new entrypoint, args, conf or checkpoint location of a running "
+            "job) that is not RUNNING within this many seconds rolls back by itself",
+            show_default=False,
+        ),
+    ] = None,
+    wait: Annotated[
+        bool,
+        typer.Option(
+            "--wait",
+            help="a running job's change is an upgrade: follow it until the new spec is "
+            "RUNNING (exit 8 if it rolled back)",
+        ),
+    ] = False,
+    timeout: TimeoutOption = DEFAULT_WAIT,
+    as_json: JsonOption = False,
+) -> None:
+    """Change a job's spec: what is given changes, the rest stays.
 
+    --conf and --label change single keys of the current maps. Without --if-match the change
+    is still conditional: on the spec version read just before (exit 4 if it moved meanwhile).
 
-@jobs_app.command("start")
-def jobs_start(name: str, api: ApiOption = None) -> None:
-    _command("start", name, api)
+    On a running job, a new entrypoint, args, conf or checkpoint location is an upgrade: the
+    pipeline is asked to finish its micro-batch and exit (--grace), then the new spec starts
+    from the same checkpoint; --rollback-after rolls it back by itself if it does not run.
+    """
+    if arg and no_args:
+        out.fail("--arg and --no-args exclude each other", Exit.USAGE)
+    url = _job_url(api, name)
+    body: dict[str, Any] = {}
+    if arg or no_args:
+        body["args"] = list(arg or [])
+    for key, value in (
+        ("entrypoint", _entrypoint(entrypoint) if entrypoint else None),
+        ("priority", priority),
+        ("team", team),
+        ("business", business),
+    ):
+        if value is not None:
+            body[key] = value
+    expected = if_match
+    current: dict[str, Any] = {}
+    if conf or unset_conf or label or unset_label or expected is None or wait:
+        current = out.call("GET", url)
+        if expected is None:
+            expected = int(current["spec_version"])
+        if conf or unset_conf:
+            merged = {**current["conf"], **_pairs(conf, "--conf")}
+            for key in unset_conf or []:
+                merged.pop(key, None)
+            body["conf"] = merged
+        if label or unset_label:
+            labels = {**current["labels"], **_pairs(label, "--label")}
+            for key in unset_label or []:
+                labels.pop(key, None)
+            body["labels"] = labels
+    if not body:
+        out.fail("nothing to change: give at least one option", Exit.USAGE)
+    params = {"grace_seconds": grace, "rollback_after_seconds": rollback_after}
+    job = out.call(
+        "PATCH",
+        url,
+        json=body,
+        headers=_if_match(expected),
+        params={k: v for k, v in params.items() if v is not None} or None,
+    )
+    if not wait or current.get("desired_state") != "RUNNING":
+        out.show(job, as_json, _render_job)  # a stopped job's change waits for nothing
+        return
+    old_run = (current.get("current_run") or {}).get("id")
+    version = job["spec_version"]
 
+    def judge(now: dict[str, Any]) -> str:
+        if now["spec_version"] != version:
+            return out.FAILED  # rolled back (a new revision), or changed by someone else
+        return _judge("restart", now, old_run)
 
-@jobs_app.command("stop")
-def jobs_stop(name: str, api: ApiOption = None) -> None:
-    _command("stop", name, api)
+    def describe(now: dict[str, Any]) -> str:
+        moved = now["spec_version"] != version
+        note = f" (spec now at version {now['spec_version']}: rolled back?)" if moved else ""
+        return f"upgrade to spec version {version}: {_job_status(now)}{note}"
 
-
-@jobs_app.command("restart")
-def jobs_restart(name: str, api: ApiOption = None) -> None:
-    _command("restart", name, api)
+    out.wait_for(
+        lambda: out.call("GET", url),
+        judge,
+        describe,
+        timeout=timeout,
+        interval=1.0,
+        on_end=lambda now: out.show(now, as_json, _render_job),
+    )
 
 
 @jobs_app.command("delete")
-def jobs_delete(name: str, api: ApiOption = None) -> None:
-    _call("DELETE", _job_url(api, name))
-    typer.echo(f"{name}: deleted")
+def jobs_delete(
+    name: str, api: ApiOption = None, if_match: IfMatchOption = None, as_json: JsonOption = False
+) -> None:
+    """Delete a stopped job (its runs and events go with it)."""
+    out.call("DELETE", _job_url(api, name), headers=_if_match(if_match))
+    out.show({"name": name, "deleted": True}, as_json, lambda d: typer.echo(f"{name}: deleted"))
+
+
+def _render_runs(doc: dict[str, Any]) -> None:
+    out.table(
+        ("RUN", "ATTEMPT", "STATE", "CLUSTER", "NODE", "APP", "STARTED", "ENDED", "REASON"),
+        (
+            (
+                r["id"], r["attempt"], r["state"], r["cluster"], r["node"],
+                r["app_id"] or r["submission_id"], r["started_at"], r["ended_at"], r["reason"],
+            )
+            for r in doc["data"]
+        ),
+        empty="(no runs)",
+    )  # fmt: skip
 
 
 @jobs_app.command("runs")
-def jobs_runs(name: str, api: ApiOption = None) -> None:
-    for run in _call("GET", _job_url(api, name, "/runs"))["data"]:
-        typer.echo(
-            f"#{run['attempt']:<4} {run['state']:<9} {run['cluster']:<12} "
-            f"start={run['started_at'] or '-'} end={run['ended_at'] or '-'} {run['reason']}"
-        )
+def jobs_runs(
+    name: str, api: ApiOption = None, limit: LimitOption = None, as_json: JsonOption = False
+) -> None:
+    """The job's runs (its execution history), newest first."""
+    listing = out.fetch_all(_job_url(api, name, "/runs"), limit=limit, api=api)
+    out.say_if_cut(listing, "runs")
+    out.show(listing.document(), as_json, _render_runs)
+
+
+def _render_events(doc: dict[str, Any]) -> None:
+    out.table(
+        ("AT", "RUN", "CHANGE", "CAUSE", "MESSAGE"),
+        (
+            (
+                e["at"],
+                e["run_id"],
+                f"{e['from_state'] or ''}->{e['to_state'] or ''}",
+                e["cause"],
+                e["message"],
+            )
+            for e in reversed(doc["data"])
+        ),
+        empty="(no events)",
+    )
 
 
 @jobs_app.command("events")
-def jobs_events(name: str, api: ApiOption = None) -> None:
-    for event in reversed(_call("GET", _job_url(api, name, "/events"))["data"]):
-        change = f"{event['from_state'] or ''}->{event['to_state'] or ''}"
-        typer.echo(f"{event['at']} {change:<22} {event['cause']}: {event['message']}")
+def jobs_events(
+    name: str,
+    api: ApiOption = None,
+    limit: Annotated[
+        int, typer.Option(min=0, help="the newest this many (0 = all, every page)")
+    ] = 100,
+    as_json: JsonOption = False,
+) -> None:
+    """The job's state transitions with their causes, and its other events (oldest first in the
+    table; the newest --limit of them)."""
+    listing = out.fetch_all(_job_url(api, name, "/events"), limit=limit, api=api)
+    out.say_if_cut(listing, "events")
+    out.show(listing.document(), as_json, _render_events)
+
+
+@jobs_app.command("logs")
+def jobs_logs(
+    name: str,
+    api: ApiOption = None,
+    run: Annotated[
+        int | None, typer.Option(help="the run's attempt number (default: the current or last)")
+    ] = None,
+    limit: Annotated[int, typer.Option(min=0, help="the newest events shown (0 = all)")] = 50,
+    as_json: JsonOption = False,
+) -> None:
+    """What Drover knows of a run's driver: the run (cluster, application, exit code, reason,
+    fence checks) and its events; where the driver's own log is."""
+    job = out.call("GET", _job_url(api, name))
+    runs = out.fetch_all(_job_url(api, name, "/runs"), api=api).data
+    chosen: dict[str, Any] | None
+    if run is not None:
+        chosen = next((r for r in runs if r["attempt"] == run), None)
+        if chosen is None:
+            out.fail(f"job {name!r} has no run with attempt {run}", Exit.NOT_FOUND)
+    else:
+        chosen = job.get("current_run") or (runs[0] if runs else None)
+    events = out.fetch_all(_job_url(api, name, "/events"), limit=0, api=api).data
+    if chosen is not None:
+        events = [e for e in events if e["run_id"] in (None, chosen["id"])]
+    events = events[:limit] if limit else events
+    doc = {
+        "job": name,
+        "state": job["state"],
+        "run": chosen,
+        "driver_log": _driver_log_hint(chosen),
+        "events": events,
+    }
+    out.show(doc, as_json, _render_logs)
+
+
+def _driver_log_hint(run: dict[str, Any] | None) -> str | None:
+    if run is None:
+        return None
+    if run.get("submission_id") and run.get("submission_id", "").startswith("driver-"):
+        return f"the worker running {run['submission_id']} (Spark master UI, Drivers)"
+    return f"driver.log of run {run['id']} under the owner node's data dir ({run['node']})"
+
+
+def _render_logs(doc: dict[str, Any]) -> None:
+    run = doc["run"]
+    if run is None:
+        typer.echo(f"{doc['job']}: {doc['state']}, no run yet")
+    else:
+        out.record(
+            run,
+            (
+                "id", "attempt", "state", "reason", "exit_code", "cluster", "node",
+                "submission_id", "app_id", "app_name", "checkpoint_location", "submitted_at",
+                "started_at", "ended_at", "fence_checked_at", "fenced_at",
+            ),
+        )  # fmt: skip
+        typer.echo(f"{'driver log'.ljust(19)}  {doc['driver_log']}")
+    typer.echo("")
+    _render_events({"data": doc["events"]})
 
 
 # -- clusters and groups -------------------------------------------------------------------
-
-
-def _resource_url(api: str | None, kind: str, name: str | None = None) -> str:
-    from urllib.parse import quote
-
-    base = f"{_api(api)}/v1/{kind}"
-    return base if name is None else f"{base}/{quote(name, safe='')}"
-
-
-def _if_match(version: int | None) -> dict[str, str]:
-    return {} if version is None else {"If-Match": f'"{version}"'}
-
 
 KindOption = Annotated[str | None, typer.Option(help="standalone | spark-submit | local")]
 RootOption = Annotated[
@@ -289,7 +723,10 @@ SubmissionsOption = Annotated[
 AppsOption = Annotated[int | None, typer.Option(help="most live applications (0 = unlimited)")]
 CoresOption = Annotated[int | None, typer.Option(help="most cores of live apps (0 = unlimited)")]
 VersionOption = Annotated[
-    int | None, typer.Option("--if-version", help="refuse unless the record is at this version")
+    int | None,
+    typer.Option(
+        "--if-version", "--if-match", help="refuse (exit 4) unless the record is at this version"
+    ),
 ]
 
 
@@ -297,20 +734,31 @@ def _cluster_fields(**options: Any) -> dict[str, Any]:
     return {key: value for key, value in options.items() if value is not None}
 
 
+def _render_clusters(doc: dict[str, Any]) -> None:
+    out.table(
+        ("NAME", "KIND", "HEALTH", "AZ", "MASTER", "STORAGE ROOT"),
+        (
+            (c["name"], c["kind"], c["health"], c["az"], c["master_url"], c["storage_root"])
+            for c in doc["data"]
+        ),
+        empty="(no clusters)",
+    )
+    typer.echo(f"{doc['count']} cluster(s)" + (" (cut by --limit)" if doc["truncated"] else ""))
+
+
 @clusters_app.command("list")
-def clusters_list(api: ApiOption = None) -> None:
-    page = _call("GET", _resource_url(api, "clusters"), params={"limit": 1000})
-    for c in page["data"]:
-        typer.echo(
-            f"{c['name']:<24} {c['kind']:<12} {c['health']:<18} az={c['az'] or '-':<12} "
-            f"{c['master_url'] or '-':<28} {c['storage_root']}"
-        )
-    typer.echo(f"{page['count']} cluster(s)")
+def clusters_list(
+    api: ApiOption = None, limit: LimitOption = None, as_json: JsonOption = False
+) -> None:
+    """Every cluster with its health."""
+    listing = out.fetch_all(_resource_url(api, "clusters"), limit=limit, api=api)
+    out.say_if_cut(listing, "clusters")
+    out.show(listing.document(), as_json, _render_clusters)
 
 
 @clusters_app.command("get")
-def clusters_get(name: str, api: ApiOption = None) -> None:
-    _print(_call("GET", _resource_url(api, "clusters", name)))
+def clusters_get(name: str, api: ApiOption = None, as_json: JsonOption = False) -> None:
+    out.show(out.call("GET", _resource_url(api, "clusters", name)), as_json)
 
 
 @clusters_app.command("create")
@@ -329,6 +777,7 @@ def clusters_create(
     max_concurrent_submissions: SubmissionsOption = None,
     max_running_apps: AppsOption = None,
     max_cores: CoresOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Add a Spark cluster."""
     body = {"name": name, "kind": kind, "storage_root": storage_root}
@@ -342,7 +791,7 @@ def clusters_create(
         max_running_apps=max_running_apps,
         max_cores=max_cores,
     )
-    _print(_call("POST", _resource_url(api, "clusters"), json=body))
+    out.show(out.call("POST", _resource_url(api, "clusters"), json=body), as_json)
 
 
 @clusters_app.command("update")
@@ -360,6 +809,7 @@ def clusters_update(
     max_running_apps: AppsOption = None,
     max_cores: CoresOption = None,
     if_version: VersionOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Change the fields given; the others stay as they are."""
     body = _cluster_fields(
@@ -375,19 +825,59 @@ def clusters_update(
         max_cores=max_cores,
     )
     if not body:
-        _fail("nothing to change: give at least one option")
+        out.fail("nothing to change: give at least one option", Exit.USAGE)
     url = _resource_url(api, "clusters", name)
-    _print(_call("PATCH", url, json=body, headers=_if_match(if_version)))
+    out.show(out.call("PATCH", url, json=body, headers=_if_match(if_version)), as_json)
 
 
 # -- cluster health (runbook: docs/runbooks/cluster-flapping.md) ------------------------------
-
-JsonOption = Annotated[bool, typer.Option("--json", help="print the API's JSON instead")]
 
 
 def _short_time(value: str | None) -> str:
     """An ISO timestamp as ``HH:MM:SS`` (UTC), or ``-``."""
     return value[11:19] if value else "-"
+
+
+def _render_health(data: dict[str, Any]) -> None:
+    typer.echo(f"cluster  {data['cluster']}")
+    typer.echo(f"state    {data['state']}  since {data['since'] or '-'}")
+    typer.echo(f"reason   {data['reason'] or '-'}")
+    assessment = data["assessment"]
+    typer.echo(f"votes say {assessment['state']}: {assessment['reason']}")
+    if assessment["normal_not_before"]:
+        typer.echo(f"NORMAL not before {assessment['normal_not_before']}")
+    typer.echo(f"failed probes in the threshold window: {assessment['recent_failures']}")
+    typer.echo("")
+    out.table(
+        ("NODE", "VOTE", "AT", "LATENCY", "COUNTED", "DETAIL"),
+        (
+            (
+                v["node_id"],
+                "ok" if v["ok"] else "FAIL",
+                _short_time(v["at"]),
+                f"{v['latency_s']:.3f}s",
+                v["counted"],
+                v["detail"],
+            )
+            for v in data["votes"]
+        ),
+        empty="(no fresh votes)",
+    )
+    typer.echo("")
+    out.table(
+        ("AT", "FROM", "TO", "BY", "REASON"),
+        (
+            (
+                e["at"][:19],
+                e["from_state"],
+                e["to_state"],
+                f"{e['decided_by']}:{e['actor']}",
+                e["reason"],
+            )
+            for e in data["history"]
+        ),
+        empty="(no transitions)",
+    )
 
 
 @clusters_app.command("health")
@@ -398,38 +888,10 @@ def clusters_health(
     history: Annotated[int, typer.Option(help="transitions shown")] = 10,
 ) -> None:
     """A cluster's health: state and reason, what the votes say now, each node's vote, history."""
-    data = _call(
+    data = out.call(
         "GET", _resource_url(api, "clusters", name) + "/health", params={"history": history}
     )
-    if as_json:
-        _print(data)
-        return
-    typer.echo(f"cluster  {data['cluster']}")
-    typer.echo(f"state    {data['state']}  since {data['since'] or '-'}")
-    typer.echo(f"reason   {data['reason'] or '-'}")
-    assessment = data["assessment"]
-    typer.echo(f"votes say {assessment['state']}: {assessment['reason']}")
-    if assessment["normal_not_before"]:
-        typer.echo(f"NORMAL not before {assessment['normal_not_before']}")
-    typer.echo(f"failed probes in the threshold window: {assessment['recent_failures']}")
-    typer.echo("")
-    typer.echo(f"{'NODE':<24} {'VOTE':<6} {'AT':<9} {'LATENCY':>8}  COUNTED  DETAIL")
-    for v in data["votes"]:
-        typer.echo(
-            f"{v['node_id']:<24} {'ok' if v['ok'] else 'FAIL':<6} {_short_time(v['at']):<9} "
-            f"{v['latency_s']:>7.3f}s  {'yes' if v['counted'] else 'no':<7}  {v['detail']}"
-        )
-    if not data["votes"]:
-        typer.echo("(no fresh votes)")
-    typer.echo("")
-    typer.echo(f"{'AT':<20} {'FROM':<18} {'TO':<18} {'BY':<30} REASON")
-    for e in data["history"]:
-        by = f"{e['decided_by']}:{e['actor']}"
-        typer.echo(
-            f"{e['at'][:19]:<20} {e['from_state']:<18} {e['to_state']:<18} {by:<30} {e['reason']}"
-        )
-    if not data["history"]:
-        typer.echo("(no transitions)")
+    out.show(data, as_json, _render_health)
 
 
 @clusters_app.command("mark-abnormal")
@@ -440,13 +902,16 @@ def clusters_mark_abnormal(
     as_json: JsonOption = False,
 ) -> None:
     """Mark a cluster MANUAL_ABNORMAL: nothing is started there until it is cleared."""
-    event = _call(
+    event = out.call(
         "POST", _resource_url(api, "clusters", name) + "/mark-abnormal", json={"reason": reason}
     )
-    if as_json:
-        _print(event)
-        return
-    typer.echo(f"cluster {name}: {event['from_state']} -> {event['to_state']} ({event['reason']})")
+    out.show(
+        event,
+        as_json,
+        lambda e: typer.echo(
+            f"cluster {name}: {e['from_state']} -> {e['to_state']} ({e['reason']})"
+        ),
+    )
 
 
 @clusters_app.command("clear")
@@ -457,27 +922,58 @@ def clusters_clear(
     as_json: JsonOption = False,
 ) -> None:
     """Lift a manual mark: the cluster is NORMAL again (the monitor keeps judging it)."""
-    event = _call("POST", _resource_url(api, "clusters", name) + "/clear", json={"reason": reason})
-    if as_json:
-        _print(event)
+    event = out.call(
+        "POST", _resource_url(api, "clusters", name) + "/clear", json={"reason": reason}
+    )
+    out.show(
+        event,
+        as_json,
+        lambda e: typer.echo(f"cluster {name}: {e['from_state']} -> {e['to_state']}"),
+    )
+
+
+def _render_groups(doc: dict[str, Any]) -> None:
+    out.table(
+        ("NAME", "PRIMARY", "FAILOVER", "VERSION"),
+        (
+            (g["name"], g["primary_cluster"], g["failover_cluster"], g["version"])
+            for g in doc["data"]
+        ),
+        empty="(no groups)",
+    )
+    typer.echo(f"{doc['count']} group(s)" + (" (cut by --limit)" if doc["truncated"] else ""))
+
+
+def _render_group(group: dict[str, Any]) -> None:
+    out.record(group, ("name", "primary_cluster", "failover_cluster", "version", "pool", "epoch"))
+    members = group.get("members")
+    if members is None:
         return
-    typer.echo(f"cluster {name}: {event['from_state']} -> {event['to_state']}")
+    typer.echo("")
+    out.table(
+        ("MEMBER", "ROLE", "AZ", "CLOUD", "JOBS OWNED"),
+        (
+            (m.get("node_id"), m.get("role"), m.get("az"), m.get("cloud"), m.get("jobs"))
+            for m in members
+        ),
+        empty="(no live members)",
+    )
 
 
 @groups_app.command("list")
-def groups_list(api: ApiOption = None) -> None:
-    page = _call("GET", _resource_url(api, "groups"), params={"limit": 1000})
-    for g in page["data"]:
-        typer.echo(
-            f"{g['name']:<24} primary={g['primary_cluster']:<24} "
-            f"failover={g['failover_cluster'] or '-'}"
-        )
-    typer.echo(f"{page['count']} group(s)")
+def groups_list(
+    api: ApiOption = None, limit: LimitOption = None, as_json: JsonOption = False
+) -> None:
+    """Every scheduling group."""
+    listing = out.fetch_all(_resource_url(api, "groups"), limit=limit, api=api)
+    out.say_if_cut(listing, "groups")
+    out.show(listing.document(), as_json, _render_groups)
 
 
 @groups_app.command("get")
-def groups_get(name: str, api: ApiOption = None) -> None:
-    _print(_call("GET", _resource_url(api, "groups", name)))
+def groups_get(name: str, api: ApiOption = None, as_json: JsonOption = False) -> None:
+    """A group, its live members (role, AZ, jobs owned), pool and epoch."""
+    out.show(out.call("GET", _resource_url(api, "groups", name)), as_json, _render_group)
 
 
 @groups_app.command("create")
@@ -486,22 +982,43 @@ def groups_create(
     primary: Annotated[str, typer.Option("--primary", help="primary cluster")],
     failover: Annotated[str | None, typer.Option("--failover", help="failover cluster")] = None,
     api: ApiOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Add a scheduling group bound to a primary (and optionally a failover) cluster."""
     body = {"name": name, "primary_cluster": primary, "failover_cluster": failover}
-    _print(_call("POST", _resource_url(api, "groups"), json=body))
+    out.show(out.call("POST", _resource_url(api, "groups"), json=body), as_json, _render_group)
 
 
 @groups_app.command("delete")
-def groups_delete(name: str, api: ApiOption = None, if_version: VersionOption = None) -> None:
+def groups_delete(
+    name: str, api: ApiOption = None, if_version: VersionOption = None, as_json: JsonOption = False
+) -> None:
     """Delete an empty group (refused while it has jobs; never the default group)."""
-    _call("DELETE", _resource_url(api, "groups", name), headers=_if_match(if_version))
-    typer.echo(f"{name}: deleted")
+    out.call("DELETE", _resource_url(api, "groups", name), headers=_if_match(if_version))
+    out.show({"name": name, "deleted": True}, as_json, lambda d: typer.echo(f"{name}: deleted"))
 
 
+from drover.cli_failover import register as _register_failover  # noqa: E402
 from drover.cli_identity import register as _register_identity  # noqa: E402
+from drover.cli_nodes import register as _register_nodes  # noqa: E402
+from drover.cli_replication import register as _register_replication  # noqa: E402
 
 _register_identity(app)
+_register_failover(app)
+_register_replication(app)
+_register_nodes(app)
+
+from drover.cli_bulk import register as _register_bulk  # noqa: E402
+
+_register_bulk(app)
+
+from drover.cli_revisions import register as _register_revisions  # noqa: E402
+
+_register_revisions(jobs_app)
+
+from drover.cli_quotas import register as _register_quotas  # noqa: E402
+
+_register_quotas(app)
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -15,6 +15,8 @@ from typing import Annotated, Any
 import typer
 
 from drover import cli as base
+from drover import cli_output as out
+from drover.cli_output import JsonOption, LimitOption
 from scheduler.errors import DroverError
 
 token_app = typer.Typer(no_args_is_help=True, help="API tokens (shown once, stored hashed).")
@@ -62,10 +64,15 @@ def token_create(
     ] = 90,
     description: str = "",
     api: ApiOption = None,
+    as_json: JsonOption = False,
 ) -> None:
-    """Create a token. Its secret is printed (or written to --output) once, and never again."""
+    """Create a token. Its secret is printed (or written to --output) once, and never again.
+
+    --json prints the token's record, with the secret as ``token`` unless --output is given."""
+    created: dict[str, Any] = {}
     if admin:
         secret = _bootstrap(name, force, expires_days)
+        created = {"identity": name, "admin": True}
     else:
         body: dict[str, Any] = {
             "identity": identity,
@@ -79,6 +86,11 @@ def token_create(
     if output is not None:
         write_secret_file(output, secret)
         typer.echo(f"token written to {output}", err=True)
+        created = {k: v for k, v in created.items() if k != "token"}
+        if as_json:
+            base._print({**created, "output": str(output)})
+    elif as_json:
+        base._print({**created, "token": secret})
     else:
         typer.echo(secret)
 
@@ -91,9 +103,7 @@ def _bootstrap(name: str, force: bool, expires_days: int) -> str:
     try:
         store.check_schema()
         with store.transaction() as session:
-            new, record = identities.bootstrap_admin(
-                session, name, force=force, expires_at=expires
-            )
+            new, record = identities.bootstrap_admin(session, name, force=force, expires_at=expires)
             journal.add_audit(
                 session,
                 actor="cli:bootstrap",
@@ -104,43 +114,76 @@ def _bootstrap(name: str, force: bool, expires_days: int) -> str:
                 after=record.as_dict(),
             )
     except DroverError as exc:
-        base._fail(exc.message)
+        out.fail_error(exc)
     finally:
         store.dispose()
     typer.echo(f"platform admin {name!r}: token {record.id}", err=True)
     return new.secret
 
 
+def _render_tokens(doc: dict[str, Any]) -> None:
+    out.table(
+        ("ID", "PREFIX", "IDENTITY", "SCOPES", "STATE"),
+        (
+            (
+                t["id"],
+                f"{t['prefix']}…",
+                t["identity"],
+                ",".join(t["scopes"]),
+                "revoked" if t["revoked_at"] else f"expires {t['expires_at'] or 'never'}",
+            )
+            for t in doc["data"]
+        ),
+        empty="(no tokens)",
+    )
+    typer.echo(f"{doc['count']} token(s)")
+
+
 @token_app.command("list")
-def token_list(api: ApiOption = None) -> None:
+def token_list(
+    api: ApiOption = None, limit: LimitOption = None, as_json: JsonOption = False
+) -> None:
     """Your tokens (every token for a platform admin); never their secrets."""
-    page = base._call("GET", f"{base._api(api)}/v1/tokens")
-    for t in page["data"]:
-        state = "revoked" if t["revoked_at"] else f"expires {t['expires_at'] or 'never'}"
-        typer.echo(
-            f"{t['id']:<5} {t['prefix']}…  {t['identity']:<24} {','.join(t['scopes']):<11} {state}"
-        )
-    typer.echo(f"{page['count']} token(s)")
+    listing = out.fetch_all(f"{base._api(api)}/v1/tokens", limit=limit, api=api)
+    out.say_if_cut(listing, "tokens")
+    out.show(listing.document(), as_json, _render_tokens)
 
 
 @token_app.command("revoke")
-def token_revoke(token_id: int, api: ApiOption = None) -> None:
+def token_revoke(token_id: int, api: ApiOption = None, as_json: JsonOption = False) -> None:
     """Revoke a token at once."""
     revoked = base._call("DELETE", f"{base._api(api)}/v1/tokens/{token_id}")
-    typer.echo(f"token {revoked['id']} of {revoked['identity']} revoked")
+    out.show(
+        revoked,
+        as_json,
+        lambda r: typer.echo(f"token {r['id']} of {r['identity']} revoked"),
+    )
+
+
+def _render_teams(doc: dict[str, Any]) -> None:
+    out.table(
+        ("TEAM", "MEMBERS"),
+        ((t["name"], ", ".join(f"{i}:{r}" for i, r in t["members"].items())) for t in doc["data"]),
+        empty="(no teams)",
+    )
 
 
 @teams_app.command("list")
-def teams_list(api: ApiOption = None) -> None:
-    for team in base._call("GET", f"{base._api(api)}/v1/teams")["data"]:
-        members = ", ".join(f"{i}:{r}" for i, r in team["members"].items()) or "-"
-        typer.echo(f"{team['name']:<24} {members}")
+def teams_list(
+    api: ApiOption = None, limit: LimitOption = None, as_json: JsonOption = False
+) -> None:
+    """Teams and their members' roles."""
+    listing = out.fetch_all(f"{base._api(api)}/v1/teams", limit=limit, api=api)
+    out.say_if_cut(listing, "teams")
+    out.show(listing.document(), as_json, _render_teams)
 
 
 @teams_app.command("create")
-def teams_create(name: str, description: str = "", api: ApiOption = None) -> None:
+def teams_create(
+    name: str, description: str = "", api: ApiOption = None, as_json: JsonOption = False
+) -> None:
     body = {"name": name, "description": description}
-    base._print(base._call("POST", f"{base._api(api)}/v1/teams", json=body))
+    out.show(base._call("POST", f"{base._api(api)}/v1/teams", json=body), as_json)
 
 
 @teams_app.command("bind")
@@ -150,16 +193,25 @@ def teams_bind(
     role: Annotated[str, typer.Argument(help="viewer | operator | admin")],
     kind: Annotated[str, typer.Option(help="user | service (for a new identity)")] = "user",
     api: ApiOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Give IDENTITY the ROLE on TEAM ('*' = every team)."""
-    url = base._resource_url(api, "teams", team) + f"/members/{identity}"
-    base._print(base._call("PUT", url, json={"role": role, "kind": kind}))
+    url = base._resource_url(api, "teams", team) + out.path_of("members", identity)[3:]
+    out.show(base._call("PUT", url, json={"role": role, "kind": kind}), as_json)
 
 
 @teams_app.command("unbind")
-def teams_unbind(team: str, identity: str, api: ApiOption = None) -> None:
-    base._call("DELETE", base._resource_url(api, "teams", team) + f"/members/{identity}")
-    typer.echo(f"{identity} has no role on {team} any more")
+def teams_unbind(
+    team: str, identity: str, api: ApiOption = None, as_json: JsonOption = False
+) -> None:
+    base._call(
+        "DELETE", base._resource_url(api, "teams", team) + out.path_of("members", identity)[3:]
+    )
+    out.show(
+        {"team": team, "identity": identity, "unbound": True},
+        as_json,
+        lambda d: typer.echo(f"{identity} has no role on {team} any more"),
+    )
 
 
 def login(
@@ -167,8 +219,10 @@ def login(
         str | None, typer.Option(help="the token (default: read from stdin, not echoed)")
     ] = None,
     api: ApiOption = None,
+    as_json: JsonOption = False,
 ) -> None:
-    """Check a token against the node and store it for later commands (0600 file)."""
+    """Check a token against the node and store it, with the node's URL, for later commands
+    (0600 file: the config file later commands read URL and token from)."""
     from drover import credentials
 
     if token is None:
@@ -178,23 +232,43 @@ def login(
             token = sys.stdin.readline()
     token = (token or "").strip()
     if not token:
-        base._fail("no token given")
+        base._fail("no token given", out.Exit.USAGE)
     url = base._api(api)
     me = base._call("GET", f"{url}/v1/whoami", headers={"Authorization": f"Bearer {token}"})
     path = credentials.save(token, url)
-    typer.echo(f"logged in as {me['subject']} (saved in {path})")
+    out.show(
+        {"subject": me["subject"], "api": url, "config": str(path)},
+        as_json,
+        lambda d: typer.echo(f"logged in as {me['subject']} (saved in {path})"),
+    )
 
 
-def logout() -> None:
+def logout(as_json: JsonOption = False) -> None:
     """Forget the stored token."""
     from drover import credentials
 
     removed = credentials.remove()
-    typer.echo("logged out" if removed else "no stored token")
+    out.show(
+        {"logged_out": removed},
+        as_json,
+        lambda d: typer.echo("logged out" if removed else "no stored token"),
+    )
 
 
-def whoami(api: ApiOption = None) -> None:
-    base._print(base._call("GET", f"{base._api(api)}/v1/whoami"))
+def whoami(api: ApiOption = None, as_json: JsonOption = False) -> None:
+    """Who the credential is, and its roles per team."""
+    out.show(base._call("GET", f"{base._api(api)}/v1/whoami"), as_json)
+
+
+def _render_audit(doc: dict[str, Any]) -> None:
+    out.table(
+        ("AT", "ACTOR", "ACTION", "TARGET"),
+        (
+            (e["at"], e["actor"], e["action"], f"{e['target_kind']}/{e['target_name']}")
+            for e in reversed(doc["data"])
+        ),
+        empty="(no audit entries)",
+    )
 
 
 def audit(
@@ -202,15 +276,11 @@ def audit(
     action: Annotated[str | None, typer.Option()] = None,
     actor: Annotated[str | None, typer.Option()] = None,
     target: Annotated[str | None, typer.Option(help="target name")] = None,
-    limit: int = 50,
+    limit: Annotated[int, typer.Option(min=0, help="the newest this many (0 = all)")] = 50,
+    as_json: JsonOption = False,
 ) -> None:
-    """The newest audit entries (who changed what)."""
-    params: dict[str, Any] = {"limit": limit}
-    for key, value in (("action", action), ("actor", actor), ("target_name", target)):
-        if value:
-            params[key] = value
-    for entry in reversed(base._call("GET", f"{base._api(api)}/v1/audit", params=params)["data"]):
-        typer.echo(
-            f"{entry['at']} {entry['actor']:<24} {entry['action']:<16} "
-            f"{entry['target_kind']}/{entry['target_name']}"
-        )
+    """The newest audit entries (who changed what), oldest first in the table."""
+    params = {"action": action, "actor": actor, "target_name": target}
+    listing = out.fetch_all(f"{base._api(api)}/v1/audit", params, limit=limit, api=api)
+    out.say_if_cut(listing, "audit entries")
+    out.show(listing.document(), as_json, _render_audit)

@@ -19,7 +19,8 @@ def run_node(settings: Settings) -> None:
     from api.deps import NodeContext
     from scheduler.actors import NodeRuntime
 
-    store = Store(settings.resolved_database_url)
+    # the API's store: a connection per API thread (plus the progress sink's writer), kept open
+    store = Store(settings.resolved_database_url, pool_size=settings.api_threads + 2)
     store.check_schema()
     ensure_defaults(store, settings)
     runtime = NodeRuntime(settings)
@@ -40,6 +41,8 @@ def run_node(settings: Settings) -> None:
                 readiness=runtime.readiness,
                 views=runtime.views,
                 status=runtime.status,
+                actor_metrics=runtime.actor_metrics,
+                set_draining=runtime.set_draining,
             )
         )
         server = uvicorn.Server(
@@ -47,12 +50,16 @@ def run_node(settings: Settings) -> None:
                 app,
                 host=settings.api_host,
                 port=settings.api_port,
-                log_level="info",
+                log_level=settings.log_level.lower(),
+                log_config=None,  # uvicorn's records go through the node's logging
                 access_log=False,
             )
         )
         log.info("node %s serving on %s", settings.node_id, settings.resolved_api_url)
-        server.run()
+        try:
+            server.run()
+        finally:
+            app.state.progress.close()  # the last progress reports
     finally:
         log.info("node %s draining", settings.node_id)
         runtime.stop()

@@ -97,6 +97,8 @@ class FakeDriver:
     #: final driver state once ended (FINISHED, FAILED, KILLED)
     ended: str | None = None
     ended_at: float | None = None
+    #: (state key, driver JSON, app JSON) of the last listing (see _master_json_text)
+    fragments: tuple[tuple[str, bool, str | None, bool], str, str] | None = None
 
     def advance(self, now: float) -> None:
         if self.ended is not None:
@@ -196,7 +198,7 @@ class SimCluster:
         class Handler(_Handler):
             cluster = sim
 
-        server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        server = _Server(("127.0.0.1", self.port), Handler)
         server.daemon_threads = True
         self._server = server
         self.port = server.server_address[1]
@@ -314,7 +316,8 @@ class SimCluster:
     def drivers(self) -> list[dict[str, Any]]:
         """Every driver the simulator holds: its id, the ``spark.app.name`` it was submitted
         with (Drover's run tag), its app's id, and whether it is alive (the driver not ended, or
-        its app still registered): what a checker outside Drover needs, also during outages."""
+        its app still registered), and when it was created, its app running and it ended: what
+        a checker outside Drover needs, also during outages."""
         now = time.monotonic()
         with self._lock:
             self._advance_all(now)
@@ -324,6 +327,13 @@ class SimCluster:
                     "tag": d.app_name,
                     "app_id": d.app_id,
                     "alive": d.ended is None or d.app_state(now) is not None,
+                    # the simulator's clock (monotonic seconds): created, application RUNNING
+                    # (if it got there), driver ended
+                    "created": d.created,
+                    "running_at": d.running_at
+                    if d.ended_at is None or d.ended_at > d.running_at
+                    else None,
+                    "ended_at": d.ended_at,
                 }
                 for d in self._drivers.values()
             ]
@@ -442,58 +452,88 @@ class SimCluster:
         }
 
     def _master_json(self) -> dict[str, Any]:
+        """The master's ``/json/`` answer as a dict (see :meth:`_master_json_text`)."""
+        answer: dict[str, Any] = json.loads(self._master_json_text())
+        return answer
+
+    def _master_json_text(self) -> str:
+        """The master's ``/json/`` answer, as JSON text.
+
+        Built from per-driver fragments cached until that driver's or its app's state moves:
+        a listing of 50,000 drivers costs the simulator a pass over them, not 100,000 dicts
+        encoded again (the simulator is a test double; its own cost must not be what a bench
+        measures)."""
         now = time.monotonic()
         with self._lock:
             self._advance_all(now)
-            active_drivers: list[dict[str, Any]] = []
-            completed_drivers: list[dict[str, Any]] = []
-            active_apps: list[dict[str, Any]] = []
-            completed_apps: list[dict[str, Any]] = []
+            active_drivers: list[str] = []
+            completed_drivers: list[str] = []
+            active_apps: list[str] = []
+            completed_apps: list[str] = []
             for d in self._drivers.values():
                 state = d.driver_state(now)
-                entry = {
-                    "id": d.id,
-                    "starttime": str(int(d.created * 1000)),
-                    "state": state,
-                    "cores": 1,
-                    "memory": 512,
-                    "resources": {},
-                    "submitdate": "",
-                    "worker": WORKER_ID if now >= d.launch_at else "None",
-                    "mainclass": PYTHON_RUNNER,
-                }
-                (completed_drivers if d.ended else active_drivers).append(entry)
                 app_state = d.app_state(now)
-                app = {
-                    "id": d.app_id,
-                    "name": d.registered_name,
-                    "starttime": int(d.app_at * 1000),
-                    "cores": 1,
-                    "user": "sim",
-                }
+                completed = app_state is None and d.ended is not None and d.app_registered(now)
+                key = (state, now >= d.launch_at, app_state, completed)
+                if d.fragments is None or d.fragments[0] != key:
+                    d.fragments = (key, *self._fragments(d, key))
+                _, driver_text, app_text = d.fragments
+                (completed_drivers if d.ended else active_drivers).append(driver_text)
                 if app_state is not None:
-                    active_apps.append({**app, "state": app_state})
-                elif d.ended is not None and d.app_registered(now):
-                    completed_apps.append({**app, "state": "FINISHED"})
-            return {
-                "url": self.master_url,
-                "workers": [
-                    {
-                        "id": WORKER_ID,
-                        "host": "127.0.0.1",
-                        "port": self.port,
-                        "webuiaddress": self.url,
-                        "cores": 100000,
-                        "state": "ALIVE",
-                    }
-                ],
-                "aliveworkers": 1,
-                "activeapps": active_apps,
-                "completedapps": completed_apps,
-                "activedrivers": active_drivers,
-                "completeddrivers": completed_drivers,
-                "status": "ALIVE",
+                    active_apps.append(app_text)
+                elif completed:
+                    completed_apps.append(app_text)
+            head = json.dumps(
+                {
+                    "url": self.master_url,
+                    "workers": [
+                        {
+                            "id": WORKER_ID,
+                            "host": "127.0.0.1",
+                            "port": self.port,
+                            "webuiaddress": self.url,
+                            "cores": 100000,
+                            "state": "ALIVE",
+                        }
+                    ],
+                    "aliveworkers": 1,
+                    "status": "ALIVE",
+                }
+            )
+        return (
+            f'{head[:-1]}, "activeapps": [{", ".join(active_apps)}], '
+            f'"completedapps": [{", ".join(completed_apps)}], '
+            f'"activedrivers": [{", ".join(active_drivers)}], '
+            f'"completeddrivers": [{", ".join(completed_drivers)}]}}'
+        )
+
+    @staticmethod
+    def _fragments(d: FakeDriver, key: tuple[str, bool, str | None, bool]) -> tuple[str, str]:
+        """One driver's entry and its app's entry in ``/json/`` (app entry only if listed)."""
+        state, launched, app_state, completed = key
+        driver = {
+            "id": d.id,
+            "starttime": str(int(d.created * 1000)),
+            "state": state,
+            "cores": 1,
+            "memory": 512,
+            "resources": {},
+            "submitdate": "",
+            "worker": WORKER_ID if launched else "None",
+            "mainclass": PYTHON_RUNNER,
+        }
+        app_text = ""
+        if app_state is not None or completed:
+            app = {
+                "id": d.app_id,
+                "name": d.registered_name,
+                "starttime": int(d.app_at * 1000),
+                "cores": 1,
+                "user": "sim",
+                "state": app_state if app_state is not None else "FINISHED",
             }
+            app_text = json.dumps(app)
+        return json.dumps(driver), app_text
 
     def _driver_log(self, driver_id: str, kind: str, offset: int, length: int) -> str:
         """One byte range of a driver's stderr or stdout, as a Spark worker's ``/log/`` serves
@@ -568,6 +608,15 @@ def _error(message: str) -> dict[str, Any]:
     }
 
 
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away mid-answer (a node stopped while a listing was being sent)
+        is not an error of the simulator: no traceback for it."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
+
 class _Handler(BaseHTTPRequestHandler):
     cluster: SimCluster
     protocol_version = "HTTP/1.1"
@@ -628,7 +677,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif method == "GET" and path == f"{sub}readyz":
             self._send(200, {"action": "ReadyzResponse", "message": "", "success": True})
         elif method == "GET" and path in ("/json", "/json/"):
-            self._send(200, sim._master_json())
+            self._send(200, sim._master_json_text(), "application/json; charset=utf-8")
         elif method == "GET" and path in ("/log", "/log/"):
             query = parse_qs(parts.query)
             try:

@@ -72,6 +72,30 @@ enough to run before every micro-batch, whose triggers are seconds apart. From s
 the store to the driver process gone: ~1 s with a 2 s trigger (same file,
 ``test_superseded_pipeline_exits_by_itself``).
 
+Progress
+--------
+Every fence check also carries the run's streaming progress (``X-Drover-Progress``, one
+compact JSON object; see :func:`progress_report`): the batch it is for, Spark's last progress
+of the query :meth:`RunContext.watch` names (``await_termination`` watches its query) -- the
+last completed batch's id, input rows, input and processing rates, duration and timestamp --
+and the milliseconds between the starts of the last two batches. Drover keeps the latest per
+run, a short history, and marks a RUNNING job stalled when the reports stop moving for its
+``stall_after`` (docs/observability.md). A report that cannot be had (the query gone, a JVM
+hiccup) is left out of that check; it never stands in the way of the fence. Cost: reading
+``lastProgress`` once per batch, and a header of about 200 bytes.
+
+Graceful stop
+-------------
+A stop, restart or upgrade may ask the run to finish its current micro-batch and exit instead
+of being killed: the fence answer for our token then says ``"stop": true``. The batch that check
+was for is written and committed as usual; any later batch is refused before it writes anything
+(:class:`StopRequested`, so Spark commits nothing of it and the next run does it again: batch ids
+go on without a gap); :meth:`RunContext.await_termination` stops the query once the batch is
+committed (the trigger is over), tells Drover the last batch it committed (one more fence check
+with ``X-Drover-Stopped-At-Batch``, recorded as the run's ``stop_batch``), prints one
+``drover-runtime: stopped gracefully ...`` line and returns 0. Drover kills a run that has not
+stopped after the grace period; an older runtime that ignores the field is killed then too.
+
 ``fence_check=`` stays injectable (tests, other transports): any ``(ctx, batch_id) -> bool``;
 it may also raise :class:`FencedOut` itself with a reason.
 
@@ -82,6 +106,7 @@ from __future__ import annotations
 
 import enum
 import json
+import math
 import os
 import sys
 import threading
@@ -108,6 +133,10 @@ _KEYS = {
 FENCE_URLS = ("spark.drover.fenceUrls", "DROVER_FENCE_URLS")
 #: the header carrying the run's fencing token to the fence endpoint
 FENCING_TOKEN_HEADER = "X-Drover-Fencing-Token"
+#: the header carrying the run's streaming progress with its fence check (see progress_report)
+PROGRESS_HEADER = "X-Drover-Progress"
+#: the header of a gracefully stopped run's last check: the last batch it committed
+STOPPED_HEADER = "X-Drover-Stopped-At-Batch"
 FENCE_AUTH = ("spark.drover.fenceAuth", "DROVER_FENCE_TOKEN_AUTH")
 FENCE_MAX_BLIND = ("spark.drover.fenceMaxBlindSeconds", "DROVER_FENCE_MAX_BLIND_SECONDS")
 FENCE_TIMEOUT = ("spark.drover.fenceTimeoutSeconds", "DROVER_FENCE_TIMEOUT_SECONDS")
@@ -121,11 +150,15 @@ IDLE_CHECK = -1
 START_CHECK = -2
 #: how often await_termination wakes up to look at the fence state
 _AWAIT_POLL_S = 1
+#: ... and while a graceful stop waits for its batch to commit
+_STOP_POLL_S = 0.2
 
 #: the prefix of the line :meth:`RunContext.announce` prints; cluster backends look for it
 STARTED_LINE_PREFIX = "drover-runtime: started"
 #: the prefix of the one line a fenced-out run prints before it exits with code 0
 FENCED_LINE_PREFIX = "drover-runtime: fenced out:"
+#: the prefix of the one line a gracefully stopped run prints before it exits with code 0
+STOPPED_LINE_PREFIX = "drover-runtime: stopped gracefully"
 WARNING_PREFIX = "drover-runtime: warning:"
 
 FenceCheck = Callable[["RunContext", int], bool]
@@ -152,6 +185,11 @@ class FencedOut(RuntimeError):
     """This run is no longer the job's current run: it must not commit anything more."""
 
 
+class StopRequested(RuntimeError):
+    """Drover asked this run to stop after an earlier batch: this batch is not written (the
+    next run does it again from the checkpoint)."""
+
+
 # --------------------------------------------------------------------------- the decision
 
 
@@ -160,6 +198,8 @@ class Verdict(enum.Enum):
 
     #: our token is the job's current one
     CURRENT = "current"
+    #: our token is current, and Drover asks the run to finish this batch and exit
+    STOP = "stop"
     #: another run is (or no run is) current, or the job is gone
     SUPERSEDED = "superseded"
     #: not an answer from a Drover fence endpoint (try the next URL)
@@ -177,6 +217,8 @@ def fence_verdict(job: str, token: str, status: int, body: Any) -> tuple[Verdict
     if status != 200 or "fencing_token" not in body:
         return Verdict.NO_ANSWER, f"HTTP {status}, no fencing_token"
     current = body["fencing_token"]
+    if current == token and body.get("stop") is True:
+        return Verdict.STOP, "current; asked to stop after this batch"
     if current == token:
         return Verdict.CURRENT, "current"
     if current is None:
@@ -229,10 +271,21 @@ class HttpFence:
         self.last_confirmed = clock()
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
-    def _get(self, base: str, job: str, token: str) -> tuple[int, Any]:
+    def _get(
+        self,
+        base: str,
+        job: str,
+        token: str,
+        progress: Mapping[str, Any] | None = None,
+        stopped_at: int | None = None,
+    ) -> tuple[int, Any]:
         url = f"{base}/v1/jobs/{urllib.parse.quote(job, safe='')}/fence"
         # the run proves which run it is with its token; the node answers whether it is current
         headers = {"Accept": "application/json", FENCING_TOKEN_HEADER: token}
+        if progress:
+            headers[PROGRESS_HEADER] = json.dumps(progress, separators=(",", ":"))
+        if stopped_at is not None:
+            headers[STOPPED_HEADER] = str(stopped_at)
         if self.auth:  # e.g. a gateway in front of the nodes
             headers["Authorization"] = f"Bearer {self.auth}"
         request = urllib.request.Request(url, headers=headers)
@@ -246,14 +299,22 @@ class HttpFence:
                 body = None
             return exc.code, body
 
-    def ask(self, job: str, token: str) -> tuple[Verdict, str]:
-        """One round over the URLs; the first real answer decides."""
+    def ask(
+        self,
+        job: str,
+        token: str,
+        progress: Mapping[str, Any] | None = None,
+        stopped_at: int | None = None,
+    ) -> tuple[Verdict, str]:
+        """One round over the URLs; the first real answer decides. ``progress`` (see
+        :func:`progress_report`) travels with the check, and ``stopped_at`` (the last batch a
+        gracefully stopped run committed)."""
         with self._lock:
             order = self.urls[self._preferred :] + self.urls[: self._preferred]
             failures = []
             for base in order:
                 try:
-                    status, body = self._get(base, job, token)
+                    status, body = self._get(base, job, token, progress, stopped_at)
                 except (OSError, ValueError) as exc:  # refused, timeout, reset, bad JSON
                     failures.append(f"{base}: {type(exc).__name__}: {exc}")
                     continue
@@ -262,14 +323,17 @@ class HttpFence:
                     failures.append(f"{base}: {detail}")
                     continue
                 self._preferred = self.urls.index(base)
-                if verdict is Verdict.CURRENT:
+                if verdict in (Verdict.CURRENT, Verdict.STOP):
                     self.last_confirmed = self._clock()
                 return verdict, f"{detail} (asked {base})"
             return Verdict.NO_ANSWER, "; ".join(failures)
 
     def __call__(self, ctx: RunContext, batch_id: int) -> bool:
-        verdict, detail = self.ask(ctx.job, ctx.fencing_token)
+        verdict, detail = self.ask(ctx.job, ctx.fencing_token, ctx.progress(batch_id))
         if verdict is Verdict.CURRENT:
+            return True
+        if verdict is Verdict.STOP:
+            ctx.request_stop(batch_id)
             return True
         if verdict is Verdict.SUPERSEDED:
             raise FencedOut(
@@ -291,6 +355,12 @@ class HttpFence:
         )
         return True
 
+    def report_stopped(self, ctx: RunContext, batch_id: int) -> None:
+        """Tell Drover the last batch this gracefully stopped run committed (best effort)."""
+        verdict, detail = self.ask(ctx.job, ctx.fencing_token, None, stopped_at=batch_id)
+        if verdict is Verdict.NO_ANSWER:
+            _say(f"{WARNING_PREFIX} could not report the stop batch: {detail}", self._stream)
+
 
 # --------------------------------------------------------------------------- the run context
 
@@ -302,6 +372,16 @@ class _FenceState:
     last_check: float = field(default_factory=time.monotonic)
     #: the session from_spark read (stopped when the run is fenced out)
     spark: SparkSession | None = None
+    #: the streaming query whose progress the fence checks carry (RunContext.watch)
+    query: Any = None
+    #: when the last batch started (monotonic), and the gap between the last two starts
+    batch_started: float | None = None
+    batch_seen: int = -1
+    interval_ms: int | None = None
+    #: a graceful stop was asked: the last batch that may commit (-1: none more)
+    stop_after: int | None = None
+    #: the last batch whose write (``fenced``) returned
+    finished_batch: int = -1
 
 
 def _setting(conf: Mapping[str, str] | Any, keys: tuple[str, str]) -> str:
@@ -414,8 +494,58 @@ class RunContext:
             )
         return current
 
+    def request_stop(self, batch_id: int) -> None:
+        """Drover asked this run to stop gracefully at its check for ``batch_id``: that batch
+        (a real one) may still commit, no later one will."""
+        with self._state.lock:
+            if self._state.stop_after is None:
+                self._state.stop_after = batch_id if batch_id >= 0 else self._last_batch()
+
+    @property
+    def stop_requested(self) -> bool:
+        """Drover asked this run to finish its micro-batch and exit."""
+        return self._state.stop_after is not None
+
+    def _last_batch(self) -> int:
+        """The last batch this run is known to have committed (-1: none)."""
+        last = self._state.finished_batch
+        try:
+            progress = self._state.query.lastProgress if self._state.query is not None else None
+            if progress and isinstance(progress.get("batchId"), int):
+                last = max(last, progress["batchId"])
+        except Exception:  # noqa: BLE001 - the query is gone: what the writes said
+            pass
+        return last
+
+    def watch(self, query: StreamingQuery) -> None:
+        """Report ``query``'s progress with every fence check (:meth:`await_termination` does
+        this for the query it waits for)."""
+        self._state.query = query
+
+    def progress(self, batch_id: int) -> dict[str, Any] | None:
+        """What the fence check for ``batch_id`` reports of the run's progress (None when it
+        cannot be had: a progress report must never stand in the way of the fence)."""
+        state = self._state
+        try:
+            if batch_id >= 0 and batch_id > state.batch_seen:
+                now = time.monotonic()
+                if state.batch_started is not None:
+                    state.interval_ms = int((now - state.batch_started) * 1000)
+                state.batch_started, state.batch_seen = now, batch_id
+            last = state.query.lastProgress if state.query is not None else None
+            return progress_report(batch_id, last, state.interval_ms)
+        except Exception:  # noqa: BLE001 - a query gone or a JVM hiccup: no report this time
+            return None
+
     def on_batch(self, batch_id: int) -> None:
-        """Call before committing a micro-batch; raises :class:`FencedOut` if the run is stale."""
+        """Call before committing a micro-batch; raises :class:`FencedOut` if the run is stale,
+        :class:`StopRequested` if a graceful stop was asked at an earlier batch."""
+        stop_after = self._state.stop_after
+        if stop_after is not None and batch_id > stop_after:
+            raise StopRequested(
+                f"run {self.run_id} of job {self.job} stops after batch {stop_after}; "
+                f"batch {batch_id} is left to the next run"
+            )
         if not self.is_current(batch_id):
             raise FencedOut(self._state.fenced or f"run {self.run_id} is no longer current")
 
@@ -427,6 +557,7 @@ class RunContext:
         def fenced_batch(batch: DataFrame, batch_id: int) -> None:
             self.on_batch(batch_id)  # a stale run writes and commits nothing
             write_batch(batch, batch_id)
+            self._state.finished_batch = max(self._state.finished_batch, batch_id)
 
         return fenced_batch
 
@@ -436,17 +567,63 @@ class RunContext:
         A fenced-out run leaves cleanly: query and SparkSession stopped, one
         ``drover-runtime: fenced out: ...`` line on stderr. Any other failure propagates.
         """
+        self.watch(query)
         try:
-            while not query.awaitTermination(_AWAIT_POLL_S):
+            while not query.awaitTermination(self._poll_s()):  # type: ignore[arg-type]
                 if self._idle_check_due() and not self.is_current(IDLE_CHECK):
                     query.stop()
                     break
+                if self._stop_due(query):
+                    query.stop()
+                    break
         except Exception:
-            if self._state.fenced is None:
+            if self._state.fenced is None and not self.stop_requested:
                 raise
         if self._state.fenced is not None:
             self._leave(query, spark or self._state.spark)
+        elif self.stop_requested:
+            self._stop(query, spark or self._state.spark)
         return 0
+
+    def _poll_s(self) -> float:
+        """How long await_termination waits between two looks (pyspark takes a float too)."""
+        return _STOP_POLL_S if self.stop_requested else _AWAIT_POLL_S
+
+    def _stop_due(self, query: StreamingQuery) -> bool:
+        """A graceful stop was asked and the batch it lets commit is committed (its trigger
+        is over): the query may stop now without losing or splitting a batch."""
+        stop_after = self._state.stop_after
+        if stop_after is None:
+            return False
+        if stop_after >= 0 and self._last_batch() < stop_after:
+            return False
+        try:
+            return not query.status.get("isTriggerActive", False)
+        except Exception:  # noqa: BLE001 - the query is going anyway
+            return True
+
+    def _stop(self, query: StreamingQuery, spark: SparkSession | None) -> None:
+        last = self._last_batch()
+        try:
+            if query.isActive:
+                query.stop()
+        finally:
+            report = getattr(self.fence_check, "report_stopped", None)
+            if report is not None and last >= 0:
+                try:
+                    report(self, last)
+                except Exception as exc:  # noqa: BLE001 - a courtesy; Drover sees the exit
+                    _say(f"{WARNING_PREFIX} could not report the stop batch: {exc}")
+            try:
+                if spark is None:
+                    from pyspark.sql import SparkSession
+
+                    spark = SparkSession.getActiveSession()
+                if spark is not None:
+                    spark.stop()
+            finally:
+                what = f"after batch {last}" if last >= 0 else "before its first batch"
+                _say(f"{STOPPED_LINE_PREFIX} {what}: run {self.run_id} of job {self.job}")
 
     def _idle_check_due(self) -> bool:
         if not self.managed or self.idle_check_s <= 0:
@@ -467,6 +644,37 @@ class RunContext:
                     spark.stop()
             finally:
                 _say(f"{FENCED_LINE_PREFIX} {self._state.fenced}")
+
+
+def progress_report(
+    batch_id: int, last: Mapping[str, Any] | None, interval_ms: int | None
+) -> dict[str, Any]:
+    """The progress a fence check carries (``X-Drover-Progress``): the batch it is for
+    (``IDLE_CHECK``/``START_CHECK`` for the others), what Spark reported of the last completed
+    batch (``StreamingQuery.lastProgress``: id, input rows, input and processing rates, the
+    trigger's duration, its timestamp) and the milliseconds between the starts of the last two
+    batches. Numbers that are not finite are left out."""
+    doc: dict[str, Any] = {"v": 1, "batch": batch_id}
+    if interval_ms is not None:
+        doc["gap"] = interval_ms
+    if last:
+        durations = last.get("durationMs") or {}
+        fields = {
+            "id": last.get("batchId"),
+            "rows": last.get("numInputRows"),
+            "in": last.get("inputRowsPerSecond"),
+            "proc": last.get("processedRowsPerSecond"),
+            "dur": durations.get("triggerExecution", last.get("batchDuration")),
+            "ts": last.get("timestamp"),
+        }
+        for key, value in fields.items():
+            if isinstance(value, bool) or value is None:
+                continue
+            if isinstance(value, float) and not math.isfinite(value):
+                continue
+            if isinstance(value, int | float | str):
+                doc[key] = value
+    return doc
 
 
 def _http_fence_from(conf: Any, job: str) -> FenceCheck | None:

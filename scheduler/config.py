@@ -12,7 +12,7 @@ import socket
 import tomllib
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import (
@@ -22,8 +22,12 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from scheduler.errors import InvalidInput
+from scheduler.errors import ClusterError, InvalidInput
 from scheduler.health import HealthPolicy
+from scheduler.stalls import StallPolicy
+
+if TYPE_CHECKING:
+    from scheduler.operations.failover import Timing as FailoverTiming
 
 Role = Literal["active", "backup"]
 
@@ -109,6 +113,18 @@ class Settings(BaseSettings):
     authz_url: str = ""
     authz_cache_seconds: float = Field(default=5.0, ge=0)
     authz_timeout: float = Field(default=2.0, gt=0)
+    #: seconds a verified API token is trusted without reading the store again: 0 (the
+    #: default) reads it on every request, so a revocation anywhere applies to the next one;
+    #: above 0, one made through this node still applies at once, one made through another
+    #: node or the CLI within this many seconds (saves a store read per request)
+    token_cache_seconds: float = Field(default=0.0, ge=0, le=60)
+
+    # API
+    #: threads serving the API's blocking work at once (route handlers, store reads); the API's
+    #: store keeps as many connections open, so no request opens one (see ``make_engine``)
+    api_threads: int = Field(default=32, ge=1, le=256)
+    #: seconds an ``Idempotency-Key`` (and the first answer to it) is kept
+    idempotency_ttl: float = Field(default=86400.0, ge=60, le=30 * 86400)
 
     # Spark
     #: SPARK_HOME; default: the installed pyspark package
@@ -124,6 +140,13 @@ class Settings(BaseSettings):
     restart_backoff_initial: float = Field(default=2.0, ge=0)
     restart_backoff_max: float = Field(default=60.0, ge=0)
     kill_grace_period: float = Field(default=10.0, ge=0)
+    #: seconds a stop or restart waits for a self-fencing pipeline to finish its micro-batch
+    #: and exit before it is killed, unless the request says (``grace_seconds``); 0 (the
+    #: default): a stop kills at once unless it asks for grace
+    stop_grace_seconds: float = Field(default=0.0, ge=0, le=86400)
+    #: the same for an upgrade (a spec change of a running job) and a rollback, which are
+    #: graceful by default
+    upgrade_grace_seconds: float = Field(default=30.0, ge=0, le=86400)
 
     # Cluster monitor (scheduler.health): every node probes the clusters its groups use
     #: probe the clusters at all (off: this node never votes nor decides health)
@@ -139,6 +162,59 @@ class Settings(BaseSettings):
     health_threshold_window: float = Field(default=60.0, gt=0)
     #: an automatic abnormal state returns to NORMAL after this many seconds without a failure
     health_quiet_period: float = Field(default=60.0, ge=0)
+
+    # Checkpoint replication (scheduler.replication): each node mirrors the checkpoints of the
+    # replicated jobs it owns into their other cluster's storage root
+    #: run the replication loop at all (off: this node replicates nothing)
+    replication: bool = True
+    #: seconds between two replication rounds (each jittered by +-20 %)
+    replication_interval: float = Field(default=5.0, gt=0)
+    #: a round stops copying after this many seconds (the next round goes on from there)
+    replication_round_seconds: float = Field(default=30.0, gt=0)
+    #: jobs replicated at once in a round (threads; copies mostly wait on storage)
+    replication_parallelism: int = Field(default=2, ge=1, le=64)
+
+    # Observability (README "Observability": logs, metrics)
+    #: ``json``: one JSON object per line (what log shippers read); ``text``: for people
+    log_format: Literal["json", "text"] = "json"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    #: level of Ray's own loggers (its start-up notices, worker warnings): quiet by default
+    ray_log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "ERROR"
+    #: seconds between two collections of the actors' figures for ``/metrics``
+    metrics_interval: float = Field(default=5.0, gt=0)
+    #: seconds the figures ``/metrics`` reads from the store (jobs by state, ...) are reused
+    metrics_store_ttl: float = Field(default=5.0, ge=0)
+    #: seconds between two writes of the progress pipelines report (0: each report at once)
+    progress_flush_interval: float = Field(default=2.0, ge=0)
+    #: a job's progress history keeps one sample every this many seconds, for this long
+    progress_sample_interval: float = Field(default=30.0, gt=0)
+    progress_history: float = Field(default=3600.0, gt=0)
+    #: a job without its own stall_after is stalled after no progress for the longer of this
+    #: many seconds and this many of its observed trigger intervals (scheduler.stalls)
+    stall_after_min: float = Field(default=60.0, ge=5.0)
+    stall_after_triggers: float = Field(default=5.0, gt=0)
+    #: seconds between two stall checks of a group's jobs by their owner
+    stall_check_interval: float = Field(default=5.0, gt=0)
+    #: run the alert loop (raise/resolve alerts, send the outbox); off: this node sends nothing
+    alerts: bool = True
+    #: seconds between two rounds of the alert loop
+    alert_interval: float = Field(default=2.0, gt=0)
+
+    # Failovers (scheduler/operations/): every node executes the operations of its groups
+    #: run the operations executor on this node (off: it never executes nor starts failovers)
+    failover_executor: bool = True
+    #: seconds between two rounds of the executor
+    failover_interval: float = Field(default=1.0, gt=0)
+    #: items of one operation under way at once (an operation may ask for another number)
+    failover_parallelism: int = Field(default=32, ge=1, le=1000)
+    #: seconds a stale driver gets to exit once a fence check answered it "superseded"
+    failover_fence_exit_grace: float = Field(default=15.0, ge=0)
+    #: seconds a job's owner may take to drain it from the source (0: no limit)
+    failover_drain_timeout: float = Field(default=600.0, ge=0)
+    #: seconds a fenced run's driver may take to be told it is superseded (0: no limit)
+    failover_fence_timeout: float = Field(default=0.0, ge=0)
+    #: seconds a moved job may take to be RUNNING on the target (0: no limit)
+    failover_start_timeout: float = Field(default=900.0, ge=0)
 
     @classmethod
     def settings_customise_sources(
@@ -244,9 +320,14 @@ class Settings(BaseSettings):
     def resolved_spark_home(self) -> Path:
         if self.spark_home is not None:
             return self.spark_home
-        import pyspark
+        # where the pyspark package is, without importing it (py4j and 110 modules, ~9 MiB
+        # resident in a process that only starts spark-submit)
+        from importlib.util import find_spec
 
-        return Path(pyspark.__file__).resolve().parent
+        spec = find_spec("pyspark")
+        if spec is None or not spec.submodule_search_locations:
+            raise ClusterError("no SPARK_HOME: set DROVER_SPARK_HOME or install pyspark")
+        return Path(next(iter(spec.submodule_search_locations))).resolve()
 
     @cached_property
     def resolved_spark_python(self) -> str:
@@ -262,6 +343,21 @@ class Settings(BaseSettings):
             threshold_window=self.health_threshold_window,
             quiet_period=self.health_quiet_period,
         )
+
+    @property
+    def failover_timing(self) -> FailoverTiming:
+        from scheduler.operations.failover import Timing
+
+        return Timing(
+            fence_exit_grace=self.failover_fence_exit_grace,
+            drain_timeout=self.failover_drain_timeout,
+            fence_timeout=self.failover_fence_timeout,
+            start_timeout=self.failover_start_timeout,
+        )
+
+    @property
+    def stall_policy(self) -> StallPolicy:
+        return StallPolicy(minimum=self.stall_after_min, triggers=self.stall_after_triggers)
 
     @property
     def group_roles(self) -> dict[str, Role]:

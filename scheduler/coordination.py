@@ -85,11 +85,17 @@ from scheduler.ownership import Member, owner_of, pool_of
 
 if TYPE_CHECKING:
     from scheduler.config import Settings
+    from scheduler.membership import MembershipSettings
 
 log = logging.getLogger(__name__)
 
 Role = Literal["active", "backup"]
 _ROLES = ("active", "backup")
+#: a member's role in its znode: its configured role, or ``draining`` while an operator drains
+#: it (it stays a live member, in no pool: the others take its jobs; ``scheduler.ownership``)
+MemberRole = Literal["active", "backup", "draining"]
+DRAINING: MemberRole = "draining"
+_MEMBER_ROLES = (*_ROLES, DRAINING)
 
 
 class Connection(enum.StrEnum):
@@ -130,7 +136,7 @@ class NodeInfo:
     api_url: str = ""
     started_at: float = field(default_factory=time.time)
 
-    def as_member(self, role: Role) -> MemberInfo:
+    def as_member(self, role: MemberRole) -> MemberInfo:
         return MemberInfo(self.node_id, role, self.az, self.cloud, self.api_url, self.started_at)
 
 
@@ -139,7 +145,7 @@ class MemberInfo:
     """One live membership: the data of an ephemeral member znode."""
 
     node_id: str
-    role: Role
+    role: MemberRole
     az: str
     cloud: str
     api_url: str
@@ -163,7 +169,7 @@ class MemberInfo:
             )
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise InvalidInput(f"member data is not a MemberInfo: {data[:200]!r}") from exc
-        if info.role not in _ROLES:
+        if info.role not in _MEMBER_ROLES:
             raise InvalidInput(f"member {info.node_id!r} has an unknown role {info.role!r}")
         return info
 
@@ -452,13 +458,15 @@ class Coordinator:
         self._outbox: queue.Queue[object] = queue.Queue()
         self._stopping = threading.Event()
         self._started = False
+        #: drained by an operator: registered as ``draining`` in every group (see set_draining)
+        self._draining = False
         self._worker: threading.Thread | None = None
         self._dispatcher: threading.Thread | None = None
 
     @classmethod
     def from_settings(
         cls,
-        settings: Settings,
+        settings: Settings | MembershipSettings,
         on_event: Callable[[CoordinatorEvent], None],
         groups: Mapping[str, Role] | None = None,
         *,
@@ -507,6 +515,55 @@ class Coordinator:
 
     def members_path(self, group: str) -> str:
         return f"{self._root}/groups/{group}/members"
+
+    @property
+    def draining(self) -> bool:
+        return self._draining
+
+    def set_draining(self, draining: bool) -> dict[str, GroupView]:
+        """Drain (or undrain) this node: its member znode in every group is deleted and created
+        again with the role ``draining`` (or its configured role). Deleting and creating moves
+        the members znode's child version, so every node sees a new epoch with a pool without
+        (or with) this node, and the others claim its jobs under that epoch: a data change
+        alone would leave the epoch as it was and two views of the pool under one epoch. The
+        node stays registered (listed, reachable) while drained; a new session registers it
+        drained too. Returns the views read after the change.
+
+        Raises CoordinationUnavailable when not CONNECTED-and-registered or ZooKeeper fails."""
+        with self._lock:
+            self._draining = draining
+            client, serial, session_id = self._client, self._serial, self._session_id
+        if client is None or session_id is None or self._state is not Connection.CONNECTED:
+            raise CoordinationUnavailable("no registered ZooKeeper session")
+        self._ensure_session(client, session_id)
+        changed = []
+        for group, role in self._groups.items():
+            path = f"{self.members_path(group)}/{self._node.node_id}"
+            wanted = DRAINING if draining else role
+            try:
+                current, stat = self._wait(client.get_async(path))
+            except NoNodeError:
+                changed.append(group)
+                continue
+            if MemberInfo.from_bytes(current).role != wanted:
+                changed.append(group)
+        if changed:
+            self._delete_own(client, session_id)
+            self._register(client, session_id)
+        views = {}
+        for group in self._groups:
+            view = self._read_view(client, serial, group)
+            with self._lock:
+                if self._session_id == session_id and self._serial == serial:
+                    self._publish(view)
+            views[group] = view
+        log.info(
+            "node %s: %s in %s",
+            self._node.node_id,
+            "draining" if draining else "undrained",
+            ", ".join(changed) or "no group (no change)",
+        )
+        return views
 
     def start(self, timeout: float = 10.0, *, wait_for_duplicate: float = 0.0) -> None:
         """Connect, register in every group, read the views, then start the event threads.
@@ -894,7 +951,7 @@ class Coordinator:
         for group, role in self._groups.items():
             members = self.members_path(group)
             path = f"{members}/{self._node.node_id}"
-            data = self._node.as_member(role).to_bytes()
+            data = self._node.as_member(DRAINING if self._draining else role).to_bytes()
             self._wait(client.ensure_path_async(members))
             for _ in range(5):
                 try:

@@ -7,6 +7,7 @@ documents in one place (``api/problems.py``); the CLI prints their message on on
     DroverError
     ├── InvalidInput            bad user input (name, field, value)             → 422
     │   ├── RefusedSubmission   entrypoint outside the artifact roots, forbidden conf → 422
+    │   ├── IdempotencyKeyReused  an Idempotency-Key sent again with another request → 422
     │   ├── MalformedRequest    unparsable body, undeclared query parameter     → 400
     │   └── UnsupportedMediaType  a request body that is not JSON               → 415
     ├── Unauthenticated         no valid credential                             → 401
@@ -16,13 +17,17 @@ documents in one place (``api/problems.py``); the CLI prints their message on on
     ├── Conflict                the request clashes with the current state      → 409
     │   ├── AlreadyExists
     │   ├── IllegalTransition   a state change the transition table forbids
+    │   ├── IdempotencyKeyInUse  the first request with this key is still running (or its
+    │   │                        answer was lost after its change committed)
     │   └── StaleWrite          optimistic-concurrency or fencing check failed → 409 / 412
     ├── StoreError              the metadata store failed (a bug, bad data)      → 500
     │   ├── StoreUnavailable    unreachable, timed out, or without our tables   → 503
     │   └── SchemaOutOfDate     the database needs `drover db upgrade`          → 503
-    └── ClusterError            a Spark cluster backend failed                  → 502
-        ├── ClusterUnreachable  no answer: never a guess about the app state
-        └── SubmissionRejected  the cluster refused the submission
+    ├── ClusterError            a Spark cluster backend failed                  → 502
+    │   ├── ClusterUnreachable  no answer: never a guess about the app state
+    │   └── SubmissionRejected  the cluster refused the submission
+    └── StorageError            checkpoint storage failed (scheduler.checkpoint_storage) → 502
+        └── StorageUnavailable  a location cannot be read or written right now
 """
 
 from __future__ import annotations
@@ -49,6 +54,12 @@ class RefusedSubmission(InvalidInput):
     """A job spec the submission policy refuses (artifact roots, Spark property allow-list)."""
 
     kind = "refused-submission"
+
+
+class IdempotencyKeyReused(InvalidInput):
+    """The ``Idempotency-Key`` was first sent with another request (route, body, If-Match)."""
+
+    kind = "idempotency-key-reused"
 
 
 class Unauthenticated(DroverError):
@@ -100,6 +111,13 @@ class AlreadyExists(Conflict):
 
 class IllegalTransition(Conflict):
     kind = "illegal-transition"
+
+
+class IdempotencyKeyInUse(Conflict):
+    """The request first sent with this ``Idempotency-Key`` is still being processed, or its change
+    committed and its answer was lost: nothing is done again."""
+
+    kind = "idempotency-key-in-use"
 
 
 class StaleWrite(Conflict):
@@ -159,3 +177,15 @@ class DuplicateNode(Conflict):
     """Another live node is registered in ZooKeeper under this node's id."""
 
     kind = "duplicate-node"
+
+
+class StorageError(DroverError):
+    """Checkpoint storage refused or failed an operation (``scheduler.checkpoint_storage``)."""
+
+    kind = "storage-error"
+
+
+class StorageUnavailable(StorageError):
+    """A checkpoint location cannot be read or written right now (gone, refused, I/O error)."""
+
+    kind = "storage-unavailable"

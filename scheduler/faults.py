@@ -4,7 +4,9 @@
 ``after-submit`` (the reconciler, right after the cluster accepted a submission and before the
 store records it) exit at once with code 97 -- a crash between "submitted" and "recorded". With
 ``:<path>`` the fault fires once: the first hit creates the file, later hits (the restarted actor,
-the restarted node) find it and go on. Points: ``after-submit``.
+the restarted node) find it and go on. Points: ``after-submit``; ``replica-mid-batch`` (a
+checkpoint copy, right after a state file of a batch the copy does not hold yet, before that
+batch's offsets and commit: ``scheduler.replication.sync``).
 """
 
 from __future__ import annotations

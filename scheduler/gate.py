@@ -111,10 +111,19 @@ class Candidate:
         return (PRIORITY_RANK[self.priority], self.waiting_since, self.job)
 
 
+#: why a candidate waits: its business's bucket is empty, or a cluster cap is reached
+RATE = "rate"
+CLUSTER = "cluster"
+
+
 @dataclass(frozen=True)
 class Waiting:
     position: int  # 1 = next
     reason: str
+    #: RATE or CLUSTER (what an event reports when it changes)
+    kind: str = RATE
+    #: seconds until the business's bucket holds a token again (0: not waiting for one)
+    ready_in: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -159,7 +168,7 @@ def admit(
     fresh = {b: bucket.refilled(now) for b, bucket in buckets.items()}
     rooms = {name: load.room() for name, load in loads.items()}
     admitted: list[Candidate] = []
-    held: list[tuple[Candidate, str]] = []
+    held: list[tuple[Candidate, str, str, float]] = []
     taken: dict[str, int] = defaultdict(int)
     used: dict[str, int] = defaultdict(int)  # admitted per cluster
     for c in order:
@@ -171,15 +180,18 @@ def admit(
             held.append(
                 (
                     c,
-                    f"business {label} is at its rate ({bucket.rate:g}/s, burst {bucket.burst}); "
-                    + ("next token in " + f"{wait:.1f} s" if math.isfinite(wait) else "rate 0"),
+                    f"business {label} is at its rate ({bucket.rate:g}/s, burst {bucket.burst})"
+                    + ("" if math.isfinite(wait) else "; rate 0"),
+                    RATE,
+                    wait if math.isfinite(wait) else -1.0,
                 )
             )
             continue
         if room is not None and room < 1:
             load = loads[c.cluster]
             now_in_flight = load.in_flight + used[c.cluster]  # with this tick's admissions
-            held.append((c, replace(load, in_flight=now_in_flight).why_full(c.cluster)))
+            why = replace(load, in_flight=now_in_flight).why_full(c.cluster)
+            held.append((c, why, CLUSTER, 0.0))
             continue
         admitted.append(c)
         if bucket is not None:
@@ -188,7 +200,10 @@ def admit(
         if room is not None:
             rooms[c.cluster] = room - 1
         used[c.cluster] += 1
-    waiting = {c.job: Waiting(i, reason) for i, (c, reason) in enumerate(held, start=1)}
+    waiting = {
+        c.job: Waiting(i, reason, kind, ready_in)
+        for i, (c, reason, kind, ready_in) in enumerate(held, start=1)
+    }
     return Admission(
         admitted=admitted,
         waiting=waiting,

@@ -31,7 +31,7 @@ import enum
 import hashlib
 import hmac
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 #: the team of a binding that covers every team
@@ -73,6 +73,8 @@ class Action(enum.StrEnum):
     TEAM_ADMIN = "team.admin"
     PLATFORM_ADMIN = "platform.admin"
     AUDIT_READ = "audit.read"
+    FAILOVER_READ = "failover.read"
+    FAILOVER_WRITE = "failover.write"
     INTERNAL = "internal"
 
 
@@ -100,9 +102,22 @@ _ANY_TEAM_ROLE: dict[Action, Role] = {
 }
 #: actions only a platform admin (role admin on ``*``) may take
 _PLATFORM: frozenset[Action] = frozenset({Action.CATALOG_WRITE, Action.PLATFORM_ADMIN})
+#: the least role on every team (a binding on ``*``) these actions need: a failover moves the
+#: jobs of every team on a cluster, so a platform operator runs it and a platform viewer reads it
+_EVERY_TEAM_ROLE: dict[Action, Role] = {
+    Action.FAILOVER_READ: Role.VIEWER,
+    Action.FAILOVER_WRITE: Role.OPERATOR,
+}
 #: actions that read: a read-scoped token may take them
 READ_ACTIONS: frozenset[Action] = frozenset(
-    {Action.JOB_READ, Action.JOB_FENCE, Action.CATALOG_READ, Action.TEAM_READ, Action.AUDIT_READ}
+    {
+        Action.JOB_READ,
+        Action.JOB_FENCE,
+        Action.CATALOG_READ,
+        Action.TEAM_READ,
+        Action.AUDIT_READ,
+        Action.FAILOVER_READ,
+    }
 )
 
 
@@ -179,6 +194,12 @@ def decide(
         if principal.platform_admin:
             return Decision(True, "platform admin")
         return Decision(False, f"{action} needs the admin role on every team ('*')")
+    if action in _EVERY_TEAM_ROLE:
+        need = _EVERY_TEAM_ROLE[action]
+        have = principal.roles.get(ALL_TEAMS)
+        if have is not None and have >= need:
+            return Decision(True, f"{have} on every team")
+        return Decision(False, f"{action} needs the {need} role on every team ('*')")
     if action in _ANY_TEAM_ROLE:
         need = _ANY_TEAM_ROLE[action]
         have = principal.highest
@@ -194,6 +215,37 @@ def decide(
     if have is not None and have >= need:
         return Decision(True, f"{have} of team {team!r}")
     return Decision(False, f"{action} on team {team!r} needs the {need} role there")
+
+
+#: actions decided per team (the rest are teamless: catalog, cluster marks, platform)
+TEAM_SCOPED: frozenset[Action] = frozenset(_TEAM_ROLE)
+#: what :func:`grants` reports (fence checks and node calls are no person's business)
+GRANTABLE: tuple[Action, ...] = tuple(
+    a for a in Action if a not in (Action.INTERNAL, Action.JOB_FENCE)
+)
+
+
+def grants(
+    principal: Principal, decide_on: Callable[[Action, str | None], Decision]
+) -> dict[str, list[str]]:
+    """What ``principal`` may do, for clients that show only what their user can use (the
+    console hides the buttons a viewer cannot press): action -> where it is allowed.
+
+    A team-scoped action lists the teams of the principal's bindings it is allowed on, ``*``
+    first when it is allowed on every team; a teamless action is ``["*"]`` when allowed. Actions
+    allowed nowhere are left out. ``decide_on(action, team)`` is the deciding function (the
+    built-in bindings or the permission center), so the answer is what the API will enforce.
+    """
+    out: dict[str, list[str]] = {}
+    for action in GRANTABLE:
+        if action in TEAM_SCOPED:
+            teams = sorted(principal.roles, key=lambda t: (t != ALL_TEAMS, t))
+            allowed = [t for t in teams if decide_on(action, t).allowed]
+        else:
+            allowed = [ALL_TEAMS] if decide_on(action, None).allowed else []
+        if allowed:
+            out[action.value] = allowed
+    return out
 
 
 # --------------------------------------------------------------------------- API tokens

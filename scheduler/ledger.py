@@ -65,6 +65,27 @@ class Observation:
     started_at: datetime | None = None
 
 
+@dataclass(frozen=True)
+class Intent:
+    """One ``record_intent`` of a batch (see :meth:`Ledger.record_intents`)."""
+
+    job: JobRecord
+    cluster: str
+    checkpoint_location: str
+    reason: str
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """One ``record_submitted`` of a batch (see :meth:`Ledger.record_submitted_all`)."""
+
+    job: JobRecord
+    submission_id: str
+    app_id: str | None
+    at: datetime
+
+
 class Ledger(Protocol):
     """The reconciler's fenced transactions (see the module docstring for the rules)."""
 
@@ -118,14 +139,29 @@ class Ledger(Protocol):
         the job to SUBMITTING (through QUEUED if needed); ``note``: an extra event."""
         ...
 
+    def record_intents(self, fence: Fence, intents: Sequence[Intent]) -> list[JobRecord]:
+        """Several ``record_intent`` in one transaction, all or nothing: StaleWrite (nothing
+        changed) when any one would not land; the caller then records them one by one."""
+        ...
+
     def prove(self, job: JobRecord, fence: Fence) -> None:
         """Prove the claim (and the version) in a transaction of its own; changes nothing."""
+        ...
+
+    def prove_all(self, fence: Fence, jobs: Sequence[JobRecord]) -> None:
+        """``prove`` for several jobs in one statement; StaleWrite when any one does not hold
+        (the caller then proves them one by one)."""
         ...
 
     def record_submitted(
         self, job: JobRecord, fence: Fence, *, submission_id: str, app_id: str | None, at: datetime
     ) -> JobRecord:
         """The cluster accepted the current run: STARTING, with its submission id."""
+        ...
+
+    def record_submitted_all(self, fence: Fence, outcomes: Sequence[Submitted]) -> list[JobRecord]:
+        """Several ``record_submitted`` in one transaction, all or nothing: StaleWrite (nothing
+        changed) when any one would not land; the caller then records them one by one."""
         ...
 
     def record_adopted(
@@ -174,6 +210,30 @@ class Ledger(Protocol):
         not_before: datetime | None = None,
     ) -> JobRecord:
         """The cluster confirmed the application is gone: close the run, set the job's state."""
+        ...
+
+    def fence_run(
+        self, job: JobRecord, fence: Fence, *, reason: str, path: Sequence[JobState], at: datetime
+    ) -> JobRecord:
+        """The run's cluster cannot be reached and is abnormal, and a failover drains the job:
+        close the current run (LOST, ``fenced_at``), which supersedes its fencing token, and
+        move the job through ``path`` (scheduler/steering.py)."""
+        ...
+
+    def record_drain(
+        self, job: JobRecord, fence: Fence, *, deadline: datetime, reason: str
+    ) -> JobRecord:
+        """A graceful stop: the job to STOPPING, the current run's ``drain_deadline`` set (its
+        pipeline reads the stop request in its fence answer; it is killed after the deadline)."""
+        ...
+
+    def roll_back(self, job: JobRecord, fence: Fence, *, revision: int, reason: str) -> JobRecord:
+        """A pending upgrade rolls back: revision ``revision``'s spec becomes a new revision
+        (the job's generation bumped, its deadline cleared, one event saying why)."""
+        ...
+
+    def finish_upgrade(self, job: JobRecord, fence: Fence, *, reason: str) -> JobRecord:
+        """The pending upgrade is over: clear its deadline (an event says so)."""
         ...
 
     def add_event(self, job: JobRecord, message: str, *, run_id: int | None = None) -> None:

@@ -24,10 +24,61 @@ Two things live here:
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from scheduler.coordination import Connection, GroupView, MemberInfo
 from scheduler.ownership import Claim, Fence, claim_for, owner_of
+
+if TYPE_CHECKING:
+    from scheduler.config import Role, Settings
+
+
+@dataclass(frozen=True)
+class MembershipSettings:
+    """The part of a node's settings its Membership actor needs, as a plain value.
+
+    The Membership worker process receives this instead of the node's
+    :class:`~scheduler.config.Settings`: unpickling those would load pydantic and
+    pydantic-settings into it (about 10 MiB resident of a node's budget, issue 8). The attribute
+    names are those of ``Settings``, so the coordinator reads either."""
+
+    node_id: str
+    az: str
+    cloud: str
+    resolved_api_url: str
+    zk_hosts: str
+    zk_namespace: str
+    zk_session_timeout: float
+    degraded_mode: bool
+    #: (group, role) pairs, in the order configured
+    groups: tuple[tuple[str, Role], ...] = ()
+    #: how the worker logs (scheduler.logs)
+    log_format: str = "json"
+    log_level: str = "INFO"
+    ray_log_level: str = "ERROR"
+
+    @property
+    def group_roles(self) -> Mapping[str, Role]:
+        return dict(self.groups)
+
+    @classmethod
+    def of(cls, settings: Settings) -> MembershipSettings:
+        return cls(
+            node_id=settings.node_id,
+            az=settings.az,
+            cloud=settings.cloud,
+            resolved_api_url=settings.resolved_api_url,
+            zk_hosts=settings.zk_hosts,
+            zk_namespace=settings.zk_namespace,
+            zk_session_timeout=settings.zk_session_timeout,
+            degraded_mode=settings.degraded_mode,
+            groups=tuple(settings.group_roles.items()),
+            log_format=settings.log_format,
+            log_level=settings.log_level,
+            ray_log_level=settings.ray_log_level,
+        )
 
 
 class Mode(enum.StrEnum):
@@ -124,6 +175,8 @@ class MembershipSnapshot:
     lease_seconds_left: float | None = None
     #: why the snapshot could not be taken (mode UNKNOWN)
     error: str | None = None
+    #: seconds since the last confirmed ZooKeeper round trip (None: none yet, standalone)
+    lease_age_seconds: float | None = None
 
     @property
     def standalone(self) -> bool:

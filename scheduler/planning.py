@@ -16,6 +16,18 @@ to, has a health other than NORMAL): nothing is submitted there. A job that shou
 QUEUED with :data:`CLUSTER_ABNORMAL` as its reason (no Submit, no Resubmit, no GiveUp), and a run
 that ends meanwhile does not count against the restart budget. Observing, killing and stopping
 work as usual.
+
+Graceful stop: a live run that is no longer wanted (a stop, a restart, an upgrade) and whose
+pipeline fences itself (it has made a fence check: ``run.fence_checked_at``) is first asked to
+finish its micro-batch and exit (:class:`Drain`: the fence answer tells the pipeline); it is
+killed once the grace period is over (the job's ``grace_seconds`` as the request asked, else
+``RestartPolicy.stop_grace``; 0 = kill at once). A plain pipeline, one that has not made its
+first check yet, and a run still starting are killed directly. A run asked to stop stays so
+even if the job is wanted again meanwhile: it ends, then a new run starts.
+
+Upgrades with a deadline (``scheduler.revisions.upgrade_step``): once a run of the job's
+generation is RUNNING the deadline is cleared (:class:`UpgradeDone`); if the deadline passes
+first, or the new spec's restart budget is spent, the job rolls back (:class:`RollBack`).
 """
 
 from __future__ import annotations
@@ -23,6 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from scheduler import revisions
 from scheduler.backends.base import AppState, AppStatus
 from scheduler.records import JobRecord, RunRecord
 from scheduler.states import DesiredState, JobState, RunState, can_transition
@@ -34,6 +47,13 @@ class RestartPolicy:
     validity_interval: float = 600.0
     backoff_initial: float = 2.0
     backoff_max: float = 60.0
+    #: seconds a graceful stop waits for the pipeline before a kill, unless the request said
+    #: (0: no graceful stop, kill at once)
+    stop_grace: float = 0.0
+
+    def grace(self, job: JobRecord) -> float:
+        """The grace period of a stop of ``job``'s live run."""
+        return self.stop_grace if job.grace_seconds is None else max(0.0, job.grace_seconds)
 
     def backoff(self, failures: int) -> float:
         """Seconds to wait before the next attempt after ``failures`` failures in the window."""
@@ -130,7 +150,58 @@ class Hold:
     reason: str
 
 
-Action = Noop | SetState | Submit | Resubmit | Observed | Kill | CloseRun | GiveUp | Hold
+@dataclass(frozen=True)
+class FenceRun:
+    """The run's cluster cannot be reached and is abnormal, and a failover drains the job: close
+    the run in the store, which supersedes its fencing token (a self-fencing driver stops at its
+    next check; ``scheduler.steering``)."""
+
+    run: RunRecord
+    reason: str
+
+
+@dataclass(frozen=True)
+class Drain:
+    """Ask the run's pipeline to finish its current micro-batch and exit (through its fence
+    check); the job is STOPPING meanwhile, and the run is killed after ``deadline``."""
+
+    run: RunRecord
+    deadline: datetime
+    reason: str
+
+
+@dataclass(frozen=True)
+class RollBack:
+    """The pending upgrade did not reach RUNNING in time: apply revision ``revision`` as a
+    new spec change (itself an upgrade, without a deadline)."""
+
+    revision: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class UpgradeDone:
+    """The pending upgrade is over (its run is RUNNING, or the job is no longer to run):
+    clear its deadline."""
+
+    reason: str
+
+
+Action = (
+    Noop
+    | SetState
+    | Submit
+    | Resubmit
+    | Observed
+    | Kill
+    | CloseRun
+    | GiveUp
+    | Hold
+    | FenceRun
+    | Drain
+    | RollBack
+    | UpgradeDone
+)
 
 CLUSTER_ABNORMAL = (
     "waiting: the job's cluster is abnormal; no restart there until it is NORMAL again "
@@ -166,7 +237,19 @@ def plan(
     ``cluster_abnormal``: the job's cluster is not NORMAL (see the module docstring);
     ``abnormal_reason``: the state reason a job held for it shows (which cluster, its health and
     why: ``scheduler.health.abnormal_job_reason``).
+
+    A job that carries a directive (an operation such as a failover moves it) is steered by
+    ``scheduler.steering.steer`` first.
     """
+    if job.directive is not None:
+        from scheduler import steering  # steering builds on this module's actions
+
+        steered = steering.steer(job, observed)
+        if steered is not None:
+            return steered
+    upgrade = _plan_upgrade(job, now)
+    if upgrade is not None:
+        return upgrade
     run = job.current_run
     if run is not None and not run.state.is_final:
         if observed is None:
@@ -179,12 +262,32 @@ def plan(
             policy=policy,
             abnormal=cluster_abnormal,
             abnormal_reason=abnormal_reason,
+            now=now,
         )
     if job.desired_state == DesiredState.RUNNING and _given_up(job):
         return Noop("gave up; waiting for an operator to start the job again")
     if cluster_abnormal and job.desired_state == DesiredState.RUNNING:
         return _wait_for_cluster(job, abnormal_reason)
     return _plan_without_run(job, failures=failures, policy=policy, now=now)
+
+
+def _plan_upgrade(job: JobRecord, now: datetime) -> Action | None:
+    step = revisions.upgrade_step(job, now, given_up=_given_up(job))
+    if step is None or step == revisions.UpgradeStep.WAIT:
+        return None
+    if step == revisions.UpgradeStep.DONE:
+        return UpgradeDone(f"upgrade to revision {job.spec_version} is over")
+    assert job.upgrade_from is not None and job.upgrade_deadline is not None
+    why = (
+        "its restart budget is spent"
+        if _given_up(job)
+        else f"it was not RUNNING by {job.upgrade_deadline.isoformat()}"
+    )
+    return RollBack(
+        job.upgrade_from,
+        f"upgrade to revision {job.spec_version} rolled back to revision {job.upgrade_from}: "
+        f"{why} (state {job.state}: {job.state_reason})",
+    )
 
 
 def _wait_for_cluster(job: JobRecord, reason: str) -> Action:
@@ -204,6 +307,7 @@ def _plan_live_run(
     policy: RestartPolicy,
     abnormal: bool,
     abnormal_reason: str = CLUSTER_ABNORMAL,
+    now: datetime,
 ) -> Action:
     wanted = job.desired_state == DesiredState.RUNNING and run.generation == job.generation
     if observed.state.is_terminal:
@@ -224,6 +328,18 @@ def _plan_live_run(
                 RunState.KILLED,
                 _after_stop(job),
                 "stopped by Drover",
+                observed.exit_code,
+                counts_as_failure=False,
+            )
+        if run.drain_deadline is not None:  # the pipeline stopped as it was asked
+            final = _FINAL_RUN_STATE[observed.state]
+            batch = f" after batch {run.stop_batch}" if run.stop_batch is not None else ""
+            how = "" if final == RunState.FINISHED else f" (application {observed.state})"
+            return CloseRun(
+                run,
+                final,
+                _after_stop(job),
+                f"stopped gracefully{batch}{how}",
                 observed.exit_code,
                 counts_as_failure=False,
             )
@@ -253,8 +369,22 @@ def _plan_live_run(
     # the application is alive
     if run.state == RunState.STOPPING:  # a kill is under way: finish it before anything else
         return Kill(run, "a stop is under way")
+    if run.drain_deadline is not None:  # a graceful stop is under way
+        if now >= run.drain_deadline:
+            return Kill(run, "the graceful stop's grace period is over")
+        if job.grace_seconds == 0:  # a later stop, restart or upgrade asked for no grace
+            return Kill(run, "a stop without grace was asked while stopping gracefully")
+        return Noop("stopping gracefully: waiting for the pipeline to finish its micro-batch")
     if not wanted:
         why = "desired state is STOPPED" if job.desired_state == DesiredState.STOPPED else "restart"
+        grace = policy.grace(job)
+        if grace > 0 and drains(run, observed):
+            return Drain(
+                run,
+                now + timedelta(seconds=grace),
+                f"{why}: the pipeline is asked to finish its micro-batch and exit "
+                f"(killed after {grace:g} s)",
+            )
         return Kill(run, why)
     if observed.state == AppState.RUNNING:
         if run.state != RunState.RUNNING or job.state != JobState.RUNNING:
@@ -265,6 +395,24 @@ def _plan_live_run(
     if run.state == RunState.SUBMITTING or job.state != JobState.STARTING:
         return Observed(run, observed, JobState.STARTING, RunState.STARTING)
     return Noop("starting")
+
+
+def drains(run: RunRecord, observed: AppStatus) -> bool:
+    """Whether a stop of ``run`` can be graceful: its application is RUNNING and its pipeline
+    fences itself (it has asked the fence endpoint, so it will read the stop request there)."""
+    return (
+        observed.state == AppState.RUNNING
+        and run.state == RunState.RUNNING
+        and run.fence_checked_at is not None
+    )
+
+
+def timed(job: JobRecord) -> bool:
+    """Whether the job's plan may change with time alone (a graceful stop's or an upgrade's
+    deadline): such a job is never quiet."""
+    run = job.current_run
+    draining = run is not None and run.drain_deadline is not None and not run.state.is_final
+    return draining or job.upgrade_deadline is not None
 
 
 def _after_stop(job: JobRecord) -> JobState:

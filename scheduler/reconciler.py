@@ -32,25 +32,40 @@ does blocking I/O (store, cluster); the reconciler actor runs it off its event l
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 from urllib.parse import urlparse
 
-from scheduler import catalog, faults, planning, storage
+from scheduler import catalog, faults, planning, steering, storage
 from scheduler.backends.base import AppState, AppStatus, ClusterBackend, SubmitRequest
+from scheduler.backends.changes import feed_of
 from scheduler.errors import ClusterUnreachable, NotOwner, StaleWrite, SubmissionRejected
+from scheduler.gating import SubmissionGate
 from scheduler.health import abnormal_job_reason
-from scheduler.ledger import Backends, FailureQuery, Ledger, LedgerView, Observation
+from scheduler.ledger import (
+    Backends,
+    FailureQuery,
+    Intent,
+    Ledger,
+    LedgerView,
+    Observation,
+    Submitted,
+)
+from scheduler.logs import log_context
 from scheduler.ownership import Claim, Fence
 from scheduler.planning import (
     Action,
     CloseRun,
+    Drain,
     Failures,
+    FenceRun,
     GiveUp,
     Hold,
     Kill,
@@ -58,18 +73,29 @@ from scheduler.planning import (
     Observed,
     RestartPolicy,
     Resubmit,
+    RollBack,
     SetState,
     Submit,
+    UpgradeDone,
     plan,
+    timed,
 )
+from scheduler.quiet import KeptJobs
 from scheduler.records import ClusterRecord, JobRecord
-from scheduler.states import DesiredState, JobState, RunState
+from scheduler.states import DesiredState, JobState, RunState, can_transition
 from scheduler.store.models import utcnow
 
 log = logging.getLogger("drover.reconciler")
 
 #: submissions one reconciler has in flight at once (each holds a store session and a request)
 SUBMIT_WORKERS = 8
+#: jobs per batch of submissions at most: their intents and their outcomes are recorded in one
+#: transaction each (so a crash between submitted and recorded leaves at most this many runs per
+#: worker to look up on the cluster before anything is submitted again)
+SUBMIT_BATCH = 16
+#: seconds a batch's proof of its claim (the intents' fenced write) may be old when a submission
+#: of it is sent; an older one is renewed first (one statement for the rest of the batch)
+PROOF_TTL = 0.1
 #: a full read at least this often (seconds), whatever changed
 FULL_READ_EVERY = 30.0
 #: an incremental read goes back this far before the last read (seconds)
@@ -108,6 +134,26 @@ class TickStats:
     rows_read: int = 0
     #: submissions the tick started
     submissions: int = 0
+    #: jobs the tick looked at (the busy ones, and the quiet ones something moved for)
+    looked_at: int = 0
+    #: kept jobs whose last plan was Noop on a live run (after the tick's read)
+    quiet: int = 0
+    #: seconds the tick spent per phase: claim, read, observe, plan, act, record (metrics)
+    phases: dict[str, float] = field(default_factory=dict)
+    #: submissions the submission gate held back (the jobs stay QUEUED)
+    gated: int = 0
+    #: actions the tick took, by kind (the action's class name: Submit, Kill, ...)
+    action_kinds: dict[str, int] = field(default_factory=dict)
+
+    def timed(self, phase: str, since: float) -> float:
+        """Add the time since ``since`` (perf_counter) to ``phase``; returns the time now."""
+        now = time.perf_counter()
+        self.phases[phase] = self.phases.get(phase, 0.0) + (now - since)
+        return now
+
+    def acted(self, action: Action) -> None:
+        kind = type(action).__name__
+        self.action_kinds[kind] = self.action_kinds.get(kind, 0) + 1
 
 
 def needs_work(job: JobRecord) -> bool:
@@ -131,8 +177,11 @@ class Reconciler:
         full_read_every: float = FULL_READ_EVERY,
         change_margin: float = CHANGE_MARGIN,
         monotonic: Callable[[], float] = time.monotonic,
+        gate: SubmissionGate | None = None,
     ) -> None:
         self._ledger = ledger
+        #: the submission gate every planned Submit passes (None: no quotas, no caps)
+        self._gate = gate
         self._backends = backends
         self._node_id = node_id
         self._group = group
@@ -146,17 +195,15 @@ class Reconciler:
         self._poll_failures: dict[int, int] = {}
         self._last_error: dict[int, str] = {}
         self._view = LedgerView([])
-        #: the jobs that may need work, as last read or written (by id)
-        self._jobs: dict[int, JobRecord] = {}
+        #: the jobs that may need work, as last read or written; which of them are quiet (their
+        #: last plan was Noop on a live run: looked at again only when something moved)
+        self._jobs = KeptJobs()
         #: the claim last taken in full (then only new jobs are claimed, until the next full read)
         self._claimed: tuple[Fence, int, int] | None = None
         #: what the kept jobs were read under, and when (monotonic / ledger clock)
         self._read_fence: Fence | None = None
         self._full_read_at = -float("inf")
         self._read_mark: datetime | None = None
-        #: per job whose last plan was Noop with a live run: (version, app status) it was planned
-        #: on; the same again next tick skips the plan (forgotten when a cluster's health moves)
-        self._quiet: dict[int, tuple[int, AppStatus]] = {}
         #: this tick's backend per cluster name
         self._tick_backends: dict[str, ClusterBackend] = {}
         #: jobs to read again next tick whatever their ``updated_at`` (a write found them moved)
@@ -197,6 +244,10 @@ class Reconciler:
     # -- the loop body ----------------------------------------------------------------------
 
     def tick(self) -> TickStats:
+        with log_context(group=self._group):
+            return self._tick()
+
+    def _tick(self) -> TickStats:
         started = time.perf_counter()
         stats = TickStats()
         with self._claim_lock:
@@ -212,6 +263,7 @@ class Reconciler:
             cheap = slot == self._claimed and not self._full_read_due()
             stats.claimed = self._ledger.claim(claim, only_unowned=cheap)
             self._claimed = slot
+            mark = stats.timed("claim", started)
             self._read(claim.fence, stats)
         except Exception:
             log.exception("cannot read the jobs to reconcile")
@@ -220,8 +272,15 @@ class Reconciler:
             stats.errors += 1
             stats.seconds = time.perf_counter() - started
             return stats
-        jobs = sorted(self._jobs.values(), key=lambda j: j.id)
-        stats.jobs = len(jobs)
+        stats.jobs = len(self._jobs)
+        try:
+            jobs = self._due(stats)
+            stats.timed("read", mark)
+        except LeaseExpired:
+            stats.paused = True
+            stats.seconds = time.perf_counter() - started
+            return stats
+        stats.looked_at = len(jobs)
         try:
             stats.complete = self._reconcile_all(jobs, stats)
         except LeaseExpired:
@@ -244,8 +303,7 @@ class Reconciler:
         full = fence != self._read_fence or stats.claimed > 0 or self._full_read_due()
         if full:
             view = self._ledger.read(fence, self._group)
-            self._jobs = {j.id: j for j in view.jobs if needs_work(j)}
-            self._quiet = {i: key for i, key in self._quiet.items() if i in self._jobs}
+            self._jobs.replace_all(j for j in view.jobs if needs_work(j))
             self._full_read_at = self._monotonic()
             self._read_fence = fence
         else:
@@ -258,20 +316,47 @@ class Reconciler:
             )
             for job in view.jobs:
                 if needs_work(job):
-                    self._jobs[job.id] = job
+                    self._jobs.put(job)  # busy again if its row moved
                 else:
-                    self._jobs.pop(job.id, None)
+                    self._jobs.drop(job.id)
             for job_id in self._reread - {j.id for j in view.jobs}:
-                self._jobs.pop(job_id, None)  # gone, or no longer ours
+                self._jobs.drop(job_id)  # gone, or no longer ours
         self._reread.clear()
         health = {c.name: c.health for c in view.clusters.values()}
         if health != {c.name: c.health for c in self._view.clusters.values()}:
-            self._quiet.clear()  # a plan also depends on the health of the job's cluster
+            self._jobs.wake_all()  # a plan also depends on the health of the job's cluster
         self._tick_backends = {}
         self._view = view
         self._read_mark = mark
         stats.full_read = full
         stats.rows_read = len(view.jobs)
+
+    def _due(self, stats: TickStats) -> list[JobRecord]:
+        """The jobs to look at this tick, by id: the busy ones, and the quiet ones whose
+        cluster's change feed names their submission (all of a cluster's quiet jobs when its
+        backend has no feed, cannot tell, or cannot be asked); every job after a full read."""
+        due = self._jobs.busy()
+        # the busy jobs' clusters too: a job that turns quiet this tick needs a mark taken
+        # before its status was asked, or the next tick cannot tell what changed since
+        clusters = set(self._jobs.quiet_clusters())
+        for job_id in due:
+            run = job.current_run if (job := self._jobs.get(job_id)) is not None else None
+            if run is not None and run.submission_id is not None and not run.state.is_final:
+                clusters.add(run.cluster)
+        for cluster_name in sorted(clusters):
+            changes = None
+            try:
+                feed = feed_of(self._backend(cluster_name))
+                if feed is not None:
+                    changes = feed.changes(self._jobs.mark(cluster_name))
+            except Exception as exc:  # the statuses tell (or the next tick does)
+                log.debug("no change feed from cluster %s: %s", cluster_name, exc)
+            due.update(self._jobs.changed(cluster_name, changes))
+        stats.quiet = self._jobs.quiet_count()
+        self._check_lease()
+        if stats.full_read:  # the safety net: every job's application is asked about
+            due = set(self._jobs)
+        return [job for i in sorted(due) if (job := self._jobs.get(i)) is not None]
 
     def _reconcile_all(self, jobs: list[JobRecord], stats: TickStats) -> bool:
         """Observe every job, read the failure counts the plans need at once, plan and act.
@@ -279,76 +364,154 @@ class Reconciler:
         Returns whether every job was looked at. Raises LeaseExpired when the claim ran out.
         """
         observed: list[tuple[JobRecord, AppStatus | None]] = []
-        quiet = self._quiet
+        kept = self._jobs
+        mark = time.perf_counter()
         for i, job in enumerate(jobs):
             if i % LEASE_CHECK_EVERY == 0:  # and before every action
                 self._check_lease()
             try:
-                observation = self._observe(job)
+                with log_context(job=job.name, run=job.current_run_id):
+                    observation = self._observe(job)
             except Exception as exc:
                 self._failed(job, exc, stats)
                 continue
             if observation is None:  # the cluster could not be asked: never guess
                 continue
             seen, status = observation
-            if status is not None and quiet.get(seen.id) == self._quiet_key(seen, status):
+            if status is not None and kept.is_quiet(seen, status):
                 continue  # neither the row nor the application changed: the plan is Noop again
             observed.append(observation)
+        mark = stats.timed("observe", mark)
         now = self._clock()
         failures = self._failures(observed, now)
-        submissions: list[tuple[JobRecord, Future[JobRecord]]] = []
+        mark = stats.timed("plan", mark)
+        pending: list[tuple[JobRecord, Submit | Resubmit, Failures]] = []
+        submissions: list[tuple[list[JobRecord], Future[list[tuple[JobRecord, Any]]]]] = []
         observations: list[Observation] = []
         try:
             for job, status in observed:
                 job_failures = failures.get(job.id, Failures())
                 try:
-                    action = self._plan(job, status, job_failures, now)
-                    if isinstance(action, Noop):
-                        if status is not None:  # a live run: nothing else moves the plan
-                            quiet[job.id] = self._quiet_key(job, status)
-                        self._done(job)
-                        continue
-                    log.debug("job %s: %s", job.name, action)
-                    self._check_lease()
-                    stats.actions += 1
-                    if isinstance(action, Observed):  # recorded together below
-                        observations.append(self._observation(job, action, now))
-                    elif isinstance(action, Submit | Resubmit):
-                        stats.submissions += 1
-                        future = self._submission_pool().submit(
-                            self._submit, job, action, job_failures, now
-                        )
-                        submissions.append((job, future))
-                    else:
-                        self._done(self._act(job, action, job_failures, now))
+                    with log_context(job=job.name, run=job.current_run_id):
+                        action = self._plan(job, status, job_failures, now)
+                        mark = stats.timed("plan", mark)
+                        if isinstance(action, Noop):
+                            self._done(job)
+                            # a live run: nothing else moves the plan (but time, for some)
+                            if status is not None and not timed(job):
+                                kept.set_quiet(job, status)
+                            continue
+                        log.debug("job %s: %s", job.name, action)
+                        self._check_lease()
+                        stats.actions += 1
+                        stats.acted(action)
+                        if isinstance(action, Observed):  # recorded together below
+                            observations.append(self._observation(job, action, now))
+                        elif isinstance(action, Submit | Resubmit):
+                            stats.submissions += 1
+                            pending.append((job, action, job_failures))
+                        else:
+                            self._done(self._act(job, action, job_failures, now))
                 except LeaseExpired:
                     raise
                 except Exception as exc:
                     self._failed(job, exc, stats)
+                finally:
+                    mark = stats.timed("act", mark)
+            pending = self._gated(pending, now, stats)
+            submissions = self._dispatch(pending, now)
+            mark = stats.timed("act", mark)
             self._record_observations(observations, stats)
+            mark = stats.timed("record", mark)
         finally:
             lease_expired = self._collect(submissions, stats)
+            stats.timed("act", mark)
         if lease_expired:
             raise LeaseExpired(self._group)
         return True
 
+    def _gated(
+        self,
+        pending: list[tuple[JobRecord, Submit | Resubmit, Failures]],
+        now: datetime,
+        stats: TickStats,
+    ) -> list[tuple[JobRecord, Submit | Resubmit, Failures]]:
+        """The submissions the gate admits now (``scheduler.gating``); the jobs it holds back
+        stay QUEUED (are moved there) with their position and reason (the gate's rows and
+        events).
+        A Resubmit was admitted with its intent and passes. A gate that cannot decide (the
+        store failing) admits nothing this tick."""
+        gate = self._gate
+        if gate is None:
+            return pending
+        starts = [
+            (job, self._job_cluster(job).name) for job, a, _ in pending if isinstance(a, Submit)
+        ]
+        if not starts and not gate.waiting:
+            return pending
+        try:
+            decided = gate.admit(starts, self._view.clusters, now)
+        except Exception as exc:
+            log.warning("the submission gate cannot decide (%s); nothing is submitted", exc)
+            stats.errors += 1
+            stats.submissions -= len(starts)
+            return [p for p in pending if not isinstance(p[1], Submit)]
+        go = {job.id for job in decided.admitted}
+        stats.submissions -= len(starts) - len(go)
+        stats.gated = len(decided.held)
+        for held in decided.held:
+            job, reason = held.job, held.waiting.reason
+            try:
+                self._check_lease()
+                if job.state != JobState.QUEUED and can_transition(job.state, JobState.QUEUED):
+                    self._done(
+                        self._ledger.record_state(job, self._fence, [JobState.QUEUED], reason)
+                    )
+            except LeaseExpired:
+                raise
+            except Exception as exc:
+                self._failed(job, exc, stats)
+        return [p for p in pending if not isinstance(p[1], Submit) or p[0].id in go]
+
+    def _dispatch(
+        self, pending: list[tuple[JobRecord, Submit | Resubmit, Failures]], now: datetime
+    ) -> list[tuple[list[JobRecord], Future[list[tuple[JobRecord, Any]]]]]:
+        """Hand the tick's submissions to the pool in batches: as many batches as workers (one
+        job each for a few jobs), at most ``SUBMIT_BATCH`` jobs each."""
+        if not pending:
+            return []
+        size = min(SUBMIT_BATCH, max(1, -(-len(pending) // self._submit_workers)))
+        pool = self._submission_pool()
+        futures = []
+        for start in range(0, len(pending), size):
+            batch = pending[start : start + size]
+            # the batch's log records carry the tick's ids (its group)
+            run = contextvars.copy_context().run
+            futures.append(
+                ([job for job, _, _ in batch], pool.submit(run, self._submit_batch, batch, now))
+            )
+        return futures
+
     def _collect(
-        self, submissions: list[tuple[JobRecord, Future[JobRecord]]], stats: TickStats
+        self,
+        submissions: list[tuple[list[JobRecord], Future[list[tuple[JobRecord, Any]]]]],
+        stats: TickStats,
     ) -> bool:
         """Wait for the tick's submissions; returns whether one found the lease expired."""
         expired = False
-        for job, future in submissions:
+        for jobs, future in submissions:
             try:
-                self._done(future.result())
-            except LeaseExpired:
-                expired = True
-            except Exception as exc:
-                self._failed(job, exc, stats)
+                results = future.result()
+            except Exception as exc:  # the batch itself failed: every job of it did
+                results = [(job, exc) for job in jobs]
+            for job, result in results:
+                if isinstance(result, LeaseExpired):
+                    expired = True
+                elif isinstance(result, Exception):
+                    self._failed(job, result, stats)
+                else:
+                    self._done(result)
         return expired
-
-    @staticmethod
-    def _quiet_key(job: JobRecord, status: AppStatus) -> tuple[int, AppStatus]:
-        return (job.version, status)
 
     def _submission_pool(self) -> ThreadPoolExecutor:
         if self._submitter is None:
@@ -360,24 +523,23 @@ class Reconciler:
     def _done(self, job: JobRecord) -> None:
         """``job`` as written: keep it (or drop it once at rest), forget its last error."""
         if needs_work(job):
-            self._jobs[job.id] = job
+            self._jobs.put(job)
         else:
-            self._jobs.pop(job.id, None)
-            self._quiet.pop(job.id, None)
+            self._jobs.drop(job.id)
         if self._last_error:
             self._last_error.pop(job.id, None)
 
     def _failed(self, job: JobRecord, exc: Exception, stats: TickStats) -> None:
-        self._quiet.pop(job.id, None)
+        self._jobs.wake(job.id)
         if isinstance(exc, NotOwner):
             log.info("job %s: %s; left to its owner", job.name, exc)
-            self._jobs.pop(job.id, None)
+            self._jobs.drop(job.id)
             self._reread.add(job.id)
         elif isinstance(exc, StaleWrite):
             log.info(
                 "job %s changed while reconciling (%s); it is re-read next tick", job.name, exc
             )
-            self._jobs.pop(job.id, None)
+            self._jobs.drop(job.id)
             self._reread.add(job.id)
         else:  # one job's error never stops the loop
             stats.errors += 1
@@ -396,6 +558,8 @@ class Reconciler:
             return False
         self._check_lease()
         if isinstance(action, Submit | Resubmit):
+            if not self._gated([(job, action, failures)], now, TickStats()):
+                return False  # held back at the submission gate
             self._done(self._submit(job, action, failures, now))
         else:
             self._done(self._act(job, action, failures, now))
@@ -440,7 +604,7 @@ class Reconciler:
                         app_id=found.app_id,
                         at=self._clock(),
                     )
-                    self._jobs[job.id] = job
+                    self._jobs.put(job)
                     status = backend.status(found.submission_id, run.app_name, found.app_id)
             else:
                 # the recorded link (tag and app id): a node taking over learns nothing again
@@ -452,12 +616,28 @@ class Reconciler:
                 job, run, polls=polls, threshold=self._unknown_after, error=str(exc)
             )
             if unknown is not None:
-                self._done(
-                    self._ledger.record_state(job, self._fence, [unknown.state], unknown.reason)
-                )
+                job = self._ledger.record_state(job, self._fence, [unknown.state], unknown.reason)
+                self._done(job)
+            if job.directive is not None:  # a failover drains the job: fence, or say why not
+                self._steer_unreachable(job)
             return None
         self._poll_failures.pop(run.id, None)
         return job, status
+
+    def _steer_unreachable(self, job: JobRecord) -> None:
+        """The job's run's cluster did not answer while a directive drains the job: fence the run
+        when the cluster is abnormal (``scheduler.steering.when_unreachable``)."""
+        cluster = self._job_cluster(job)
+        action = steering.when_unreachable(
+            job,
+            abnormal=catalog.is_abnormal(cluster.health),
+            health=cluster.health,
+            now=self._clock(),
+        )
+        if action is None:
+            return
+        self._check_lease()
+        self._done(self._act(job, action, Failures(), self._clock()))
 
     def _failures(
         self, observed: list[tuple[JobRecord, AppStatus | None]], now: datetime
@@ -491,6 +671,25 @@ class Reconciler:
             return self._kill(job, action)
         if isinstance(action, CloseRun):
             return self._close(job, action, failures, now)
+        if isinstance(action, Drain):
+            log.info("job %s: %s", job.name, action.reason)
+            return self._ledger.record_drain(
+                job, fence, deadline=action.deadline, reason=action.reason
+            )
+        if isinstance(action, RollBack):
+            log.warning("job %s: %s", job.name, action.reason)
+            return self._ledger.roll_back(
+                job, fence, revision=action.revision, reason=action.reason
+            )
+        if isinstance(action, UpgradeDone):
+            return self._ledger.finish_upgrade(job, fence, reason=action.reason)
+        if isinstance(action, FenceRun):
+            written = self._ledger.fence_run(
+                job, fence, reason=action.reason, path=steering.fence_path(job), at=now
+            )
+            self._poll_failures.pop(action.run.id, None)
+            log.warning("job %s: %s", job.name, action.reason)
+            return written
         raise AssertionError(f"not an action to record here: {action!r}")
 
     @staticmethod
@@ -587,30 +786,130 @@ class Reconciler:
         self, job: JobRecord, action: Submit | Resubmit, failures: Failures, now: datetime
     ) -> JobRecord:
         """Record the intent (a new run, or a proof for a run to resubmit), then submit, then
-        record the outcome. Runs in the submission pool."""
+        record the outcome (one job: ``reconcile``)."""
+        [(_, result)] = self._submit_batch([(job, action, failures)], now)
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def _submit_batch(
+        self, batch: list[tuple[JobRecord, Submit | Resubmit, Failures]], now: datetime
+    ) -> list[tuple[JobRecord, JobRecord | BaseException]]:
+        """Submit a batch of jobs (runs in the submission pool): record every intent (new runs
+        in one transaction, else one by one), submit them one after the other, record the
+        outcomes (in one transaction, else one by one). Returns each job as written, or the
+        exception that stopped it (LeaseExpired for those not submitted once the lease ran out:
+        their runs are looked up on the cluster before anything is submitted again)."""
         fence = self._fence
-        if isinstance(action, Submit):
-            cluster = self._job_cluster(job)
-            claim = self._claim
-            note = (
-                "DEGRADED MODE: started while ZooKeeper is unreachable, on the last known "
-                f"membership (epoch {fence.epoch})"
-                if claim is not None and claim.degraded
-                else None
-            )
-            job = self._ledger.record_intent(
-                job,
-                fence,
-                cluster=cluster.name,
-                checkpoint_location=storage.checkpoint_location(
-                    cluster, job, list(self._view.clusters.values())
-                ),
-                reason=action.reason,
-                note=note,
-            )
-        else:
-            cluster = self._cluster(action.run.cluster)
-            self._ledger.prove(job, fence)
+        try:
+            self._check_lease()  # the batches of a tick wait their turn in the pool
+        except LeaseExpired as exc:
+            return [(job, exc) for job, _, _ in batch]
+        results: dict[int, JobRecord | BaseException] = {}
+        ready: list[tuple[JobRecord, ClusterRecord, Failures]] = []
+        intents: dict[int, Intent] = {}
+        for job, action, _ in batch:
+            if isinstance(action, Submit):
+                try:
+                    intents[job.id] = self._intent(job, action)
+                except Exception as exc:
+                    results[job.id] = exc
+        recorded: dict[int, JobRecord] = {}
+        if len(intents) > 1:
+            try:
+                recorded = {
+                    j.id: j for j in self._ledger.record_intents(fence, [*intents.values()])
+                }
+            except Exception as exc:  # StaleWrite, NotOwner...: one by one tells each its own
+                log.info("a batch of %d intents did not land (%s); one by one", len(intents), exc)
+        for job, action, failures in batch:
+            if job.id in results:
+                continue
+            try:
+                if isinstance(action, Submit):
+                    intent = intents[job.id]
+                    written = recorded.get(job.id) or self._ledger.record_intent(
+                        job,
+                        fence,
+                        cluster=intent.cluster,
+                        checkpoint_location=intent.checkpoint_location,
+                        reason=intent.reason,
+                        note=intent.note,
+                    )
+                    ready.append((written, self._cluster(intent.cluster), failures))
+                else:
+                    self._ledger.prove(job, fence)
+                    ready.append((job, self._cluster(action.run.cluster), failures))
+            except Exception as exc:
+                results[job.id] = exc
+        outcomes: list[Submitted] = []
+        expired: LeaseExpired | None = None
+        proved_at = self._monotonic()
+        for n, (job, cluster, failures) in enumerate(ready):
+            if expired is not None:
+                results[job.id] = expired
+                continue
+            if job.id in results:  # its proof did not hold
+                continue
+            if self._monotonic() - proved_at > PROOF_TTL:
+                # a takeover looks a run without a submission id up on the cluster and, finding
+                # none, submits it: the intent must have been proven a moment ago, as for a
+                # single submission (one statement for the rest of the batch)
+                rest = [j for j, _, _ in ready[n:] if j.id not in results]
+                results.update(self._prove_all(rest, fence))
+                proved_at = self._monotonic()
+                if job.id in results:
+                    continue
+            try:
+                self._check_lease()
+                with log_context(job=job.name, run=job.current_run_id):
+                    outcome = self._send(job, cluster, failures, now)
+            except LeaseExpired as exc:
+                expired = results[job.id] = exc
+                continue
+            except Exception as exc:
+                results[job.id] = exc
+                continue
+            if isinstance(outcome, Submitted):
+                outcomes.append(outcome)
+            else:
+                results[job.id] = outcome
+        results.update(self._record_submitted(outcomes, fence))
+        return [(job, results[job.id]) for job, _, _ in batch]
+
+    def _prove_all(self, jobs: list[JobRecord], fence: Fence) -> dict[int, Exception]:
+        """Prove the claim on ``jobs`` again (one statement, else one by one): the jobs it does
+        not hold for, with their NotOwner or StaleWrite."""
+        try:
+            self._ledger.prove_all(fence, jobs)
+            return {}
+        except Exception as exc:
+            log.info("the proof of %d intents did not hold (%s); one by one", len(jobs), exc)
+        failed: dict[int, Exception] = {}
+        for job in jobs:
+            try:
+                self._ledger.prove(job, fence)
+            except Exception as exc:
+                failed[job.id] = exc
+        return failed
+
+    def _intent(self, job: JobRecord, action: Submit) -> Intent:
+        cluster = self._job_cluster(job)
+        claim = self._claim
+        note = (
+            "DEGRADED MODE: started while ZooKeeper is unreachable, on the last known "
+            f"membership (epoch {claim.fence.epoch})"
+            if claim is not None and claim.degraded
+            else None
+        )
+        checkpoint = storage.checkpoint_location(cluster, job, list(self._view.clusters.values()))
+        return Intent(job, cluster.name, checkpoint, action.reason, note)
+
+    def _send(
+        self, job: JobRecord, cluster: ClusterRecord, failures: Failures, now: datetime
+    ) -> Submitted | JobRecord:
+        """Submit the job's current run: what to record, or the job as written after a refusal
+        (the run closed) or an unknown outcome (an event; the run is looked up next tick)."""
         run = job.current_run
         assert run is not None
         request = SubmitRequest(
@@ -624,7 +923,6 @@ class Reconciler:
             py_files=self.py_files,
             fence_urls=self.fence_urls,
         )
-        self._check_lease()
         try:
             submission = self._backends.for_cluster(cluster).submit(request)
             faults.hit("after-submit")  # a crash here must never lead to a second application
@@ -638,13 +936,27 @@ class Reconciler:
                 run_id=run.id,
             )
             return job
-        return self._ledger.record_submitted(
-            job,
-            fence,
-            submission_id=submission.submission_id,
-            app_id=submission.app_id,
-            at=self._clock(),
-        )
+        return Submitted(job, submission.submission_id, submission.app_id, self._clock())
+
+    def _record_submitted(
+        self, outcomes: list[Submitted], fence: Fence
+    ) -> dict[int, JobRecord | BaseException]:
+        """The accepted submissions, in one transaction (one by one if that does not land)."""
+        if len(outcomes) > 1:
+            try:
+                written = self._ledger.record_submitted_all(fence, outcomes)
+                return {job.id: job for job in written}
+            except Exception as exc:
+                log.info("a batch of %d outcomes did not land (%s); one by one", len(outcomes), exc)
+        results: dict[int, JobRecord | BaseException] = {}
+        for o in outcomes:
+            try:
+                results[o.job.id] = self._ledger.record_submitted(
+                    o.job, fence, submission_id=o.submission_id, app_id=o.app_id, at=o.at
+                )
+            except Exception as exc:
+                results[o.job.id] = exc
+        return results
 
     # -- helpers ------------------------------------------------------------------------------
 

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from scheduler.directive import Directive
+from scheduler.stalls import OnStall, ProgressRecord
 from scheduler.states import DesiredState, JobState, Priority, RunState
 
 
@@ -27,6 +29,13 @@ class JobSpec:
     conf: dict[str, str] = field(default_factory=dict)
     checkpoint_location: str = ""
     desired_state: DesiredState = DesiredState.STOPPED
+    #: mirror the checkpoint to the other cluster (``scheduler.replicas``); None: if high priority
+    replicate: bool | None = None
+    #: key -> value (``scheduler.labels``)
+    labels: dict[str, str] = field(default_factory=dict)
+    #: seconds without progress before a RUNNING job is stalled (None: automatic); what then
+    stall_after: float | None = None
+    on_stall: OnStall = OnStall.ALERT
 
 
 @dataclass(frozen=True)
@@ -52,6 +61,16 @@ class RunRecord:
     ended_at: datetime | None
     #: the first fence check of the run's pipeline (None: none seen)
     fence_checked_at: datetime | None = None
+    #: when the run was fenced (closed in the store because its cluster could not be reached,
+    #: its token superseded) and when its driver was first answered "superseded" by a fence
+    #: check (scheduler/steering.py, api/routes/fence.py)
+    fenced_at: datetime | None = None
+    fence_superseded_at: datetime | None = None
+    #: a graceful stop was asked of the run's pipeline (it finishes its micro-batch and exits);
+    #: it is killed once this instant passed (None: no graceful stop asked)
+    drain_deadline: datetime | None = None
+    #: the last micro-batch the run's pipeline committed before it stopped gracefully
+    stop_batch: int | None = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +102,24 @@ class JobRecord:
     created_at: datetime
     updated_at: datetime
     current_run: RunRecord | None = None
+    #: mirror the checkpoint to the other cluster (``scheduler.replicas``); None: if high priority
+    replicate: bool | None = None
+    #: key -> value (``scheduler.labels``)
+    labels: dict[str, str] = field(default_factory=dict)
+    #: what an operation asks of the job's owner (scheduler/directive.py); None: nothing
+    directive: Directive | None = None
+    #: seconds without progress before the job is stalled (None: automatic; scheduler.stalls)
+    stall_after: float | None = None
+    on_stall: OnStall = OnStall.ALERT
+    #: what the current run's pipeline last reported (None: nothing; read by the API only)
+    progress: ProgressRecord | None = None
+    #: seconds a graceful stop of the job's run waits before a kill, as the last stop, restart
+    #: or upgrade asked (None: the node's ``stop_grace_seconds``; 0: kill at once)
+    grace_seconds: float | None = None
+    #: a pending upgrade rolls back to revision ``upgrade_from`` unless a run of the job's
+    #: generation is RUNNING by ``upgrade_deadline`` (scheduler.revisions)
+    upgrade_deadline: datetime | None = None
+    upgrade_from: int | None = None
 
 
 @dataclass(frozen=True)
@@ -147,3 +184,16 @@ class AuditRecord:
     team: str = ""
     before: dict[str, Any] | None = None
     after: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class RevisionRecord:
+    """One revision of a job's spec (``scheduler.revisions``)."""
+
+    job_name: str
+    revision: int
+    spec: dict[str, Any]
+    cause: str
+    message: str
+    rollback_of: int | None
+    created_at: datetime

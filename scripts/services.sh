@@ -7,6 +7,9 @@
 #   scripts/services.sh status  what runs, who started it, whether it answers (exit 1 if not all)
 #   scripts/services.sh install install what is missing (Java, ZooKeeper, MariaDB), start nothing:
 #                               for runs that start private servers of their own (make chaos)
+#   scripts/services.sh browser install Debian's chromium if it is missing (the console's browser
+#                               tests drive it headless; `up` does this too). Never a downloaded
+#                               browser build: Playwright drives /usr/bin/chromium
 #
 # Services: MariaDB (127.0.0.1:3306, root without password; an already running server is used
 # and never stopped), ZooKeeper (private instance, 127.0.0.1:21810), Spark standalone cluster "a"
@@ -89,9 +92,24 @@ start_detached() {
     local name=$1 logfile=$2
     shift 2
     printf '\n==== %s: %s\n' "$(date -Is)" "$*" >>"$logfile"
-    # 9>&- : the service must not inherit (and so hold forever) the lock of this script
-    setsid "$@" >>"$logfile" 2>&1 </dev/null 9>&- &
+    (
+        close_fds
+        exec setsid "$@"
+    ) >>"$logfile" 2>&1 </dev/null &
     echo $! >"$(pidfile "$name")"
+}
+
+# Close every file descriptor above 2 of the calling (sub)shell. A service must not inherit, and
+# so hold for its whole life, a lock or a pipe of whoever started this script: `flock FILE cmd`
+# hands its lock to cmd, and a daemon started under it kept the lock until it stopped.
+close_fds() {
+    local fd
+    for fd in /proc/$BASHPID/fd/*; do
+        fd=${fd##*/}
+        if [[ $fd =~ ^[0-9]+$ ]] && ((fd > 2)); then
+            eval "exec $fd>&-" 2>/dev/null || true
+        fi
+    done
 }
 
 # Stop the given services, those we started, all at once: SIGTERM (to the process group when the
@@ -235,9 +253,12 @@ start_mariadb() {
         fi
         args=()
     fi
-    start-stop-daemon --start --background --make-pidfile --pidfile "$(pidfile mariadb)" \
-        --chuid "$user" --exec /usr/sbin/mariadbd -- "${args[@]}" --user="$user" \
-        --bind-address="$HOST" --port="$MYSQL_PORT" --log-error="$logfile" 9>&-
+    (
+        close_fds
+        exec start-stop-daemon --start --background --make-pidfile --pidfile "$(pidfile mariadb)" \
+            --chuid "$user" --exec /usr/sbin/mariadbd -- "${args[@]}" --user="$user" \
+            --bind-address="$HOST" --port="$MYSQL_PORT" --log-error="$logfile"
+    )
 }
 
 mysql_up() {
@@ -432,6 +453,7 @@ cmd_up() {
     zk_up
     # shellcheck disable=SC2046
     spark_up $(clusters)
+    browser_up
     write_env
     log "all services up in $(since "$t0"); environment in ${STATE#"$ROOT"/}/env"
 }
@@ -467,6 +489,12 @@ cmd_status() {
     return "$ok"
 }
 
+# Debian's chromium for the console's browser tests (tests/e2e/test_console_browser.py); the
+# recommended packages (fonts aside) are not needed headless.
+browser_up() {
+    ensure_pkg /usr/bin/chromium --no-install-recommends chromium
+}
+
 cmd_install() {
     ensure_pkg /usr/bin/java --no-install-recommends default-jre-headless
     ensure_pkg /usr/share/java/zookeeper.jar zookeeper
@@ -475,7 +503,7 @@ cmd_install() {
 }
 
 main() {
-    [[ $# -eq 1 ]] || die "usage: $0 up|down|status|install"
+    [[ $# -eq 1 ]] || die "usage: $0 up|down|status|install|browser"
     mkdir -p "$STATE" "$LOGS"
     case $1 in
         up | down)
@@ -485,7 +513,8 @@ main() {
             ;;
         status) cmd_status ;;
         install) cmd_install ;;
-        *) die "usage: $0 up|down|status|install" ;;
+        browser) browser_up ;;
+        *) die "usage: $0 up|down|status|install|browser" ;;
     esac
 }
 

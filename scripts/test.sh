@@ -52,19 +52,25 @@ stop_services() {
     exit "$rc"
 }
 
-ensure_docker_compose() {
-    command -v docker-compose >/dev/null && return 0
-    [[ $EUID -eq 0 ]] || { echo "docker-compose is missing (apt-get install docker-compose)" >&2; return 1; }
-    echo "installing docker-compose (only to validate docker-compose.yml; no Docker engine needed)"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-compose \
+# ensure_tool CMD PACKAGE WHY: install Debian's PACKAGE (--no-install-recommends) when CMD is
+# missing; the tests that need CMD fail (never skip) when it still is
+ensure_tool() {
+    local cmd=$1 package=$2 why=$3
+    command -v "$cmd" >/dev/null && return 0
+    [[ $EUID -eq 0 ]] || { echo "$cmd is missing (apt-get install $package)" >&2; return 1; }
+    echo "installing $cmd (Debian's $package package; $why)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$package" \
         >/dev/null 2>&1 || {
         DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null &&
-            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-compose \
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$package" \
                 >/dev/null
-    }
+    } || { echo "could not install $package" >&2; return 1; }
 }
 
-compose_config() { ensure_docker_compose && docker-compose -f docker-compose.yml config -q; }
+compose_config() {
+    ensure_tool docker-compose docker-compose "only to validate docker-compose.yml; no Docker engine needed" &&
+        docker-compose -f docker-compose.yml config -q
+}
 
 run_pytest() {
     set -a
@@ -81,6 +87,10 @@ trap stop_services EXIT
 banner "services (SPARK_CLUSTERS=$SPARK_CLUSTERS)"
 scripts/services.sh up
 
+# promtool validates docs/prometheus/ (installed, never started: no systemd here); node checks
+# that the console's ES modules parse (tests/unit/test_prometheus_docs.py, test_console_assets.py)
+ensure_tool promtool prometheus "only to validate docs/prometheus/" || true
+ensure_tool node nodejs "only to check the console's JavaScript modules parse" || true
 step ruff .venv/bin/ruff check "${LINT_PATHS[@]}"
 step mypy .venv/bin/mypy
 step compose compose_config

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import subprocess
 import time
 import urllib.request
@@ -38,6 +39,19 @@ def require_env(name: str) -> str:
     if not value:
         pytest.fail(f"{name} is not set: {START_HINT}", pytrace=False)
     return value
+
+
+def require_tool(command: str, package: str) -> str:
+    """The path of the program ``command``; fail the test if it is missing (``make test``
+    installs Debian's ``package`` for it)."""
+    path = shutil.which(command)
+    if path is None:
+        pytest.fail(
+            f"{command} is missing: run `make test`, or apt-get install --no-install-recommends "
+            f"{package}",
+            pytrace=False,
+        )
+    return path
 
 
 def wait_until(

@@ -11,12 +11,15 @@ import re
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, BeforeValidator
 
+from api import paging
 from api.deps import PrincipalDep, StoreDep
+from api.paging import CursorQuery, Page, PageLimitQuery
 from scheduler.errors import InvalidInput
 from scheduler.identity import Role
+from scheduler.paging import Sort
 from scheduler.store import journal
 
 router = APIRouter(prefix="/v1/audit", tags=["audit"])
@@ -49,15 +52,19 @@ class AuditPublic(BaseModel):
     node: str
 
 
-class AuditPage(BaseModel):
-    data: list[AuditPublic]
-    #: pass as ``cursor`` for the next (older) page; null on the last page
-    next_cursor: str | None
-    limit: int
+class AuditPage(Page[AuditPublic]):
+    """A page of audit entries, newest first."""
 
 
-@router.get("", response_model=AuditPage)
+@router.get(
+    "",
+    operation_id="list_audit_entries",
+    summary="List audit log entries",
+    response_model=AuditPage,
+)
 def list_audit(
+    request: Request,
+    response: Response,
     store: StoreDep,
     principal: PrincipalDep,
     actor: Short = None,
@@ -66,17 +73,26 @@ def list_audit(
     target_name: Short = None,
     since: Instant = None,
     until: Instant = None,
-    cursor: Annotated[str | None, Query(max_length=24)] = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    cursor: CursorQuery = None,
+    limit: PageLimitQuery = paging.DEFAULT_LIMIT,
 ) -> AuditPage:
-    before_id = None
-    if cursor is not None:
-        if not (cursor.isascii() and cursor.isdigit()) or int(cursor) > 2**62:
-            raise InvalidInput("cursor: pass the next_cursor of the previous page")
-        before_id = int(cursor)
+    """Who changed what and when, newest first, with the target before and after the change."""
     for name, value in (("since", since), ("until", until)):
         if value is not None and value.tzinfo is None:
             raise InvalidInput(f"{name}: give a time zone (e.g. 2026-01-01T00:00:00Z)")
+    filters = {
+        "actor": actor,
+        "action": action,
+        "target_kind": target_kind,
+        "target_name": target_name,
+        "since": since,
+        "until": until,
+    }
+    order = Sort("id", descending=True)
+    window = paging.window(order, cursor, limit, filters, (int,))
+    before_id = None
+    if window.after is not None and isinstance(window.after[0], int):
+        before_id = window.after[0]
     teams = None
     if not principal.platform_admin:
         teams = frozenset(t for t, r in principal.roles.items() if r >= Role.ADMIN)
@@ -95,6 +111,8 @@ def list_audit(
         )
     more = len(rows) > limit
     rows = rows[:limit]
+    next_key = (rows[-1].id,) if more and rows else None
+    next_cursor, next_url = paging.links(request, response, order, next_key, filters)
     return AuditPage(
         data=[
             AuditPublic(
@@ -112,6 +130,7 @@ def list_audit(
             )
             for r in rows
         ],
-        next_cursor=str(rows[-1].id) if more and rows else None,
         limit=limit,
+        next_cursor=next_cursor,
+        next=next_url,
     )

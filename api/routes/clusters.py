@@ -9,21 +9,22 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
-from fastapi import APIRouter, Response, status
+from fastapi import APIRouter, Request, Response, status
 
+from api import paging
 from api.deps import (
     ActorDep,
     ContextDep,
     ExpectedVersionDep,
-    LimitQuery,
     NamePath,
-    OffsetQuery,
     StoreDep,
 )
+from api.paging import CountQuery, CursorQuery, PageLimitQuery
 from api.problems import problem_responses
-from api.schemas import ClusterCreate, ClusterPublic, ClusterUpdate, Page
+from api.schemas import ClusterCreate, ClusterPage, ClusterPublic, ClusterUpdate
 from scheduler.catalog import ClusterSpec, validate_cluster_name
 from scheduler.errors import InvalidInput
+from scheduler.paging import Sort
 from scheduler.records import ClusterRecord
 from scheduler.store import catalog as catalog_store
 from scheduler.store import journal
@@ -37,6 +38,13 @@ def _etag(response: Response, cluster: ClusterRecord) -> None:
 
 @router.post(
     "",
+    operation_id="create_cluster",
+    summary="Register a cluster",
+    description=(
+        "Register a Spark cluster: its kind, URLs (which ones a kind needs is checked: 422), AZ, "
+        "cloud and checkpoint storage root (unique among clusters: 409). The answer's `Location` "
+        "names it."
+    ),
     status_code=status.HTTP_201_CREATED,
     response_model=ClusterPublic,
     responses=problem_responses(409, 415),
@@ -64,21 +72,42 @@ def create_cluster(
     return ClusterPublic.of(cluster)
 
 
-@router.get("", response_model=Page[ClusterPublic])
+@router.get("", operation_id="list_clusters", summary="List clusters", response_model=ClusterPage)
 def list_clusters(
-    store: StoreDep, limit: LimitQuery = 100, offset: OffsetQuery = 0
-) -> Page[ClusterPublic]:
+    request: Request,
+    response: Response,
+    store: StoreDep,
+    limit: PageLimitQuery = paging.DEFAULT_LIMIT,
+    cursor: CursorQuery = None,
+    count: CountQuery = False,
+) -> ClusterPage:
+    """The Spark clusters, by name."""
+    order = Sort("name")
+    window = paging.window(order, cursor, limit, {}, (str,))
     with store.session() as session:
-        clusters = catalog_store.list_clusters(session)
-    return Page[ClusterPublic](
-        data=[ClusterPublic.of(c) for c in clusters[offset : offset + limit]],
-        count=len(clusters),
+        clusters, next_key = catalog_store.page_clusters(session, window)
+        total = catalog_store.count_clusters(session) if count else None
+    next_cursor, next_url = paging.links(request, response, order, next_key, {})
+    return ClusterPage(
+        data=[ClusterPublic.of(c) for c in clusters],
         limit=limit,
-        offset=offset,
+        next_cursor=next_cursor,
+        next=next_url,
+        count=total,
     )
 
 
-@router.get("/{name}", response_model=ClusterPublic, responses=problem_responses(404))
+@router.get(
+    "/{name}",
+    operation_id="get_cluster",
+    summary="Read a cluster",
+    description=(
+        "The cluster's catalog fields and its current health state. The `ETag` header is its "
+        "`version`, for `If-Match`."
+    ),
+    response_model=ClusterPublic,
+    responses=problem_responses(404),
+)
 def get_cluster(name: NamePath, store: StoreDep, response: Response) -> ClusterPublic:
     with store.session() as session:
         cluster = catalog_store.get_cluster(session, validate_cluster_name(name))
@@ -87,7 +116,15 @@ def get_cluster(name: NamePath, store: StoreDep, response: Response) -> ClusterP
 
 
 @router.patch(
-    "/{name}", response_model=ClusterPublic, responses=problem_responses(404, 409, 412, 415)
+    "/{name}",
+    operation_id="update_cluster",
+    summary="Change a cluster",
+    description=(
+        "Change the fields sent; fields left out keep their value. With `If-Match` the change "
+        "applies only to that version (412 otherwise)."
+    ),
+    response_model=ClusterPublic,
+    responses=problem_responses(404, 409, 412, 415),
 )
 def update_cluster(
     name: NamePath,

@@ -11,15 +11,24 @@ Cheap (the job by its unique name, its current run by primary key), so it is not
 every micro-batch of every pipeline may call it. The first check a run *proves* to be the job's
 current open run (its own token) is recorded as the run's ``fence_checked_at``, one conditional
 UPDATE per run and never again: that is how the job shows that its pipeline fences itself
-(``self_fencing``, scheduler/selffencing.py). The answer is the same either way. An unknown job
+(``self_fencing``, scheduler/selffencing.py). Likewise the first check of one of the job's runs
+that is *not* current (closed, or replaced) is recorded as that run's ``fence_superseded_at``:
+its driver was told to stop, which a failover's fence step waits for
+(scheduler/operations/failover.py). The answer is the same either way. An unknown job
 is a 404 problem document with the extension member ``job``, which tells the runtime "this job is
 gone" apart from "this URL is not a Drover fence endpoint".
+
+A run's pipeline may send its streaming progress with the check (``X-Drover-Progress``, one
+small JSON object: ``scheduler.stalls``). It is taken only from the current run itself,
+buffered in memory and written in batches by the node's progress sink
+(``scheduler/progress.py``), so the answer never waits on it; a malformed one is ignored.
 """
 
 from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
+from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
@@ -30,13 +39,34 @@ from api.problems import problem, problem_responses
 from scheduler.errors import NotFound
 from scheduler.identity import FENCING_TOKEN_HEADER, same_secret
 from scheduler.names import validate_name
+from scheduler.progress import ProgressSink
+from scheduler.stalls import parse_report
 from scheduler.states import DesiredState, RunState
 from scheduler.store import jobs as jobs_store
-from scheduler.store.fence_checks import record_fence_check
+from scheduler.store.fence_checks import record_fence_check, record_stop_batch
+from scheduler.store.operations import record_superseded_check
 
 log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/v1/jobs", tags=["fence"])
+
+#: the header a run's pipeline sends its progress in, with its fence check (scheduler.stalls)
+PROGRESS_HEADER = "X-Drover-Progress"
+#: the header a gracefully stopped run's pipeline names the last batch it committed in
+STOPPED_HEADER = "X-Drover-Stopped-At-Batch"
+
+
+def take_progress(request: Request, run_id: int, job_id: int, raw: str) -> None:
+    """Hand the run's progress report to the node's sink (no I/O here: see
+    scheduler/progress.py); a malformed report is counted and ignored, never an error."""
+    sink: ProgressSink = request.app.state.progress
+    try:
+        report = parse_report(raw)
+    except ValueError as exc:
+        sink.invalid()
+        log.debug("run %s sent a malformed progress report (%s)", run_id, exc)
+        return
+    sink.report(run_id, job_id, report)
 
 
 class FencePublic(BaseModel):
@@ -51,10 +81,21 @@ class FencePublic(BaseModel):
     #: state of the current run (even a closed one), null when the job never ran
     run_state: RunState | None
     desired_state: DesiredState
+    #: the caller's run is asked to finish its current micro-batch and exit (a graceful stop);
+    #: null when the caller is not the current run
+    stop: bool | None = None
 
 
 @router.get(
     "/{name}/fence",
+    operation_id="get_job_fence",
+    summary="Fence check of a running pipeline",
+    description=(
+        "What a running pipeline asks before each micro-batch commit: `fencing_token` echoes the "
+        "caller's own token (`X-Drover-Fencing-Token`) while its run is the job's current open "
+        "run, and is `null` otherwise (the pipeline must then stop). The token of the current run"
+        " is never shown to anyone else. An unknown job is a 404 with the extension member `job`."
+    ),
     response_model=FencePublic,
     responses=problem_responses(404),
 )
@@ -80,6 +121,19 @@ def get_fence(
                 record_fence_check(session, run.id, datetime.now(UTC))
         except Exception:  # a courtesy: the fence answer never fails over it
             log.warning("cannot record the fence check of run %s", run.id, exc_info=True)
+    elif is_run and not current and principal.run_of_job == job.name and presented:
+        try:
+            with store.transaction() as session:  # a stale driver told to stop, noted once
+                record_superseded_check(session, job.name, presented, datetime.now(UTC))
+        except Exception:  # a courtesy too
+            log.warning("cannot record a superseded check of job %s", job.name, exc_info=True)
+    stop = bool(current and run is not None and run.drain_deadline is not None)
+    stopped_at = request.headers.get(STOPPED_HEADER)
+    if stop and run is not None and stopped_at:
+        _take_stop_batch(store, run.id, job.id, stopped_at)
+    raw_progress = request.headers.get(PROGRESS_HEADER)
+    if current and run is not None and raw_progress:
+        take_progress(request, run.id, job.id, raw_progress)
     response.headers["Cache-Control"] = "no-store"
     # a run of another job (or of no job) learns it is not current here, nothing more
     details = not is_run or principal.run_of_job == job.name
@@ -90,4 +144,21 @@ def get_fence(
         current=current if is_run else None,
         run_state=run.state if run is not None and details else None,
         desired_state=job.desired_state,
+        stop=stop if current else None,
     )
+
+
+def _take_stop_batch(store: Any, run_id: int, job_id: int, raw: str) -> None:
+    """Record the batch a draining run says it stopped at (a courtesy, never an error)."""
+    try:
+        batch = int(raw.strip()) if raw.strip().isascii() else -1
+    except ValueError:
+        batch = -1
+    if not 0 <= batch < 2**62:
+        log.debug("run %s sent a malformed stop batch %r", run_id, raw[:40])
+        return
+    try:
+        with store.transaction() as session:
+            record_stop_batch(session, run_id, job_id, batch, datetime.now(UTC))
+    except Exception:
+        log.warning("cannot record the stop batch of run %s", run_id, exc_info=True)

@@ -15,23 +15,24 @@ from dataclasses import asdict
 from typing import Any
 from urllib.parse import quote
 
-from fastapi import APIRouter, Response, status
+from fastapi import APIRouter, Request, Response, status
 
+from api import paging
 from api.deps import (
     ActorDep,
     ContextDep,
     ExpectedVersionDep,
-    LimitQuery,
     NamePath,
-    OffsetQuery,
     StoreDep,
 )
+from api.paging import CountQuery, CursorQuery, PageLimitQuery
 from api.problems import problem_responses
-from api.schemas import GroupCreate, GroupPublic, GroupUpdate, Page
+from api.schemas import GroupCreate, GroupPage, GroupPublic, GroupUpdate
 from scheduler.bootstrap import DEFAULT_GROUP
 from scheduler.catalog import validate_group_name
 from scheduler.errors import Conflict, InvalidInput
 from scheduler.membership import MembershipSnapshot
+from scheduler.paging import Sort
 from scheduler.records import GroupRecord
 from scheduler.store import catalog as catalog_store
 from scheduler.store import journal, ledger
@@ -45,6 +46,12 @@ def _etag(response: Response, group: GroupRecord) -> None:
 
 @router.post(
     "",
+    operation_id="create_group",
+    summary="Create a scheduling group",
+    description=(
+        "Create a group bound to a primary cluster and optionally a failover cluster (both must "
+        "exist: 422). The answer's `Location` names it."
+    ),
     status_code=status.HTTP_201_CREATED,
     response_model=GroupPublic,
     responses=problem_responses(409, 415),
@@ -73,21 +80,40 @@ def create_group(
     return GroupPublic.of(group)
 
 
-@router.get("", response_model=Page[GroupPublic])
+@router.get(
+    "", operation_id="list_groups", summary="List scheduling groups", response_model=GroupPage
+)
 def list_groups(
-    store: StoreDep, limit: LimitQuery = 100, offset: OffsetQuery = 0
-) -> Page[GroupPublic]:
+    request: Request,
+    response: Response,
+    store: StoreDep,
+    limit: PageLimitQuery = paging.DEFAULT_LIMIT,
+    cursor: CursorQuery = None,
+    count: CountQuery = False,
+) -> GroupPage:
+    """The scheduling groups, by name (catalog fields; `GET /v1/groups/{name}` adds members)."""
+    order = Sort("name")
+    window = paging.window(order, cursor, limit, {}, (str,))
     with store.session() as session:
-        groups = catalog_store.list_groups(session)
-    return Page[GroupPublic](
-        data=[GroupPublic.of(g) for g in groups[offset : offset + limit]],
-        count=len(groups),
+        groups, next_key = catalog_store.page_groups(session, window)
+        total = catalog_store.count_groups(session) if count else None
+    next_cursor, next_url = paging.links(request, response, order, next_key, {})
+    return GroupPage(
+        data=[GroupPublic.of(g) for g in groups],
         limit=limit,
-        offset=offset,
+        next_cursor=next_cursor,
+        next=next_url,
+        count=total,
     )
 
 
-@router.get("/{name}", response_model=GroupPublic, responses=problem_responses(404))
+@router.get(
+    "/{name}",
+    operation_id="get_group",
+    summary="Read a group with its live members",
+    response_model=GroupPublic,
+    responses=problem_responses(404),
+)
 def get_group(name: NamePath, ctx: ContextDep, store: StoreDep, response: Response) -> GroupPublic:
     """The group's catalog fields plus, as this node sees them, its live members (with the number
     of jobs each owns), the pool and the epoch."""
@@ -127,7 +153,15 @@ def _live(
 
 
 @router.patch(
-    "/{name}", response_model=GroupPublic, responses=problem_responses(404, 409, 412, 415)
+    "/{name}",
+    operation_id="update_group",
+    summary="Change a group",
+    description=(
+        "Change the group's primary or failover cluster; fields left out keep their value. With "
+        "`If-Match` the change applies only to that version (412 otherwise)."
+    ),
+    response_model=GroupPublic,
+    responses=problem_responses(404, 409, 412, 415),
 )
 def update_group(
     name: NamePath,
@@ -160,6 +194,8 @@ def update_group(
 
 @router.delete(
     "/{name}",
+    operation_id="delete_group",
+    summary="Delete a group",
     status_code=status.HTTP_204_NO_CONTENT,
     responses=problem_responses(404, 409, 412),
 )

@@ -12,13 +12,22 @@ from scheduler.errors import StoreError
 router = APIRouter(tags=["health"], responses=problem_responses(400, 500, 503))
 
 
-@router.get("/healthz")
+@router.get(
+    "/healthz",
+    operation_id="check_liveness",
+    summary="Liveness: the process answers",
+)
 def healthz(ctx: ContextDep) -> dict[str, str]:
     """The process answers."""
     return {"status": "ok", "node": ctx.settings.node_id}
 
 
-@router.get("/readyz", response_model=None)
+@router.get(
+    "/readyz",
+    operation_id="check_readiness",
+    summary="Readiness: the store is migrated and the actors are up",
+    response_model=None,
+)
 def readyz(ctx: ContextDep) -> dict[str, object] | JSONResponse:
     """The store has the right schema and the node's actors are up."""
     try:

@@ -37,7 +37,13 @@ router = APIRouter(prefix="/v1/clusters", tags=["cluster health"])
 HistoryLimit = Annotated[int, Query(ge=1, le=500)]
 
 
-@router.get("/{name}/health", response_model=ClusterHealthPublic, responses=problem_responses(404))
+@router.get(
+    "/{name}/health",
+    operation_id="get_cluster_health",
+    summary="Read a cluster's health",
+    response_model=ClusterHealthPublic,
+    responses=problem_responses(404),
+)
 def get_health(
     name: NamePath, ctx: ContextDep, store: StoreDep, history: HistoryLimit = 20
 ) -> ClusterHealthPublic:
@@ -87,6 +93,8 @@ def get_health(
 
 @router.post(
     "/{name}/mark-abnormal",
+    operation_id="mark_cluster_abnormal",
+    summary="Mark a cluster abnormal (manual)",
     response_model=HealthEventPublic,
     responses=problem_responses(404, 409, 415),
 )
@@ -105,7 +113,11 @@ def mark_abnormal(
 
 
 @router.post(
-    "/{name}/clear", response_model=HealthEventPublic, responses=problem_responses(404, 409, 415)
+    "/{name}/clear",
+    operation_id="clear_cluster_abnormal",
+    summary="Clear a manual abnormal mark",
+    response_model=HealthEventPublic,
+    responses=problem_responses(404, 409, 415),
 )
 def clear(
     name: NamePath,

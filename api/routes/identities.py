@@ -9,15 +9,19 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Response, status
+from fastapi import APIRouter, Path, Request, Response, status
 from pydantic import BaseModel, ConfigDict, Field
 
-from api.deps import ActorDep, ContextDep, PrincipalDep, StoreDep
+from api import paging
+from api.deps import ActorDep, ContextDep, NamePath, PrincipalDep, StoreDep
+from api.paging import CountQuery, CursorQuery, Page, PageLimitQuery
 from api.problems import problem_responses
 from api.schemas import TEXT_SCHEMA, CleanText
+from api.security.authz import Authorizer
 from scheduler.errors import InvalidInput
-from scheduler.identity import ALL_TEAMS, Role, Scope
-from scheduler.names import validate_name
+from scheduler.identity import ALL_TEAMS, Action, Decision, Role, Scope, grants
+from scheduler.names import MAX_NAME_LENGTH, NAME_PATTERN, validate_name
+from scheduler.paging import Sort
 from scheduler.store import identities, journal
 
 router = APIRouter(tags=["identities"])
@@ -31,6 +35,14 @@ class WhoAmI(BaseModel):
     #: team -> role (``*``: every team)
     roles: dict[str, str]
     scopes: list[str]
+    permissions: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="What the caller may do, as the API decides it: action (`job.write`, "
+        "`cluster.mark`, ...) -> the teams it is allowed on (`*`: every team; teamless actions "
+        'are `["*"]` when allowed). Actions allowed nowhere are absent. Clients such as the '
+        "console show only the controls the caller can use.",
+        examples=[{"job.read": ["ads"], "job.write": ["ads"], "catalog.read": ["*"]}],
+    )
 
 
 class TeamCreate(BaseModel):
@@ -52,9 +64,8 @@ class TeamPublic(BaseModel):
     members: dict[str, str]
 
 
-class TeamList(BaseModel):
-    data: list[TeamPublic]
-    count: int
+class TeamPage(Page[TeamPublic]):
+    """A page of teams, by name."""
 
 
 class MemberPut(BaseModel):
@@ -101,18 +112,24 @@ class TokenCreated(TokenPublic):
     token: str
 
 
-class TokenList(BaseModel):
-    data: list[TokenPublic]
-    count: int
+class TokenPage(Page[TokenPublic]):
+    """A page of tokens, by id."""
 
 
-@router.get("/v1/whoami", response_model=WhoAmI)
-def whoami(principal: PrincipalDep) -> WhoAmI:
+@router.get("/v1/whoami", operation_id="get_whoami", summary="Who am I", response_model=WhoAmI)
+def whoami(principal: PrincipalDep, request: Request) -> WhoAmI:
+    """Who the credential is: subject, role bindings, scopes, and what it may do."""
+    authorizer: Authorizer = request.app.state.authorizer
+
+    def decide_on(action: Action, team: str | None) -> Decision:
+        return authorizer.decide(principal, action, resource="whoami", team=team)
+
     return WhoAmI(
         subject=principal.subject,
         identity=principal.identity,
         roles={t: str(r) for t, r in sorted(principal.roles.items())},
         scopes=sorted(s.value for s in principal.scopes),
+        permissions=grants(principal, decide_on),
     )
 
 
@@ -127,6 +144,12 @@ def _team(record: identities.TeamRecord) -> TeamPublic:
 
 @router.post(
     "/v1/teams",
+    operation_id="create_team",
+    summary="Create a team",
+    description=(
+        "Create a team (names are unique: 409). Members are bound to it with `PUT "
+        "/v1/teams/{team}/members/{identity}`."
+    ),
     status_code=status.HTTP_201_CREATED,
     response_model=TeamPublic,
     responses=problem_responses(409, 415),
@@ -149,17 +172,57 @@ def create_team(body: TeamCreate, ctx: ContextDep, store: StoreDep, actor: Actor
     return _team(team)
 
 
-@router.get("/v1/teams", response_model=TeamList)
-def list_teams(store: StoreDep, principal: PrincipalDep) -> TeamList:
+@router.get("/v1/teams", operation_id="list_teams", summary="List teams", response_model=TeamPage)
+def list_teams(
+    request: Request,
+    response: Response,
+    store: StoreDep,
+    principal: PrincipalDep,
+    limit: PageLimitQuery = paging.DEFAULT_LIMIT,
+    cursor: CursorQuery = None,
+    count: CountQuery = False,
+) -> TeamPage:
+    """The teams the caller may see, by name, with their members' roles."""
+    order = Sort("name")
+    window = paging.window(order, cursor, limit, {}, (str,))
+    visible = principal.teams()
     with store.session() as session:
-        teams = identities.list_teams(session, principal.teams())
-    return TeamList(data=[_team(t) for t in teams], count=len(teams))
+        teams, next_key = identities.page_teams(session, window, visible)
+        total = identities.count_teams(session, visible) if count else None
+    next_cursor, next_url = paging.links(request, response, order, next_key, {})
+    return TeamPage(
+        data=[_team(t) for t in teams],
+        limit=limit,
+        next_cursor=next_cursor,
+        next=next_url,
+        count=total,
+    )
 
 
-@router.get("/v1/teams/{team}", response_model=TeamPublic, responses=problem_responses(404))
-def get_team(team: str, store: StoreDep) -> TeamPublic:
+@router.get(
+    "/v1/teams/{team}",
+    operation_id="get_team",
+    summary="Read a team",
+    description="The team with its members and their roles.",
+    response_model=TeamPublic,
+    responses=problem_responses(404),
+)
+def get_team(team: NamePath, store: StoreDep) -> TeamPublic:
     with store.session() as session:
         return _team(identities.get_team(session, validate_name(team, "team name")))
+
+
+#: the ``{team}`` of a binding: a team's name, or ``*`` (the platform's own bindings)
+TeamPath = Annotated[
+    str,
+    Path(
+        min_length=1,
+        max_length=MAX_NAME_LENGTH,
+        description="the team's name, or `*` for the platform's own bindings",
+        examples=["ads"],
+        json_schema_extra={"pattern": r"^(?:\*|" + NAME_PATTERN[1:-1] + ")$"},
+    ),
+]
 
 
 def _member_target(team: str, identity: str) -> tuple[str, str]:
@@ -170,11 +233,18 @@ def _member_target(team: str, identity: str) -> tuple[str, str]:
 
 @router.put(
     "/v1/teams/{team}/members/{identity}",
+    operation_id="set_team_member",
+    summary="Bind an identity to a team with a role",
     response_model=TeamPublic,
     responses=problem_responses(404, 409, 415),
 )
 def put_member(
-    team: str, identity: str, body: MemberPut, ctx: ContextDep, store: StoreDep, actor: ActorDep
+    team: TeamPath,
+    identity: NamePath,
+    body: MemberPut,
+    ctx: ContextDep,
+    store: StoreDep,
+    actor: ActorDep,
 ) -> TeamPublic:
     """Give ``identity`` ``role`` on ``team`` (creating the identity when it is new)."""
     team, identity = _member_target(team, identity)
@@ -203,11 +273,14 @@ def put_member(
 
 @router.delete(
     "/v1/teams/{team}/members/{identity}",
+    operation_id="remove_team_member",
+    summary="Remove an identity from a team",
+    description="Unbind the identity from the team; its tokens no longer act on the team's jobs.",
     status_code=status.HTTP_204_NO_CONTENT,
     responses=problem_responses(404, 409),
 )
 def delete_member(
-    team: str, identity: str, ctx: ContextDep, store: StoreDep, actor: ActorDep
+    team: TeamPath, identity: NamePath, ctx: ContextDep, store: StoreDep, actor: ActorDep
 ) -> Response:
     team, identity = _member_target(team, identity)
     with store.transaction() as session:
@@ -232,6 +305,8 @@ def _token(record: identities.TokenRecord) -> dict[str, Any]:
 
 @router.post(
     "/v1/tokens",
+    operation_id="create_token",
+    summary="Create an API token",
     status_code=status.HTTP_201_CREATED,
     response_model=TokenCreated,
     responses=problem_responses(404, 409, 415),
@@ -275,21 +350,43 @@ def create_token(
     return TokenCreated(**_token(record), token=new.secret)
 
 
-@router.get("/v1/tokens", response_model=TokenList)
-def list_tokens(store: StoreDep, principal: PrincipalDep) -> TokenList:
-    """Every token for a platform admin; the caller's own tokens for anyone else."""
+@router.get(
+    "/v1/tokens", operation_id="list_tokens", summary="List API tokens", response_model=TokenPage
+)
+def list_tokens(
+    request: Request,
+    response: Response,
+    store: StoreDep,
+    principal: PrincipalDep,
+    limit: PageLimitQuery = paging.DEFAULT_LIMIT,
+    cursor: CursorQuery = None,
+    count: CountQuery = False,
+) -> TokenPage:
+    """Every token for a platform admin; the caller's own tokens for anyone else (by id)."""
+    order = Sort("id")
+    window = paging.window(order, cursor, limit, {}, (int,))
+    whose: frozenset[str] | None = None
+    if not principal.platform_admin:
+        whose = frozenset({principal.identity} if principal.identity is not None else ())
     with store.session() as session:
-        if principal.platform_admin:
-            tokens = identities.list_tokens(session)
-        elif principal.identity is not None:
-            tokens = identities.list_tokens(session, identities=frozenset({principal.identity}))
-        else:
-            tokens = []
-    return TokenList(data=[TokenPublic(**_token(t)) for t in tokens], count=len(tokens))
+        tokens, next_key = identities.page_tokens(session, window, identities=whose)
+        total = identities.count_tokens(session, identities=whose) if count else None
+    next_cursor, next_url = paging.links(request, response, order, next_key, {})
+    return TokenPage(
+        data=[TokenPublic(**_token(t)) for t in tokens],
+        limit=limit,
+        next_cursor=next_cursor,
+        next=next_url,
+        count=total,
+    )
 
 
 @router.delete(
-    "/v1/tokens/{token_id}", response_model=TokenPublic, responses=problem_responses(404, 409)
+    "/v1/tokens/{token_id}",
+    operation_id="revoke_token",
+    summary="Revoke an API token",
+    response_model=TokenPublic,
+    responses=problem_responses(404, 409),
 )
 def revoke_token(
     token_id: Annotated[int, Field(ge=1, le=2**31 - 1)],

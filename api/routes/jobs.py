@@ -13,46 +13,85 @@ counter).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import quote
 
-from fastapi import APIRouter, Response, status
+from fastapi import APIRouter, Query, Request, Response, status
 
+from api import paging
+from api.answers import json_answer
 from api.deps import (
     ActorDep,
     ContextDep,
     ExpectedVersionDep,
-    LimitQuery,
     NamePath,
     NodeContext,
-    OffsetQuery,
     PrincipalDep,
+    SearchQuery,
     StoreDep,
 )
+from api.idempotency import Idempotent
+from api.paging import CountQuery, CursorQuery, PageLimitQuery
 from api.problems import problem_responses
+from api.routes.replication import load_view
 from api.schemas import (
+    EventPage,
     EventPublic,
     JobCreate,
+    JobPage,
     JobPublic,
     JobUpdate,
     Label,
     Name,
-    Page,
+    RunPage,
     RunPublic,
 )
+from scheduler import labels as label_rules
 from scheduler import submission
 from scheduler.config import Settings
 from scheduler.errors import InvalidInput, NotFound, RefusedSubmission
 from scheduler.identity import Principal, Role
-from scheduler.names import validate_name
+from scheduler.names import MAX_NAME_LENGTH, validate_name
+from scheduler.paging import Sort
 from scheduler.records import JobRecord, JobSpec
-from scheduler.states import Command, DesiredState, JobState, command_effect
+from scheduler.states import Command, DesiredState, JobState, Priority, command_effect
 from scheduler.store import catalog as catalog_store
 from scheduler.store import jobs as jobs_store
 from scheduler.store import journal
+from scheduler.store import quotas as quotas_store
 from scheduler.store.db import Store
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+#: spec fields a PATCH may set to null (back to their default)
+NULLABLE = frozenset({"replicate", "stall_after"})
+
+#: the longest grace period a stop may ask for, and the longest upgrade deadline (a day)
+MAX_GRACE_S = 86400
+GraceQuery = Annotated[
+    float | None,
+    Query(
+        ge=0,
+        le=MAX_GRACE_S,
+        description="seconds a graceful stop of the live run waits for its pipeline to finish "
+        "its micro-batch and exit before it is killed (a self-fencing pipeline only; a plain "
+        "one is killed at once). Absent: the node's `DROVER_STOP_GRACE_SECONDS` for a stop or "
+        "restart (0 by default: kill), `DROVER_UPGRADE_GRACE_SECONDS` for an upgrade (30 by "
+        "default); 0: kill now",
+        examples=[30],
+    ),
+]
+RollbackAfterQuery = Annotated[
+    float | None,
+    Query(
+        gt=0,
+        le=MAX_GRACE_S,
+        description="an upgrade (a change of entrypoint, args, conf or checkpoint location of a "
+        "running job) that is not RUNNING within this many seconds rolls back by itself to the "
+        "revision before it (an event says so). Absent: no automatic rollback",
+        examples=[300],
+    ),
+]
 
 
 def _etag(response: Response, job: JobRecord) -> None:
@@ -77,7 +116,10 @@ def _doc(job: JobRecord) -> dict[str, Any]:
             "args",
             "conf",
             "checkpoint_location",
+            "replicate",
             "desired_state",
+            "stall_after",
+            "on_stall",
             "spec_version",
             "version",
         },
@@ -121,11 +163,60 @@ def check_submission(
             )
 
 
+def change_spec(
+    session: Any,
+    ctx: NodeContext,
+    principal: Principal,
+    job: JobRecord,
+    changes: dict[str, Any],
+    *,
+    expected_version: int | None,
+    cause: str,
+    grace_seconds: float | None,
+    rollback_after: float | None = None,
+    rollback_of: int | None = None,
+) -> JobRecord:
+    """``changes`` to ``job``'s spec as a new revision (an upgrade of a running job: graceful
+    stop within ``grace_seconds``, default the node's upgrade grace), once the submission policy
+    allows what they set. An edit and a rollback both come through here."""
+    check_submission(
+        session,
+        ctx.settings,
+        principal,
+        group=job.group,
+        team=changes.get("team", job.team),
+        entrypoint=changes.get("entrypoint"),
+        conf=changes.get("conf"),
+    )
+    return jobs_store.update_job_spec(
+        session,
+        job.name,
+        changes,
+        expected_version=expected_version,
+        cause=cause,
+        node_id=ctx.settings.node_id,
+        grace_seconds=ctx.settings.upgrade_grace_seconds
+        if grace_seconds is None
+        else grace_seconds,
+        rollback_after=rollback_after,
+        rollback_of=rollback_of,
+    )
+
+
 @router.post(
     "",
+    operation_id="create_job",
+    summary="Create a job",
+    description=(
+        "Create a job from its spec. With `desired_state: RUNNING` the job's owner starts it at "
+        "once. The answer's `Location` names the new job and its `ETag` is the job's "
+        "`spec_version`. A job name is unique: creating an existing one is a 409. Honours "
+        "`Idempotency-Key` (a retry returns the first answer and creates nothing)."
+    ),
     status_code=status.HTTP_201_CREATED,
     response_model=JobPublic,
     responses=problem_responses(409, 415),
+    dependencies=[Idempotent],
 )
 def create_job(
     body: JobCreate,
@@ -134,7 +225,7 @@ def create_job(
     actor: ActorDep,
     principal: PrincipalDep,
     response: Response,
-) -> JobPublic:
+) -> Response:
     spec = JobSpec(
         name=body.name,
         entrypoint=body.entrypoint,
@@ -146,6 +237,10 @@ def create_job(
         conf=dict(body.conf),
         checkpoint_location=body.checkpoint_location,
         desired_state=body.desired_state,
+        replicate=body.replicate,
+        labels=dict(body.labels),
+        stall_after=body.stall_after,
+        on_stall=body.on_stall,
     )
     node = ctx.settings.node_id
     with store.transaction() as session:
@@ -173,47 +268,150 @@ def create_job(
     ctx.nudge(job.group, job.name)
     response.headers["Location"] = f"/v1/jobs/{quote(job.name, safe='')}"
     _etag(response, job)
-    return JobPublic.of(job)
+    return json_answer(JobPublic.of(job), response, status.HTTP_201_CREATED)
 
 
-@router.get("", response_model=Page[JobPublic])
+#: the sorts of ``GET /v1/jobs`` (``-`` first: descending)
+JOB_SORTS = tuple(jobs_store.JOB_SORTS)
+SortQuery = Annotated[
+    str,
+    Query(
+        pattern=r"^-?(" + "|".join(JOB_SORTS) + ")$",
+        description="order of the list: `name` (the default; never changes, so a job appears "
+        "exactly once across the pages), `state` or `updated_at` (a job whose state changes "
+        "while you page moves in the list); `-` first for descending, e.g. `-updated_at`",
+        examples=["-updated_at"],
+    ),
+]
+LabelQuery = Annotated[
+    list[str] | None,
+    Query(
+        max_length=label_rules.MAX_REQUIREMENTS,
+        description="label requirements, all of which a job meets (repeat the parameter): "
+        "`key=value`, `key!=value`, `key` (has the key), `!key` (lacks it)",
+        examples=[["env=prod", "!canary"]],
+        json_schema_extra={"items": {"type": "string", "pattern": label_rules.REQUIREMENT_PATTERN}},
+    ),
+]
+PrefixQuery = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=MAX_NAME_LENGTH,
+        description="only jobs whose name begins with this text",
+        examples=["orders-"],
+    ),
+]
+
+
+@router.get(
+    "",
+    operation_id="list_jobs",
+    summary="List jobs (filtered, one page at a time)",
+    response_model=JobPage,
+)
 def list_jobs(
+    request: Request,
+    response: Response,
     store: StoreDep,
     principal: PrincipalDep,
     state: JobState | None = None,
     desired_state: DesiredState | None = None,
     team: Label | None = None,
+    business: Label | None = None,
     group: Name | None = None,
     cluster: Name | None = None,
-    limit: LimitQuery = 100,
-    offset: OffsetQuery = 0,
-) -> Page[JobPublic]:
-    with store.session() as session:
-        jobs, count = jobs_store.list_jobs(
-            session,
-            state=state,
-            desired_state=desired_state,
-            team=team,
-            group=group,
-            cluster=cluster,
-            limit=limit,
-            offset=offset,
-            teams=principal.teams(),  # only the teams the caller may see
-        )
-    return Page[JobPublic](
-        data=[JobPublic.of(j) for j in jobs], count=count, limit=limit, offset=offset
+    priority: Priority | None = None,
+    name_prefix: PrefixQuery = None,
+    label: LabelQuery = None,
+    q: SearchQuery = None,
+    sort: SortQuery = "name",
+    limit: PageLimitQuery = paging.DEFAULT_LIMIT,
+    cursor: CursorQuery = None,
+    count: CountQuery = False,
+) -> Response:
+    """The jobs the caller may see that match every filter given, one page at a time; ``q``
+    keeps those whose name contains it, ignoring case (the console's search box)."""
+    order = Sort.parse(sort, JOB_SORTS)
+    filters = {
+        "state": state,
+        "desired_state": desired_state,
+        "team": team,
+        "business": business,
+        "group": group,
+        "cluster": cluster,
+        "priority": priority,
+        "name_prefix": name_prefix,
+        "label": label,
+        "q": q,
+    }
+    selector = jobs_store.JobFilter(
+        state=state,
+        desired_state=desired_state,
+        team=team,
+        business=business,
+        group=group,
+        cluster=cluster,
+        priority=priority,
+        name_prefix=name_prefix,
+        labels=label_rules.parse_selector(label or ()),
+        search=q,
+        teams=principal.teams(),  # only the teams the caller may see
     )
+    window = paging.window(order, cursor, limit, filters, jobs_store.JOB_SORT_KINDS[order.field])
+    with store.session() as session:
+        jobs, next_key = jobs_store.page_jobs(session, selector, window)
+        total = jobs_store.count_jobs(session, selector) if count else None
+        queued = [j.id for j in jobs if j.state == JobState.QUEUED]
+        queue = quotas_store.queue_of(session, queued) if queued else {}
+    next_cursor, next_url = paging.links(request, response, order, next_key, filters)
+    page = JobPage(
+        data=[JobPublic.of(j, queue=queue.get(j.id)) for j in jobs],
+        limit=limit,
+        next_cursor=next_cursor,
+        next=next_url,
+        count=total,
+    )
+    return json_answer(page, response)
 
 
-@router.get("/{name}", response_model=JobPublic, responses=problem_responses(404))
-def get_job(name: NamePath, store: StoreDep, response: Response) -> JobPublic:
+@router.get(
+    "/{name}",
+    operation_id="get_job",
+    summary="Read a job",
+    description=(
+        "The job's spec, observed state, owner, current run, streaming progress and checkpoint "
+        "replication. The `ETag` header is its `spec_version`, the value `If-Match` checks on "
+        "changes and commands."
+    ),
+    response_model=JobPublic,
+    responses=problem_responses(404),
+)
+def get_job(name: NamePath, ctx: ContextDep, store: StoreDep, response: Response) -> Response:
     with store.session() as session:
         job = jobs_store.get_job(session, _name(name))
+        replication = load_view(session, job, ctx.settings)
+        queued = job.state == JobState.QUEUED
+        queue = quotas_store.queue_of(session, [job.id]).get(job.id) if queued else None
     _etag(response, job)
-    return JobPublic.of(job)
+    return json_answer(JobPublic.of(job, replication, queue), response)
 
 
-@router.patch("/{name}", response_model=JobPublic, responses=problem_responses(404, 409, 412, 415))
+@router.patch(
+    "/{name}",
+    operation_id="update_job",
+    summary="Change a job's spec",
+    description=(
+        "Change the fields sent (fields left out keep their value; `replicate` and `stall_after` "
+        "may be `null`: back to the default). Any spec change moves `spec_version`; with "
+        "`If-Match` the change applies only to that spec version (412 otherwise). `desired_state`"
+        " in the body starts or stops the job in the same request. Honours `Idempotency-Key` "
+        "(a spec change to a running job restarts it: a retry must not do that twice)."
+    ),
+    response_model=JobPublic,
+    responses=problem_responses(404, 409, 412, 415),
+    dependencies=[Idempotent],
+)
 def update_job(
     name: NamePath,
     body: JobUpdate,
@@ -223,41 +421,42 @@ def update_job(
     principal: PrincipalDep,
     expected_version: ExpectedVersionDep,
     response: Response,
-) -> JobPublic:
+    grace_seconds: GraceQuery = None,
+    rollback_after_seconds: RollbackAfterQuery = None,
+) -> Response:
+    """Change the job: spec fields (a new revision) and/or its desired state. A change of
+    entrypoint, args, conf or checkpoint location of a running job is an **upgrade**: graceful
+    stop of the live run (``grace_seconds``), then the new spec from the same checkpoint, one
+    application at a time; with ``rollback_after_seconds`` it rolls back by itself unless it is
+    RUNNING in time. Other spec changes apply without a restart."""
     changes: dict[str, Any] = body.model_dump(exclude_unset=True)
     if not changes:
         raise InvalidInput("nothing to change: send at least one field")
-    if any(value is None for value in changes.values()):
-        nulls = sorted(k for k, v in changes.items() if v is None)
+    if any(value is None for key, value in changes.items() if key not in NULLABLE):
+        nulls = sorted(k for k, v in changes.items() if v is None and k not in NULLABLE)
         raise InvalidInput(f"fields cannot be null: {', '.join(nulls)}")
     desired = changes.pop("desired_state", None)
     node = ctx.settings.node_id
     with store.transaction() as session:
         job = jobs_store.get_job(session, _name(name))
         before = _doc(job)
-        check_submission(
-            session,
-            ctx.settings,
-            principal,
-            group=job.group,
-            team=changes.get("team", job.team),
-            entrypoint=changes.get("entrypoint"),
-            conf=changes.get("conf"),
-        )
         if changes:
-            job = jobs_store.update_job_spec(
+            job = change_spec(
                 session,
-                job.name,
+                ctx,
+                principal,
+                job,
                 changes,
                 expected_version=expected_version,
                 cause=f"api:update by {actor}",
-                node_id=node,
+                grace_seconds=grace_seconds,
+                rollback_after=rollback_after_seconds,
             )
             # the spec version was checked; the command below is part of the same request
             expected_version = None
         if desired is not None and desired != job.desired_state:
             command = Command.START if desired == DesiredState.RUNNING else Command.STOP
-            job = _apply(session, job, command, expected_version, actor, node)
+            job = _apply(session, job, command, expected_version, actor, node, grace_seconds)
         journal.add_audit(
             session,
             actor=actor,
@@ -272,11 +471,18 @@ def update_job(
         )
     ctx.nudge(job.group, job.name)
     _etag(response, job)
-    return JobPublic.of(job)
+    return json_answer(JobPublic.of(job), response)
 
 
 @router.delete(
     "/{name}",
+    operation_id="delete_job",
+    summary="Delete a job",
+    description=(
+        "Delete the job with its runs and events. A job that should run or still has a live "
+        "application is a 409: stop it first. With `If-Match` only that spec version is deleted "
+        "(412 otherwise)."
+    ),
     status_code=status.HTTP_204_NO_CONTENT,
     responses=problem_responses(404, 409, 412),
 )
@@ -310,6 +516,7 @@ def _apply(
     expected_version: int | None,
     actor: str,
     node: str,
+    grace_seconds: float | None = None,
 ) -> JobRecord:
     effect = command_effect(command, job.desired_state, job.state)
     return jobs_store.apply_command(
@@ -322,7 +529,9 @@ def _apply(
         expected_version=expected_version,
         cause=f"api:{command} by {actor}",
         node_id=node,
-        message=f"{command} requested by {actor}",
+        message=f"{command} requested by {actor}"
+        + (f" (grace {grace_seconds:g} s)" if grace_seconds is not None else ""),
+        grace_seconds=grace_seconds,
     )
 
 
@@ -334,11 +543,12 @@ def _command(
     actor: str,
     expected_version: int | None,
     response: Response,
-) -> JobPublic:
+    grace_seconds: float | None = None,
+) -> Response:
     node = ctx.settings.node_id
     with store.transaction() as session:
         before = jobs_store.get_job(session, _name(name))
-        job = _apply(session, before, command, expected_version, actor, node)
+        job = _apply(session, before, command, expected_version, actor, node, grace_seconds)
         journal.add_audit(
             session,
             actor=actor,
@@ -352,7 +562,22 @@ def _command(
         )
     ctx.nudge(job.group, job.name)
     _etag(response, job)
-    return JobPublic.of(job)
+    return json_answer(JobPublic.of(job), response, status.HTTP_202_ACCEPTED)
+
+
+_COMMAND_SUMMARY = {
+    Command.START: "Start a job",
+    Command.STOP: "Stop a job",
+    Command.RESTART: "Restart a job",
+}
+_COMMAND_DESCRIPTION = {
+    Command.START: "Set the job's desired state to RUNNING; its owner submits it at once "
+    "(re-attaching to a live application of the job rather than submitting a second one).",
+    Command.STOP: "Set the job's desired state to STOPPED; its owner kills the application and "
+    "the job leaves the cluster once the cluster confirms it is gone.",
+    Command.RESTART: "Ask for a new run of the job: the current application is stopped and the "
+    "job submitted again from its checkpoint (a stopped job is started).",
+}
 
 
 def _command_route(command: Command) -> None:
@@ -363,11 +588,29 @@ def _command_route(command: Command) -> None:
         actor: ActorDep,
         expected_version: ExpectedVersionDep,
         response: Response,
-    ) -> JobPublic:
+    ) -> Response:
         return _command(command, name, ctx, store, actor, expected_version, response)
 
+    def stopping_handler(
+        name: NamePath,
+        ctx: ContextDep,
+        store: StoreDep,
+        actor: ActorDep,
+        expected_version: ExpectedVersionDep,
+        response: Response,
+        grace_seconds: GraceQuery = None,
+    ) -> Response:
+        return _command(command, name, ctx, store, actor, expected_version, response, grace_seconds)
+
+    if command != Command.START:  # stop and restart end the live run: gracefully if they can
+        handler = stopping_handler
     handler.__name__ = f"{command}_job"
-    handler.__doc__ = f"Ask for the job to {command}; the job's owner acts on it at once."
+    handler.__doc__ = f"Ask for the job to {command}; the job's owner acts on it at once." + (
+        " A self-fencing pipeline is asked to finish its micro-batch and exit first "
+        "(`grace_seconds`), then killed if it has not."
+        if command != Command.START
+        else ""
+    )
     router.add_api_route(
         f"/{{name}}/{command}",
         handler,
@@ -375,7 +618,14 @@ def _command_route(command: Command) -> None:
         response_model=JobPublic,
         status_code=status.HTTP_202_ACCEPTED,
         name=f"{command}_job",
+        operation_id=f"{command}_job",
+        summary=_COMMAND_SUMMARY[command],
+        description=_COMMAND_DESCRIPTION[command]
+        + " With `If-Match` only while the job is at that spec version (412 otherwise). "
+        "Honours `Idempotency-Key`: a retry with the same key returns the first answer and does "
+        "nothing again.",
         responses=problem_responses(404, 409, 412),
+        dependencies=[Idempotent],
     )
 
 
@@ -383,23 +633,85 @@ for _command_name in Command:  # POST /v1/jobs/{name}/start | stop | restart
     _command_route(_command_name)
 
 
-@router.get("/{name}/runs", response_model=Page[RunPublic], responses=problem_responses(404))
+RunSortQuery = Annotated[
+    str,
+    Query(
+        pattern=r"^-?attempt$",
+        description="`-attempt` (newest first, the default) or `attempt` (oldest first)",
+        examples=["attempt"],
+    ),
+]
+EventSortQuery = Annotated[
+    str,
+    Query(
+        pattern=r"^-?id$",
+        description="`-id` (newest first, the default) or `id` (oldest first)",
+        examples=["id"],
+    ),
+]
+
+
+@router.get(
+    "/{name}/runs",
+    operation_id="list_job_runs",
+    summary="List a job's runs",
+    response_model=RunPage,
+    responses=problem_responses(404),
+)
 def list_runs(
-    name: NamePath, store: StoreDep, limit: LimitQuery = 100, offset: OffsetQuery = 0
-) -> Page[RunPublic]:
+    name: NamePath,
+    request: Request,
+    response: Response,
+    store: StoreDep,
+    sort: RunSortQuery = "-attempt",
+    limit: PageLimitQuery = paging.DEFAULT_LIMIT,
+    cursor: CursorQuery = None,
+    count: CountQuery = False,
+) -> RunPage:
+    """The job's runs (its execution history), newest first."""
+    order = Sort.parse(sort, ("attempt",))
+    window = paging.window(order, cursor, limit, {}, (int,))
     with store.session() as session:
-        runs, count = jobs_store.list_runs(session, _name(name), limit=limit, offset=offset)
-    return Page[RunPublic](
-        data=[RunPublic.of(r) for r in runs], count=count, limit=limit, offset=offset
+        runs, next_key = jobs_store.page_runs(session, _name(name), window)
+        total = jobs_store.count_runs(session, name) if count else None
+    next_cursor, next_url = paging.links(request, response, order, next_key, {})
+    return RunPage(
+        data=[RunPublic.of(r) for r in runs],
+        limit=limit,
+        next_cursor=next_cursor,
+        next=next_url,
+        count=total,
     )
 
 
-@router.get("/{name}/events", response_model=Page[EventPublic], responses=problem_responses(404))
+@router.get(
+    "/{name}/events",
+    operation_id="list_job_events",
+    summary="List a job's events",
+    response_model=EventPage,
+    responses=problem_responses(404),
+)
 def list_events(
-    name: NamePath, store: StoreDep, limit: LimitQuery = 100, offset: OffsetQuery = 0
-) -> Page[EventPublic]:
+    name: NamePath,
+    request: Request,
+    response: Response,
+    store: StoreDep,
+    sort: EventSortQuery = "-id",
+    limit: PageLimitQuery = paging.DEFAULT_LIMIT,
+    cursor: CursorQuery = None,
+    count: CountQuery = False,
+) -> EventPage:
+    """Every state transition of the job with its cause, and its other events, newest first."""
+    order = Sort.parse(sort, ("id",))
+    window = paging.window(order, cursor, limit, {}, (int,))
     with store.session() as session:
-        events, count = journal.list_events(session, _name(name), limit=limit, offset=offset)
-    return Page[EventPublic](
-        data=[EventPublic.of(e) for e in events], count=count, limit=limit, offset=offset
+        events, next_key = journal.page_events(session, _name(name), window)
+        total = journal.count_events(session, name) if count else None
+    next_cursor, next_url = paging.links(request, response, order, next_key, {})
+    return EventPage(
+        data=[EventPublic.of(e) for e in events],
+        limit=limit,
+        next_cursor=next_cursor,
+        next=next_url,
+        count=total,
     )

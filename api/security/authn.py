@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -34,12 +35,96 @@ from scheduler.identity import (
     looks_like_token,
     parse_bindings,
     same_secret,
+    token_digest,
 )
 from scheduler.store import identities
 from scheduler.store.db import Store
 
 
-def authenticate(headers: Any, settings: Settings, store: Store, jwt: JwtVerifier) -> Principal:
+class TokenCache:
+    """API tokens verified recently: digest -> principal, each for at most ``ttl`` seconds and
+    never past the token's own expiry (bounded: ``most`` entries).
+
+    Verifying a token reads three rows (token, identity, role bindings) in a session of its
+    own, on every request; a UI polling the API repeats it many times a second. A revocation,
+    role change or new binding made through this node empties the cache at once
+    (:meth:`clear`); one made elsewhere applies within ``ttl``. A verification that began
+    before a :meth:`clear` is not kept (the generation moved), so a token revoked meanwhile is
+    never cached as valid.
+    """
+
+    def __init__(
+        self,
+        ttl: float,
+        *,
+        most: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.ttl = ttl
+        self.most = most
+        self._clock = clock
+        self._entries: dict[str, tuple[float, Principal]] = {}
+        self._generation = 0
+        self._lock = threading.Lock()
+
+    @property
+    def generation(self) -> int:
+        return self._generation
+
+    def get(self, secret: str) -> Principal | None:
+        if self.ttl <= 0:
+            return None
+        hit = self._entries.get(token_digest(secret))
+        if hit is None or hit[0] <= self._clock():
+            return None
+        return hit[1]
+
+    def put(
+        self, secret: str, principal: Principal, expires_at: datetime | None, generation: int
+    ) -> None:
+        if self.ttl <= 0:
+            return
+        now = self._clock()
+        until = now + self.ttl
+        if expires_at is not None:
+            until = min(until, now + (expires_at - datetime.now(UTC)).total_seconds())
+        with self._lock:
+            if generation != self._generation or until <= now:
+                return
+            if len(self._entries) >= self.most:
+                self._entries = {k: v for k, v in self._entries.items() if v[0] > now}
+                if len(self._entries) >= self.most:
+                    self._entries.clear()
+            self._entries[token_digest(secret)] = (until, principal)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._generation += 1
+            self._entries = {}
+
+
+def bearer_token(headers: Any) -> str | None:
+    """The Drover API token of a request that carries nothing but one (the case
+    :class:`TokenCache` serves), else None."""
+    if NODE_SECRET_HEADER in headers or FENCING_TOKEN_HEADER in headers:
+        return None
+    authorization = headers.get("Authorization")
+    if authorization is None:
+        return None
+    scheme, _, credential = authorization.partition(" ")
+    credential = credential.strip()
+    if scheme.lower() != "bearer" or not looks_like_token(credential):
+        return None
+    return credential
+
+
+def authenticate(
+    headers: Any,
+    settings: Settings,
+    store: Store,
+    jwt: JwtVerifier,
+    tokens: TokenCache | None = None,
+) -> Principal:
     node_secret = headers.get(NODE_SECRET_HEADER)
     if node_secret is not None:
         expected = settings.resolved_deployment_secret
@@ -57,24 +142,28 @@ def authenticate(headers: Any, settings: Settings, store: Store, jwt: JwtVerifie
     if scheme.lower() != "bearer" or not credential:
         raise Unauthenticated("use Authorization: Bearer <token>")
     if looks_like_token(credential):
-        return _token_principal(store, credential)
+        return _token_principal(store, credential, tokens)
     if credential.count(".") == 2:
         return jwt.verify(credential)
     raise Unauthenticated("the bearer credential is neither a Drover token nor a JWT")
 
 
-def _token_principal(store: Store, secret: str) -> Principal:
+def _token_principal(store: Store, secret: str, tokens: TokenCache | None = None) -> Principal:
+    generation = tokens.generation if tokens is not None else 0
     with store.session() as session:
         found = identities.authenticate_token(session, secret, datetime.now(UTC))
     if found is None:
         raise Unauthenticated("unknown, expired or revoked token")
     prefix = "service" if found.kind == "service" else "user"
-    return Principal(
+    principal = Principal(
         subject=f"{prefix}:{found.identity}",
         roles=dict(found.roles),
         scopes=found.scopes,
         identity=found.identity,
     )
+    if tokens is not None:
+        tokens.put(secret, principal, found.expires_at, generation)
+    return principal
 
 
 def _run_principal(store: Store, token: str) -> Principal:

@@ -92,6 +92,11 @@ class Authorizer:
             else None
         )
 
+    def may_block(self, principal: Principal) -> bool:
+        """Whether deciding for ``principal`` may ask the permission center (I/O: call
+        :meth:`decide` off the event loop then); the built-in bindings decide at once."""
+        return self.center is not None and not principal.node and principal.run_of_job is None
+
     def decide(
         self,
         principal: Principal,

@@ -7,27 +7,33 @@ In order:
 2. **Mutations need JSON or an explicit header**: ``POST``/``PUT``/``PATCH``/``DELETE`` carry
    ``Content-Type: application/json`` or ``X-Drover-Client: <anything>``, else 415. A web page
    cannot send either cross-origin without a CORS preflight, which only configured origins pass.
-3. **Authentication**: every path but ``/healthz``, ``/readyz``, ``/metrics`` and the API docs
-   needs a credential; none, or one that does not verify, is a 401 problem. The principal is
+3. **Authentication**: every path but ``/healthz``, ``/readyz``, ``/metrics``, the API docs and
+   the console's static files (``/ui``, ``api/console``: the page signs in by itself) needs a
+   credential; none, or one that does not verify, is a 401 problem. The principal is
    put in ``request.state.principal`` for the route rules (``api/security/rules.py``).
-4. **Security headers** on every answer.
+4. **Security headers** on every answer; the console gets its own Content-Security-Policy
+   (same-origin scripts, styles and connections, nothing inline, no eval).
 
 CORS (``DROVER_CORS_ORIGINS``) wraps all of this, so preflights are answered first.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from typing import Any
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI, Response
 from starlette.concurrency import run_in_threadpool
-from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.datastructures import Headers, MutableHeaders
 from starlette.middleware.cors import CORSMiddleware
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from api.console import CONSOLE_CSP, is_console_path
 from api.problems import problem
-from api.security.authn import JwtVerifier, authenticate
+from api.security.authn import JwtVerifier, TokenCache, authenticate, bearer_token
+from scheduler.config import Settings
 from scheduler.errors import DroverError, Unauthenticated
-from scheduler.identity import ANONYMOUS, FENCING_TOKEN_HEADER, NODE_SECRET_HEADER
+from scheduler.identity import ANONYMOUS, FENCING_TOKEN_HEADER, NODE_SECRET_HEADER, Principal
+from scheduler.store.db import Store
 
 #: paths anyone may call (probes, metrics, the API's own description)
 PUBLIC_PATHS = frozenset(
@@ -62,71 +68,121 @@ def _is_json(content_type: str) -> bool:
     )
 
 
-def install(app: FastAPI) -> None:
-    context = app.state.context
-    settings, store = context.settings, context.store
-    trusted = {h.lower() for h in settings.resolved_trusted_hosts}
-    allow_any_host = "*" in trusted
-    verifier = JwtVerifier(settings)
-    app.state.jwt_verifier = verifier
+#: mutations under these paths may change who a token is (revocations, role bindings): the
+#: node's cache of verified tokens is emptied after each
+IDENTITY_PATHS = ("/v1/tokens", "/v1/teams")
 
-    async def edge(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        path = request.url.path
-        host = _host_of(request.headers.get("host", "")).lower()
-        if not allow_any_host and host not in trusted and path not in PROBES:
-            response: Response = problem(
-                400, "untrusted-host", "this node does not serve that Host", path
-            )
+
+class SecurityEdge:
+    """The edge as ASGI middleware (see the module docstring).
+
+    Plain ASGI rather than Starlette's ``BaseHTTPMiddleware``, which runs the rest of the app
+    as a separate task and streams its answer through a memory channel: a cost on every
+    request for nothing this edge needs. The principal goes to ``scope["state"]`` (what
+    ``request.state`` reads)."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        settings: Settings,
+        store: Store,
+        verifier: JwtVerifier,
+        tokens: TokenCache,
+    ) -> None:
+        self.app = app
+        self.settings, self.store = settings, store
+        self.verifier, self.tokens = verifier, tokens
+        self.trusted = {h.lower() for h in settings.resolved_trusted_hosts}
+        self.allow_any_host = "*" in self.trusted
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path: str = scope["path"]
+        method: str = scope["method"]
+        headers = Headers(scope=scope)
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                answer = MutableHeaders(scope=message)
+                for name, value in SECURITY_HEADERS.items():
+                    answer.setdefault(name, value)
+                if is_console_path(path):
+                    answer["Content-Security-Policy"] = CONSOLE_CSP
+                elif path not in ("/docs", "/redoc", "/docs/oauth2-redirect"):
+                    answer.setdefault("Content-Security-Policy", API_CSP)
+                if path != "/openapi.json":
+                    answer.setdefault("Cache-Control", "no-store")
+            await send(message)
+
+        state: dict[str, Any] = scope.setdefault("state", {})
+        host = _host_of(headers.get("host", "")).lower()
+        refusal: Response | None = None
+        if not self.allow_any_host and host not in self.trusted and path not in PROBES:
+            refusal = problem(400, "untrusted-host", "this node does not serve that Host", path)
         elif (
-            request.method in MUTATING
-            and not _is_json(request.headers.get("content-type", ""))
-            and CLIENT_HEADER.lower() not in request.headers
+            method in MUTATING
+            and not _is_json(headers.get("content-type", ""))
+            and CLIENT_HEADER.lower() not in headers
         ):
-            response = problem(
+            refusal = problem(
                 415,
                 "unsupported-media-type",
                 f"send Content-Type: application/json or an {CLIENT_HEADER} header",
                 path,
             )
-        elif path in PUBLIC_PATHS:
-            request.state.principal = ANONYMOUS
-            response = await call_next(request)
+        elif path in PUBLIC_PATHS or is_console_path(path):
+            state["principal"] = ANONYMOUS
         else:
-            response = await _authenticated(request, call_next)
-        for name, value in SECURITY_HEADERS.items():
-            response.headers.setdefault(name, value)
-        if path not in ("/docs", "/redoc", "/docs/oauth2-redirect"):
-            response.headers.setdefault("Content-Security-Policy", API_CSP)
-        if path != "/openapi.json":
-            response.headers.setdefault("Cache-Control", "no-store")
-        return response
-
-    async def _authenticated(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        path = request.url.path
+            principal_or_refusal = await self._authenticate(headers, path)
+            if isinstance(principal_or_refusal, Response):
+                refusal = principal_or_refusal
+            else:
+                state["principal"] = principal_or_refusal
+        if refusal is not None:
+            await refusal(scope, receive, send_with_headers)
+            return
         try:
-            principal = await run_in_threadpool(
-                authenticate, request.headers, settings, store, verifier
-            )
-        except Unauthenticated as exc:
-            return _unauthenticated(exc.message, path)
-        except DroverError as exc:
-            from api.problems import status_for
+            await self.app(scope, receive, send_with_headers)
+        finally:
+            if method in MUTATING and path.startswith(IDENTITY_PATHS):
+                self.tokens.clear()
 
-            return problem(status_for(exc), exc.kind, exc.message, path)
+    async def _authenticate(self, headers: Headers, path: str) -> Principal | Response:
+        token = bearer_token(headers)
+        principal = self.tokens.get(token) if token is not None else None
+        if principal is None:  # verify it (reads the store: off the event loop)
+            try:
+                principal = await run_in_threadpool(
+                    authenticate, headers, self.settings, self.store, self.verifier, self.tokens
+                )
+            except Unauthenticated as exc:
+                return _unauthenticated(exc.message, path)
+            except DroverError as exc:
+                from api.problems import status_for
+
+                return problem(status_for(exc), exc.kind, exc.message, path)
         if principal is ANONYMOUS:
             return _unauthenticated(
                 "credentials required: Authorization: Bearer <token> "
                 f"({NODE_SECRET_HEADER} between nodes, {FENCING_TOKEN_HEADER} from pipelines)",
                 path,
             )
-        request.state.principal = principal
-        return await call_next(request)
+        return principal
 
-    app.add_middleware(BaseHTTPMiddleware, dispatch=edge)
+
+def install(app: FastAPI) -> None:
+    context = app.state.context
+    settings = context.settings
+    verifier = JwtVerifier(settings)
+    app.state.jwt_verifier = verifier
+    tokens = TokenCache(settings.token_cache_seconds)
+    app.state.token_cache = tokens
+    app.add_middleware(
+        SecurityEdge, settings=settings, store=context.store, verifier=verifier, tokens=tokens
+    )
     origins = [o.strip() for o in settings.cors_origins.split(",") if o.strip()]
     if origins:
         app.add_middleware(

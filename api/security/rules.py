@@ -73,7 +73,14 @@ RULES: dict[tuple[str, str], Rule] = {
     ("POST", "/v1/jobs/{name}/restart"): _r(Action.JOB_WRITE, Target.JOB),
     ("GET", "/v1/jobs/{name}/runs"): _r(Action.JOB_READ, Target.JOB),
     ("GET", "/v1/jobs/{name}/events"): _r(Action.JOB_READ, Target.JOB),
+    ("GET", "/v1/jobs/{name}/revisions"): _r(Action.JOB_READ, Target.JOB),
+    ("GET", "/v1/jobs/{name}/revisions/{revision}"): _r(Action.JOB_READ, Target.JOB),
+    ("GET", "/v1/jobs/{name}/revisions/{revision}/diff"): _r(Action.JOB_READ, Target.JOB),
+    ("POST", "/v1/jobs/{name}/rollback"): _r(Action.JOB_WRITE, Target.JOB),
     ("GET", "/v1/jobs/{name}/fence"): _r(Action.JOB_FENCE, Target.JOB),
+    ("GET", "/v1/jobs/{name}/replication"): _r(Action.JOB_READ, Target.JOB),
+    ("GET", "/v1/replication"): _r(Action.JOB_READ, Target.LISTING),
+    ("GET", "/v1/jobs/{name}/progress"): _r(Action.JOB_READ, Target.JOB),
     # catalog
     ("POST", "/v1/clusters"): _r(Action.CATALOG_WRITE, Target.NONE),
     ("GET", "/v1/clusters"): _r(Action.CATALOG_READ, Target.NONE),
@@ -89,6 +96,10 @@ RULES: dict[tuple[str, str], Rule] = {
     ("DELETE", "/v1/groups/{name}"): _r(Action.CATALOG_WRITE, Target.NONE),
     ("GET", "/v1/nodes"): _r(Action.CATALOG_READ, Target.NONE),
     ("POST", "/v1/internal/nudge"): _r(Action.INTERNAL, Target.NONE),
+    ("GET", "/v1/nodes/{node_id}"): _r(Action.CATALOG_READ, Target.NONE),
+    ("POST", "/v1/nodes/{node_id}/drain"): _r(Action.PLATFORM_ADMIN, Target.NONE),
+    ("POST", "/v1/nodes/{node_id}/undrain"): _r(Action.PLATFORM_ADMIN, Target.NONE),
+    ("POST", "/v1/internal/drain"): _r(Action.INTERNAL, Target.NONE),
     # identities
     ("GET", "/v1/whoami"): _r(None, Target.NONE),
     ("POST", "/v1/teams"): _r(Action.PLATFORM_ADMIN, Target.NONE),
@@ -100,6 +111,37 @@ RULES: dict[tuple[str, str], Rule] = {
     ("GET", "/v1/tokens"): _r(None, Target.LISTING),
     ("DELETE", "/v1/tokens/{token_id}"): _r(Action.PLATFORM_ADMIN, Target.OWN_IDENTITY),
     ("GET", "/v1/audit"): _r(Action.AUDIT_READ, Target.LISTING),
+    # failovers: they move every team's jobs on a cluster (platform roles)
+    ("POST", "/v1/failovers"): _r(Action.FAILOVER_WRITE, Target.NONE),
+    ("GET", "/v1/failovers"): _r(Action.FAILOVER_READ, Target.NONE),
+    ("GET", "/v1/failovers/{operation_id}"): _r(Action.FAILOVER_READ, Target.NONE),
+    ("POST", "/v1/failovers/{operation_id}/cancel"): _r(Action.FAILOVER_WRITE, Target.NONE),
+    # bulk operations (and every operation as one list): the routes limit what they act on
+    # and show to the caller's teams (a team's operator acts on that team's jobs only)
+    ("POST", "/v1/operations"): _r(Action.JOB_WRITE, Target.LISTING),
+    ("GET", "/v1/operations"): _r(Action.JOB_READ, Target.LISTING),
+    ("GET", "/v1/operations/{operation_id}"): _r(Action.JOB_READ, Target.LISTING),
+    ("POST", "/v1/operations/{operation_id}/cancel"): _r(Action.JOB_WRITE, Target.LISTING),
+    ("GET", "/v1/groups/{name}/auto-failover"): _r(Action.CATALOG_READ, Target.NONE),
+    ("PUT", "/v1/groups/{name}/auto-failover"): _r(Action.CATALOG_WRITE, Target.NONE),
+    # alerts: the platform's channels, a team's channels, the alerts (a caller's teams')
+    ("POST", "/v1/alert-channels"): _r(Action.PLATFORM_ADMIN, Target.NONE),
+    ("GET", "/v1/alert-channels"): _r(Action.PLATFORM_ADMIN, Target.NONE),
+    ("GET", "/v1/alert-channels/{name}"): _r(Action.PLATFORM_ADMIN, Target.NONE),
+    ("DELETE", "/v1/alert-channels/{name}"): _r(Action.PLATFORM_ADMIN, Target.NONE),
+    ("POST", "/v1/alert-channels/{name}/test"): _r(Action.PLATFORM_ADMIN, Target.NONE),
+    ("POST", "/v1/teams/{team}/alert-channels"): _r(Action.TEAM_ADMIN, Target.TEAM),
+    ("GET", "/v1/teams/{team}/alert-channels"): _r(Action.TEAM_READ, Target.TEAM),
+    ("DELETE", "/v1/teams/{team}/alert-channels/{name}"): _r(Action.TEAM_ADMIN, Target.TEAM),
+    ("POST", "/v1/teams/{team}/alert-channels/{name}/test"): _r(Action.TEAM_ADMIN, Target.TEAM),
+    ("GET", "/v1/alerts"): _r(Action.JOB_READ, Target.LISTING),
+    # submission quotas: read by any team's member, changed by platform admins (catalog)
+    ("GET", "/v1/quotas"): _r(Action.CATALOG_READ, Target.NONE),
+    ("GET", "/v1/quotas/{business}"): _r(Action.CATALOG_READ, Target.NONE),
+    ("PUT", "/v1/quotas/{business}"): _r(Action.CATALOG_WRITE, Target.NONE),
+    ("DELETE", "/v1/quotas/{business}"): _r(Action.CATALOG_WRITE, Target.NONE),
+    # the fleet at a glance (counts over the caller's visible jobs)
+    ("GET", "/v1/overview"): _r(Action.JOB_READ, Target.LISTING),
 }
 
 
@@ -178,9 +220,19 @@ async def authorize(request: Request) -> None:
     else:  # NONE, LISTING
         checks.append((None, request.url.path, None))
     for on_team, resource, on_job in checks:
-        decision = await run_in_threadpool(
-            authorizer.decide, principal, rule.action, resource=resource, team=on_team, job=on_job
-        )
+        if authorizer.may_block(principal):
+            decision = await run_in_threadpool(
+                authorizer.decide,
+                principal,
+                rule.action,
+                resource=resource,
+                team=on_team,
+                job=on_job,
+            )
+        else:  # the built-in bindings: a pure function, no hand-over to a thread
+            decision = authorizer.decide(
+                principal, rule.action, resource=resource, team=on_team, job=on_job
+            )
         if not decision.allowed:
             raise Forbidden(f"{principal.subject} may not {rule.action}: {decision.reason}")
 

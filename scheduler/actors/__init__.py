@@ -1,18 +1,25 @@
 """The node's actors (DESIGN §4). Every Ray call of the scheduler is in this package.
 
-    NodeSupervisor      supervisor.py   one per node; starts Membership, then the JobReconciler;
-     │                                  pings them every second and re-creates any that died;
-     │                                  drains on stop (reconcilers and monitor first, then
-     │                                  membership). Hosts the ClusterMonitor's loop:
+    NodeSupervisor      supervisor.py   one per node, in the node process itself (not a Ray
+     │                                  actor: a loop of its own, host.py); starts the
+     │                                  JobReconciler, then Membership; pings them every second
+     │                                  and re-creates any whose restart budget is spent; drains
+     │                                  on stop (reconcilers and hosted loops first, then
+     │                                  membership). THE place that hosts the node's loops:
      │   ClusterMonitor monitor.py      probes the clusters of the node's groups, votes, decides
      │                                  their health (``scheduler.monitor``, ``scheduler.health``)
-     ├── Membership     membership.py
-     └── JobReconciler  reconcilers.py  one reconcile loop per group, all in one actor process
-                                        (a group costs a loop, not a process)
+     │   ReplicationLoop replicator.py  mirrors the checkpoints of the replicated jobs this node
+     │                                  owns into their other cluster's root
+     │                                  (``scheduler.replication``)
+     ├── Membership     membership.py   Ray actor (its own process: the ZooKeeper session)
+     └── JobReconciler  reconcilers.py  Ray actor: one reconcile loop per group, all in one
+                                        process (a group costs a loop, not a process); also
+                                        resolves membership generations for Membership (it holds
+                                        the store)
 
 Every Ray worker process costs a node about 140 MiB resident, so concerns that need no process
-of their own (the cluster monitor, the loops of the groups) are asynchronous components hosted in
-an actor's process, each with its own loop that never dies.
+of their own (the supervisor, the cluster monitor, the loops of the groups) are asynchronous
+components hosted in an existing process, each with its own loop that never dies.
 
 ``runtime.py`` (NodeRuntime) is the node process's side: it starts Ray and the supervisor, and is
 what the API and the CLI call. ``common.py`` holds what the actors share (names, timeouts, the

@@ -3,14 +3,28 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
-from scheduler.config import Role, Settings
+if TYPE_CHECKING:  # not at run time: the Membership worker loads no pydantic (membership.py)
+    from scheduler.config import Role, Settings
+    from scheduler.membership import MembershipSettings
 
 # Ray must bind to loopback only; it reads this before it starts (see RUNTIME-NOTES).
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 # No usage statistics: Ray would otherwise collect them in the driver and the dashboard process
 # and try to report them over the network (a loopback-only node has nothing to send them to).
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+# At most two glibc malloc arenas in each of Ray's processes (GCS, raylet, agents, the actors'
+# workers: 20-30 threads each; glibc would give every thread that allocates an arena of its own).
+# Python allocates small objects itself; a few MiB less resident per node (issue 8,
+# bench/node_rss.py).
+os.environ.setdefault("MALLOC_ARENA_MAX", "2")
+# The actors' log lines are the node's (scheduler/logs.py): Ray ships them to the node process
+# as they are -- no "(Actor pid=...)" prefix, no colour codes, no "[repeated 3x]" folding of
+# similar lines (which would also hold lines back for seconds).
+os.environ.setdefault("RAY_DISABLE_WORKER_LOG_PREFIX", "1")
+os.environ.setdefault("RAY_COLOR_PREFIX", "0")
+os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 
 import ray  # noqa: E402  (after the environment is set)
 
@@ -21,8 +35,8 @@ __all__ = [
     "MONITOR",
     "PING_TIMEOUT",
     "RECONCILER",
+    "REPLICATION",
     "SUPERVISE_INTERVAL",
-    "SUPERVISOR",
     "managed_groups",
     "ray",
     "runtime_py_files",
@@ -33,14 +47,15 @@ SUPERVISE_INTERVAL = 1.0
 CLAIM_TIMEOUT = 2.0
 #: a claim may be acted on for this share of the session timeout after a confirmed round trip
 LEASE_SHARE = 0.5
-#: named actors in the node's Ray namespace
+#: named actors in the node's Ray namespace (and the monitor's status key)
 MEMBERSHIP = "membership"
 MONITOR = "monitor"
 RECONCILER = "reconciler"
-SUPERVISOR = "supervisor"
+#: the replication loop's entry in the supervisor's status (a loop, not an actor)
+REPLICATION = "replication"
 
 
-def managed_groups(settings: Settings) -> dict[str, Role]:
+def managed_groups(settings: Settings | MembershipSettings) -> dict[str, Role]:
     """group -> role of this node; with ZooKeeper and no DROVER_GROUPS: ``default:active``."""
     configured: dict[str, Role] = dict(settings.group_roles)
     if not configured and settings.zk_hosts:

@@ -18,8 +18,7 @@ from typing import Any
 
 from ray.exceptions import RayError, RayTaskError
 
-from scheduler.actors.common import LEASE_SHARE, RECONCILER, SUPERVISOR, managed_groups, ray
-from scheduler.config import Settings
+from scheduler.actors.common import LEASE_SHARE, RECONCILER, managed_groups, ray
 from scheduler.coordination import (
     Connection,
     ConnectionChanged,
@@ -29,10 +28,11 @@ from scheduler.coordination import (
     ViewChanged,
 )
 from scheduler.epochs import Incarnation
-from scheduler.errors import CoordinationUnavailable, DroverError
-from scheduler.logs import configure_logging
+from scheduler.errors import Conflict, CoordinationUnavailable, DroverError
+from scheduler.logs import configure_from
 from scheduler.membership import (
     LeaseState,
+    MembershipSettings,
     MembershipSnapshot,
     Mode,
     NodeCard,
@@ -43,28 +43,33 @@ from scheduler.ownership import Claim
 
 log = logging.getLogger("drover.actors.membership")
 
-#: seconds the coordinator waits for the supervisor to resolve one membership generation
+#: seconds the coordinator waits for the reconciler actor to resolve one membership generation
 GENERATION_TIMEOUT = 10.0
+#: how long a booting node retries registering while coordination is unavailable (within the
+#: supervisor's start deadline of a session timeout + 60 s)
+REGISTER_RETRY_SECONDS = 40.0
 
 
 def resolve_generation(group: str, incarnation: Incarnation, cversion: int) -> int:
     """The membership generation of one incarnation of ``group``'s members znode, from the
-    node's supervisor, which holds the node's store (this worker stays free of the store and
-    SQLAlchemy: about 40 MiB less resident memory).
+    node's reconciler actor, which holds the node's store (this worker stays free of the store
+    and SQLAlchemy: about 40 MiB less resident memory).
 
     Runs on the coordinator's worker thread, where a blocking wait is fine; a failure is a
-    DroverError, and the coordinator reads the group again a second later."""
+    DroverError, and the coordinator reads the group again a second later. It waits on the
+    reply's future, not ``ray.get``: this is an async actor's process, where Ray takes any
+    ``ray.get`` for one that blocks the event loop (and warns), even from another thread."""
     try:
-        supervisor = ray.get_actor(SUPERVISOR)
-        reply: Any = supervisor.resolve_generation.remote(group, incarnation, cversion)
-        answer: Any = ray.get(reply, timeout=GENERATION_TIMEOUT)
+        reconciler = ray.get_actor(RECONCILER)
+        reply: Any = reconciler.resolve_generation.remote(group, incarnation, cversion)
+        answer: Any = reply.future().result(timeout=GENERATION_TIMEOUT)
     except RayTaskError as exc:
         if isinstance(exc.cause, DroverError):
             raise exc.cause from None
         raise CoordinationUnavailable(f"resolving a membership generation failed: {exc}") from exc
-    except (RayError, ValueError) as exc:  # ValueError: no supervisor actor (yet)
+    except (RayError, ValueError, TimeoutError) as exc:  # ValueError: no such actor (yet)
         raise CoordinationUnavailable(
-            f"the node supervisor did not resolve a membership generation: "
+            f"the node's reconciler did not resolve a membership generation: "
             f"{type(exc).__name__}: {exc}"
         ) from exc
     return int(answer)
@@ -74,8 +79,8 @@ def resolve_generation(group: str, incarnation: Incarnation, cversion: int) -> i
 class Membership:
     """The node's membership in its groups: ZooKeeper session, views, claims (leases)."""
 
-    def __init__(self, settings: Settings) -> None:
-        configure_logging()
+    def __init__(self, settings: MembershipSettings) -> None:
+        configure_from(settings, "membership")
         self._settings = settings
         self._groups = managed_groups(settings)
         self._coordinator: Coordinator | None = None
@@ -107,11 +112,28 @@ class Membership:
             raise RuntimeError("membership is already registering")
         self._in_start = True
         try:
-            await self._register(wait_for_old_session)
+            await self._register_with_retries(wait_for_old_session)
         finally:
             self._in_start = False
         self._ensure_loop()
         return await self.status()
+
+    async def _register_with_retries(self, wait_for_old_session: bool) -> None:
+        """:meth:`_register`, again with backoff while coordination is unavailable at boot (the
+        store restarting while a membership generation is resolved, ZooKeeper not up yet) for
+        up to ``REGISTER_RETRY_SECONDS``; DuplicateNode and other errors are not retried."""
+        deadline = time.monotonic() + REGISTER_RETRY_SECONDS
+        pause = 0.5
+        while True:
+            try:
+                await self._register(wait_for_old_session)
+                return
+            except CoordinationUnavailable as exc:
+                if time.monotonic() + pause >= deadline:
+                    raise
+                log.warning("registering in ZooKeeper failed (%s); again in %.1fs", exc, pause)
+            await asyncio.sleep(pause)  # backoff between attempts, not a synchronisation
+            pause = min(pause * 2, 5.0)
 
     async def _register(self, wait_for_old_session: bool) -> None:
         loop = asyncio.get_running_loop()
@@ -275,12 +297,14 @@ class Membership:
             state, now=now, lease_seconds=self._lease, degraded_mode=self._settings.degraded_mode
         )
         lease_left = self._confirmed_at + self._lease - now
+        age = now - self._confirmed_at
         return MembershipSnapshot(
             Mode.DEGRADED if degraded else Mode.ZOOKEEPER,
             str(self._connection),
             self._this_node(),
             dict(self._views),
             round(max(lease_left, 0.0), 3),
+            lease_age_seconds=round(age, 3) if math.isfinite(age) else None,
         )
 
     async def snapshot(self) -> MembershipSnapshot:
@@ -294,4 +318,23 @@ class Membership:
             "started": self._started,
             "connection": "NONE" if self.standalone else str(self._connection),
             "groups": sorted(self._groups),
+            "draining": self._coordinator is not None and self._coordinator.draining,
         }
+
+    async def set_draining(self, draining: bool) -> dict[str, Any]:
+        """Drain this node (it stays a live member in no pool: the others take its jobs, which
+        keep running) or undrain it; see ``Coordinator.set_draining``. Refused (Conflict) for a
+        node without ZooKeeper, the only member of its groups."""
+        if self.standalone:
+            raise Conflict(
+                f"node {self._settings.node_id} runs without ZooKeeper: it is its groups' only "
+                "member, there is nobody to hand its jobs to"
+            )
+        coordinator = self._coordinator
+        if coordinator is None:
+            raise CoordinationUnavailable("membership is not registered in ZooKeeper yet")
+        views = await asyncio.to_thread(coordinator.set_draining, draining)
+        for group, view in views.items():
+            self._views[group] = view
+            self._nudge(group)
+        return await self.status()

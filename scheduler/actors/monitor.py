@@ -2,11 +2,11 @@
 one :meth:`scheduler.monitor.HealthMonitor.round` over the clusters of this node's groups, with
 the live nodes membership sees (see :mod:`scheduler.monitor`). The loop never dies.
 
-It is an asynchronous component hosted in the NodeSupervisor's process, not a Ray actor of its
-own: a Ray worker process costs a node about 140 MiB resident, and the monitor shares what it
-needs (the store, the backends' HTTP clients) with nothing else. The supervisor starts it, hands
-it the groups every round, reports its status and drains it; its probes and store writes run in
-worker threads, so the supervisor's event loop only waits.
+It is an asynchronous component hosted by the NodeSupervisor (in the node process, on the
+supervisor's loop), not a Ray actor of its own: a Ray worker process costs a node about 140 MiB
+resident. The supervisor starts it, hands it the groups every round, reports its status and
+drains it; its probes and store writes run in worker threads, so the supervisor's event loop only
+waits.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from scheduler.actors.common import MEMBERSHIP, PING_TIMEOUT, ray
 from scheduler.backends.registry import BackendRegistry
 from scheduler.config import Settings
 from scheduler.membership import MembershipSnapshot
+from scheduler.metrics import MonitorMetrics
 from scheduler.monitor import HealthMonitor
 from scheduler.store.db import Store
 
@@ -36,8 +37,9 @@ PRUNE_EVERY = 20
 class ClusterMonitor:
     """Probes the clusters of this node's groups, records votes and decides their health."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, metrics: MonitorMetrics | None = None) -> None:
         self._settings = settings
+        self._metrics = metrics
         self._backends = BackendRegistry(settings)
         self._monitor = HealthMonitor(
             Store(settings.resolved_database_url),
@@ -85,6 +87,9 @@ class ClusterMonitor:
         started = time.monotonic()
         live = await self._live_nodes()
         clusters = await asyncio.to_thread(self._monitor.round, self._groups, live)
+        if self._metrics is not None:
+            for name, result in clusters.items():
+                self._metrics.observe(name, result.ok, result.latency_s)
         self._rounds += 1
         if self._rounds % PRUNE_EVERY == 1:
             try:

@@ -10,8 +10,10 @@ group's loop, and no loop ever dies from an exception.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
@@ -19,12 +21,18 @@ from scheduler.actors.common import CLAIM_TIMEOUT, MEMBERSHIP, ray, runtime_py_f
 from scheduler.backends.base import app_name_for
 from scheduler.backends.registry import BackendRegistry
 from scheduler.config import Settings
-from scheduler.logs import configure_logging
+from scheduler.epochs import Incarnation
+from scheduler.gating import SubmissionGate
+from scheduler.logs import configure_from, log_context
+from scheduler.metrics import ReconcilerMetrics
 from scheduler.ownership import Claim
 from scheduler.planning import RestartPolicy
-from scheduler.reconciler import Reconciler
+from scheduler.reconciler import SUBMIT_WORKERS, Reconciler
+from scheduler.stallwatch import StallRound, StallWatcher
 from scheduler.store.db import Store
+from scheduler.store.generations import GenerationResolver
 from scheduler.store.ledger import SqlLedger
+from scheduler.store.quotas import SqlGateStore
 
 log = logging.getLogger("drover.actors.reconcilers")
 
@@ -44,8 +52,16 @@ class GroupLoop:
         *,
         interval: float,
         executor: ThreadPoolExecutor,
+        metrics: ReconcilerMetrics | None = None,
+        stall_check: Callable[[], StallRound] | None = None,
+        stall_interval: float = 5.0,
     ) -> None:
         self.group = group
+        self._metrics = metrics
+        #: the owner's stall check of the group (scheduler.stallwatch), after a tick when due
+        self._stall_check = stall_check
+        self._stall_interval = stall_interval
+        self._stall_checked = -float("inf")
         self._reconciler = reconciler
         self._interval = interval
         self._executor = executor
@@ -67,12 +83,16 @@ class GroupLoop:
         self._wake.set()
 
     async def _loop(self) -> None:
-        log.info("reconcile loop of group %s started", self.group)
+        with log_context(group=self.group):
+            log.info("reconcile loop of group %s started", self.group)
         loop = asyncio.get_running_loop()
         while not self._stopping:
             self._wake.clear()
             try:
                 stats = await loop.run_in_executor(self._executor, self._reconciler.tick)
+                if self._metrics is not None:
+                    self._metrics.observe(self.group, stats)
+                await self._check_stalls(loop)
                 self.ticks += 1
                 self.last_tick = {
                     "at": time.time(),
@@ -97,12 +117,34 @@ class GroupLoop:
                         "seconds": self.last_tick["seconds"],
                     }
             except Exception:  # the loop never dies
-                log.exception("reconcile tick of group %s failed", self.group)
+                with log_context(group=self.group):
+                    log.exception("reconcile tick of group %s failed", self.group)
             timeout = AFTER_ACTION if self.last_tick.get("actions") else self._interval
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=timeout)
             except TimeoutError:
                 pass
+
+    async def _check_stalls(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The stall check, every ``stall_interval`` seconds (its own guard: a failing check
+        never costs a tick)."""
+        if self._stall_check is None or self._stopping:
+            return
+        if time.monotonic() - self._stall_checked < self._stall_interval:
+            return
+        self._stall_checked = time.monotonic()
+        try:
+            done = await loop.run_in_executor(
+                self._executor, contextvars.copy_context().run, self._stall_check
+            )
+        except Exception:
+            with log_context(group=self.group):
+                log.exception("stall check of group %s failed", self.group)
+            return
+        if self._metrics is not None:
+            self._metrics.observe_stalls(self.group, done)
+        if done.restarted:
+            self._wake.set()  # replace the stalled runs now
 
     def health(self) -> dict[str, Any]:
         alive = self._task is not None and not self._task.done()
@@ -127,16 +169,20 @@ class JobReconciler:
     """Hosts the reconcile loop of every group this node manages (see the module docstring)."""
 
     def __init__(self, settings: Settings) -> None:
-        configure_logging()
+        configure_from(settings, "reconciler")
         self._settings = settings
-        self._store = Store(settings.resolved_database_url)
+        self._metrics = ReconcilerMetrics()
+        # a tick thread per group ticking at once, and a group's submission workers
+        self._store = Store(settings.resolved_database_url, pool_size=TICK_THREADS + SUBMIT_WORKERS)
         self._backends = BackendRegistry(settings)
         self._ledger = SqlLedger(self._store, node_id=settings.node_id, app_name_for=app_name_for)
+        self._generations = GenerationResolver(self._store, settings.node_id)
         self._policy = RestartPolicy(
             max_attempts=settings.restart_max_attempts,
             validity_interval=settings.restart_validity_interval,
             backoff_initial=settings.restart_backoff_initial,
             backoff_max=settings.restart_backoff_max,
+            stop_grace=settings.stop_grace_seconds,
         )
         self._executor = ThreadPoolExecutor(TICK_THREADS, thread_name_prefix="tick")
         self._loops: dict[str, GroupLoop] = {}
@@ -155,6 +201,7 @@ class JobReconciler:
                 group=group,
                 claim=lambda: self._fetch_claim(group),
                 policy=self._policy,
+                gate=SubmissionGate(SqlGateStore(self._store, self._settings.node_id)),
             )
             reconciler.py_files = runtime_py_files()
             self._reconcilers[group] = reconciler
@@ -163,8 +210,26 @@ class JobReconciler:
                 reconciler,
                 interval=self._settings.reconcile_interval,
                 executor=self._executor,
+                metrics=self._metrics,
+                stall_check=self._stall_check_of(group),
+                stall_interval=self._settings.stall_check_interval,
             )
         return loop
+
+    def _stall_check_of(self, group: str) -> Callable[[], StallRound]:
+        watcher = StallWatcher(
+            self._store,
+            group=group,
+            policy=self._settings.stall_policy,
+            max_restarts=self._settings.restart_max_attempts,
+            restart_window=self._settings.restart_validity_interval,
+        )
+
+        def check() -> StallRound:
+            with log_context(group=group):
+                return watcher.round(self._fetch_claim(group))
+
+        return check
 
     def _fetch_claim(self, group: str) -> Claim | None:
         """The current claim from Membership (runs in a tick's worker thread); None on error.
@@ -203,6 +268,17 @@ class JobReconciler:
         await loop.drain()
         if reconciler is not None:
             reconciler.close()
+        self._metrics.forget(group)
+
+    async def metrics(self) -> list[Any]:
+        """The loops' figures (Prometheus metric families; see scheduler.metrics)."""
+        return self._metrics.collect()
+
+    async def resolve_generation(self, group: str, incarnation: Incarnation, cversion: int) -> int:
+        """The membership generation of one incarnation of ``group``'s members znode, recorded
+        first if no node has yet: asked by Membership's coordinator, whose worker process does
+        not load the store (this actor's does)."""
+        return await asyncio.to_thread(self._generations, group, incarnation, cversion)
 
     async def ping(self) -> dict[str, Any]:
         return {g: loop.health() for g, loop in self._loops.items()}

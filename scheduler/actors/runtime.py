@@ -3,18 +3,26 @@
 from __future__ import annotations
 
 import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ray.exceptions import RayTaskError
 
-from scheduler.actors.common import PING_TIMEOUT, SUPERVISOR, ray
+from scheduler.actors.common import PING_TIMEOUT, ray
+from scheduler.actors.host import LoopThread
 from scheduler.actors.supervisor import NodeSupervisor
 from scheduler.config import Settings
-from scheduler.errors import DroverError
+from scheduler.errors import CoordinationUnavailable, DroverError
+from scheduler.logs import configure_from, forward_ray_worker_output
 from scheduler.membership import MembershipSnapshot, Mode, NodeCard, unavailable
+from scheduler.metrics import ActorMetrics
 
 log = logging.getLogger("drover.actors.runtime")
+
+#: seconds after which the supervisor's last read of Membership's snapshot is not trusted (it
+#: reads it every ``SNAPSHOT_INTERVAL``; a read waits up to ``PING_TIMEOUT``)
+SNAPSHOT_MAX_AGE = PING_TIMEOUT + 1.0
 
 # -- Ray, trimmed to what Drover uses -------------------------------------------------------------
 #
@@ -69,11 +77,15 @@ def switch_off_unused_helpers() -> None:
 
 
 class NodeRuntime:
-    """Starts Ray and the node's actors; what the API calls to nudge, read membership, drain."""
+    """Starts Ray and the node's actors; what the API calls to nudge, read membership, drain.
+
+    The supervisor runs in this process, on a loop of its own (``self._host``); the API's
+    threads hand it coroutines with deadlines."""
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
-        self._supervisor: Any = None
+        self._supervisor: NodeSupervisor | None = None
+        self._host: LoopThread | None = None
         self._forwarder = ThreadPoolExecutor(max_workers=4, thread_name_prefix="nudge-forward")
 
     def start(self) -> None:
@@ -82,27 +94,38 @@ class NodeRuntime:
             address="local",
             include_dashboard=False,
             namespace=f"drover-{self._settings.node_id}",
-            logging_level=logging.WARNING,
+            logging_level=logging.getLevelName(self._settings.ray_log_level),
             log_to_driver=True,
             object_store_memory=OBJECT_STORE_BYTES,
             _system_config=dict(RAY_SYSTEM_CONFIG),
         )
+        # ray.init (and importing ray) set up Ray's own logging: ours again, and the actors'
+        # output printed as our records (scheduler/logs.py)
+        configure_from(self._settings, "api")
+        forward_ray_worker_output(self._settings.log_format)
         switch_off_unused_helpers()
-        self._supervisor = NodeSupervisor.options(name=SUPERVISOR).remote(  # type: ignore[attr-defined]
-            self._settings
-        )
+        self._host = LoopThread("node-supervisor")
+        self._supervisor = NodeSupervisor(self._settings)
         try:
-            ray.get(self._supervisor.start.remote(), timeout=self._settings.zk_session_timeout + 60)
+            self._host.call(
+                self._supervisor.start(), timeout=self._settings.zk_session_timeout + 60
+            )
         except RayTaskError as exc:
             cause = exc.cause if isinstance(exc.cause, DroverError) else None
             if cause is not None:
                 raise cause from None
             raise
 
+    def actor_metrics(self) -> ActorMetrics:
+        """The last collection of the actors' figures (never waits on an actor)."""
+        if self._supervisor is None:
+            return ActorMetrics()
+        return self._supervisor.latest_metrics()
+
     def nudge_local(self, group: str) -> None:
         """Fire and forget: this node's reconcile loop of ``group`` runs a tick now."""
-        if self._supervisor is not None:
-            self._supervisor.nudge.remote(group)
+        if self._supervisor is not None and self._host is not None:
+            self._host.submit(self._supervisor.nudge(group))
 
     def nudge(self, group: str, job: str | None = None) -> None:
         """Wake the owner of ``job`` at once: this node's reconcile loop, or the owner's over HTTP.
@@ -127,28 +150,51 @@ class NodeRuntime:
         return NodeCard(s.node_id, s.resolved_api_url, s.az, s.cloud)
 
     def views(self) -> MembershipSnapshot:
-        """Membership as this node sees it (see scheduler.membership.MembershipSnapshot)."""
-        if self._supervisor is None:
+        """Membership as this node sees it (see scheduler.membership.MembershipSnapshot): the
+        supervisor's last read of it, at most ``SNAPSHOT_INTERVAL`` old while Membership
+        answers. Never waits on an actor (the API calls this on request paths: a create finds
+        the job's owner here to nudge it); a snapshot older than ``SNAPSHOT_MAX_AGE`` is not
+        trusted (Membership is not answering) and the mode is UNKNOWN."""
+        if self._supervisor is None or self._host is None:
             return unavailable(Mode.STARTING, self._this_node())
+        snapshot, read_at = self._supervisor.latest_snapshot()
+        if snapshot is None:
+            return unavailable(Mode.STARTING, self._this_node(), "membership not read yet")
+        age = time.monotonic() - read_at
+        if age > SNAPSHOT_MAX_AGE:
+            return unavailable(
+                Mode.UNKNOWN, self._this_node(), f"membership not answering for {age:.1f} s"
+            )
+        return snapshot
+
+    def set_draining(self, draining: bool) -> dict[str, Any]:
+        """Drain or undrain this node (``Membership.set_draining``); raises its DroverError."""
+        if self._supervisor is None or self._host is None:
+            raise CoordinationUnavailable("this node's actors are not started")
         try:
-            return ray.get(self._supervisor.snapshot.remote(), timeout=PING_TIMEOUT)  # type: ignore[no-any-return]
-        except Exception as exc:
-            return unavailable(Mode.UNKNOWN, self._this_node(), repr(exc))
+            return self._host.call(  # type: ignore[no-any-return]
+                self._supervisor.set_draining(draining),
+                timeout=self._settings.zk_session_timeout + 10,
+            )
+        except RayTaskError as exc:
+            if isinstance(exc.cause, DroverError):
+                raise exc.cause from None
+            raise
 
     def status(self) -> dict[str, Any]:
         """This node's actors: membership, and per group the reconcile loop's ticks."""
-        if self._supervisor is None:
+        if self._supervisor is None or self._host is None:
             return {"reconcilers": {}, "membership": {}}
         try:
-            return ray.get(self._supervisor.status.remote(), timeout=PING_TIMEOUT)  # type: ignore[no-any-return]
+            return self._host.call(self._supervisor.status(), timeout=PING_TIMEOUT)
         except Exception as exc:
             return {"reconcilers": {}, "membership": {}, "error": repr(exc)}
 
     def readiness(self) -> tuple[bool, str]:
-        if self._supervisor is None:
+        if self._supervisor is None or self._host is None:
             return False, "actors not started"
         try:
-            status = ray.get(self._supervisor.status.remote(), timeout=PING_TIMEOUT)
+            status = self._host.call(self._supervisor.status(), timeout=PING_TIMEOUT)
         except Exception as exc:
             return False, f"supervisor not answering: {type(exc).__name__}"
         membership = status.get("membership", {})
@@ -163,11 +209,13 @@ class NodeRuntime:
 
     def stop(self) -> None:
         """Drain: loops stop acting, membership leaves ZooKeeper, Ray stops."""
-        if self._supervisor is not None:
+        if self._supervisor is not None and self._host is not None:
             try:
-                ray.get(self._supervisor.drain.remote(), timeout=40)
+                self._host.call(self._supervisor.drain(), timeout=40)
             except Exception:
                 log.exception("drain failed")
+        if self._host is not None:
+            self._host.stop()
         self._forwarder.shutdown(wait=False, cancel_futures=True)
         if ray.is_initialized():
             ray.shutdown()

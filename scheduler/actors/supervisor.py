@@ -1,56 +1,108 @@
-"""The NodeSupervisor actor: starts the node's other actors and keeps them alive."""
+"""The NodeSupervisor: starts the node's actors, keeps them alive, and hosts the node's loops.
+
+It is not a Ray actor: it runs in the node process itself (the API's process, the Ray driver),
+on an event loop of its own in a thread (:class:`~scheduler.actors.host.LoopThread`, started by
+:class:`~scheduler.actors.runtime.NodeRuntime`). A Ray worker process costs a node about 140 MiB
+resident; the node process already holds the store, the settings and the backends' code, so the
+supervisor and the loops it hosts cost a few MiB there (issue 8).
+
+**The one place that hosts the node's loops.** The cluster monitor's loop runs here, the failover
+executor's (:class:`~scheduler.actors.operations.OperationsExecutor`), and so does any other
+node-level loop (replicator, alert senders): an object with
+``ensure(groups) -> status``, ``status()`` and ``drain()`` coroutines, created in :meth:`start`,
+handed the groups every supervision round (:meth:`_supervise`), reported by :meth:`status` and
+drained by :meth:`drain` -- see :class:`~scheduler.actors.monitor.ClusterMonitor`. Such a loop
+never blocks the event loop (blocking work goes to ``asyncio.to_thread``) and never dies.
+
+The node dies with this process, so nothing restarts the supervisor itself; its loop never dies
+(each round guarded and logged). It re-creates an actor whose restart budget is spent.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
+from prometheus_client import CollectorRegistry
 from ray.exceptions import ActorUnavailableError, RayActorError
 
 from scheduler.actors.common import (
+    LEASE_SHARE,
     MEMBERSHIP,
     MONITOR,
     PING_TIMEOUT,
     RECONCILER,
+    REPLICATION,
     SUPERVISE_INTERVAL,
     managed_groups,
-    ray,
 )
 from scheduler.actors.membership import Membership
 from scheduler.actors.monitor import ClusterMonitor
+from scheduler.actors.operations import OperationsExecutor
 from scheduler.actors.reconcilers import JobReconciler
+from scheduler.actors.replicator import ReplicationLoop
+from scheduler.alertloop import AlertLoop
 from scheduler.config import Settings
-from scheduler.epochs import Incarnation
-from scheduler.logs import configure_logging
-from scheduler.membership import MembershipSnapshot
+from scheduler.membership import MembershipSettings, MembershipSnapshot
+from scheduler.metrics import (
+    ActorMetrics,
+    AlertMetrics,
+    MonitorMetrics,
+    actor_up_family,
+    families_of,
+    membership_families,
+)
 from scheduler.store import catalog as catalog_store
 from scheduler.store.db import Store
-from scheduler.store.generations import GenerationResolver
 
 log = logging.getLogger("drover.actors.supervisor")
 
+#: the failover executor's entry in the status
+OPERATIONS = "operations"
+#: the alert loop's name in the supervisor's health
+ALERTS = "alerts"
 
-@ray.remote(max_restarts=-1, max_task_retries=-1, num_cpus=0)
+#: seconds a new actor may take to answer its first call (worker process start and imports)
+ACTOR_START_TIMEOUT = 60.0
+#: seconds between two reads of Membership's snapshot for the API (``latest_snapshot``)
+SNAPSHOT_INTERVAL = 0.25
+
+
 class NodeSupervisor:
-    """Starts and watches the node's other actors (membership, reconciler), hosts the cluster
-    monitor's loop; drains them all on stop."""
+    """Starts and watches the node's actors (membership, reconciler), hosts the node's loops (the
+    cluster monitor's); drains them all on stop. Its coroutines run on one event loop."""
 
     def __init__(self, settings: Settings) -> None:
-        configure_logging()
         self._settings = settings
         self._store = Store(settings.resolved_database_url)
-        self._generations = GenerationResolver(self._store, settings.node_id)
         self._reconciler: Any = None
         self._membership: Any = None
         self._monitor: ClusterMonitor | None = None
+        self._replication: ReplicationLoop | None = None
+        self._operations: OperationsExecutor | None = None
         self._health: dict[str, dict[str, Any]] = {}
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+        #: the figures of this process's loops (the cluster monitor's); see collect_metrics()
+        self._registry = CollectorRegistry(auto_describe=False)
+        self._monitor_metrics = MonitorMetrics(self._registry)
+        self._alert_metrics = AlertMetrics(self._registry)
+        self._alerts: AlertLoop | None = None
+        self._metrics = ActorMetrics()
+        self._metrics_task: asyncio.Task[None] | None = None
+        #: Membership's last snapshot and when it was read (monotonic); see latest_snapshot()
+        self._snapshot: tuple[MembershipSnapshot | None, float] = (None, -float("inf"))
+        self._snapshot_task: asyncio.Task[None] | None = None
 
     def _ensure_loop(self) -> None:
         if not self._stopping and (self._task is None or self._task.done()):
             self._task = asyncio.get_running_loop().create_task(self._loop())
+        if not self._stopping and (self._metrics_task is None or self._metrics_task.done()):
+            self._metrics_task = asyncio.get_running_loop().create_task(self._metrics_loop())
+        if not self._stopping and (self._snapshot_task is None or self._snapshot_task.done()):
+            self._snapshot_task = asyncio.get_running_loop().create_task(self._snapshot_loop())
 
     def _groups(self) -> list[str]:
         """The groups this node manages: configured, or else every group in the store."""
@@ -94,6 +146,20 @@ class NodeSupervisor:
                 self._reconciler = self._spawn_reconciler()  # restart budget spent: a new one
         if self._monitor is not None:
             await self._supervise_monitor(groups)
+        if self._replication is not None:
+            await self._supervise_replication(groups)
+        if self._operations is not None:
+            try:  # the failover executor runs in this process too
+                self._health[OPERATIONS] = await self._operations.ensure(groups)
+            except Exception as exc:  # supervision never dies with it
+                log.exception("the operations executor could not be (re)started")
+                self._health[OPERATIONS] = {"alive": False, "error": str(exc)}
+        if self._alerts is not None:
+            try:
+                self._health[ALERTS] = await self._alerts.ensure(groups)
+            except Exception as exc:  # supervision never dies with it
+                log.exception("the alert loop could not be (re)started")
+                self._health[ALERTS] = {"alive": False, "error": str(exc)}
 
     async def _supervise_monitor(self, groups: list[str]) -> None:
         """The cluster monitor runs in this process: hand it the groups, (re)start its loop."""
@@ -104,20 +170,44 @@ class NodeSupervisor:
             log.exception("the cluster monitor could not be (re)started")
             self._health[MONITOR] = {"alive": False, "error": str(exc)}
 
+    async def _supervise_replication(self, groups: list[str]) -> None:
+        """The replication loop runs in this process too: hand it the groups, (re)start it."""
+        assert self._replication is not None
+        try:
+            self._health[REPLICATION] = await self._replication.ensure(groups)
+        except Exception as exc:  # supervision never dies with it
+            log.exception("the replication loop could not be (re)started")
+            self._health[REPLICATION] = {"alive": False, "error": str(exc)}
+
     def _spawn_reconciler(self) -> Any:
         return JobReconciler.options(  # type: ignore[attr-defined]
             name=RECONCILER, get_if_exists=True
         ).remote(self._settings)
 
     async def start(self) -> None:
-        """Membership first (raises DuplicateNode), then the reconcile loops."""
+        """The reconciler actor (it holds the store Membership resolves generations through),
+        then Membership (raises DuplicateNode), then the reconcile loops and the hosted loops."""
+        self._reconciler = self._spawn_reconciler()
+        # up before Membership asks it for generations (a worker process takes a few seconds to
+        # start on a busy machine; the coordinator's own wait for an answer is shorter)
+        await asyncio.wait_for(self._reconciler.ping.remote(), timeout=ACTOR_START_TIMEOUT)
         self._membership = Membership.options(  # type: ignore[attr-defined]
             name=MEMBERSHIP, get_if_exists=True
-        ).remote(self._settings)
+        ).remote(MembershipSettings.of(self._settings))
         await self._membership.start.remote()
-        self._reconciler = self._spawn_reconciler()
         if self._settings.health_monitor:
-            self._monitor = ClusterMonitor(self._settings)
+            self._monitor = ClusterMonitor(self._settings, self._monitor_metrics)
+        if self._settings.replication:
+            self._replication = ReplicationLoop(self._settings)
+        if self._settings.failover_executor:
+            self._operations = OperationsExecutor(self._settings)
+        if self._settings.alerts:
+            self._alerts = AlertLoop(
+                self._store,
+                node_id=self._settings.node_id,
+                interval=self._settings.alert_interval,
+                metrics=self._alert_metrics,
+            )
         self._ensure_loop()
         await self._supervise()
 
@@ -137,25 +227,114 @@ class NodeSupervisor:
             "reconcilers": dict(reconciler.get("groups", {})),
             "membership": self._health.get(MEMBERSHIP, {}),
             "monitor": self._health.get(MONITOR, {"alive": False, "error": "not started"}),
+            "replication": self._health.get(REPLICATION, {"alive": False, "error": "not started"}),
+            "operations": self._health.get(OPERATIONS, {"alive": False, "error": "not started"}),
+            "alerts": self._health.get(ALERTS, {"alive": False, "error": "not started"}),
         }
 
-    async def resolve_generation(self, group: str, incarnation: Incarnation, cversion: int) -> int:
-        """The membership generation of one incarnation of ``group``'s members znode, recorded
-        first if no node has yet (asked by Membership's coordinator, whose worker process does
-        not load the store)."""
-        return await asyncio.to_thread(self._generations, group, incarnation, cversion)
+    # -- metrics ------------------------------------------------------------------------------
+
+    def latest_metrics(self) -> ActorMetrics:
+        """The last collection of the actors' figures (any thread; never waits on an actor)."""
+        return self._metrics
+
+    async def _metrics_loop(self) -> None:
+        """Collect the actors' figures every ``DROVER_METRICS_INTERVAL`` seconds, so ``/metrics``
+        serves them without a call to an actor on its request path."""
+        while not self._stopping:
+            try:
+                await self.collect_metrics()
+            except Exception:  # the loop never dies
+                log.exception("collecting the actors' metrics failed")
+            await asyncio.sleep(self._settings.metrics_interval)
+
+    async def collect_metrics(self) -> ActorMetrics:
+        """Ask the reconciler for its figures and membership for its snapshot, at once and
+        each within the ping timeout; an actor that does not answer is left out
+        (``drover_actor_up`` says which)."""
+        started = time.monotonic()
+        errors: list[str] = []
+
+        async def ask(what: str, call: Any) -> Any:
+            if call is None:
+                return None
+            try:
+                return await asyncio.wait_for(call, timeout=PING_TIMEOUT)
+            except Exception as exc:  # noqa: BLE001 - the figures are left out, and said so
+                errors.append(f"{what}: {type(exc).__name__}: {exc}")
+                return None
+
+        loops, snapshot = await asyncio.gather(
+            ask("reconciler", self._reconciler.metrics.remote() if self._reconciler else None),
+            ask("membership", self._membership.snapshot.remote() if self._membership else None),
+        )
+        lease = self._settings.zk_session_timeout * LEASE_SHARE
+        families: list[Any] = [actor_up_family(self._actor_health())]
+        families += membership_families(snapshot, lease_seconds=lease)
+        families += loops or []
+        families += families_of(self._registry)
+        now = time.monotonic()
+        self._metrics = ActorMetrics(families, now, now - started, "; ".join(errors) or None)
+        return self._metrics
+
+    def _actor_health(self) -> dict[str, dict[str, Any]]:
+        health = {
+            MEMBERSHIP: self._health.get(MEMBERSHIP, {"alive": False}),
+            RECONCILER: self._health.get(RECONCILER, {"alive": False}),
+        }
+        if self._monitor is not None:
+            health[MONITOR] = self._health.get(MONITOR, {"alive": False})
+        return health
 
     async def snapshot(self) -> MembershipSnapshot:
-        return await self._membership.snapshot.remote()  # type: ignore[no-any-return]
+        snapshot: MembershipSnapshot = await self._membership.snapshot.remote()
+        self._snapshot = (snapshot, time.monotonic())
+        return snapshot
+
+    def latest_snapshot(self) -> tuple[MembershipSnapshot | None, float]:
+        """Membership's snapshot as last read, and when (``time.monotonic()``; None before the
+        first read). Any thread; never waits on an actor: what the API's request paths use
+        (finding a job's owner to nudge, ``/v1/nodes``), so no request waits on Ray."""
+        return self._snapshot
+
+    async def _snapshot_loop(self) -> None:
+        """Read Membership's snapshot every ``SNAPSHOT_INTERVAL`` (a local async call of about a
+        millisecond); a read that fails leaves the last one, which then ages."""
+        failing = False
+        while not self._stopping:
+            try:
+                if self._membership is not None:
+                    await asyncio.wait_for(self.snapshot(), timeout=PING_TIMEOUT)
+                failing = False
+            except Exception as exc:  # the loop never dies; supervision reports the actor
+                if not failing:
+                    log.info("membership snapshot not read (%s: %s)", type(exc).__name__, exc)
+                failing = True
+            await asyncio.sleep(SNAPSHOT_INTERVAL)
+
+    async def set_draining(self, draining: bool) -> dict[str, Any]:
+        """Drain or undrain this node's membership (an operator's maintenance hand-over)."""
+        return await self._membership.set_draining.remote(draining)  # type: ignore[no-any-return]
 
     async def drain(self) -> None:
         """Stop acting (loops finish their tick), then leave ZooKeeper: hand-over."""
         self._stopping = True
         if self._task is not None:
             self._task.cancel()
+        if self._metrics_task is not None:
+            self._metrics_task.cancel()
+        if self._snapshot_task is not None:
+            self._snapshot_task.cancel()
         if self._reconciler is not None:
             await asyncio.gather(self._reconciler.drain.remote(), return_exceptions=True)
         if self._monitor is not None:
             await asyncio.gather(self._monitor.drain(), return_exceptions=True)
+        if self._replication is not None:
+            await asyncio.gather(self._replication.drain(), return_exceptions=True)
+        if self._operations is not None:
+            await asyncio.gather(self._operations.drain(), return_exceptions=True)
+        if self._alerts is not None:
+            await asyncio.gather(self._alerts.drain(), return_exceptions=True)
         if self._membership is not None:
             await asyncio.gather(self._membership.stop.remote(), return_exceptions=True)
+        await asyncio.to_thread(self._store.dispose)

@@ -72,8 +72,21 @@ was stale on arrival, and a tick that wrote to the store between status() calls 
 per job), and shared by every call, so a reconciler tick over many jobs costs one listing (a
 few if the tick is long) plus one REST status call only for drivers the listing does not show
 (just submitted, or forgotten by the master) or that failed (for the error message).
-:meth:`submit` and :meth:`kill` drop the cached listing; :meth:`find` always reads a fresh one
-(it decides whether to submit).
+:meth:`submit` and :meth:`kill` mark their driver: a :meth:`status` of a marked driver wants a
+listing whose fetch started after the mark (fetched once, then shared: a failover that kills
+1,000 drivers and then asks each one's status fetches the listing once, not once per driver, as
+when every submit and kill dropped the cached listing). :meth:`find` always reads a fresh one
+(it decides whether to submit). A fetch that fails is remembered for as long as a listing would
+be reused: the status of 1,000 drivers on an unreachable master fails fast after the first
+timeout instead of waiting for one each (only a slow failure is remembered: a refused
+connection or a 503 is asked again at once).
+
+Change feed (``scheduler/backends/changes.py``): every listing fetched is summarised per driver
+(its state, worker and whether it is active, and its linked application's state), and
+:meth:`changes` names the drivers whose summary differs between the caller's mark and now, those
+killed since, and those whose last :meth:`status` did not follow from a listing alone (not listed
+yet, failed, not linked yet). A reconciler asks :meth:`status` only about those: a steady tick
+over 10,000 running jobs costs one listing, not 10,000 calls.
 
 Errors: connection errors, timeouts, 5xx and garbled answers raise
 :class:`~scheduler.errors.ClusterUnreachable` (chained); a 4xx or ``success: false`` on create
@@ -111,6 +124,7 @@ from scheduler.backends.base import (
     Submission,
     SubmitRequest,
 )
+from scheduler.backends.changes import ChangeLog, Changes, Mark
 from scheduler.backends.driverlog import (
     APP_TAG_PROPERTY,
     LogCursor,
@@ -137,6 +151,8 @@ DEFAULT_SPARK_VERSION = "4.3.0"
 DEFAULT_LISTING_TTL_S = 0.5
 #: a cached listing is reused for at least this many times its fetch took (see the docstring)
 LISTING_REUSE_FACTOR = 4.0
+#: a failed listing fetch that took this long (s) is reused for LISTING_REUSE_FACTOR times that
+SLOW_FAILURE_S = 0.5
 #: resources of one small streaming job (fits a test worker; a job's conf overrides them)
 DEFAULT_RESOURCE_CONF: Mapping[str, str] = {
     "spark.driver.memory": "512m",
@@ -263,9 +279,16 @@ class _Cache:
     drivers: dict[str, _DriverLog] = field(default_factory=dict)
     #: app id -> the driver linked to it
     owners: dict[str, str] = field(default_factory=dict)
+    #: drivers this instance submitted or was asked about that are not linked yet
+    unlinked_watched: set[str] = field(default_factory=set)
     #: (start time, id) of the apps of listing ``unlinked_of`` no driver was linked to
     unlinked_of: _Listing | None = None
     unlinked: list[tuple[int, str]] = field(default_factory=list)
+    #: driver id -> when this backend last submitted or killed it (monotonic): its status needs
+    #: a listing fetched after that
+    touched: dict[str, float] = field(default_factory=dict)
+    #: the last failed fetch: (when it started, how long it took, the error)
+    failure: tuple[float, float, ClusterUnreachable] | None = None
 
 
 class StandaloneRestBackend:
@@ -304,6 +327,8 @@ class StandaloneRestBackend:
         self._lock = threading.Lock()
         self._fetch_lock = threading.Lock()
         self._cache = _Cache()
+        self._changes = ChangeLog()
+        self._link_pool: ThreadPoolExecutor | None = None
         #: number of /json/ fetches and worker log reads (for tests and benches)
         self.listing_fetches = 0
         self.log_reads = 0
@@ -385,36 +410,69 @@ class StandaloneRestBackend:
             )
         with self._lock:
             self._cache.drivers.setdefault(driver_id, _DriverLog()).name = request.app_name
-            self._cache.listing = None
+            self._cache.unlinked_watched.add(driver_id)
+            self._cache.touched[driver_id] = time.monotonic()
         log.info("submitted %s as %s on %s", request.app_name, driver_id, self.master_url)
         return Submission(submission_id=driver_id)
 
     # ----------------------------------------------------------------------- listing
 
-    def _listing(self, max_age: float | None = None) -> _Listing:
+    def _listing(self, max_age: float | None = None, *, driver: str | None = None) -> _Listing:
         """The master's /json/, at most ``max_age`` seconds old (default: the TTL, or
-        ``LISTING_REUSE_FACTOR`` times the last fetch's duration if that is longer)."""
+        ``LISTING_REUSE_FACTOR`` times the last fetch's duration if that is longer), and fetched
+        after this backend last submitted or killed ``driver``."""
 
         def fresh(cached: _Listing) -> bool:
             limit = max_age
             if limit is None:
                 limit = max(self.listing_ttl_s, LISTING_REUSE_FACTOR * cached.seconds)
-            return time.monotonic() - cached.fetched_at <= limit
+            if time.monotonic() - cached.fetched_at > limit:
+                return False
+            return touched is None or cached.fetched_at >= touched
+
+        def failed_lately() -> ClusterUnreachable | None:
+            failure = self._cache.failure
+            if failure is None or max_age == 0.0:
+                return None
+            started, seconds, error = failure
+            if time.monotonic() - started > LISTING_REUSE_FACTOR * seconds:
+                return None
+            if touched is not None and started < touched:
+                return None
+            return error
 
         with self._lock:
             cached = self._cache.listing
+            touched = self._cache.touched.get(driver) if driver is not None else None
         if cached is not None and fresh(cached):
             return cached
-        with self._fetch_lock:  # one fetch at a time; others reuse its result
+        with self._fetch_lock:  # one fetch at a time; others reuse its result (or its failure)
             with self._lock:
                 cached = self._cache.listing
+                failed = failed_lately()
             if cached is not None and fresh(cached):
                 return cached
+            if failed is not None:
+                raise ClusterUnreachable(f"{failed.message} (a moment ago)") from failed
             started = time.monotonic()
-            listing = replace(self._fetch_listing(started), seconds=time.monotonic() - started)
+            try:
+                listing = replace(self._fetch_listing(started), seconds=time.monotonic() - started)
+            except ClusterUnreachable as exc:
+                took = time.monotonic() - started
+                if took >= SLOW_FAILURE_S:  # a timeout: not worth waiting for again at once
+                    with self._lock:
+                        self._cache.failure = (started, took, exc)
+                raise
             with self._lock:
                 self._cache.listing = listing
+                self._cache.failure = None
                 self.listing_fetches += 1
+                if self._cache.touched:  # marks this listing already answers
+                    self._cache.touched = {
+                        d: t for d, t in self._cache.touched.items() if t > started
+                    }
+                prints = self._fingerprints(listing)
+            self._changes.advance(prints)
             return listing
 
     def _fetch_listing(self, fetched_at: float) -> _Listing:
@@ -463,6 +521,7 @@ class StandaloneRestBackend:
         """Tie a driver to its application (call with the lock held)."""
         entry.app_id, entry.linked_by = app_id, how
         self._cache.owners[app_id] = driver_id
+        self._cache.unlinked_watched.discard(driver_id)
         if entry.name is not None:  # nothing more to learn from its logs
             entry.stderr.carry = entry.stdout.carry = b""
 
@@ -631,34 +690,120 @@ class StandaloneRestBackend:
     def status(
         self, submission_id: str, app_name: str | None = None, app_id: str | None = None
     ) -> AppStatus:
-        if app_name or app_id:
-            # recorded from submit()/find()/status(): no log read needed for what is handed in
-            with self._lock:
-                entry = self._entry(submission_id)
-                if app_name and entry.name is None:
-                    entry.name = app_name
-                if app_id and entry.app_id is None:
-                    self._link(submission_id, entry, app_id, "recorded")
+        with self._lock:
+            entry = self._entry(submission_id)
+            if app_name and entry.name is None:
+                # recorded from submit()/find()/status(): no log read needed for what is handed in
+                entry.name = app_name
+            if app_id and entry.app_id is None:
+                self._link(submission_id, entry, app_id, "recorded")
+            if entry.app_id is None:
+                self._cache.unlinked_watched.add(submission_id)
+        from_listing = False
+        try:
+            listing = self._listing(driver=submission_id)
+            driver = listing.drivers.get(submission_id)
+            message = None
+            if driver is None or driver.state in ("ERROR", "FAILED"):
+                rest = self._rest_status(submission_id)
+                if rest is None:
+                    return AppStatus(
+                        AppState.NOT_FOUND,
+                        reason=f"the master does not know {submission_id} "
+                        "(never submitted here, long finished, or the master lost its state)",
+                    )
+                state = str(rest.get("driverState", ""))
+                worker = rest.get("workerId") or (driver.worker if driver else None)
+                message = rest.get("message")
+            else:
+                state, worker = driver.state, driver.worker
+            status = self._driver_status(submission_id, state, worker, message, listing)
+            if state == "FAILED" and not message and status.state.is_terminal:
+                status = self._with_failure_detail(status, submission_id, worker, listing)
+            from_listing = (
+                driver is not None and message is None and self._settled(submission_id, state)
+            )
+            if status.state.is_terminal:
+                with self._lock:  # never linked now: no more link reads for it
+                    self._cache.unlinked_watched.discard(submission_id)
+            return status
+        finally:
+            # the change feed names this driver until its status follows from a listing alone
+            self._changes.volatile(submission_id, not from_listing)
+
+    def _settled(self, driver_id: str, state: str) -> bool:
+        """Whether a listed driver's status follows from the listing alone: it waits for a
+        worker, or it is linked to its application (else a log read may change it)."""
+        if state in ("SUBMITTED", "RELAUNCHING"):
+            return True
+        if state in ("ERROR", "FAILED"):
+            return False
+        with self._lock:
+            entry = self._cache.drivers.get(driver_id)
+            return entry is not None and entry.app_id is not None
+
+    def changes(self, since: Mark | None) -> Changes:
+        """The drivers whose status may have changed since ``since`` (see
+        ``scheduler/backends/changes.py``): those whose entry in the listing, or their linked
+        application's, differs between the listing of the mark and the current one (fetched if
+        the cached one is older than the TTL), those killed since, and those whose last status
+        did not follow from the listing alone."""
         listing = self._listing()
-        driver = listing.drivers.get(submission_id)
-        message = None
-        if driver is None or driver.state in ("ERROR", "FAILED"):
-            rest = self._rest_status(submission_id)
-            if rest is None:
-                return AppStatus(
-                    AppState.NOT_FOUND,
-                    reason=f"the master does not know {submission_id} "
-                    "(never submitted here, long finished, or the master lost its state)",
+        self._link_watched(listing)
+        return self._changes.changes(since)
+
+    def _link_watched(self, listing: _Listing) -> None:
+        """Read the logs of the launched, unlinked drivers this instance watches in parallel
+        (``IDENTIFY_THREADS``), where an application they may own has registered: thousands of
+        jobs starting at once get their links in one parallel pass, not one read per status
+        call in a row. Failures only leave a driver unlinked (its status says so)."""
+        now = time.monotonic()
+        with self._lock:
+            watched = [
+                (d, entry)
+                for driver_id in self._cache.unlinked_watched
+                if (d := listing.drivers.get(driver_id)) is not None
+                and d.active
+                and d.state == "RUNNING"
+                and listing.workers.get(d.worker or "")
+                and (entry := self._cache.drivers.get(driver_id)) is not None
+                and entry.app_id is None
+                and now >= entry.next_read_at
+                and entry.stderr.offset < LINK_SCAN_LIMIT
+            ]
+        todo = [(d, e) for d, e in watched if self._unlinked_app_since(d.starttime, listing)]
+        if len(todo) < 2:
+            return  # status() reads a single one itself
+        with self._lock:
+            if self._link_pool is None:
+                self._link_pool = ThreadPoolExecutor(
+                    IDENTIFY_THREADS, thread_name_prefix="drover-link"
                 )
-            state = str(rest.get("driverState", ""))
-            worker = rest.get("workerId") or (driver.worker if driver else None)
-            message = rest.get("message")
-        else:
-            state, worker = driver.state, driver.worker
-        status = self._driver_status(submission_id, state, worker, message, listing)
-        if state == "FAILED" and not message and status.state.is_terminal:
-            status = self._with_failure_detail(status, submission_id, worker, listing)
-        return status
+            pool = self._link_pool
+        futures = [pool.submit(self._read_for_link, d.id, d.worker, listing, e) for d, e in todo]
+        for future in futures:
+            try:
+                future.result()
+            except ClusterUnreachable as exc:
+                log.debug("a link read failed: %s", exc)
+
+    def _fingerprints(self, listing: _Listing) -> dict[str, tuple[object, ...]]:
+        """What ``status`` derives from the listing, per driver (call with the lock held)."""
+        drivers = self._cache.drivers
+        by_id = listing.by_id
+        prints: dict[str, tuple[object, ...]] = {}
+        for driver in listing.drivers.values():
+            entry = drivers.get(driver.id)
+            app_id = entry.app_id if entry is not None else None
+            app = by_id.get(app_id) if app_id is not None else None
+            prints[driver.id] = (
+                driver.state,
+                driver.worker,
+                driver.active,
+                app_id,
+                None if app is None else (app.state, app.active),
+            )
+        return prints
 
     def _with_failure_detail(
         self, status: AppStatus, driver_id: str, worker_id: str | None, listing: _Listing
@@ -777,7 +922,8 @@ class StandaloneRestBackend:
         response = self._request("POST", url, what)
         body = self._json(response, what)
         with self._lock:
-            self._cache.listing = None
+            self._cache.touched[submission_id] = time.monotonic()
+        self._changes.touch([submission_id])
         if not body.get("success"):
             # "Driver ... has already finished or does not exist": nothing left to kill
             log.info("%s: %s", what, body.get("message", "not running"))
@@ -866,6 +1012,9 @@ class StandaloneRestBackend:
             ok, detail = self._probe()
         except Exception as exc:  # noqa: BLE001 - a probe never raises
             ok, detail = False, f"probe failed: {exc!r}"
+        if ok:
+            with self._lock:
+                self._cache.failure = None  # it answers again: no failed fetch to reuse
         return ProbeResult(ok=ok, detail=detail, latency_s=time.monotonic() - started)
 
     def _probe(self) -> tuple[bool, str]:
@@ -903,4 +1052,6 @@ class StandaloneRestBackend:
     # ----------------------------------------------------------------------- lifecycle
 
     def close(self) -> None:
+        if self._link_pool is not None:
+            self._link_pool.shutdown(wait=False)
         self._http.close()

@@ -18,11 +18,13 @@ from scheduler.errors import (
     InvalidInput,
     NotFound,
 )
+from scheduler.paging import KeyPart, Window
 from scheduler.records import (
     ClusterRecord,
     GroupRecord,
 )
 from scheduler.states import JobState
+from scheduler.store import paging
 from scheduler.store.mapping import cluster_record, cluster_spec, group_record
 from scheduler.store.models import Cluster, Group, Job, utcnow
 
@@ -90,6 +92,20 @@ def get_cluster(session: Session, name: str) -> ClusterRecord:
 
 def list_clusters(session: Session) -> list[ClusterRecord]:
     return [cluster_record(c) for c in session.scalars(select(Cluster).order_by(Cluster.name))]
+
+
+def page_clusters(
+    session: Session, window: Window
+) -> tuple[list[ClusterRecord], tuple[KeyPart, ...] | None]:
+    """One page of the clusters by name."""
+    rows, next_key = paging.read_page(
+        session, select(Cluster), (Cluster.name,), window, lambda c: (c.name,)
+    )
+    return [cluster_record(c) for c in rows], next_key
+
+
+def count_clusters(session: Session) -> int:
+    return paging.count(session, select(Cluster.name))
 
 
 def create_cluster(session: Session, name: str, spec: catalog.ClusterSpec) -> ClusterRecord:
@@ -199,6 +215,20 @@ def get_group(session: Session, name: str) -> GroupRecord:
 
 def list_groups(session: Session) -> list[GroupRecord]:
     return [group_record(g) for g in session.scalars(select(Group).order_by(Group.name))]
+
+
+def page_groups(
+    session: Session, window: Window
+) -> tuple[list[GroupRecord], tuple[KeyPart, ...] | None]:
+    """One page of the groups by name."""
+    rows, next_key = paging.read_page(
+        session, select(Group), (Group.name,), window, lambda g: (g.name,)
+    )
+    return [group_record(g) for g in rows], next_key
+
+
+def count_groups(session: Session) -> int:
+    return paging.count(session, select(Group.name))
 
 
 def _check_group_clusters(session: Session, primary: str, failover: str | None) -> None:

@@ -6,16 +6,13 @@ All SQL lives in the store package. Callers own transactions (``with store.trans
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
@@ -23,8 +20,29 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from scheduler.errors import SchemaOutOfDate, StoreError, StoreUnavailable
+from scheduler.store import schema
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+
+# Alembic (with Mako and Pygments, ~10 MiB resident) is imported only where migrations run (or a
+# schema check meets branches): not by the store, the node, the reconciler actor (issue 8); the
+# schema check reads the revisions itself (scheduler/store/schema.py).
 
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+
+#: what every commit of a store session in this context must also do, in the same transaction
+#: (the API's idempotency keys: "this request's change committed" is written with the change;
+#: see ``api.idempotency``). None: nothing.
+COMMIT_HOOK: ContextVar[Callable[[Session], None] | None] = ContextVar(
+    "drover_commit_hook", default=None
+)
+
+
+def _before_commit(session: Session) -> None:
+    hook = COMMIT_HOOK.get()
+    if hook is not None:
+        hook(session)
 
 
 def _crc32(value: str | None) -> int | None:
@@ -71,12 +89,30 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
-def make_engine(url: str) -> Engine:
+#: pooled connections kept open (MySQL), unless a store says how many threads share it
+DEFAULT_POOL_SIZE = 5
+
+
+def make_engine(url: str, *, pool_size: int = DEFAULT_POOL_SIZE) -> Engine:
+    """An engine for ``url``. ``pool_size``: how many MySQL connections stay open; size it to
+    the threads that use the store at once (a connection beyond it is opened for one checkout
+    and closed again: a TCP connection, authentication and, with PyMySQL's preferred TLS, a new
+    TLS context per transaction -- about 10 ms of CPU each)."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, connect_args={"timeout": 10})
+        if parsed.database and parsed.database != ":memory:":
+            # a file database: a connection per thread at once, kept open (each new one runs
+            # the pragmas below); an in-memory database keeps SQLAlchemy's own pool
+            engine = create_engine(
+                url,
+                connect_args={"timeout": 10},
+                pool_size=pool_size,
+                max_overflow=max(10, pool_size),
+            )
+        else:
+            engine = create_engine(url, connect_args={"timeout": 10})
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
     if parsed.get_backend_name() in ("mysql", "mariadb"):
@@ -87,6 +123,8 @@ def make_engine(url: str) -> Engine:
             parsed,
             pool_pre_ping=True,
             pool_recycle=3600,
+            pool_size=pool_size,
+            max_overflow=max(10, pool_size),
             isolation_level="READ COMMITTED",
             pool_reset_on_return=None,  # _rollback_if_open instead
         )
@@ -134,6 +172,8 @@ def _track_open_transactions(engine: Engine) -> None:
 
 
 def alembic_config(url: str) -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
@@ -143,16 +183,19 @@ def alembic_config(url: str) -> Config:
 class Store:
     """The metadata store of one node: an engine, a session factory, migrations."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, pool_size: int = DEFAULT_POOL_SIZE) -> None:
         self.url = url
+        self._pool_size = pool_size
 
     @cached_property
     def engine(self) -> Engine:
-        return make_engine(self.url)
+        return make_engine(self.url, pool_size=self._pool_size)
 
     @cached_property
     def _sessions(self) -> sessionmaker[Session]:
-        return sessionmaker(self.engine, expire_on_commit=False)
+        sessions = sessionmaker(self.engine, expire_on_commit=False)
+        event.listen(sessions, "before_commit", _before_commit)
+        return sessions
 
     @contextmanager
     def session(self) -> Iterator[Session]:
@@ -171,22 +214,38 @@ class Store:
     # -- migrations ---------------------------------------------------------------------------
 
     def head_revision(self) -> str | None:
-        return ScriptDirectory.from_config(alembic_config(self.url)).get_current_head()
+        """The code's head revision (read without Alembic unless the scripts branch)."""
+        try:
+            return schema.head_revision(MIGRATIONS_DIR / "versions")
+        except schema.Unusual:
+            from alembic.script import ScriptDirectory
+
+            return ScriptDirectory.from_config(alembic_config(self.url)).get_current_head()
 
     def current_revision(self) -> str | None:
+        """The database's revision (read without Alembic unless it holds several)."""
         try:
             with self.engine.connect() as conn:
-                return MigrationContext.configure(conn).get_current_revision()
+                try:
+                    return schema.current_revision(conn)
+                except schema.Unusual:
+                    from alembic.runtime.migration import MigrationContext
+
+                    return MigrationContext.configure(conn).get_current_revision()
         except SQLAlchemyError as exc:
             raise store_error(exc, "cannot read the schema version") from exc
 
     def upgrade(self, revision: str = "head") -> None:
+        from alembic import command
+
         with self.engine.begin() as conn:
             config = alembic_config(self.url)
             config.attributes["connection"] = conn
             command.upgrade(config, revision)
 
     def downgrade(self, revision: str = "base") -> None:
+        from alembic import command
+
         with self.engine.begin() as conn:
             config = alembic_config(self.url)
             config.attributes["connection"] = conn

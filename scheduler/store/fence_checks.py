@@ -12,7 +12,7 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from scheduler.states import RunState
-from scheduler.store.models import Run
+from scheduler.store.models import Job, Run
 
 _FINAL = [s.value for s in RunState if s.is_final]
 
@@ -27,3 +27,27 @@ def record_fence_check(session: Session, run_id: int, at: datetime) -> bool:
         .execution_options(synchronize_session=False)
     )
     return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+def record_stop_batch(
+    session: Session, run_id: int, job_id: int, batch_id: int, at: datetime
+) -> bool:
+    """Note the batch a run's pipeline stopped at after a graceful stop was asked of it (the
+    run is open and draining); False when there is nothing to note. The job's ``updated_at``
+    moves too (not its version: this is no write of the owner's), so the owner's next
+    incremental read sees the run as it is now and says the batch when it closes the run."""
+    result = session.execute(
+        update(Run)
+        .where(Run.id == run_id, Run.drain_deadline.is_not(None), Run.state.not_in(_FINAL))
+        .values(stop_batch=batch_id)
+        .execution_options(synchronize_session=False)
+    )
+    if not result.rowcount:  # type: ignore[attr-defined]
+        return False
+    session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.current_run_id == run_id)
+        .values(updated_at=at)
+        .execution_options(synchronize_session=False)
+    )
+    return True

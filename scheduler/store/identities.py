@@ -22,6 +22,8 @@ from scheduler.identity import (
     token_digest,
 )
 from scheduler.names import validate_name
+from scheduler.paging import KeyPart, Window
+from scheduler.store import paging
 from scheduler.store.models import ApiToken, Identity, RoleBinding, Team, utcnow
 
 IDENTITY_KINDS = ("user", "service")
@@ -71,6 +73,8 @@ class Credential:
     kind: str
     roles: dict[str, Role]
     scopes: frozenset[Scope]
+    #: when the token stops being valid (None: never)
+    expires_at: datetime | None = None
 
 
 def _token_record(row: ApiToken) -> TokenRecord:
@@ -118,6 +122,24 @@ def list_teams(session: Session, only: frozenset[str] | None = None) -> list[Tea
     if only is not None:
         query = query.where(Team.name.in_(sorted(only)))
     return [get_team(session, name) for name in session.scalars(query)]
+
+
+def page_teams(
+    session: Session, window: Window, only: frozenset[str] | None = None
+) -> tuple[list[TeamRecord], tuple[KeyPart, ...] | None]:
+    """One page of the teams by name (``only``: the teams the caller may see)."""
+    query = select(Team)
+    if only is not None:
+        query = query.where(Team.name.in_(sorted(only)))
+    rows, next_key = paging.read_page(session, query, (Team.name,), window, lambda t: (t.name,))
+    return [get_team(session, t.name) for t in rows], next_key
+
+
+def count_teams(session: Session, only: frozenset[str] | None = None) -> int:
+    query = select(Team.name)
+    if only is not None:
+        query = query.where(Team.name.in_(sorted(only)))
+    return paging.count(session, query)
 
 
 def team_exists(session: Session, name: str) -> bool:
@@ -241,6 +263,24 @@ def list_tokens(session: Session, *, identities: frozenset[str] | None = None) -
     return [_token_record(r) for r in session.scalars(query)]
 
 
+def page_tokens(
+    session: Session, window: Window, *, identities: frozenset[str] | None = None
+) -> tuple[list[TokenRecord], tuple[KeyPart, ...] | None]:
+    """One page of the tokens by id (``identities``: only theirs)."""
+    query = select(ApiToken)
+    if identities is not None:
+        query = query.where(ApiToken.identity.in_(sorted(identities)))
+    rows, next_key = paging.read_page(session, query, (ApiToken.id,), window, lambda t: (t.id,))
+    return [_token_record(r) for r in rows], next_key
+
+
+def count_tokens(session: Session, *, identities: frozenset[str] | None = None) -> int:
+    query = select(ApiToken.id)
+    if identities is not None:
+        query = query.where(ApiToken.identity.in_(sorted(identities)))
+    return paging.count(session, query)
+
+
 def revoke_token(session: Session, token_id: int) -> tuple[TokenRecord, TokenRecord]:
     """Revoke a token (idempotent); returns it before and after."""
     row = session.get(ApiToken, token_id, with_for_update=True)
@@ -260,18 +300,39 @@ def identities_of_teams(session: Session, teams: frozenset[str]) -> frozenset[st
 
 
 def authenticate_token(session: Session, secret: str, now: datetime) -> Credential | None:
-    """The credential a token secret proves, or None (unknown, revoked, expired, disabled)."""
-    row = session.scalar(select(ApiToken).where(ApiToken.digest == token_digest(secret)))
-    if row is None or row.revoked_at is not None:
+    """The credential a token secret proves, or None (unknown, revoked, expired, disabled).
+
+    One statement (the token, its identity and the identity's role bindings joined): every
+    authenticated API request runs it."""
+    rows = session.execute(
+        select(
+            ApiToken.id,
+            ApiToken.revoked_at,
+            ApiToken.expires_at,
+            ApiToken.scopes,
+            Identity.name,
+            Identity.kind,
+            Identity.disabled,
+            RoleBinding.team,
+            RoleBinding.role,
+        )
+        .join(Identity, Identity.name == ApiToken.identity)
+        .outerjoin(RoleBinding, RoleBinding.identity == Identity.name)
+        .where(ApiToken.digest == token_digest(secret))
+    ).all()
+    if not rows:  # unknown token, or its identity is gone
         return None
-    if row.expires_at is not None and row.expires_at <= now:
+    first = rows[0]
+    if first.revoked_at is not None:
         return None
-    who = session.get(Identity, row.identity)
-    if who is None or who.disabled:
+    if first.expires_at is not None and first.expires_at <= now:
+        return None
+    if first.disabled:
         return None
     known = {s.value for s in Scope}
-    scopes = frozenset(Scope(s) for s in row.scopes.split(",") if s in known)
-    return Credential(row.id, who.name, who.kind, roles_of(session, who.name), scopes)
+    scopes = frozenset(Scope(s) for s in first.scopes.split(",") if s in known)
+    roles = {row.team: Role.parse(row.role) for row in rows if row.team is not None}
+    return Credential(first.id, first.name, first.kind, roles, scopes, first.expires_at)
 
 
 def bootstrap_admin(

@@ -7,28 +7,38 @@ in :mod:`scheduler.store.ledger`.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, select
+from sqlalchemy import ColumnElement, delete, exists, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from scheduler import revisions
 from scheduler.errors import (
     AlreadyExists,
     Conflict,
     InvalidInput,
     NotFound,
 )
+from scheduler.labels import Op, Requirement, validate_labels
+from scheduler.paging import KeyPart, Sort, Window
 from scheduler.records import (
     JobRecord,
     JobSpec,
     RunRecord,
 )
+from scheduler.stalls import OnStall
 from scheduler.states import DesiredState, JobState, Priority, transition
+from scheduler.store import paging
+from scheduler.store import progress as progress_store
 from scheduler.store.catalog import validate_checkpoint_location
 from scheduler.store.journal import add_event
 from scheduler.store.mapping import job_record, run_record
-from scheduler.store.models import Group, Job, Run, utcnow
+from scheduler.store.models import Group, Job, JobLabel, Run, utcnow
+from scheduler.store.quotas import check_job_placement
+from scheduler.store.revisions import add_revision
 
 
 def load_job(session: Session, name: str, *, for_update: bool = False) -> Job:
@@ -43,7 +53,7 @@ def load_job(session: Session, name: str, *, for_update: bool = False) -> Job:
 
 def with_run(session: Session, job: Job) -> JobRecord:
     run = session.get(Run, job.current_run_id) if job.current_run_id is not None else None
-    return job_record(job, run)
+    return with_progress(session, [job_record(job, run)])[0]
 
 
 def with_current_runs(session: Session, jobs: list[Job]) -> list[JobRecord]:
@@ -54,8 +64,24 @@ def with_current_runs(session: Session, jobs: list[Job]) -> list[JobRecord]:
         if run_ids
         else {}
     )
+    return with_progress(
+        session,
+        [
+            job_record(j, runs.get(j.current_run_id) if j.current_run_id is not None else None)
+            for j in jobs
+        ],
+    )
+
+
+def with_progress(session: Session, jobs: list[JobRecord]) -> list[JobRecord]:
+    """``jobs`` with their current runs' progress (one query for all of them)."""
+    known = progress_store.load(session, [j.current_run_id for j in jobs if j.current_run_id])
+    if not known:
+        return jobs
     return [
-        job_record(j, runs.get(j.current_run_id) if j.current_run_id is not None else None)
+        replace(j, progress=known[j.current_run_id])
+        if j.current_run_id is not None and j.current_run_id in known
+        else j
         for j in jobs
     ]
 
@@ -69,6 +95,7 @@ def create_job(session: Session, spec: JobSpec, *, cause: str, node_id: str) -> 
         raise InvalidInput(f"no group named {spec.group!r}")
     if session.scalars(select(Job.id).where(Job.name == spec.name)).first() is not None:
         raise AlreadyExists(f"a job named {spec.name!r} already exists")
+    check_job_placement(session, spec.business, spec.group)  # dedicated groups
     checkpoint = validate_checkpoint_location(session, spec.group, spec.checkpoint_location)
     now = utcnow()
     state = JobState.QUEUED if spec.desired_state == DesiredState.RUNNING else JobState.STOPPED
@@ -82,7 +109,11 @@ def create_job(session: Session, spec: JobSpec, *, cause: str, node_id: str) -> 
         args=list(spec.args),
         conf=dict(spec.conf),
         checkpoint_location=checkpoint,
+        replicate=spec.replicate,
+        labels=validate_labels(spec.labels),
         desired_state=spec.desired_state.value,
+        stall_after=spec.stall_after,
+        on_stall=spec.on_stall.value,
         state=state.value,
         state_reason="",
         generation=0,
@@ -98,8 +129,11 @@ def create_job(session: Session, spec: JobSpec, *, cause: str, node_id: str) -> 
         session.flush()
     except IntegrityError as exc:  # a concurrent create of the same name
         raise AlreadyExists(f"a job named {spec.name!r} already exists") from exc
+    _write_labels(session, job.id, spec.labels, replace=False)
+    record = job_record(job)
+    add_revision(session, job.id, 1, revisions.spec_of(record), cause=cause, message="created")
     add_event(session, job, None, None, state, cause=cause, message="created", node_id=node_id)
-    return job_record(job)
+    return record
 
 
 def list_jobs(
@@ -113,9 +147,13 @@ def list_jobs(
     limit: int = 100,
     offset: int = 0,
     teams: frozenset[str] | None = None,
+    search: str | None = None,
 ) -> tuple[list[JobRecord], int]:
-    """``teams``: only jobs of these teams (a caller's visibility; None = every team)."""
+    """``teams``: only jobs of these teams (a caller's visibility; None = every team);
+    ``search``: only jobs whose name contains it, ignoring case (``%`` and ``_`` are literal)."""
     conditions: list[ColumnElement[bool]] = []
+    if search:
+        conditions.append(func.lower(Job.name).contains(search.lower(), autoescape=True))
     if teams is not None:
         conditions.append(Job.team.in_(sorted(teams)))
     if state is not None:
@@ -138,6 +176,133 @@ def list_jobs(
     return records, total
 
 
+@dataclass(frozen=True)
+class JobFilter:
+    """What a job listing (or a bulk operation's selector) keeps; None = no condition.
+
+    ``teams`` is the caller's visibility (None = every team), the others are the client's filters.
+    """
+
+    state: JobState | None = None
+    desired_state: DesiredState | None = None
+    team: str | None = None
+    business: str | None = None
+    group: str | None = None
+    cluster: str | None = None
+    priority: Priority | None = None
+    name_prefix: str | None = None
+    labels: tuple[Requirement, ...] = ()
+    #: the name contains this text, ignoring case (a search box)
+    search: str | None = None
+    teams: frozenset[str] | None = field(default=None)
+
+    def conditions(self) -> list[ColumnElement[bool]]:
+        conditions: list[ColumnElement[bool]] = []
+        if self.teams is not None:
+            conditions.append(Job.team.in_(sorted(self.teams)))
+        if self.state is not None:
+            conditions.append(Job.state == self.state.value)
+        if self.desired_state is not None:
+            conditions.append(Job.desired_state == self.desired_state.value)
+        if self.team is not None:
+            conditions.append(Job.team == self.team)
+        if self.business is not None:
+            conditions.append(Job.business == self.business)
+        if self.group is not None:
+            conditions.append(Job.group_name == self.group)
+        if self.cluster is not None:
+            conditions.append(Job.cluster_name == self.cluster)
+        if self.priority is not None:
+            conditions.append(Job.priority == self.priority.value)
+        if self.name_prefix:
+            conditions.append(Job.name.startswith(self.name_prefix, autoescape=True))
+        for requirement in self.labels:
+            conditions.append(_label_condition(requirement))
+        if self.search:
+            conditions.append(func.lower(Job.name).contains(self.search.lower(), autoescape=True))
+        return conditions
+
+
+def _label_condition(requirement: Requirement) -> ColumnElement[bool]:
+    has_key = (JobLabel.job_id == Job.id) & (JobLabel.key == requirement.key)
+    if requirement.op is Op.EXISTS:
+        return exists().where(has_key)
+    if requirement.op is Op.NOT_EXISTS:
+        return ~exists().where(has_key)
+    pair = exists().where(has_key & (JobLabel.value == requirement.value))
+    return pair if requirement.op is Op.EQUALS else ~pair
+
+
+#: the sorts a job listing takes: field -> key columns (the field, then the unique name)
+JOB_SORTS: dict[str, tuple[Any, ...]] = {
+    "name": (Job.name,),
+    "state": (Job.state, Job.name),
+    "updated_at": (Job.updated_at, Job.name),
+}
+#: the Python types of each sort's key parts (what a cursor must carry)
+JOB_SORT_KINDS: dict[str, tuple[type, ...]] = {
+    "name": (str,),
+    "state": (str, str),
+    "updated_at": (datetime, str),
+}
+
+
+def _job_key(sort: Sort) -> Any:
+    def key(job: Job) -> tuple[KeyPart, ...]:
+        if sort.field == "name":
+            return (job.name,)
+        if sort.field == "state":
+            return (job.state, job.name)
+        return (job.updated_at, job.name)
+
+    return key
+
+
+def page_jobs(
+    session: Session,
+    selector: JobFilter | None = None,
+    window: Window | None = None,
+) -> tuple[list[JobRecord], tuple[KeyPart, ...] | None]:
+    """One page of the jobs ``selector`` keeps, in the window's order, with their current runs;
+    and the key the next page starts after (None: this was the last page)."""
+    selector = selector or JobFilter()
+    window = window or Window(Sort("name"), None, 100)
+    query = select(Job).where(*selector.conditions())
+    jobs, next_key = paging.read_page(
+        session, query, JOB_SORTS[window.sort.field], window, _job_key(window.sort)
+    )
+    return with_current_runs(session, jobs), next_key
+
+
+def count_jobs(session: Session, selector: JobFilter | None = None) -> int:
+    selector = selector or JobFilter()
+    return paging.count(session, select(Job.id).where(*selector.conditions()))
+
+
+def count_owned(session: Session, node_id: str) -> int:
+    """How many jobs ``node_id`` owns now (a drained node is done when this is 0)."""
+    return int(session.scalar(select(func.count(Job.id)).where(Job.owner == node_id)) or 0)
+
+
+def select_job_names(session: Session, selector: JobFilter, *, most: int) -> list[str]:
+    """The names of the jobs ``selector`` keeps, by name, at most ``most`` (bulk operations)."""
+    rows = session.scalars(
+        select(Job.name).where(*selector.conditions()).order_by(Job.name).limit(most)
+    )
+    return list(rows)
+
+
+def _write_labels(
+    session: Session, job_id: int, labels: Mapping[str, str], *, replace: bool
+) -> None:
+    """Make ``job_labels`` hold exactly ``labels`` for the job."""
+    if replace:
+        session.execute(delete(JobLabel).where(JobLabel.job_id == job_id))
+    for key, value in sorted(labels.items()):
+        session.add(JobLabel(job_id=job_id, key=key, value=value))
+    session.flush()
+
+
 def _check_version(job: Job, expected_version: int | None) -> None:
     """The client's If-Match check: against the *spec* version, which state changes never move
     (a PATCH with the ETag just read must not fail because the job went from QUEUED to
@@ -151,7 +316,19 @@ def _check_version(job: Job, expected_version: int | None) -> None:
 
 
 SPEC_FIELDS = frozenset(
-    {"team", "business", "priority", "entrypoint", "args", "conf", "checkpoint_location"}
+    {
+        "team",
+        "business",
+        "priority",
+        "entrypoint",
+        "args",
+        "conf",
+        "checkpoint_location",
+        "replicate",
+        "labels",
+        "stall_after",
+        "on_stall",
+    }
 )
 
 
@@ -163,13 +340,26 @@ def update_job_spec(
     expected_version: int | None,
     cause: str,
     node_id: str,
+    grace_seconds: float | None = None,
+    rollback_after: float | None = None,
+    rollback_of: int | None = None,
 ) -> JobRecord:
-    """Apply spec changes; they take effect at the job's next run."""
+    """Apply spec changes as a new revision (``scheduler.revisions``).
+
+    A change of a field the application was started with, on a job that runs, is an upgrade:
+    the generation is bumped so the job's owner replaces the live run (a graceful stop waiting
+    ``grace_seconds``, None: the node's default), and a job at rest that is to run is queued
+    again. ``rollback_after``: the upgrade rolls back to the revision before it unless it is
+    RUNNING within that many seconds. ``rollback_of``: this change is a rollback to that
+    revision (its history says so). Other changes take effect at the job's next run."""
     unknown = set(changes) - SPEC_FIELDS
     if unknown:
         raise InvalidInput(f"fields cannot be changed: {', '.join(sorted(unknown))}")
     job = load_job(session, name, for_update=True)
     _check_version(job, expected_version)
+    before = job_record(job)
+    if "business" in changes and changes["business"] != job.business:
+        check_job_placement(session, changes["business"], job.group_name)  # dedicated groups
     if "checkpoint_location" in changes:
         changes = {
             **changes,
@@ -184,17 +374,65 @@ def update_job_spec(
             value = list(value)
         elif key == "conf":
             value = dict(value)
+        elif key == "labels":
+            value = validate_labels(value or {})
+            _write_labels(session, job.id, value, replace=True)
+        elif key == "on_stall":
+            value = OnStall(value).value
         setattr(job, key, value)
+    now = utcnow()
+    old_spec = revisions.spec_of(before)
+    new_spec = revisions.spec_of(job_record(job))
+    changed = revisions.changed_fields(old_spec, new_spec)
     job.version += 1
     job.spec_version += 1
-    job.updated_at = utcnow()
+    job.updated_at = now
+    message = "spec changed: " + (", ".join(sorted(changed)) or "nothing (same values)")
+    if rollback_of is not None:
+        message = f"rollback to revision {rollback_of}; {message}"
+    old_state = JobState(job.state)
+    new_state: JobState | None = None
+    if revisions.is_upgrade(before, changed):
+        job.generation += 1  # the live run is replaced by one of the new spec
+        job.grace_seconds = grace_seconds
+        job.attempts_reset_at = now
+        job.not_before = None
+        if rollback_after is not None and rollback_of is None:
+            job.upgrade_deadline = now + timedelta(seconds=rollback_after)
+            job.upgrade_from = before.spec_version
+        else:
+            job.upgrade_deadline = None
+            job.upgrade_from = None
+        message += (
+            f"; upgrade to revision {job.spec_version}: the running application is replaced "
+            "(graceful stop, then the new spec from the same checkpoint)"
+        )
+        if job.upgrade_deadline is not None:
+            message += (
+                f"; rolls back to revision {job.upgrade_from} unless RUNNING within "
+                f"{rollback_after:g} s"
+            )
+        if job.desired_state == DesiredState.RUNNING and old_state.is_at_rest:
+            new_state = transition(old_state, JobState.QUEUED)
+            job.state = new_state.value
+            job.state_reason = f"upgrade to revision {job.spec_version}"
+    add_revision(
+        session,
+        job.id,
+        job.spec_version,
+        new_spec,
+        cause=cause,
+        message=message,
+        rollback_of=rollback_of,
+    )
     add_event(
         session,
         job,
         None,
-        None,
+        old_state if new_state is not None else None,
+        new_state,
         cause=cause,
-        message="spec changed: " + ", ".join(sorted(changes)),
+        message=message,
         node_id=node_id,
     )
     return with_run(session, job)
@@ -212,8 +450,12 @@ def apply_command(
     cause: str,
     node_id: str,
     message: str,
+    grace_seconds: float | None = None,
 ) -> JobRecord:
     """Record an operator's start/stop/restart (decided by ``states.command_effect``).
+
+    ``grace_seconds``: how long a graceful stop of the live run (stop, restart) waits before a
+    kill (None: the node's default; 0: kill at once).
 
     ``expected_version`` is checked against the spec version ("act on the spec I reviewed"); a
     command moves the row's ``version`` but not the spec's: it is not a spec change."""
@@ -222,6 +464,7 @@ def apply_command(
     now = utcnow()
     old_state = JobState(job.state)
     job.desired_state = desired.value
+    job.grace_seconds = grace_seconds
     if bump_generation:
         job.generation += 1
     if reset_attempts:
@@ -275,3 +518,25 @@ def list_runs(
         .offset(offset)
     )
     return [run_record(r, name) for r in rows], total
+
+
+def page_runs(
+    session: Session, name: str, window: Window
+) -> tuple[list[RunRecord], tuple[KeyPart, ...] | None]:
+    """One page of the job's runs by attempt (newest first: ``-attempt``, the default)."""
+    job_id = session.scalar(select(Job.id).where(Job.name == name))
+    if job_id is None:
+        raise NotFound(f"no job named {name!r}")
+    rows, next_key = paging.read_page(
+        session,
+        select(Run).where(Run.job_id == job_id),
+        (Run.attempt,),
+        window,
+        lambda r: (r.attempt,),
+    )
+    return [run_record(r, name) for r in rows], next_key
+
+
+def count_runs(session: Session, name: str) -> int:
+    job_id = session.scalar(select(Job.id).where(Job.name == name))
+    return paging.count(session, select(Run.id).where(Run.job_id == job_id))

@@ -11,12 +11,14 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from scheduler.errors import NotFound
+from scheduler.paging import KeyPart, Window
 from scheduler.records import (
     AuditRecord,
     EventRecord,
     JobRecord,
 )
 from scheduler.states import JobState
+from scheduler.store import paging
 from scheduler.store.models import AuditEntry, Job, JobEvent
 
 
@@ -88,6 +90,34 @@ def list_events(
         )
         for e in rows
     ], total
+
+
+def _event_record(e: JobEvent, name: str) -> EventRecord:
+    return EventRecord(
+        e.id, name, e.run_id, e.at, e.from_state, e.to_state, e.cause, e.message, e.node_id
+    )
+
+
+def page_events(
+    session: Session, name: str, window: Window
+) -> tuple[list[EventRecord], tuple[KeyPart, ...] | None]:
+    """One page of the job's events by id (``-id``: newest first)."""
+    job_id = session.scalar(select(Job.id).where(Job.name == name))
+    if job_id is None:
+        raise NotFound(f"no job named {name!r}")
+    rows, next_key = paging.read_page(
+        session,
+        select(JobEvent).where(JobEvent.job_id == job_id),
+        (JobEvent.id,),
+        window,
+        lambda e: (e.id,),
+    )
+    return [_event_record(e, name) for e in rows], next_key
+
+
+def count_events(session: Session, name: str) -> int:
+    job_id = session.scalar(select(Job.id).where(Job.name == name))
+    return paging.count(session, select(JobEvent.id).where(JobEvent.job_id == job_id))
 
 
 def add_audit(

@@ -9,12 +9,13 @@ NotOwner otherwise, and nothing changes.
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, NoReturn
 
-from sqlalchemy import case, func, insert, or_, select, update
+from sqlalchemy import case, func, insert, or_, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -23,7 +24,7 @@ from scheduler.errors import (
     NotOwner,
     StaleWrite,
 )
-from scheduler.ledger import FailureQuery, LedgerView, Observation
+from scheduler.ledger import FailureQuery, Intent, LedgerView, Observation, Submitted
 from scheduler.ownership import Claim, Fence
 from scheduler.planning import Failures
 from scheduler.records import (
@@ -34,7 +35,7 @@ from scheduler.states import DesiredState, JobState, RunState, transition
 from scheduler.store.db import Store
 from scheduler.store.jobs import with_current_runs
 from scheduler.store.mapping import cluster_record, run_record
-from scheduler.store.models import Cluster, Group, Job, JobEvent, Run, utcnow
+from scheduler.store.models import BusinessQuota, Cluster, Group, Job, JobEvent, Run, utcnow
 
 
 def jobs_to_reconcile(
@@ -57,13 +58,24 @@ def _owned_by(fence: Fence) -> tuple[Any, ...]:
     return (Job.owner == fence.node_id, Job.owner_epoch == fence.epoch)
 
 
-def claim_jobs(session: Session, claim: Claim, *, only_unowned: bool = False) -> int:
+def claim_jobs(
+    session: Session,
+    claim: Claim,
+    *,
+    only_unowned: bool = False,
+    bound_elsewhere: Iterable[str] = (),
+) -> int:
     """Take the group's jobs that hash to this node's pool slot; returns how many changed hands.
 
     ``CRC32(name) % size = index`` runs in the database (SQLite gets a ``crc32`` function from
     the store). A job already claimed under a newer epoch is left alone: a node with a stale
     view can never take a job back. The version is not bumped: ownership is not a spec change.
     ``only_unowned``: only jobs nobody owns (new jobs), found through the owner index.
+
+    Dedicated groups (``scheduler.quotas``): the jobs of ``bound_elsewhere`` (businesses bound
+    to another group: :func:`businesses_bound_elsewhere`) are never claimed here, whatever group
+    row they sit in. (A list, not a subquery: an UPDATE's subquery on MariaDB takes shared locks
+    on the quota rows that the submission gate's token writes then deadlock with.)
     """
     fence = claim.fence
     candidates = (
@@ -71,6 +83,7 @@ def claim_jobs(session: Session, claim: Claim, *, only_unowned: bool = False) ->
         if only_unowned
         else or_(Job.owner.is_(None), Job.owner != fence.node_id, Job.owner_epoch < fence.epoch)
     )
+    excluded = sorted(set(bound_elsewhere))
     result = session.execute(
         update(Job)
         .where(
@@ -78,11 +91,24 @@ def claim_jobs(session: Session, claim: Claim, *, only_unowned: bool = False) ->
             candidates,
             Job.group_name == claim.group,
             func.crc32(Job.name) % claim.size == claim.index,
+            *([Job.business.not_in(excluded)] if excluded else []),
         )
         .values(owner=fence.node_id, owner_epoch=fence.epoch)
         .execution_options(synchronize_session=False)
     )
     return int(result.rowcount)  # type: ignore[attr-defined]
+
+
+def businesses_bound_elsewhere(session: Session, group: str) -> list[str]:
+    """The businesses bound to a dedicated group other than ``group`` (a plain read)."""
+    return list(
+        session.scalars(
+            select(BusinessQuota.business).where(
+                BusinessQuota.dedicated_group.is_not(None),
+                BusinessQuota.dedicated_group != group,
+            )
+        )
+    )
 
 
 def jobs_per_owner(session: Session, group: str) -> dict[str | None, int]:
@@ -252,6 +278,8 @@ _UNSET = _Unset()
 _OPEN_RUN_STATES = tuple(s.value for s in RunState if not s.is_final)
 #: ids per ``IN (...)`` list
 _CHUNK = 1000
+#: seconds a reconciler trusts its read of the dedicated-group bindings
+BINDINGS_TTL = 5.0
 
 
 class SqlLedger:
@@ -277,12 +305,31 @@ class SqlLedger:
         self._cause = cause
         self._app_name_for = app_name_for
         self._clock = clock
+        #: group -> (when read, businesses bound to other dedicated groups)
+        self._bindings: dict[str, tuple[float, list[str]]] = {}
 
     # -- reads --------------------------------------------------------------------------------
 
     def claim(self, claim: Claim, *, only_unowned: bool = False) -> int:
         with self._store.transaction() as session:
-            return claim_jobs(session, claim, only_unowned=only_unowned)
+            return claim_jobs(
+                session,
+                claim,
+                only_unowned=only_unowned,
+                bound_elsewhere=self._bound_elsewhere(session, claim.group),
+            )
+
+    def _bound_elsewhere(self, session: Session, group: str) -> list[str]:
+        """The businesses bound to other dedicated groups, read at most every
+        ``BINDINGS_TTL`` seconds (binding a business refuses while it has jobs elsewhere, so
+        this only guards against rows written around that rule)."""
+        now = time.monotonic()
+        cached = self._bindings.get(group)
+        if cached is not None and now - cached[0] < BINDINGS_TTL:
+            return cached[1]
+        bound = businesses_bound_elsewhere(session, group)
+        self._bindings[group] = (now, bound)
+        return bound
 
     def read(
         self,
@@ -348,7 +395,7 @@ class SqlLedger:
             values["not_before"] = not_before
         with self._store.transaction() as session:
             written = self._write_job(session, job, fence, state, reason, **values)
-            self._events(session, job, path, reason, job.current_run_id)
+            self._events(session, job, path, reason, job.current_run_id, epoch=fence.epoch)
         return written
 
     def record_intent(
@@ -407,7 +454,7 @@ class SqlLedger:
                 not_before=None,
             )
             steps = [(s, reason if s == JobState.QUEUED else submitting) for s in path]
-            self._events(session, job, steps, submitting, run_id, note=note)
+            self._events(session, job, steps, submitting, run_id, note=note, epoch=fence.epoch)
         run = RunRecord(
             id=run_id,
             job_name=job.name,
@@ -433,6 +480,156 @@ class SqlLedger:
             written, current_run_id=run_id, current_run=run, cluster=cluster, not_before=None
         )
 
+    def record_intents(self, fence: Fence, intents: Sequence[Intent]) -> list[JobRecord]:
+        """``record_intent`` for a batch: one multi-row run INSERT, one SELECT of the new run
+        ids (portable: MySQL has no INSERT ... RETURNING), one fenced UPDATE of the jobs, one
+        event INSERT, one COMMIT; a row count short of the batch rolls it all back."""
+        if not intents:
+            return []
+        paths: dict[int, list[JobState]] = {}
+        for i in intents:
+            path = [] if i.job.state == JobState.QUEUED else [JobState.QUEUED]
+            path.append(JobState.SUBMITTING)
+            _walk(i.job.state, path)
+            paths[i.job.id] = path
+        if len({i.job.id for i in intents}) != len(intents):
+            raise StaleWrite("a job appears twice in a batch of intents")
+        now = self._clock()
+        with self._store.transaction() as session:
+            attempts = {
+                i.job.id: i.job.current_run.attempt
+                for i in intents
+                if i.job.current_run is not None
+            }
+            unknown = [
+                i.job.id
+                for i in intents
+                if i.job.current_run is None and i.job.current_run_id is not None
+            ]
+            if unknown:
+                maxima = session.execute(
+                    select(Run.job_id, func.max(Run.attempt))
+                    .where(Run.job_id.in_(unknown))
+                    .group_by(Run.job_id)
+                )
+                attempts.update({int(j): int(a or 0) for j, a in maxima})
+            values: list[dict[str, Any]] = [
+                {
+                    "job_id": i.job.id,
+                    "attempt": attempts.get(i.job.id, 0) + 1,
+                    "generation": i.job.generation,
+                    "cluster_name": i.cluster,
+                    "node_id": self._node_id,
+                    "owner_epoch": fence.epoch,
+                    "fencing_token": secrets.token_hex(16),
+                    "app_name": "",
+                    "checkpoint_location": i.checkpoint_location,
+                    "state": RunState.SUBMITTING.value,
+                    "reason": "",
+                    "counts_as_failure": False,
+                    "created_at": now,
+                }
+                for i in intents
+            ]
+            try:
+                session.execute(insert(Run), values)
+            except IntegrityError as exc:  # an attempt exists: a job moved on meanwhile
+                raise StaleWrite("a job of the batch changed meanwhile") from exc
+            keys = [(v["job_id"], v["attempt"]) for v in values]
+            run_ids = {
+                int(job_id): int(run_id)
+                for job_id, run_id in session.execute(
+                    select(Run.job_id, Run.id).where(tuple_(Run.job_id, Run.attempt).in_(keys))
+                )
+            }
+            if len(run_ids) != len(intents):
+                raise StaleWrite("the runs of a batch of intents were not all recorded")
+            by_job = {v["job_id"]: v for v in values}
+            reasons = {
+                i.job.id: f"submitting attempt {by_job[i.job.id]['attempt']} to cluster {i.cluster}"
+                for i in intents
+            }
+            ids = [i.job.id for i in intents]
+            result = session.execute(
+                update(Job)
+                .where(
+                    Job.id.in_(ids),
+                    Job.version == case({i.job.id: i.job.version for i in intents}, value=Job.id),
+                    *_owned_by(fence),
+                )
+                .values(
+                    state=JobState.SUBMITTING.value,
+                    version=Job.version + 1,
+                    updated_at=now,
+                    state_reason=case(reasons, value=Job.id),
+                    current_run_id=case(run_ids, value=Job.id),
+                    cluster_name=case({i.job.id: i.cluster for i in intents}, value=Job.id),
+                    not_before=None,
+                )
+                .execution_options(synchronize_session=False)
+            )
+            if result.rowcount != len(intents):  # type: ignore[attr-defined]
+                raise StaleWrite(f"{len(intents) - result.rowcount} of a batch moved")  # type: ignore[attr-defined]
+            rows: list[dict[str, Any]] = []
+            for i in intents:
+                before = i.job.state
+                run_id = run_ids[i.job.id]
+                for step in paths[i.job.id]:
+                    if step == before:
+                        continue
+                    message = i.reason if step == JobState.QUEUED else reasons[i.job.id]
+                    rows.append(
+                        self._event(
+                            i.job, run_id, now, before.value, step.value, message, epoch=fence.epoch
+                        )
+                    )
+                    before = step
+                if i.note is not None:
+                    rows.append(
+                        self._event(i.job, run_id, now, None, None, i.note, epoch=fence.epoch)
+                    )
+            if rows:
+                session.execute(insert(JobEvent), rows)
+        written = []
+        for i in intents:
+            v = by_job[i.job.id]
+            run_id = run_ids[i.job.id]
+            run = RunRecord(
+                id=run_id,
+                job_name=i.job.name,
+                attempt=int(v["attempt"]),
+                generation=i.job.generation,
+                cluster=i.cluster,
+                node_id=self._node_id,
+                owner_epoch=fence.epoch,
+                fencing_token=str(v["fencing_token"]),
+                app_name=self._app_name_for(i.job.name, run_id),
+                checkpoint_location=i.checkpoint_location,
+                submission_id=None,
+                app_id=None,
+                state=RunState.SUBMITTING,
+                reason="",
+                exit_code=None,
+                created_at=now,
+                submitted_at=None,
+                started_at=None,
+                ended_at=None,
+            )
+            written.append(
+                replace(
+                    i.job,
+                    state=JobState.SUBMITTING,
+                    state_reason=reasons[i.job.id],
+                    version=i.job.version + 1,
+                    updated_at=now,
+                    current_run_id=run_id,
+                    current_run=run,
+                    cluster=i.cluster,
+                    not_before=None,
+                )
+            )
+        return written
+
     def prove(self, job: JobRecord, fence: Fence) -> None:
         with self._store.transaction() as session:
             result = session.execute(
@@ -443,6 +640,23 @@ class SqlLedger:
             )
             if result.rowcount != 1:  # type: ignore[attr-defined]
                 self._refuse(session, job, fence)
+
+    def prove_all(self, fence: Fence, jobs: Sequence[JobRecord]) -> None:
+        if not jobs:
+            return
+        with self._store.transaction() as session:
+            result = session.execute(
+                update(Job)
+                .where(
+                    Job.id.in_([j.id for j in jobs]),
+                    Job.version == case({j.id: j.version for j in jobs}, value=Job.id),
+                    *_owned_by(fence),
+                )
+                .values(owner_epoch=Job.owner_epoch)
+                .execution_options(synchronize_session=False)
+            )
+            if result.rowcount != len(jobs):  # type: ignore[attr-defined]
+                raise StaleWrite(f"{len(jobs) - result.rowcount} of a batch moved")  # type: ignore[attr-defined]
 
     def record_submitted(
         self, job: JobRecord, fence: Fence, *, submission_id: str, app_id: str | None, at: datetime
@@ -461,7 +675,7 @@ class SqlLedger:
                 submitted_at=at,
                 state=RunState.STARTING.value,
             )
-            self._events(session, job, [JobState.STARTING], reason, run.id)
+            self._events(session, job, [JobState.STARTING], reason, run.id, epoch=fence.epoch)
         return replace(
             written,
             current_run=replace(
@@ -472,6 +686,91 @@ class SqlLedger:
                 state=RunState.STARTING,
             ),
         )
+
+    def record_submitted_all(self, fence: Fence, outcomes: Sequence[Submitted]) -> list[JobRecord]:
+        """``record_submitted`` for a batch: one fenced UPDATE of the jobs, one of the runs, one
+        event INSERT, one COMMIT; a row count short of the batch rolls it all back."""
+        if not outcomes:
+            return []
+        runs = {o.job.id: _open_run(o.job) for o in outcomes}
+        if len(runs) != len(outcomes):
+            raise StaleWrite("a job appears twice in a batch of submissions")
+        for o in outcomes:
+            _walk(o.job.state, [JobState.STARTING])
+        now = self._clock()
+        reasons = {o.job.id: f"submitted as {o.submission_id}" for o in outcomes}
+        by_run = {runs[o.job.id].id: o for o in outcomes}
+        with self._store.transaction() as session:
+            result = session.execute(
+                update(Job)
+                .where(
+                    Job.id.in_(list(runs)),
+                    Job.version == case({o.job.id: o.job.version for o in outcomes}, value=Job.id),
+                    *_owned_by(fence),
+                )
+                .values(
+                    state=JobState.STARTING.value,
+                    version=Job.version + 1,
+                    updated_at=now,
+                    state_reason=case(reasons, value=Job.id),
+                )
+                .execution_options(synchronize_session=False)
+            )
+            if result.rowcount != len(outcomes):  # type: ignore[attr-defined]
+                raise StaleWrite(f"{len(outcomes) - result.rowcount} of a batch moved")  # type: ignore[attr-defined]
+            app_ids = {r: o.app_id for r, o in by_run.items() if o.app_id is not None}
+            values: dict[str, Any] = {
+                "state": RunState.STARTING.value,
+                "app_name": case(
+                    {r: runs[o.job.id].app_name for r, o in by_run.items()}, value=Run.id
+                ),
+                "submission_id": case(
+                    {r: o.submission_id for r, o in by_run.items()}, value=Run.id
+                ),
+                "submitted_at": case({r: o.at for r, o in by_run.items()}, value=Run.id),
+            }
+            if app_ids:
+                values["app_id"] = case(app_ids, value=Run.id, else_=Run.app_id)
+            result = session.execute(
+                update(Run)
+                .where(Run.id.in_(list(by_run)), Run.state.in_(_OPEN_RUN_STATES))
+                .values(**values)
+                .execution_options(synchronize_session=False)
+            )
+            if result.rowcount != len(outcomes):  # type: ignore[attr-defined]
+                raise StaleWrite("a run of the batch is closed or gone")
+            rows = [
+                self._event(
+                    o.job,
+                    runs[o.job.id].id,
+                    now,
+                    o.job.state.value,
+                    JobState.STARTING.value,
+                    reasons[o.job.id],
+                    epoch=fence.epoch,
+                )
+                for o in outcomes
+                if o.job.state != JobState.STARTING
+            ]
+            if rows:
+                session.execute(insert(JobEvent), rows)
+        return [
+            replace(
+                o.job,
+                state=JobState.STARTING,
+                state_reason=reasons[o.job.id],
+                version=o.job.version + 1,
+                updated_at=now,
+                current_run=replace(
+                    runs[o.job.id],
+                    submission_id=o.submission_id,
+                    app_id=o.app_id,
+                    submitted_at=o.at,
+                    state=RunState.STARTING,
+                ),
+            )
+            for o in outcomes
+        ]
 
     def record_adopted(
         self, job: JobRecord, fence: Fence, *, submission_id: str, app_id: str | None, at: datetime
@@ -489,7 +788,7 @@ class SqlLedger:
                 app_id=app_id,
                 submitted_at=submitted_at,
             )
-            self._events(session, job, [], message, run.id, note=message)
+            self._events(session, job, [], message, run.id, note=message, epoch=fence.epoch)
         return replace(
             written,
             current_run=replace(
@@ -521,7 +820,7 @@ class SqlLedger:
                 session, job, fence, job_state, reason if path else job.state_reason
             )
             self._write_run(session, run, **fields)
-            self._events(session, job, path, reason, run.id)
+            self._events(session, job, path, reason, run.id, epoch=fence.epoch)
         return replace(
             written,
             current_run=replace(
@@ -596,6 +895,7 @@ class SqlLedger:
                                 o.job.state.value,
                                 o.job_state.value,
                                 o.reason,
+                                epoch=fence.epoch,
                             )
                         )
             if rows:
@@ -634,7 +934,7 @@ class SqlLedger:
             )
             if run.state != RunState.STOPPING:
                 self._write_run(session, run, state=RunState.STOPPING.value)
-            self._events(session, job, path, message, run.id)
+            self._events(session, job, path, message, run.id, epoch=fence.epoch)
         return replace(written, current_run=replace(run, state=RunState.STOPPING))
 
     def close_run(
@@ -664,13 +964,103 @@ class SqlLedger:
                 ended_at=ended_at,
                 counts_as_failure=counts_as_failure,
             )
-            self._events(session, job, [job_state], reason, run.id)
+            self._events(session, job, [job_state], reason, run.id, epoch=fence.epoch)
         return replace(
             written,
             current_run=replace(
                 run, state=run_state, reason=reason, exit_code=exit_code, ended_at=ended_at
             ),
         )
+
+    def fence_run(
+        self, job: JobRecord, fence: Fence, *, reason: str, path: Sequence[JobState], at: datetime
+    ) -> JobRecord:
+        run = _open_run(job)
+        state = _walk(job.state, path)
+        with self._store.transaction() as session:
+            written = self._write_job(session, job, fence, state, reason)
+            self._write_run(
+                session,
+                run,
+                state=RunState.LOST.value,
+                reason=reason,
+                ended_at=at,
+                counts_as_failure=False,
+                fenced_at=at,
+            )
+            self._events(session, job, path, reason, run.id, epoch=fence.epoch)
+        return replace(
+            written,
+            current_run=replace(run, state=RunState.LOST, reason=reason, ended_at=at, fenced_at=at),
+        )
+
+    def record_drain(
+        self, job: JobRecord, fence: Fence, *, deadline: datetime, reason: str
+    ) -> JobRecord:
+        run = _open_run(job)
+        path = [JobState.STOPPING] if job.state != JobState.STOPPING else []
+        _walk(job.state, path)
+        message = f"stopping gracefully: {reason}"
+        with self._store.transaction() as session:
+            written = self._write_job(session, job, fence, JobState.STOPPING, message)
+            self._write_run(session, run, drain_deadline=deadline)
+            self._events(
+                session,
+                job,
+                path,
+                message,
+                run.id,
+                note=None if path else message,
+                epoch=fence.epoch,
+            )
+        return replace(written, current_run=replace(run, drain_deadline=deadline))
+
+    def roll_back(self, job: JobRecord, fence: Fence, *, revision: int, reason: str) -> JobRecord:
+        from scheduler import revisions
+        from scheduler.store import jobs as jobs_store
+        from scheduler.store.revisions import revision_of
+
+        with self._store.transaction() as session:
+            target = revision_of(session, job.id, job.name, revision)
+            result = session.execute(  # the fence and the version, as every ledger write
+                update(Job)
+                .where(Job.id == job.id, Job.version == job.version, *_owned_by(fence))
+                .values(upgrade_deadline=None, upgrade_from=None)
+                .execution_options(synchronize_session=False)
+            )
+            if result.rowcount != 1:  # type: ignore[attr-defined]
+                self._refuse(session, job, fence)
+            changes = revisions.rollback_changes(revisions.spec_of(job), target.spec)
+            written = jobs_store.update_job_spec(
+                session,
+                job.name,
+                changes,
+                expected_version=None,
+                cause=self._cause,
+                node_id=self._node_id,
+                grace_seconds=job.grace_seconds,
+                rollback_of=revision,
+            )
+            self._events(
+                session, job, [], reason, job.current_run_id, note=reason, epoch=fence.epoch
+            )
+        return written
+
+    def finish_upgrade(self, job: JobRecord, fence: Fence, *, reason: str) -> JobRecord:
+        with self._store.transaction() as session:
+            written = self._write_job(
+                session,
+                job,
+                fence,
+                job.state,
+                job.state_reason,
+                upgrade_deadline=None,
+                upgrade_from=None,
+            )
+            self._events(
+                session, job, [], reason, job.current_run_id, note=reason, epoch=fence.epoch
+            )
+        return written
 
     def add_event(self, job: JobRecord, message: str, *, run_id: int | None = None) -> None:
         with self._store.transaction() as session:
@@ -746,8 +1136,10 @@ class SqlLedger:
         run_id: int | None,
         *,
         note: str | None = None,
+        epoch: int | None = None,
     ) -> None:
-        """One event per state passed through (and ``note``), in one INSERT."""
+        """One event per state passed through (and ``note``), in one INSERT; ``epoch``: the
+        claim's the fenced write of the same transaction proved."""
         now = self._clock()
         rows: list[dict[str, Any]] = []
         before = job.state
@@ -755,10 +1147,12 @@ class SqlLedger:
             state, message = step if isinstance(step, tuple) else (step, reason)
             if state == before:
                 continue
-            rows.append(self._event(job, run_id, now, before.value, state.value, message))
+            rows.append(
+                self._event(job, run_id, now, before.value, state.value, message, epoch=epoch)
+            )
             before = state
         if note is not None:
-            rows.append(self._event(job, run_id, now, None, None, note))
+            rows.append(self._event(job, run_id, now, None, None, note, epoch=epoch))
         if rows:
             session.execute(insert(JobEvent), rows)
 
@@ -770,6 +1164,8 @@ class SqlLedger:
         from_state: str | None,
         to_state: str | None,
         message: str,
+        *,
+        epoch: int | None = None,
     ) -> dict[str, Any]:
         return {
             "job_id": job.id,
@@ -780,6 +1176,7 @@ class SqlLedger:
             "cause": self._cause,
             "message": message,
             "node_id": self._node_id,
+            "owner_epoch": epoch,
         }
 
 

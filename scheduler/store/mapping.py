@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from scheduler import catalog
 from scheduler.backends.base import app_name_for
+from scheduler.directive import Directive
 from scheduler.records import (
     ClusterRecord,
     GroupRecord,
     JobRecord,
     RunRecord,
 )
+from scheduler.stalls import OnStall
 from scheduler.states import DesiredState, JobState, Priority, RunState
 from scheduler.store.models import Cluster, Group, Job, Run
 
@@ -37,6 +39,10 @@ def run_record(run: Run, job_name: str) -> RunRecord:
         started_at=run.started_at,
         ended_at=run.ended_at,
         fence_checked_at=run.fence_checked_at,
+        fenced_at=run.fenced_at,
+        fence_superseded_at=run.fence_superseded_at,
+        drain_deadline=run.drain_deadline,
+        stop_batch=run.stop_batch,
     )
 
 
@@ -67,6 +73,14 @@ def job_record(job: Job, current_run: Run | None = None) -> JobRecord:
         created_at=job.created_at,
         updated_at=job.updated_at,
         current_run=run_record(current_run, job.name) if current_run is not None else None,
+        replicate=job.replicate,
+        labels=dict(job.labels or {}),
+        directive=Directive.from_json(job.directive),
+        stall_after=job.stall_after,
+        on_stall=OnStall(job.on_stall or OnStall.ALERT),
+        grace_seconds=job.grace_seconds,
+        upgrade_deadline=job.upgrade_deadline,
+        upgrade_from=job.upgrade_from,
     )
 
 

@@ -147,9 +147,12 @@ class MembershipGeneration(Base):
 
 class Job(Base):
     __tablename__ = "jobs"
-    #: a reconciler's incremental read: its jobs changed since a time (and unowned jobs)
     __table_args__ = (
+        #: a reconciler's incremental read: its jobs changed since a time (and unowned jobs)
         Index("ix_jobs_owner_owner_epoch_updated_at", "owner", "owner_epoch", "updated_at"),
+        #: the API's keyset pages sorted by state or by last change (``scheduler.paging``)
+        Index("ix_jobs_state_name", "state", "name"),
+        Index("ix_jobs_updated_at_name", "updated_at", "name"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -163,6 +166,11 @@ class Job(Base):
     conf: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
     #: explicit checkpoint location; empty = ``<cluster storage root>/<job name>``
     checkpoint_location: Mapped[str] = mapped_column(String(1024), default="")
+    #: mirror the checkpoint into the other cluster's root (``scheduler.replicas``); null = only
+    #: if the job is high priority
+    replicate: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    #: key -> value (``scheduler.labels``); ``job_labels`` holds the same pairs for selectors
+    labels: Mapped[dict[str, str] | None] = mapped_column(JSON, nullable=True)
 
     desired_state: Mapped[str] = mapped_column(String(16), index=True)
     state: Mapped[str] = mapped_column(String(16), index=True)
@@ -176,6 +184,10 @@ class Job(Base):
     attempts_reset_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
     #: restart backoff: do not submit before this instant
     not_before: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    #: seconds without a committed batch before a RUNNING job is stalled (None: automatic,
+    #: scheduler.stalls); what to do then: ``alert`` or ``restart``
+    stall_after: Mapped[float | None] = mapped_column(Float, nullable=True)
+    on_stall: Mapped[str] = mapped_column(String(16), default="alert", server_default="alert")
 
     owner: Mapped[str | None] = mapped_column(String(128))
     owner_epoch: Mapped[int] = mapped_column(BigInteger, default=0)
@@ -186,10 +198,31 @@ class Job(Base):
     spec_version: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    #: what an operation (a failover) asks of the job's owner (scheduler/directive.py)
+    directive: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    #: seconds a graceful stop waits before a kill, as the last stop/restart/upgrade asked
+    #: (null: the node's setting; 0: kill at once)
+    grace_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: a pending upgrade: rolled back to revision ``upgrade_from`` unless the job's generation
+    #: is RUNNING by ``upgrade_deadline`` (scheduler.revisions)
+    upgrade_deadline: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    upgrade_from: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
     runs: Mapped[list[Run]] = relationship(
         back_populates="job", cascade="all, delete-orphan", passive_deletes=True
     )
+
+
+class JobLabel(Base):
+    """One label of a job (``scheduler.labels``), for label selectors in SQL; the job's
+    ``labels`` column holds the same map for reading."""
+
+    __tablename__ = "job_labels"
+    __table_args__ = (Index("ix_job_labels_key_value", "key", "value"),)
+
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    key: Mapped[str] = mapped_column(Name(317), primary_key=True)
+    value: Mapped[str] = mapped_column(Name(63), default="")
 
 
 class Run(Base):
@@ -225,8 +258,36 @@ class Run(Base):
     #: when the run's pipeline first asked the fence endpoint with its run id (None: never,
     #: e.g. a plain PySpark pipeline without drover_runtime; see scheduler/selffencing.py)
     fence_checked_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    #: the run was fenced: closed in the store while its cluster could not be reached (its token
+    #: superseded), and when its driver was first answered "superseded" (scheduler/steering.py)
+    fenced_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    fence_superseded_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    #: a graceful stop was asked (the fence answer tells the pipeline); killed after this instant
+    drain_deadline: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    #: the last micro-batch the pipeline committed before it stopped gracefully (it says so)
+    stop_batch: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
 
     job: Mapped[Job] = relationship(back_populates="runs")
+
+
+class JobRevision(Base):
+    """One revision of a job's spec (``scheduler.revisions``): the whole spec as it was once the
+    job's ``spec_version`` became ``revision``. Written once, never changed."""
+
+    __tablename__ = "job_revisions"
+    __table_args__ = (UniqueConstraint("job_id", "revision"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    revision: Mapped[int] = mapped_column(Integer)
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    #: who or what made it (``api:update by alice``, ``reconciler``)
+    cause: Mapped[str] = mapped_column(String(300), default="")
+    #: why, in words (``rollback to revision 2``, ``upgrade ... rolled back``)
+    message: Mapped[str] = mapped_column(Text, default="")
+    #: the revision this one rolled back to (null: not a rollback)
+    rollback_of: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class JobEvent(Base):
@@ -242,6 +303,9 @@ class JobEvent(Base):
     cause: Mapped[str] = mapped_column(String(64))
     message: Mapped[str] = mapped_column(Text, default="")
     node_id: Mapped[str] = mapped_column(String(128), default="")
+    #: the membership epoch of the claim ``node_id`` wrote the event under (its fenced write's
+    #: proof); None for events written without a claim (the API's commands)
+    owner_epoch: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
 
 
 class AuditEntry(Base):
@@ -260,6 +324,37 @@ class AuditEntry(Base):
     #: the target as it was before the change and after it (null: it did not exist)
     before: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     after: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+
+
+class IdempotencyKey(Base):
+    """A client's ``Idempotency-Key`` and the first answer to it (``scheduler.store.idempotency``).
+
+    ``state``: ``pending`` (a request holds it until ``locked_until``), ``applied`` (the
+    request's change committed; its answer is not recorded yet), ``done`` (answer recorded).
+    """
+
+    __tablename__ = "idempotency_keys"
+    __table_args__ = (UniqueConstraint("subject", "key"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    #: who sent it (keys are the caller's own: two callers never share one)
+    subject: Mapped[str] = mapped_column(Name(200))
+    key: Mapped[str] = mapped_column(Name(255))
+    #: SHA-256 of the request: method, route, path parameters, If-Match, canonical JSON body
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    #: ``POST /v1/jobs/{name}/start``, for messages
+    operation: Mapped[str] = mapped_column(String(300))
+    state: Mapped[str] = mapped_column(String(16))
+    #: the request holding a pending key (a random id), and until when
+    holder: Mapped[str] = mapped_column(String(32))
+    locked_until: Mapped[datetime] = mapped_column(UtcDateTime())
+    status_code: Mapped[int | None] = mapped_column(Integer)
+    response_headers: Mapped[dict[str, str] | None] = mapped_column(JSON, nullable=True)
+    response_body: Mapped[str | None] = mapped_column(
+        Text().with_variant(mysql.MEDIUMTEXT(), "mysql", "mariadb")
+    )
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime(), index=True)
 
 
 class ClusterVote(Base):
@@ -348,3 +443,187 @@ class ApiToken(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
     expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+
+
+class CheckpointReplica(Base):
+    """A job's checkpoint replica in its other cluster's storage root, and how far behind the
+    source it is (``scheduler.replicas``; written by the replicator of the job's owner and by
+    ``make_available``). One per job; gone with the job."""
+
+    __tablename__ = "checkpoint_replicas"
+
+    job_id: Mapped[int] = mapped_column(
+        ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True, autoincrement=False
+    )
+    #: PENDING | CURRENT | LAGGING | ERROR | PROMOTED (``scheduler.replicas.ReplicaState``)
+    state: Mapped[str] = mapped_column(String(16), default="PENDING")
+    source_cluster: Mapped[str] = mapped_column(Name())
+    source_location: Mapped[str] = mapped_column(String(1024))
+    target_cluster: Mapped[str] = mapped_column(Name(), index=True)
+    location: Mapped[str] = mapped_column(String(1024))
+    source_batch: Mapped[int | None] = mapped_column(BigInteger)
+    source_batch_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    replica_batch: Mapped[int | None] = mapped_column(BigInteger)
+    replica_batch_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    lag_batches: Mapped[int] = mapped_column(BigInteger, default=0)
+    oldest_missing_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    observed_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    error: Mapped[str] = mapped_column(Text, default="")
+    error_since: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    files_copied: Mapped[int] = mapped_column(BigInteger, default=0)
+    bytes_copied: Mapped[int] = mapped_column(BigInteger, default=0)
+    last_copy_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    last_copy_files: Mapped[int] = mapped_column(Integer, default=0)
+    last_copy_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    last_copy_seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    node_id: Mapped[str] = mapped_column(String(128), default="")
+    #: who may write into the replica location now (a node id, ``failover:<id>``), until when
+    lease_holder: Mapped[str | None] = mapped_column(String(160))
+    lease_until: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+
+
+# -- operations: persisted plans executed item by item (scheduler/operations/) -------------------
+
+
+class Operation(Base):
+    """A persisted operation over many jobs (kind ``failover``; bulk kinds later), executed by
+    one node at a time: the one whose claim (``executor``, ``executor_epoch``) is current."""
+
+    __tablename__ = "operations"
+    __table_args__ = (
+        Index("ix_operations_state_home_group", "state", "home_group"),
+        Index("ix_operations_team_id", "team", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    #: PENDING | RUNNING | SUCCEEDED | FAILED | CANCELLED (scheduler.operations.model)
+    state: Mapped[str] = mapped_column(String(16))
+    #: the group whose pool executes it (crc32 of the id over that pool)
+    home_group: Mapped[str] = mapped_column(Name())
+    source_cluster: Mapped[str | None] = mapped_column(Name(), nullable=True)
+    #: None: each job's group's other cluster
+    target_cluster: Mapped[str | None] = mapped_column(Name(), nullable=True)
+    selector: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    options: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    reason: Mapped[str] = mapped_column(Text, default="")
+    created_by: Mapped[str] = mapped_column(String(160))
+    #: the one team whose jobs it acts on (a team-scoped bulk operation; its members see it);
+    #: None: several teams or the platform (a failover): platform roles see it
+    team: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    #: an automatic operation's incident (at most one operation per incident)
+    incident: Mapped[str | None] = mapped_column(String(300), unique=True, nullable=True)
+    plan_digest: Mapped[str] = mapped_column(String(64), default="")
+    executor: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    executor_epoch: Mapped[int] = mapped_column(BigInteger, default=0)
+    executor_since: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    cancel_requested_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    cancel_requested_by: Mapped[str | None] = mapped_column(String(160), nullable=True)
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+
+
+class OperationItem(Base):
+    """One job of an operation: its planned action and why, and the steps it went through."""
+
+    __tablename__ = "operation_items"
+    __table_args__ = (
+        Index("ix_operation_items_operation_id_position", "operation_id", "position", unique=True),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    operation_id: Mapped[int] = mapped_column(ForeignKey("operations.id", ondelete="CASCADE"))
+    position: Mapped[int] = mapped_column(Integer)
+    #: the job (kept by name too: the item outlives a deleted job)
+    job_id: Mapped[int | None] = mapped_column(Integer, index=True)
+    job_name: Mapped[str] = mapped_column(Name())
+    action: Mapped[str] = mapped_column(String(32))
+    why: Mapped[str] = mapped_column(Text, default="")
+    step: Mapped[str] = mapped_column(String(24))
+    #: [{"step", "at", "note"}, ...] oldest first
+    history: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    last_error: Mapped[str] = mapped_column(Text, default="")
+    source_cluster: Mapped[str | None] = mapped_column(Name(), nullable=True)
+    target_cluster: Mapped[str | None] = mapped_column(Name(), nullable=True)
+    source_run_id: Mapped[int | None] = mapped_column(Integer)
+    target_run_id: Mapped[int | None] = mapped_column(Integer)
+    #: the item's kind-specific facts (checkpoint from/to, resume batch, forced, ...)
+    detail: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    not_before: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+
+
+class GroupFailoverPolicy(Base):
+    """A group's automatic failover (off unless a row says enabled)."""
+
+    __tablename__ = "group_failover_policies"
+
+    group_name: Mapped[str] = mapped_column(
+        ForeignKey("scheduling_groups.name", ondelete="CASCADE"), primary_key=True
+    )
+    enabled: Mapped[bool] = mapped_column(Boolean, default=False, server_default=sa_false())
+    #: seconds a cluster stays VOTE_ABNORMAL / THRESHOLD_ABNORMAL before its jobs fail over
+    after_seconds: Mapped[float] = mapped_column(Float, default=120.0)
+    #: the jobs at or above this priority fail over
+    min_priority: Mapped[str] = mapped_column(String(16), default="high")
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    updated_by: Mapped[str] = mapped_column(String(160), default="")
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+
+
+# streaming progress, stalls and alerts live in their own module (same metadata)
+from scheduler.store import models_observe as _models_observe  # noqa: E402,F401
+
+
+class BusinessQuota(Base):
+    """A business's submission quota and its token bucket, shared by every node (issue 11).
+
+    ``rate`` submissions per second with bursts up to ``burst`` (``rate`` null: no rate limit);
+    ``dedicated_group``: the group whose nodes alone own the business's jobs (null: any group).
+    The bucket (``tokens`` counted at ``refilled_at``) is taken from by a conditional write on
+    ``bucket_version`` (``scheduler.store.quotas.take_tokens``); ``version`` is the quota's
+    ``If-Match``. See ``scheduler/gate.py``.
+    """
+
+    __tablename__ = "business_quotas"
+
+    business: Mapped[str] = mapped_column(Name(), primary_key=True)
+    rate: Mapped[float | None] = mapped_column(Float, nullable=True)
+    burst: Mapped[int] = mapped_column(Integer, default=1)
+    dedicated_group: Mapped[str | None] = mapped_column(
+        ForeignKey("scheduling_groups.name"), nullable=True, index=True
+    )
+    tokens: Mapped[float] = mapped_column(Float, default=0.0)
+    refilled_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    bucket_version: Mapped[int] = mapped_column(Integer, default=1)
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    updated_by: Mapped[str] = mapped_column(String(160), default="")
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+
+
+class QueueEntry(Base):
+    """Why a QUEUED job waits at the submission gate, and its place in its owner's queue.
+
+    Written by the job's owner when its gate holds the job back, deleted when it is admitted or
+    no longer waits; never bumps the job's version (a place in a queue is not a job change)."""
+
+    __tablename__ = "submission_queue"
+
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer)
+    #: ``rate`` (the business's bucket is empty) or ``cluster`` (a cluster cap is reached)
+    kind: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    node_id: Mapped[str] = mapped_column(String(128), default="")
+    since: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)

@@ -260,7 +260,7 @@ def test_pipelines_with_their_own_app_names_start_adopt_reattach_restart_stop(
             assert first[name]["owner"] == "n1"
             assert run["app_id"] and run["app_id"].startswith("app-"), run
             assert monitor.active(own) == [(run["app_id"], "RUNNING")]
-            assert n2.get(f"/v1/jobs/{name}/runs")["count"] == 1
+            assert len(n2.get(f"/v1/jobs/{name}/runs")["data"]) == 1
             events = n2.get(f"/v1/jobs/{name}/events", limit=1000)["data"]
             adopted = [e for e in events if e["message"].startswith("adopted application")]
             assert len(adopted) == 1 and run["submission_id"] in adopted[0]["message"], events
@@ -286,7 +286,7 @@ def test_pipelines_with_their_own_app_names_start_adopt_reattach_restart_stop(
             assert now["current_run"]["id"] == was["id"], "re-attached, not restarted"
             assert now["current_run"]["app_id"] == was["app_id"]
             assert monitor.active(own) == [(was["app_id"], "RUNNING")]
-            assert n2.get(f"/v1/jobs/{name}/runs")["count"] == 1
+            assert len(n2.get(f"/v1/jobs/{name}/runs")["data"]) == 1
 
         # the self-fencing report: the runtime's run checks in once its session exists (its
         # Python side may lag the application's registration by seconds); the plain one never

@@ -474,7 +474,7 @@ def test_crash_between_submit_and_record_adopts(
     adopted_at = time.monotonic()
     current = job["current_run"]
     assert current["id"] == run.id and current["submission_id"].startswith("driver-")
-    assert stack.node.get(f"/v1/jobs/{name}/runs")["count"] == 1
+    assert len(stack.node.get(f"/v1/jobs/{name}/runs")["data"]) == 1
     adoptions = [e for e in stack.events(name) if e["message"].startswith("adopted application")]
     assert len(adoptions) == 1 and current["submission_id"] in adoptions[0]["message"]
     # exactly one application (and one live driver) of the job on the clusters

@@ -91,12 +91,19 @@ def test_create_read_list_update_delete(
     assert got.status_code == 200 and got.headers["etag"] == '"1"'
 
     page = client.get("/v1/jobs", params={"team": "ads"}).json()
-    assert page["count"] == 1 and page["data"][0]["name"] == "orders-enrich"
-    page = client.get("/v1/jobs", params={"limit": 1, "offset": 1}).json()
-    assert page["count"] == 2 and len(page["data"]) == 1
-    assert client.get("/v1/jobs", params={"state": "RUNNING"}).json()["count"] == 0
+    assert [j["name"] for j in page["data"]] == ["orders-enrich"] and page["count"] is None
+    first = client.get("/v1/jobs", params={"limit": 1, "count": "true"})
+    page = first.json()
+    assert page["count"] == 2 and len(page["data"]) == 1 and page["next_cursor"]
+    assert first.headers["link"] == f'<{page["next"]}>; rel="next"'
+    second = client.get(page["next"]).json()
+    assert [j["name"] for j in page["data"] + second["data"]] == sorted(
+        ["café-订单", "orders-enrich"]
+    )
+    assert second["next"] is None and second["next_cursor"] is None
+    assert client.get("/v1/jobs", params={"state": "RUNNING"}).json()["data"] == []
     assert (
-        client.get("/v1/jobs", params={"group": "default", "cluster": "local"}).json()["count"] == 0
+        client.get("/v1/jobs", params={"group": "default", "cluster": "local"}).json()["data"] == []
     )
 
     patched = client.patch(
@@ -119,11 +126,12 @@ def test_create_read_list_update_delete(
         ("STOPPED", "QUEUED"),
         ("QUEUED", "STOPPED"),
     ]
-    assert client.get("/v1/jobs/orders-enrich/runs").json() == {
+    assert client.get("/v1/jobs/orders-enrich/runs", params={"count": True}).json() == {
         "data": [],
         "count": 0,
         "limit": 100,
-        "offset": 0,
+        "next_cursor": None,
+        "next": None,
     }
     assert client.delete("/v1/jobs/orders-enrich").status_code == 204
     assert client.get("/v1/jobs/orders-enrich").status_code == 404

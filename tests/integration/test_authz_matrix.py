@@ -21,11 +21,14 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from api.deps import NodeContext
 from api.security.rules import RULES, api_routes
+from scheduler.alerting import ChannelKind, ChannelRecord
 from scheduler.bootstrap import ensure_defaults
 from scheduler.config import Settings
 from scheduler.identity import Role
+from scheduler.operations.model import OperationKind
+from scheduler.quotas import QuotaSpec
 from scheduler.records import JobSpec
-from scheduler.store import identities
+from scheduler.store import alerts, identities, operations, quotas
 from scheduler.store import jobs as jobs_store
 from scheduler.store.db import Store
 from tests.support.auth import (
@@ -39,11 +42,13 @@ from tests.support.auth import (
 pytestmark = pytest.mark.integration
 
 OWN, OTHER = "ads", "web"
+HOOK = "http://127.0.0.1:9/hook"
 JOB = "orders"
 PIPELINE = "/opt/pipelines/p.py"
 
 #: who may: public | auth (any credential) | team:<role> (on the job's/team's team) |
-#: any:<role> (on some team) | platform (admin on '*') | internal (deployment secret only)
+#: any:<role> (on some team) | every:<role> (that role on '*': every team) | platform (admin
+#: on '*') | internal (deployment secret only)
 Need = str
 
 
@@ -63,6 +68,7 @@ class Row:
 TABLE: list[Row] = [
     Row("GET", "/healthz", "public"),
     Row("GET", "/readyz", "public"),
+    Row("GET", "/metrics", "public"),
     Row(
         "POST",
         "/v1/jobs",
@@ -78,7 +84,30 @@ TABLE: list[Row] = [
     Row("POST", "/v1/jobs/{name}/restart", "team:operator", f"/v1/jobs/{JOB}/restart"),
     Row("GET", "/v1/jobs/{name}/runs", "team:viewer", f"/v1/jobs/{JOB}/runs"),
     Row("GET", "/v1/jobs/{name}/events", "team:viewer", f"/v1/jobs/{JOB}/events"),
+    Row("GET", "/v1/jobs/{name}/revisions", "team:viewer", f"/v1/jobs/{JOB}/revisions"),
+    Row(
+        "GET",
+        "/v1/jobs/{name}/revisions/{revision}",
+        "team:viewer",
+        f"/v1/jobs/{JOB}/revisions/1",
+    ),
+    Row(
+        "GET",
+        "/v1/jobs/{name}/revisions/{revision}/diff",
+        "team:viewer",
+        f"/v1/jobs/{JOB}/revisions/1/diff",
+    ),
+    Row(
+        "POST",
+        "/v1/jobs/{name}/rollback",
+        "team:operator",
+        f"/v1/jobs/{JOB}/rollback",
+        {"revision": 1},
+    ),
     Row("GET", "/v1/jobs/{name}/fence", "team:viewer", f"/v1/jobs/{JOB}/fence"),
+    Row("GET", "/v1/jobs/{name}/replication", "team:viewer", f"/v1/jobs/{JOB}/replication"),
+    Row("GET", "/v1/replication", "any:viewer"),
+    Row("GET", "/v1/jobs/{name}/progress", "team:viewer", f"/v1/jobs/{JOB}/progress"),
     Row(
         "POST",
         "/v1/clusters",
@@ -111,6 +140,10 @@ TABLE: list[Row] = [
     Row("DELETE", "/v1/groups/{name}", "platform", "/v1/groups/spare"),
     Row("GET", "/v1/nodes", "any:viewer"),
     Row("POST", "/v1/internal/nudge", "internal", body={"group": "default"}),
+    Row("GET", "/v1/nodes/{node_id}", "any:viewer", "/v1/nodes/n9"),
+    Row("POST", "/v1/nodes/{node_id}/drain", "platform", "/v1/nodes/n9/drain"),
+    Row("POST", "/v1/nodes/{node_id}/undrain", "platform", "/v1/nodes/n9/undrain"),
+    Row("POST", "/v1/internal/drain", "internal", body={"draining": False}),
     Row("GET", "/v1/whoami", "auth"),
     Row("POST", "/v1/teams", "platform", body={"name": "newteam"}),
     Row("GET", "/v1/teams", "any:viewer"),
@@ -132,6 +165,75 @@ TABLE: list[Row] = [
     Row("GET", "/v1/tokens", "auth"),
     Row("DELETE", "/v1/tokens/{token_id}", "platform", "/v1/tokens/{victim_token}"),
     Row("GET", "/v1/audit", "any:admin"),
+    Row(
+        "POST",
+        "/v1/failovers",
+        "every:operator",
+        body={"source": "local", "selector": {"all": True}, "dry_run": True},
+    ),
+    Row("GET", "/v1/failovers", "every:viewer"),
+    Row("GET", "/v1/failovers/{operation_id}", "every:viewer", "/v1/failovers/{failover}"),
+    Row(
+        "POST",
+        "/v1/failovers/{operation_id}/cancel",
+        "every:operator",
+        "/v1/failovers/{failover}/cancel",
+    ),
+    # bulk operations: a team's operator acts on its own team's jobs (the selection is limited
+    # to them), so any operator may plan one; an operation it may not see is a 404
+    Row(
+        "POST",
+        "/v1/operations",
+        "any:operator",
+        body={"kind": "stop", "selector": {"all": True}, "dry_run": True},
+    ),
+    Row("GET", "/v1/operations", "any:viewer"),
+    Row("GET", "/v1/operations/{operation_id}", "any:viewer", "/v1/operations/{failover}"),
+    Row(
+        "POST",
+        "/v1/operations/{operation_id}/cancel",
+        "any:operator",
+        "/v1/operations/{failover}/cancel",
+    ),
+    Row("GET", "/v1/quotas", "any:viewer"),
+    Row("GET", "/v1/quotas/{business}", "any:viewer", "/v1/quotas/ads"),
+    Row("PUT", "/v1/quotas/{business}", "platform", "/v1/quotas/ads", {"rate": 5, "burst": 10}),
+    Row("DELETE", "/v1/quotas/{business}", "platform", "/v1/quotas/ads"),
+    Row("GET", "/v1/groups/{name}/auto-failover", "any:viewer", "/v1/groups/default/auto-failover"),
+    Row(
+        "PUT",
+        "/v1/groups/{name}/auto-failover",
+        "platform",
+        "/v1/groups/default/auto-failover",
+        {"enabled": True, "after_seconds": 60, "min_priority": "high"},
+    ),
+    Row("POST", "/v1/alert-channels", "platform", body={"name": "new", "url": HOOK}),
+    Row("GET", "/v1/alert-channels", "platform"),
+    Row("GET", "/v1/alert-channels/{name}", "platform", "/v1/alert-channels/plat"),
+    Row("DELETE", "/v1/alert-channels/{name}", "platform", "/v1/alert-channels/plat"),
+    Row("POST", "/v1/alert-channels/{name}/test", "platform", "/v1/alert-channels/plat/test"),
+    Row(
+        "POST",
+        "/v1/teams/{team}/alert-channels",
+        "team:admin",
+        f"/v1/teams/{OWN}/alert-channels",
+        {"name": "new", "url": HOOK},
+    ),
+    Row("GET", "/v1/teams/{team}/alert-channels", "team:viewer", f"/v1/teams/{OWN}/alert-channels"),
+    Row(
+        "DELETE",
+        "/v1/teams/{team}/alert-channels/{name}",
+        "team:admin",
+        f"/v1/teams/{OWN}/alert-channels/mine",
+    ),
+    Row(
+        "POST",
+        "/v1/teams/{team}/alert-channels/{name}/test",
+        "team:admin",
+        f"/v1/teams/{OWN}/alert-channels/mine/test",
+    ),
+    Row("GET", "/v1/alerts", "any:viewer"),
+    Row("GET", "/v1/overview", "any:viewer"),
 ]
 
 #: subject -> (team, role); None = anonymous, "*" = platform admin
@@ -143,6 +245,8 @@ SUBJECTS: dict[str, tuple[str, Role] | None] = {
     "viewer-other": (OTHER, Role.VIEWER),
     "operator-other": (OTHER, Role.OPERATOR),
     "admin-other": (OTHER, Role.ADMIN),
+    "platform-viewer": ("*", Role.VIEWER),
+    "platform-operator": ("*", Role.OPERATOR),
     "platform-admin": ("*", Role.ADMIN),
 }
 
@@ -156,11 +260,13 @@ def allowed(need: Need, subject: tuple[str, Role] | None) -> bool:
     if need == "auth":
         return True
     if need == "platform":
-        return team == "*"
+        return team == "*" and role == Role.ADMIN
     scope, _, least = need.partition(":")
     enough = role >= Role.parse(least)
     if scope == "any":
         return enough
+    if scope == "every":
+        return enough and team == "*"
     return enough and team in (OWN, "*")
 
 
@@ -170,6 +276,7 @@ class World:
     tokens: dict[str, str]
     victim_token: int
     settings: Settings
+    failover: int
 
 
 @pytest.fixture(scope="module")
@@ -188,19 +295,38 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         from scheduler.store import catalog
 
         catalog.create_group(session, "spare", primary_cluster="local", failover_cluster=None)
+        quotas.put_quota(session, "ads", QuotaSpec(rate=5.0, burst=10), by="root")
     tokens = {}
     for name, subject in SUBJECTS.items():
         if subject is None:
             continue
         team, role = subject
-        tokens[name] = (
-            admin_token(store, "root") if team == "*" else member_token(store, name, team, role)
-        )
+        if team == "*" and role == Role.ADMIN:
+            tokens[name] = admin_token(store, "root")
+        else:
+            tokens[name] = member_token(store, name, team, role)
     member_token(store, "victim", OWN, Role.VIEWER)
+    with store.transaction() as session:
+        for name, team in (("plat", "*"), ("mine", OWN)):
+            alerts.create_channel(session, ChannelRecord(0, name, ChannelKind.WEBHOOK, HOOK, team))
     with store.session() as session:
         victim = identities.list_tokens(session, identities=frozenset({"victim"}))[0].id
+    with store.transaction() as session:  # a failover nobody executes (no node runs here)
+        failover = operations.create_operation(
+            session,
+            kind=OperationKind.FAILOVER,
+            home_group="default",
+            source_cluster="local",
+            target_cluster=None,
+            selector={"all": True},
+            options={},
+            reason="matrix",
+            created_by="root",
+            plan_digest="00",
+            items=[operations.NewItem(None, JOB, "move", "planned", "PENDING")],
+        ).id
     store.dispose()
-    yield World(tmp / "template.db", tokens, victim, settings)
+    yield World(tmp / "template.db", tokens, victim, settings, failover)
 
 
 def _app_routes() -> set[tuple[str, str]]:
@@ -229,7 +355,9 @@ def test_authorization_matrix(row: Row, world: World, tmp_path: Path) -> None:
             before = store_fingerprint(store)
             app = create_app(NodeContext(world.settings, store))
             with TestClient(app, base_url="http://127.0.0.1") as client:
-                url = row.url.replace("{victim_token}", str(world.victim_token))
+                url = row.url.replace("{victim_token}", str(world.victim_token)).replace(
+                    "{failover}", str(world.failover)
+                )
                 response = client.request(
                     row.method,
                     url,

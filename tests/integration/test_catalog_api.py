@@ -88,12 +88,11 @@ def test_cluster_create_read_list_update(client: TestClient, store: Store) -> No
 
     got = client.get("/v1/clusters/spark-a")
     assert got.status_code == 200 and got.headers["etag"] == '"1"'
-    page = client.get("/v1/clusters").json()
+    page = client.get("/v1/clusters", params={"count": True}).json()
     assert page["count"] == 4  # with the bootstrap's `local`
     assert [c["name"] for c in page["data"]] == ["laptop", "local", "spark-a", "yarn-b"]
-    assert client.get("/v1/clusters", params={"limit": 1, "offset": 3}).json()["data"][0][
-        "name"
-    ] == ("yarn-b")
+    third = client.get("/v1/clusters", params={"limit": 3}).json()
+    assert client.get(third["next"]).json()["data"][0]["name"] == "yarn-b"
 
     patched = client.patch(
         "/v1/clusters/spark-a",
@@ -134,7 +133,7 @@ def test_group_create_read_list_update(client: TestClient, store: Store) -> None
     }
     assert client.get("/v1/groups/payments").headers["etag"] == '"1"'
     page = client.get("/v1/groups").json()
-    assert [g["name"] for g in page["data"]] == ["default", "payments"] and page["count"] == 2
+    assert [g["name"] for g in page["data"]] == ["default", "payments"] and page["next"] is None
     cleared = client.patch(
         "/v1/groups/payments", json={"failover_cluster": None}, headers={"If-Match": '"1"'}
     )

@@ -260,4 +260,4 @@ def test_runbook_cli(api_url: str) -> None:
     assert out.strip() == "cluster local: MANUAL_ABNORMAL -> NORMAL"
 
     code, out, err = drover("clusters", "clear", "local", "--api", api_url)
-    assert code == 1 and "409" in err and "clear lifts a manual mark only" in err
+    assert code == 4 and "409" in err and "clear lifts a manual mark only" in err

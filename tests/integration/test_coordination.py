@@ -281,6 +281,41 @@ def test_registration_views_and_epochs(nodes: Nodes, zk_hosts: str) -> None:
     print(f"\nping round trip {rtt * 1000:.2f} ms")
 
 
+def test_a_drained_node_stays_a_member_in_no_pool_under_a_new_epoch(nodes: Nodes) -> None:
+    a, rec_a = nodes.start("a", {"g1": "active"})
+    b, _ = nodes.start("b", {"g1": "active", "g2": "backup"})
+    wait_until(lambda: rec_a.view_where("g1", lambda v: "b" in v.pool), timeout=5, what="b")
+    before = a.views()["g1"].epoch
+
+    views = b.set_draining(True)
+    assert b.draining
+    drained = views["g1"].member("b")
+    assert drained is not None and drained.role == "draining"
+    assert views["g1"].pool == ("a",) and views["g1"].epoch == before + 2  # left, came back
+    assert views["g2"].node_ids == ("b",) and views["g2"].pool == ()
+    seen = wait_until(
+        lambda: rec_a.view_where("g1", lambda v: v.pool == ("a",) and "b" in v.node_ids),
+        timeout=5,
+        what="a to see b draining",
+    )
+    assert seen.epoch > before and seen.owner_of("any-job") == "a"
+    assert b.set_draining(True)["g1"].epoch == views["g1"].epoch  # no change: no new epoch
+
+    back = b.set_draining(False)
+    assert not b.draining and back["g1"].pool == ("a", "b")
+    assert back["g1"].epoch == views["g1"].epoch + 2
+    member = back["g2"].member("b")
+    assert member is not None and member.role == "backup" and back["g2"].pool == ("b",)
+    wait_until(
+        lambda: (
+            rec_a.view_where("g1", lambda v: v.pool == ("a", "b"), after=0.0)
+            and a.views()["g1"].pool == ("a", "b")
+        ),
+        timeout=5,
+        what="a to see b back in the pool",
+    )
+
+
 def test_duplicate_id_refused_while_alive_then_accepted(nodes: Nodes, zk_hosts: str) -> None:
     first, _ = nodes.start("dup", {"g1": "active", "g2": "active"})
     path = f"{nodes.namespace}/groups/g2/members/dup"

@@ -34,7 +34,7 @@ import uvicorn
 from api.app import create_app
 from api.deps import NodeContext
 from harness.procs import pids_with_env_prefix
-from pipelines.drover_runtime import FENCED_LINE_PREFIX, HttpFence, Verdict
+from pipelines.drover_runtime import FENCED_LINE_PREFIX, HttpFence, Verdict, progress_report
 from scheduler.backends.base import AppState, SubmitRequest, app_name_for
 from scheduler.backends.local import LocalSparkSubmitBackend
 from scheduler.backends.standalone import StandaloneRestBackend
@@ -237,6 +237,27 @@ def test_fence_endpoint_and_check_cost(drover_api: DroverApi, tmp_path: Path) ->
         f"p99 {p99:.1f} ms, max {timings[-1] * 1000:.1f} ms"
     )
     assert median < 50, "a fence check must stay cheap enough to run every batch"
+    # the same check carrying the run's progress (what drover_runtime sends per batch)
+    with_progress = []
+    for batch in range(200):
+        last = {
+            "batchId": batch - 1,
+            "numInputRows": 40,
+            "inputRowsPerSecond": 20.0,
+            "processedRowsPerSecond": 35.5,
+            "durationMs": {"triggerExecution": 1130},
+            "timestamp": "2026-11-24T21:48:31.643Z",
+        }
+        report = progress_report(batch, last, 2000)
+        started = time.perf_counter()
+        verdict, _ = fence.ask("orders", run.fencing_token, report)
+        with_progress.append(time.perf_counter() - started)
+        assert verdict is Verdict.CURRENT
+    with_progress.sort()
+    print(
+        f"the same with a progress report: median {statistics.median(with_progress) * 1000:.1f} "
+        f"ms, p99 {with_progress[197] * 1000:.1f} ms"
+    )
 
     second = drover_api.supersede("orders")
     assert fence.ask("orders", run.fencing_token)[0] is Verdict.SUPERSEDED
@@ -249,6 +270,7 @@ def test_fence_endpoint_and_check_cost(drover_api: DroverApi, tmp_path: Path) ->
         "current": None,
         "run_state": "RUNNING",
         "desired_state": "RUNNING",
+        "stop": None,  # a graceful stop is told only to the run itself
     }
     # the run itself gets its own token echoed: it is current
     mine = get_json(f"{drover_api.url}/v1/jobs/orders/fence", fencing_token=second.fencing_token)

@@ -54,6 +54,22 @@ from tests.support.auth import admin_token, auth_headers
 pytestmark = pytest.mark.integration
 
 MIN_REQUESTS = 1000
+#: the checks that hold the server to its published contract (issue 11 acceptance 4): each must
+#: run on every answer, and none may fail. Enabled by name, so a change of schemathesis'
+#: defaults cannot switch them off silently.
+CONFORMANCE_CHECKS = (
+    "not_a_server_error",  # no 5xx
+    "status_code_conformance",  # no status the operation does not document
+    "content_type_conformance",  # no media type the operation does not document
+    "response_headers_conformance",  # documented response headers present and valid
+    "response_schema_conformance",  # bodies match their documented schema
+    "negative_data_rejection",  # what the schema forbids is refused
+    "missing_required_header",  # a required header left out is refused
+    "unsupported_method",  # 405 for methods a path does not take
+    "allow_header_conformance",  # the 405's Allow names the methods it takes
+    "use_after_free",  # deleted resources are gone
+    "ensure_resource_availability",  # created resources can be read
+)
 #: examples per operation in the fuzzing phase (with the other phases: ~1,600 requests)
 MAX_EXAMPLES = int(os.environ.get("DROVER_SCHEMATHESIS_EXAMPLES", "20"))
 SEED = int(os.environ.get("DROVER_SCHEMATHESIS_SEED", "20260704"))
@@ -175,6 +191,8 @@ class Tally:
     failed_checks: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     phases: dict[str, str] = field(default_factory=dict)
+    #: how many responses each check judged (a check that never ran proves nothing)
+    checks_run: Counter[str] = field(default_factory=Counter)
 
 
 class Witness:
@@ -227,7 +245,10 @@ def run_schemathesis(store: Store, settings: Settings) -> Tally:
             # a platform admin: who may do what is test_schemathesis_auth.py's business
             "headers": auth_headers(admin_token(store)),
             "generation": {"max-examples": MAX_EXAMPLES, "database": "none"},
-            "checks": {"positive_data_acceptance": {"enabled": False}},
+            "checks": {
+                **{name: {"enabled": True} for name in CONFORMANCE_CHECKS},
+                "positive_data_acceptance": {"enabled": False},
+            },
         }
     )
     schema = schemathesis.openapi.from_asgi("/openapi.json", app, config=config)
@@ -250,6 +271,7 @@ def run_schemathesis(store: Store, settings: Settings) -> Tally:
             tally.per_phase[phase] += len(event.recorder.interactions)
             for case_id, checks in event.recorder.checks.items():
                 for check in checks:
+                    tally.checks_run[check.name] += 1
                     if check.failure_info is None:
                         continue
                     failure = check.failure_info.failure
@@ -276,7 +298,7 @@ def test_schemathesis_finds_nothing(store: Store, settings: Settings) -> None:
         f"\nschemathesis {schemathesis.__version__} on {store.engine.dialect.name}: "
         f"{tally.requests} requests in {seconds:.1f} s (seed {SEED}, {MAX_EXAMPLES} examples); "
         f"statuses {dict(sorted(tally.statuses.items()))}; requests per phase "
-        f"{dict(tally.per_phase)}; phases {tally.phases}"
+        f"{dict(tally.per_phase)}; phases {tally.phases}; checks run {dict(tally.checks_run)}"
     )
     assert tally.errors == [], tally.errors[:5]
     for phase in ("examples", "coverage", "fuzzing", "stateful"):
@@ -286,3 +308,11 @@ def test_schemathesis_finds_nothing(store: Store, settings: Settings) -> None:
     assert tally.not_problems == [], tally.not_problems[:10]
     assert tally.changed_by_rejected == [], tally.changed_by_rejected[:10]
     assert tally.failed_checks == [], "\n".join(tally.failed_checks[:15])
+    for check in (
+        "not_a_server_error",
+        "status_code_conformance",
+        "content_type_conformance",
+        "response_schema_conformance",
+        "response_headers_conformance",
+    ):
+        assert tally.checks_run[check] >= tally.requests // 2, (check, dict(tally.checks_run))

@@ -99,7 +99,9 @@ def test_a_patch_with_the_etag_just_read_succeeds_while_the_job_starts(
         moved = client.get("/v1/jobs/orders").json()
         patch = client.patch(
             "/v1/jobs/orders",
-            json={"args": [f"--read-at={seen['state']}", str(seen["version"])]},
+            # labels: a change that does not touch the running application (args would be an
+            # upgrade, which replaces the run: tests/integration/test_upgrades.py)
+            json={"labels": {"read-at": seen["state"].lower(), "version": str(seen["version"])}},
             headers={"If-Match": read.headers["etag"]},
         )
         assert patch.status_code == 200, (states, patch.text)
@@ -116,7 +118,7 @@ def test_a_patch_with_the_etag_just_read_succeeds_while_the_job_starts(
     assert "STARTING" in states or "SUBMITTING" in states, states
     # the spec changes wait for the next run: still one run, one application
     runs = client.get("/v1/jobs/orders/runs").json()
-    assert runs["count"] == 1 and len(sim.live_apps()) == 1
+    assert len(runs["data"]) == 1 and len(sim.live_apps()) == 1
     # an ETag from before a spec change is still refused
     stale = client.patch("/v1/jobs/orders", json={"team": "x"}, headers={"If-Match": '"1"'})
     assert stale.status_code == 412

@@ -35,7 +35,7 @@ def auth_headers(token: str) -> dict[str, str]:
 
 def store_fingerprint(store: Store) -> dict[str, object]:
     """Everything a refused request must leave as it was: every row of the tables a request can
-    change (jobs, runs, catalog, identities, tokens, audit)."""
+    change (jobs, runs, catalog, identities, tokens, audit, operations)."""
     from sqlalchemy import select
 
     from scheduler.store import models
@@ -51,6 +51,9 @@ def store_fingerprint(store: Store) -> dict[str, object]:
         models.ApiToken,
         models.AuditEntry,
         models.JobEvent,
+        models.Operation,
+        models.OperationItem,
+        models.GroupFailoverPolicy,
     )
     out: dict[str, object] = {}
     with store.session() as session:

@@ -32,8 +32,9 @@ from scheduler.backends.base import (
     SubmitRequest,
     app_name_for,
 )
+from scheduler.backends.changes import ChangeLog, Changes, Mark
 from scheduler.errors import ClusterUnreachable, NotOwner, StaleWrite, SubmissionRejected
-from scheduler.ledger import FailureQuery, LedgerView, Observation
+from scheduler.ledger import FailureQuery, Intent, LedgerView, Observation, Submitted
 from scheduler.ownership import Claim, Fence, owner_index
 from scheduler.planning import Failures
 from scheduler.records import ClusterRecord, JobRecord, RunRecord
@@ -112,6 +113,8 @@ class FakeLedger:
         self.writes = 0
         #: closed runs that counted as failures
         self._failed_runs: set[int] = set()
+        #: (job id, revision) -> spec (scheduler.revisions), for roll_back
+        self.revisions: dict[tuple[int, int], dict[str, Any]] = {}
         self._ids = itertools.count(1)
         self._run_ids = itertools.count(100)
         self._lock = threading.RLock()
@@ -277,7 +280,7 @@ class FakeLedger:
         with self._call("record_state"):
             self._check(job, fence)
             fields = {} if not_before == "unset" else {"not_before": not_before}
-            return self._write(job, path, reason, job.current_run_id, **fields)
+            return self._with_run(self._write(job, path, reason, job.current_run_id, **fields))
 
     def record_intent(
         self,
@@ -311,9 +314,52 @@ class FakeLedger:
                 self._event(job.id, run_id, None, None, note)
             return self._with_run(written)
 
+    def record_intents(self, fence: Fence, intents: Sequence[Intent]) -> list[JobRecord]:
+        with self._call("record_intents"):
+            for i in intents:  # all or nothing
+                try:
+                    self._check(i.job, fence)
+                except NotOwner as exc:
+                    raise StaleWrite(str(exc)) from exc
+                path = [JobState.SUBMITTING]
+                if i.job.state != JobState.QUEUED:
+                    path.insert(0, JobState.QUEUED)
+                self._validate(i.job.state, path)
+            if len({i.job.id for i in intents}) != len(intents):
+                raise StaleWrite("a job appears twice in a batch")
+            written = []
+            for i in intents:
+                run_id = next(self._run_ids)
+                run = self._new_run(i.job, run_id, i.cluster, fence, i.checkpoint_location)
+                path = [JobState.SUBMITTING]
+                if i.job.state != JobState.QUEUED:
+                    path.insert(0, JobState.QUEUED)
+                self.runs[run_id] = run
+                job = self._write(
+                    i.job,
+                    path,
+                    f"submitting attempt {run.attempt} to cluster {i.cluster}",
+                    run_id,
+                    current_run_id=run_id,
+                    cluster=i.cluster,
+                    not_before=None,
+                )
+                if i.note:
+                    self._event(i.job.id, run_id, None, None, i.note)
+                written.append(self._with_run(job))
+            return written
+
     def prove(self, job: JobRecord, fence: Fence) -> None:
         with self._call("prove"):
             self._check(job, fence)
+
+    def prove_all(self, fence: Fence, jobs: Sequence[JobRecord]) -> None:
+        with self._call("prove_all"):
+            for job in jobs:
+                try:
+                    self._check(job, fence)
+                except NotOwner as exc:
+                    raise StaleWrite(str(exc)) from exc
 
     def record_submitted(
         self, job: JobRecord, fence: Fence, *, submission_id: str, app_id: str | None, at: datetime
@@ -332,6 +378,33 @@ class FakeLedger:
             return self._with_run(
                 self._write(job, [JobState.STARTING], f"submitted as {submission_id}", run.id)
             )
+
+    def record_submitted_all(self, fence: Fence, outcomes: Sequence[Submitted]) -> list[JobRecord]:
+        with self._call("record_submitted_all"):
+            for o in outcomes:  # all or nothing
+                try:
+                    self._check(o.job, fence)
+                except NotOwner as exc:
+                    raise StaleWrite(str(exc)) from exc
+                self._open_run(o.job)
+                self._validate(o.job.state, [JobState.STARTING])
+            if len({o.job.id for o in outcomes}) != len(outcomes):
+                raise StaleWrite("a job appears twice in a batch")
+            written = []
+            for o in outcomes:
+                run = self._open_run(o.job)
+                self.runs[run.id] = replace(
+                    run,
+                    submission_id=o.submission_id,
+                    app_id=o.app_id,
+                    submitted_at=o.at,
+                    state=RunState.STARTING,
+                )
+                job = self._write(
+                    o.job, [JobState.STARTING], f"submitted as {o.submission_id}", run.id
+                )
+                written.append(self._with_run(job))
+            return written
 
     def record_adopted(
         self, job: JobRecord, fence: Fence, *, submission_id: str, app_id: str | None, at: datetime
@@ -435,6 +508,75 @@ class FakeLedger:
                 self._failed_runs.add(run.id)
             fields = {} if not_before is None else {"not_before": not_before}
             return self._with_run(self._write(job, [job_state], reason, run.id, **fields))
+
+    def fence_run(
+        self, job: JobRecord, fence: Fence, *, reason: str, path: Sequence[JobState], at: datetime
+    ) -> JobRecord:
+        with self._call("fence_run"):
+            self._check(job, fence)
+            run = self._open_run(job)
+            self._validate(job.state, path)
+            self.runs[run.id] = replace(
+                run, state=RunState.LOST, reason=reason, ended_at=at, fenced_at=at
+            )
+            return self._with_run(self._write(job, path, reason, run.id))
+
+    def record_drain(
+        self, job: JobRecord, fence: Fence, *, deadline: datetime, reason: str
+    ) -> JobRecord:
+        with self._call("record_drain"):
+            self._check(job, fence)
+            run = self._open_run(job)
+            path = [JobState.STOPPING] if job.state != JobState.STOPPING else []
+            self._validate(job.state, path)
+            self.runs[run.id] = replace(run, drain_deadline=deadline)
+            return self._with_run(self._write(job, path, f"stopping gracefully: {reason}", run.id))
+
+    def roll_back(self, job: JobRecord, fence: Fence, *, revision: int, reason: str) -> JobRecord:
+        from scheduler import revisions as rev
+
+        with self._call("roll_back"):
+            self._check(job, fence)
+            spec = self.revisions[(job.id, revision)]
+            stored = self.jobs[job.id]
+            changes = rev.rollback_changes(rev.spec_of(stored), spec)
+            fields: dict[str, Any] = {
+                k: tuple(v) if k == "args" else v
+                for k, v in changes.items()
+                if k in ("entrypoint", "args", "conf", "checkpoint_location")
+            }
+            path = [JobState.QUEUED] if stored.state.is_at_rest else []
+            self._event(job.id, job.current_run_id, None, None, reason)
+            written = self._write(
+                job,
+                path,
+                stored.state_reason if not path else reason,
+                job.current_run_id,
+                generation=stored.generation + 1,
+                spec_version=stored.spec_version + 1,
+                upgrade_deadline=None,
+                upgrade_from=None,
+                attempts_reset_at=self.clock.now(),
+                not_before=None,
+                **fields,
+            )
+            self.revisions[(job.id, written.spec_version)] = rev.spec_of(written)
+            return self._with_run(written)
+
+    def finish_upgrade(self, job: JobRecord, fence: Fence, *, reason: str) -> JobRecord:
+        with self._call("finish_upgrade"):
+            self._check(job, fence)
+            self._event(job.id, job.current_run_id, None, None, reason)
+            return self._with_run(
+                self._write(
+                    job,
+                    [],
+                    job.state_reason,
+                    job.current_run_id,
+                    upgrade_deadline=None,
+                    upgrade_from=None,
+                )
+            )
 
     def add_event(self, job: JobRecord, message: str, *, run_id: int | None = None) -> None:
         with self._call("add_event"):
@@ -603,6 +745,8 @@ class FakeBackend:
     max_in_flight: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    #: the change feed (scheduler/backends/changes.py): a "listing" of every app per call
+    _changes: ChangeLog = field(default_factory=ChangeLog)
 
     def submit(self, request: SubmitRequest) -> Submission:
         with self._lock:
@@ -647,6 +791,16 @@ class FakeBackend:
             return AppStatus(
                 app.state, app.app_id, exit_code=1 if app.state == AppState.FAILED else None
             )
+
+    def changes(self, since: Mark | None) -> Changes:
+        """What changed since ``since``: every app whose state or app id differs (however it
+        was changed: a test may set a state directly)."""
+        with self._lock:
+            if self.unreachable:
+                raise ClusterUnreachable("the cluster does not answer")
+            prints = {a.submission_id: (a.state, a.app_id) for a in self.apps.values()}
+        self._changes.advance(prints)
+        return self._changes.changes(since)
 
     def kill(self, submission_id: str) -> None:
         with self._lock:

@@ -14,7 +14,7 @@ from typing import Protocol
 import pytest
 
 from scheduler.errors import IllegalTransition, NotOwner, StaleWrite
-from scheduler.ledger import FailureQuery, Ledger, Observation
+from scheduler.ledger import FailureQuery, Intent, Ledger, Observation, Submitted
 from scheduler.ownership import Claim, Fence, owner_index
 from scheduler.records import JobRecord
 from scheduler.states import DesiredState, JobState, RunState
@@ -199,6 +199,82 @@ def observations_land_together_or_not_at_all(h: Harness) -> None:
         assert h.transitions(job.id)[-1] == ("STARTING", "RUNNING")
 
 
+def intents_and_submissions_land_together_or_not_at_all(h: Harness) -> None:
+    """The batched intents and outcomes of a tick's submissions: the same rows and events as
+    one by one, all or nothing (a moved job or a stale fence: StaleWrite, nothing changed)."""
+    cluster = h.ledger.read(ME, "default").primary_cluster
+    jobs = [_owned(h, name) for name in ("a", "b", "c")]
+    # "c" ran once already: its next attempt is 2, its path goes through QUEUED again
+    c = h.ledger.record_intent(jobs[2], ME, cluster=cluster, checkpoint_location="/ck", reason="r")
+    c = h.ledger.close_run(
+        c,
+        ME,
+        run_state=RunState.FAILED,
+        job_state=JobState.FAILED,
+        reason="exit code 1",
+        exit_code=1,
+        counts_as_failure=True,
+        ended_at=h.now(),
+    )
+    jobs[2] = h.job(c.id)
+
+    def intent(job: JobRecord) -> Intent:
+        return Intent(job, cluster, f"/ck/{job.name}", "desired RUNNING", note=f"note {job.name}")
+
+    h.api_write(jobs[1].id)
+    moved = h.job(jobs[1].id)
+    with pytest.raises(StaleWrite):
+        h.ledger.record_intents(ME, [intent(j) for j in jobs])
+    assert [h.job(j.id) for j in (jobs[0], jobs[2])] == [jobs[0], jobs[2]]
+    assert h.job(jobs[1].id) == moved
+    jobs[1] = moved
+    written = h.ledger.record_intents(ME, [intent(j) for j in jobs])
+    assert written == [h.job(j.id) for j in jobs]
+    for job, before in zip(written, jobs, strict=True):
+        run = job.current_run
+        assert run is not None and job.state == JobState.SUBMITTING
+        assert (run.state, run.owner_epoch, run.cluster) == (RunState.SUBMITTING, ME.epoch, cluster)
+        assert run.checkpoint_location == f"/ck/{job.name}" and run.fencing_token
+        assert run.app_name.endswith(f":{run.id}") and job.version == before.version + 1
+    assert [j.current_run.attempt for j in written if j.current_run] == [1, 1, 2]
+    assert h.transitions(jobs[2].id)[-2:] == [("FAILED", "QUEUED"), ("QUEUED", "SUBMITTING")]
+    at = h.now()
+
+    def outcome(job: JobRecord) -> Submitted:
+        return Submitted(job, f"driver-{job.name}", f"app-{job.name}", at)
+
+    with pytest.raises(StaleWrite):  # another node's newer claim on one of them
+        h.other_claims(written[0].id, Fence("node-b", ME.epoch + 1))
+        h.ledger.record_submitted_all(ME, [outcome(j) for j in written])
+    assert [h.job(j.id).version for j in written[1:]] == [j.version for j in written[1:]]
+    started = h.ledger.record_submitted_all(ME, [outcome(j) for j in written[1:]])
+    assert started == [h.job(j.id) for j in written[1:]]
+    for job in started:
+        run = job.current_run
+        assert run is not None and job.state == JobState.STARTING
+        assert (run.state, run.submission_id, run.app_id) == (
+            RunState.STARTING,
+            f"driver-{job.name}",
+            f"app-{job.name}",
+        )
+        assert run.submitted_at == at
+        assert h.transitions(job.id)[-1] == ("SUBMITTING", "STARTING")
+
+
+def a_batch_proof_holds_only_for_all(h: Harness) -> None:
+    jobs = [_owned(h, name) for name in ("a", "b", "c")]
+    h.ledger.prove_all(ME, jobs)  # changes nothing
+    assert [h.job(j.id) for j in jobs] == jobs
+    h.api_write(jobs[1].id)
+    with pytest.raises(StaleWrite):
+        h.ledger.prove_all(ME, jobs)
+    h.other_claims(jobs[2].id, Fence("node-b", ME.epoch + 1))
+    with pytest.raises(StaleWrite):
+        h.ledger.prove_all(ME, [jobs[0], jobs[2]])
+    h.ledger.prove_all(ME, [jobs[0]])
+    assert h.job(jobs[0].id) == jobs[0]
+
+
 def adoption_records_the_found_application(h: Harness) -> None:
     job = _owned(h)
     cluster = h.ledger.read(ME, "default").primary_cluster
@@ -302,6 +378,8 @@ CONTRACT: list[Callable[[Harness], None]] = [
     read_in_full_or_only_what_changed,
     intent_submission_observation_and_close,
     observations_land_together_or_not_at_all,
+    intents_and_submissions_land_together_or_not_at_all,
+    a_batch_proof_holds_only_for_all,
     adoption_records_the_found_application,
     kill_intent_then_proof,
     state_path_and_reason,

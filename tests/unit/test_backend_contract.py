@@ -33,6 +33,7 @@ import os
 import shutil
 import signal
 import textwrap
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +49,7 @@ from scheduler.backends.base import (
     SubmitRequest,
     parse_app_name,
 )
+from scheduler.backends.changes import Mark, feed_of
 from scheduler.backends.local import LocalSparkSubmitBackend
 from scheduler.backends.standalone import StandaloneRestBackend
 from scheduler.errors import ClusterUnreachable
@@ -386,3 +388,44 @@ def test_list_applications_shows_the_app_with_its_tag_and_job(cluster: Cluster) 
     # a fresh instance (another node) lists it the same way
     fresh = {a.submission_id: a for a in cluster.fresh().list_applications()}
     assert fresh[sub.submission_id].app_name == request.app_name
+
+
+def test_a_change_feed_names_every_change_and_settles(cluster: Cluster) -> None:
+    """A backend with a change feed (scheduler/backends/changes.py) names a submission whose
+    status changed since the mark it answered before that status was asked, and, once nothing
+    changes, names nothing (a backend without a feed has nothing to keep here)."""
+    feed = feed_of(cluster.backend)
+    if feed is None:
+        assert not isinstance(cluster.backend, StandaloneRestBackend | FakeBackend)
+        return
+    sub = cluster.backend.submit(cluster.request("orders", 9))
+    sid = sub.submission_id
+    cluster.wait_status(sid, cluster.running, "the app to run")
+
+    def settled() -> Mark | None:
+        mark = feed.changes(None).mark
+        cluster.backend.status(sid)
+        answer = feed.changes(mark)
+        return answer.mark if answer.changed is not None and sid not in answer.changed else None
+
+    mark = wait_until(settled, timeout=DEADLINE_S, interval=0.02, what="a feed naming nothing")
+    seen = cluster.backend.status(sid)  # asked after the mark
+    assert seen.state is AppState.RUNNING
+    cluster.backend.kill(sid)
+    # from here on, whenever the status differs from the one seen after the last mark, the next
+    # answer names the submission
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        assert time.monotonic() < deadline, f"the kill of {sid} was not confirmed"
+        now = cluster.backend.status(sid)
+        answer = feed.changes(mark)
+        if now != seen:
+            assert answer.changed is None or sid in answer.changed, (seen, now, answer)
+        mark, seen = answer.mark, cluster.backend.status(sid)
+        if seen.state.is_terminal:
+            break
+    assert seen.state is AppState.KILLED
+    # a mark of another instance (another node) cannot tell
+    other = feed_of(cluster.fresh())
+    if other is not None and other is not feed:
+        assert other.changes(mark).changed is None

@@ -23,8 +23,10 @@ from chaos.history import (
     Claim,
     Fault,
     FinalJob,
+    FinalOperation,
     History,
     JobSeen,
+    OperationAcked,
     Quiet,
     WriteAcked,
 )
@@ -61,16 +63,21 @@ def healthy() -> History:
             WriteAcked(4.0, "clicks", "start", "RUNNING"),
             WriteAcked(5.0, "tmp", "create", "RUNNING"),
             WriteAcked(6.0, "tmp", "delete", None),
-            FinalJob("orders", True, "RUNNING"),
-            FinalJob("clicks", True, "RUNNING"),
+            WriteAcked(7.0, "orders", "upgrade", "RUNNING", '["--rev", "2"]'),
+            WriteAcked(7.5, "orders", "restart", "RUNNING"),  # applied, its answer lost
+            OperationAcked(8.0, 4, "failover", "A (orders)"),
+            FinalJob("orders", True, "RUNNING", '["--rev", "2"]'),
+            FinalJob("clicks", True, "RUNNING", "[]"),
             FinalJob("tmp", False),
+            FinalOperation(4, True, "SUCCEEDED"),
             Claim(1.5, "orders", "n1", 7),
             Claim(1.5, "clicks", "n2", 7),
             Claim(13.0, "clicks", "n1", 8),
             Action(1.6, "orders", "n1", 7, "submit"),
             Action(4.5, "clicks", "n2", 7, "submit"),
-            Action(19.0, "orders", "n1", 7, "kill"),
+            Action(19.0, "orders", "n1", None, "kill"),
             Action(20.5, "orders", "n1", 7, "submit"),
+            Action(13.1, "clicks", "n1", None, "kill"),  # its claim sampled 0.1 s before
         ]
     )
 
@@ -80,8 +87,11 @@ def test_a_clean_history_passes_with_its_figures() -> None:
     assert report.ok, report.summary()
     assert report.faults == {"kill9": 1}
     assert report.worst_convergence_s == pytest.approx(5.0)
-    assert (report.apps_seen, report.jobs_seen, report.writes_acked) == (3, 2, 6)
+    assert (report.apps_seen, report.jobs_seen, report.writes_acked) == (3, 2, 8)
+    assert report.failovers == {"SUCCEEDED": 1}
+    assert report.actions == {"kill": 2, "submit": 3}
     assert "violations: 0" in report.summary()
+    assert "failovers: SUCCEEDED 1, actions checked: kill 2, submit 3" in report.summary()
 
 
 def test_a_double_run_across_clusters_is_flagged() -> None:
@@ -138,6 +148,29 @@ def test_a_lost_write_is_flagged() -> None:
     }
 
 
+def test_a_lost_upgrade_is_flagged() -> None:
+    history = healthy()
+    history.final = [
+        FinalJob("orders", True, "RUNNING", '["--rev", "1"]') if f.job == "orders" else f
+        for f in history.final
+    ]
+    found = lost_writes(history)
+    assert [(v.job, v.detail) for v in found] == [
+        ("orders", 'upgrade acknowledged (spec ["--rev", "2"]), store holds spec ["--rev", "1"]')
+    ]
+
+
+def test_a_lost_failover_is_flagged() -> None:
+    history = healthy()
+    history.operations.append(OperationAcked(30.0, 5, "failover", "B (clicks)"))
+    history.operations.append(OperationAcked(31.0, 0, "failover_in_doubt", "A (orders)"))
+    found = lost_writes(history)
+    assert [(v.job, v.detail) for v in found] == [
+        ("failover 5", "failover of B (clicks) acknowledged, not in the store")
+    ]
+    assert check(history, BOUND).failovers == {"SUCCEEDED": 1, "missing": 1, "in doubt": 1}
+
+
 def test_a_write_in_doubt_is_no_lost_write() -> None:
     history = healthy()
     history.writes.append(WriteAcked(30.0, "orders", "in_doubt", None))  # stop sent, no answer
@@ -148,12 +181,48 @@ def test_an_unfenced_action_is_flagged() -> None:
     history = healthy()
     # n2 was frozen past its session: n1 claimed clicks under epoch 8, then n2 thawed and killed
     history.actions.append(Action(14.0, "clicks", "n2", 7, "kill"))
-    # and n3 submitted a job it never claimed
-    history.actions.append(Action(15.0, "orders", "n3", 8, "submit"))
+    # and n3 submitted a job n1 had claimed under the same epoch (both think they own it)
+    history.actions.append(Action(15.0, "orders", "n3", 7, "submit"))
     found = unfenced_actions(history)
     assert [(v.job, v.t) for v in found] == [("clicks", 14.0), ("orders", 15.0)]
     assert "after n1 claimed the job under epoch 8" in found[0].detail
-    assert "without a recorded claim" in found[1].detail
+    assert "n3 did submit under epoch 7 after n1 claimed the job under epoch 7" in found[1].detail
+    assert check(history, BOUND).claims == {"held": 5, "stale": 2}
+
+
+def test_a_claim_too_brief_for_the_samples_is_counted_not_flagged() -> None:
+    history = healthy()
+    # after a ZooKeeper wipe n2 came back first: it owned the group for an instant under a new
+    # generation's epoch and killed; n1 joined and claimed the job before the next sample
+    history.actions.append(Action(30.0, "orders", "n2", (1 << 32) | 1, "kill"))
+    history.claims.append(Claim(30.2, "orders", "n1", (1 << 32) | 2))
+    assert unfenced_actions(history) == []
+    assert check(history, BOUND).claims == {"held": 5, "unsampled": 1}
+    # but the same kill under an epoch older than a claim seen before it is flagged
+    history.actions.append(Action(31.0, "orders", "n2", (1 << 32) | 1, "kill"))
+    assert [v.t for v in unfenced_actions(history)] == [31.0]
+
+
+def test_an_unfenced_kill_is_flagged() -> None:
+    history = healthy()
+    # n2 lost clicks to n1 (epoch 8, seen at 13.0) and killed its application afterwards
+    history.actions.append(Action(16.0, "clicks", "n2", None, "kill"))
+    # n3 killed orders' application, never having claimed it
+    history.actions.append(Action(17.0, "orders", "n3", None, "kill"))
+    found = unfenced_actions(history)
+    assert [(v.job, v.t) for v in found] == [("clicks", 16.0), ("orders", 17.0)]
+    assert "n2 did kill under its newest claim's epoch 7 after n1 claimed" in found[0].detail
+    assert "n3 did kill under its newest claim's epoch (none) after n1 claimed" in found[1].detail
+    history.claims = []  # nothing recorded at all
+    assert all("without a recorded claim" in v.detail for v in unfenced_actions(history))
+
+
+def test_a_kill_under_a_claim_sampled_just_after_it_is_fenced() -> None:
+    history = healthy()
+    # n2 claimed orders under epoch 9 and killed at once; the sample saw the claim 0.2 s later
+    history.claims.append(Claim(30.2, "orders", "n2", 9))
+    history.actions.append(Action(30.0, "orders", "n2", None, "kill"))
+    assert unfenced_actions(history) == []
 
 
 def test_each_kind_is_counted_in_the_summary() -> None:
@@ -161,7 +230,7 @@ def test_each_kind_is_counted_in_the_summary() -> None:
     history.apps += polls("A", "app-9", "orders", 20.2, 22.0)
     history.final.append(FinalJob("forgotten", True, "RUNNING"))
     history.writes.append(WriteAcked(31.0, "new", "create", "RUNNING"))
-    history.actions.append(Action(15.0, "orders", "n3", 8, "submit"))
+    history.actions.append(Action(15.0, "orders", "n3", 7, "submit"))
     summary = check(history, BOUND).summary()
     assert "violations: 4 (double_run 1, lost_job 1, lost_write 1, unfenced_action 1)" in summary
 

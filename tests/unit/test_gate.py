@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -53,8 +54,10 @@ def test_a_burst_of_one_business_does_not_delay_another() -> None:
     assert len([c for c in decided.admitted if c.business == "acme"]) == 10
     assert len([c for c in decided.admitted if c.business == "zeta"]) == 20  # none waits
     assert decided.taken == {"acme": 10, "zeta": 20}
-    reason = decided.waiting["acme-010"].reason
-    assert reason.startswith("business acme is at its rate (10/s, burst 10); next token in 0.1 s")
+    waiting = decided.waiting["acme-010"]
+    assert waiting.reason == "business acme is at its rate (10/s, burst 10)"
+    assert waiting.kind == "rate" and waiting.ready_in == pytest.approx(0.1)
+    assert decided.waiting["acme-011"].reason == waiting.reason  # stable: no event per tick
 
 
 def test_a_full_cluster_is_shared_round_robin_between_businesses() -> None:
@@ -73,6 +76,7 @@ def test_a_cap_on_one_cluster_holds_back_only_its_jobs() -> None:
     decided = admit(wanted, {}, loads, now=0)
     assert {c.cluster for c in decided.admitted} == {"b"} and len(decided.admitted) == 3
     assert "max_running_apps 4" in decided.waiting["acme-000"].reason
+    assert decided.waiting["acme-000"].kind == "cluster"
 
 
 def test_a_bucket_refills_at_its_rate_up_to_its_burst() -> None:

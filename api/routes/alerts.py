@@ -1,0 +1,316 @@
+"""Alert channels and alerts (``scheduler.alerting`` says what is alerted, folded, routed).
+
+- ``/v1/alert-channels``: the platform's channels (team ``*``: every team's job alerts, and the
+  clusters'); platform admins only.
+- ``/v1/teams/{team}/alert-channels``: a team's channels (its jobs' alerts, and the alert of a
+  cluster its jobs are folded into); the team's admins manage them, its members read them.
+- ``POST .../{name}/test``: queue a test message (its delivery shows in ``GET /v1/alerts``).
+- ``/v1/alerts``: alerts, newest first, with their deliveries; a caller sees its teams' alerts
+  and the teamless ones (clusters).
+
+Mutations are audited in their transaction. A channel's ``secret`` is never shown again.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request, Response, status
+
+from api.alert_schemas import AlertChannelCreate, AlertChannelPublic, AlertPublic
+from api.deps import ActorDep, ContextDep, NamePath, PrincipalDep, StoreDep
+from api.paging import (
+    DEFAULT_LIMIT,
+    CountQuery,
+    CursorQuery,
+    Page,
+    PageLimitQuery,
+    links,
+    window,
+)
+from api.problems import problem_responses
+from scheduler.alerting import PLATFORM, AlertKind, ChannelRecord, Event, Severity
+from scheduler.errors import NotFound
+from scheduler.names import validate_name
+from scheduler.paging import Sort
+from scheduler.store import alerts as alert_store
+from scheduler.store import journal
+from scheduler.store.models import utcnow
+
+router = APIRouter(tags=["alerts"])
+
+#: the order of GET /v1/alerts (its cursor is the last alert's id)
+NEWEST_FIRST = Sort("id", descending=True)
+
+
+def _known_team(store: Any, team: str) -> str:
+    """``team`` if it names a team; otherwise a 404 (a malformed name is a 400)."""
+    from scheduler.store import identities
+
+    validate_name(team, "team")
+    with store.session() as session:
+        if not identities.team_exists(session, team):
+            raise NotFound(f"no team named {team!r}")
+    return team
+
+
+def _doc(channel: ChannelRecord) -> dict[str, Any]:
+    return AlertChannelPublic.of(channel).model_dump(mode="json")
+
+
+def _create(
+    body: AlertChannelCreate, team: str, ctx: Any, store: Any, actor: str
+) -> AlertChannelPublic:
+    record = ChannelRecord(
+        id=0,
+        name=body.name,
+        kind=body.kind,
+        url=str(body.url),
+        team=team,
+        kinds=tuple(str(k) for k in body.kinds),
+        min_severity=Severity.parse(body.min_severity),
+        enabled=body.enabled,
+        secret=body.secret,
+        description=body.description,
+    )
+    with store.transaction() as session:
+        channel = alert_store.create_channel(session, record)
+        journal.add_audit(
+            session,
+            actor=actor,
+            action="alert_channel.create",
+            target_kind="alert_channel",
+            target_name=channel.name,
+            detail={**body.model_dump(mode="json", exclude={"secret"}), "team": team},
+            node_id=ctx.settings.node_id,
+            team="" if team == PLATFORM else team,
+            after=_doc(channel),
+        )
+    return AlertChannelPublic.of(channel)
+
+
+def _delete(name: str, team: str | None, ctx: Any, store: Any, actor: str) -> Response:
+    with store.transaction() as session:
+        channel = alert_store.delete_channel(
+            session, validate_name(name, "channel name"), team=team
+        )
+        journal.add_audit(
+            session,
+            actor=actor,
+            action="alert_channel.delete",
+            target_kind="alert_channel",
+            target_name=channel.name,
+            node_id=ctx.settings.node_id,
+            team="" if channel.team == PLATFORM else channel.team,
+            before=_doc(channel),
+        )
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+def _test(name: str, team: str | None, ctx: Any, store: Any, actor: str) -> dict[str, int]:
+    with store.transaction() as session:
+        channel = alert_store.get_channel(session, validate_name(name, "channel name"), team=team)
+        alert_id = alert_store.add_test_alert(session, channel, actor, utcnow())
+        journal.add_audit(
+            session,
+            actor=actor,
+            action="alert_channel.test",
+            target_kind="alert_channel",
+            target_name=channel.name,
+            node_id=ctx.settings.node_id,
+            team="" if channel.team == PLATFORM else channel.team,
+        )
+    return {"alert_id": alert_id}
+
+
+# -- the platform's channels -----------------------------------------------------------------
+
+
+@router.post(
+    "/v1/alert-channels",
+    status_code=status.HTTP_201_CREATED,
+    response_model=AlertChannelPublic,
+    responses=problem_responses(409, 415),
+    operation_id="create_platform_alert_channel",
+    summary="Create a platform alert channel",
+    description="A channel of the platform (team `*`): it gets every job's alerts and the "
+    "clusters'.",
+)
+def create_platform_channel(
+    body: AlertChannelCreate, ctx: ContextDep, store: StoreDep, actor: ActorDep
+) -> AlertChannelPublic:
+    return _create(body, PLATFORM, ctx, store, actor)
+
+
+@router.get(
+    "/v1/alert-channels",
+    description=(
+        "Every alert channel the caller may see: the platform's and every team's, with the kinds "
+        "of alerts each receives."
+    ),
+    response_model=list[AlertChannelPublic],
+    operation_id="list_alert_channels",
+    summary="Every alert channel (platform and teams)",
+)
+def list_channels(store: StoreDep) -> list[AlertChannelPublic]:
+    with store.session() as session:
+        return [AlertChannelPublic.of(c) for c in alert_store.list_channels(session)]
+
+
+@router.get(
+    "/v1/alert-channels/{name}",
+    description="One alert channel by name: its kind, target and the alerts it receives.",
+    response_model=AlertChannelPublic,
+    responses=problem_responses(404),
+    operation_id="get_alert_channel",
+    summary="One alert channel",
+)
+def get_channel(name: NamePath, store: StoreDep) -> AlertChannelPublic:
+    with store.session() as session:
+        return AlertChannelPublic.of(
+            alert_store.get_channel(session, validate_name(name, "channel name"))
+        )
+
+
+@router.delete(
+    "/v1/alert-channels/{name}",
+    description="Delete an alert channel, whichever team owns it; alerts no longer go to it.",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses=problem_responses(404),
+    operation_id="delete_alert_channel",
+    summary="Delete an alert channel (any team's)",
+)
+def delete_channel(name: NamePath, ctx: ContextDep, store: StoreDep, actor: ActorDep) -> Response:
+    return _delete(name, None, ctx, store, actor)
+
+
+@router.post(
+    "/v1/alert-channels/{name}/test",
+    description="Queue a test message to the channel; its delivery shows in `GET /v1/alerts`.",
+    status_code=status.HTTP_202_ACCEPTED,
+    responses=problem_responses(404),
+    operation_id="test_alert_channel",
+    summary="Queue a test message to an alert channel",
+)
+def test_channel(
+    name: NamePath, ctx: ContextDep, store: StoreDep, actor: ActorDep
+) -> dict[str, int]:
+    return _test(name, None, ctx, store, actor)
+
+
+# -- a team's channels ---------------------------------------------------------------------------
+
+
+@router.post(
+    "/v1/teams/{team}/alert-channels",
+    status_code=status.HTTP_201_CREATED,
+    response_model=AlertChannelPublic,
+    responses=problem_responses(404, 409, 415),
+    operation_id="create_team_alert_channel",
+    summary="Create a team's alert channel",
+    description="It gets the alerts of the team's jobs, and the alert of a cluster the team's "
+    "jobs are folded into.",
+)
+def create_team_channel(
+    team: NamePath, body: AlertChannelCreate, ctx: ContextDep, store: StoreDep, actor: ActorDep
+) -> AlertChannelPublic:
+    return _create(body, _known_team(store, team), ctx, store, actor)
+
+
+@router.get(
+    "/v1/teams/{team}/alert-channels",
+    description="The alert channels of one team (404 for an unknown team).",
+    response_model=list[AlertChannelPublic],
+    responses=problem_responses(404),
+    operation_id="list_team_alert_channels",
+    summary="A team's alert channels",
+)
+def list_team_channels(team: NamePath, store: StoreDep) -> list[AlertChannelPublic]:
+    _known_team(store, team)
+    with store.session() as session:
+        return [AlertChannelPublic.of(c) for c in alert_store.list_channels(session, team=team)]
+
+
+@router.delete(
+    "/v1/teams/{team}/alert-channels/{name}",
+    description="Delete one of the team's alert channels (404 for an unknown team or channel).",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses=problem_responses(404),
+    operation_id="delete_team_alert_channel",
+    summary="Delete a team's alert channel",
+)
+def delete_team_channel(
+    team: NamePath, name: NamePath, ctx: ContextDep, store: StoreDep, actor: ActorDep
+) -> Response:
+    return _delete(name, _known_team(store, team), ctx, store, actor)
+
+
+@router.post(
+    "/v1/teams/{team}/alert-channels/{name}/test",
+    description=(
+        "Queue a test message to one of the team's channels; its delivery shows in `GET "
+        "/v1/alerts`."
+    ),
+    status_code=status.HTTP_202_ACCEPTED,
+    responses=problem_responses(404),
+    operation_id="test_team_alert_channel",
+    summary="Queue a test message to a team's alert channel",
+)
+def test_team_channel(
+    team: NamePath, name: NamePath, ctx: ContextDep, store: StoreDep, actor: ActorDep
+) -> dict[str, int]:
+    return _test(name, _known_team(store, team), ctx, store, actor)
+
+
+# -- alerts ----------------------------------------------------------------------------------------
+
+
+@router.get(
+    "/v1/alerts",
+    response_model=Page[AlertPublic],
+    operation_id="list_alerts",
+    summary="Alerts, newest first, with their deliveries",
+    description="`status=firing` for what is open now. A caller sees its teams' alerts and "
+    "the teamless ones (clusters). Cursor pages (`limit`, `cursor`; `next` on each page).",
+)
+def list_alerts(
+    request: Request,
+    response: Response,
+    store: StoreDep,
+    principal: PrincipalDep,
+    status_: Annotated[Event | None, Query(alias="status")] = None,
+    kind: AlertKind | None = None,
+    limit: PageLimitQuery = DEFAULT_LIMIT,
+    cursor: CursorQuery = None,
+    count: CountQuery = False,
+) -> Page[AlertPublic]:
+    filters = {"status": status_, "kind": kind}
+    place = window(NEWEST_FIRST, cursor, limit, filters, (int,))
+    before = int(place.after[0]) if place.after else None  # type: ignore[arg-type]
+    with store.session() as session:
+        alerts, total = alert_store.list_alerts(
+            session,
+            status=status_,
+            kind=kind,
+            teams=principal.teams(),
+            limit=limit + 1,
+            before_id=before,
+            count=count,
+        )
+        data = [
+            AlertPublic.of(
+                a,
+                deliveries=alert_store.deliveries_of(session, a.id),
+                folded=len(alert_store.folded_into(session, a.id))
+                if a.kind == AlertKind.CLUSTER_ABNORMAL
+                else 0,
+            )
+            for a in alerts[:limit]
+        ]
+    more = len(alerts) > limit
+    next_cursor, next_url = links(
+        request, response, NEWEST_FIRST, (data[-1].id,) if more and data else None, filters
+    )
+    return Page[AlertPublic](
+        data=data, limit=limit, next_cursor=next_cursor, next=next_url, count=total
+    )

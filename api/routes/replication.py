@@ -1,0 +1,133 @@
+"""``/v1/jobs/{name}/replication`` and ``/v1/replication``: checkpoint replicas and their lag.
+
+Read-only: the replicator of each job's owner writes the figures (``scheduler.replication``), a
+failover takes a replica over (``make_available``). A job's replica is also shown in
+``GET /v1/jobs/{name}`` (``replication``).
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+from sqlalchemy.orm import Session
+
+from api import paging
+from api.deps import ContextDep, NamePath, PrincipalDep, StoreDep
+from api.paging import CountQuery, CursorQuery, Page, PageLimitQuery
+from api.problems import problem_responses
+from api.schemas import Label, Name, ReplicationPublic
+from scheduler.config import Settings
+from scheduler.names import validate_name
+from scheduler.paging import Sort
+from scheduler.records import ClusterRecord, GroupRecord, JobRecord
+from scheduler.replicas import ReplicaRecord, ReplicaState, replica_target
+from scheduler.replication import stale_after
+from scheduler.store import catalog as catalog_store
+from scheduler.store import jobs as jobs_store
+from scheduler.store import replicas as replicas_store
+from scheduler.store.models import utcnow
+
+router = APIRouter(tags=["replication"])
+
+
+class ReplicationPage(Page[ReplicationPublic]):
+    """A page of checkpoint replicas, by job name."""
+
+
+def replication_view(
+    job: JobRecord,
+    replica: ReplicaRecord | None,
+    group: GroupRecord | None,
+    clusters: dict[str, ClusterRecord],
+    settings: Settings,
+) -> ReplicationPublic:
+    """A job's replica as the API shows it (with the reason when it has none)."""
+    reason = ""
+    if group is not None:
+        target = replica_target(job, group, clusters)
+        if isinstance(target, str):
+            reason = target
+    return ReplicationPublic.of(
+        job,
+        replica,
+        now=utcnow(),
+        stale_after=stale_after(settings.replication_interval, settings.replication_round_seconds),
+        reason=reason,
+    )
+
+
+def load_view(session: Session, job: JobRecord, settings: Settings) -> ReplicationPublic:
+    """:func:`replication_view` of ``job``, read in ``session``."""
+    replica = replicas_store.replicas_of(session, [job]).get(job.name)  # job.id known: 1 query
+    group = catalog_store.get_group(session, job.group)
+    clusters = {c.name: c for c in catalog_store.list_clusters(session)}
+    return replication_view(job, replica, group, clusters, settings)
+
+
+@router.get(
+    "/v1/jobs/{name}/replication",
+    response_model=ReplicationPublic,
+    responses=problem_responses(404),
+    operation_id="get_job_replication",
+    summary="A job's checkpoint replica and its lag",
+    description="Where the job's checkpoint replica is (the storage root of its group's other "
+    "cluster), the source's and the replica's newest complete batches, the lag in batches and in "
+    "seconds, and what the replicator last did. `state` is null while the job has no replica "
+    "(`reason` says why: not replicated, no failover cluster, no look yet).",
+)
+def get_job_replication(name: NamePath, ctx: ContextDep, store: StoreDep) -> ReplicationPublic:
+    with store.session() as session:
+        job = jobs_store.get_job(session, validate_name(name, "job name"))
+        return load_view(session, job, ctx.settings)
+
+
+@router.get(
+    "/v1/replication",
+    response_model=ReplicationPage,
+    operation_id="list_replication",
+    summary="Checkpoint replicas and their lag",
+    description="The replicas of the jobs the caller may see, by job name. `cluster`: replicas "
+    "from or to that cluster; `state`: in that state (e.g. LAGGING, ERROR).",
+)
+def list_replication(
+    request: Request,
+    response: Response,
+    ctx: ContextDep,
+    store: StoreDep,
+    principal: PrincipalDep,
+    cluster: Name | None = None,
+    state: ReplicaState | None = None,
+    team: Label | None = None,
+    limit: PageLimitQuery = paging.DEFAULT_LIMIT,
+    cursor: CursorQuery = None,
+    count: CountQuery = False,
+) -> ReplicationPage:
+    order = Sort("name")
+    filters = {"cluster": cluster, "state": state, "team": team}
+    window = paging.window(order, cursor, limit, filters, (str,))
+    with store.session() as session:
+        rows, next_key = replicas_store.page_replicas(
+            session,
+            window,
+            cluster=cluster,
+            state=state,
+            team=team,
+            teams=principal.teams(),  # only the teams the caller may see
+        )
+        total = None
+        if count:
+            total = replicas_store.count_replicas(
+                session, cluster=cluster, state=state, team=team, teams=principal.teams()
+            )
+        groups = {g.name: g for g in catalog_store.list_groups(session)}
+        clusters = {c.name: c for c in catalog_store.list_clusters(session)}
+    next_cursor, next_url = paging.links(request, response, order, next_key, filters)
+    return ReplicationPage(
+        data=[
+            replication_view(job, replica, groups.get(job.group), clusters, ctx.settings)
+            for job, replica in rows
+        ],
+        limit=limit,
+        next_cursor=next_cursor,
+        next=next_url,
+        count=total,
+    )

@@ -1,0 +1,586 @@
+"""Failover of 1,000 jobs between two simulated Spark clusters: time in total and per job.
+
+Starts everything it needs and removes it at the end (also on Ctrl-C or an error): two simulated
+standalone clusters A and B (``harness/simcluster.py``, each its own process) registered as
+normal ``standalone`` clusters (group ``default``: primary A, failover B), a fresh MariaDB
+database on the server of ``DROVER_TEST_MYSQL_URL``, a ZooKeeper namespace on
+``DROVER_TEST_ZK_HOSTS``, N ``drover node run`` processes (default 2).
+
+M jobs (desired RUNNING, seeded in bulk) are left to the nodes until all are RUNNING on A, with
+a checkpoint each under A's storage root (a small directory of offsets and commits). Then the
+failover of every job from A to B goes through the API: the dry run (timed: the plan of M
+jobs), the execution with ``--parallelism`` items under way at once, followed until it ends.
+
+Figures (wall clock):
+
+- the plan: dry-run answer time;
+- total: from the POST to SUCCEEDED, and per job (jobs/s);
+- per item: from its start (DRAINING) to DONE -- p50, p95, max -- and the time items spent in
+  each step (the drain is the owner's kill and its confirmation, the checkpoint the copy, the
+  start the owner's submission and the application's start on B);
+- safety: creates on B (one per job), live applications per job across A and B at the end
+  (never two; a poller samples both simulators during the failover too), runs on B per job.
+
+    set -a; . var/services/env; set +a
+    .venv/bin/python -m bench.failover [--jobs 1000] [--nodes 2] [--parallelism 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import statistics
+import tempfile
+import threading
+import time
+from collections import Counter
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import sqlalchemy as sa
+
+from bench.takeover import (
+    PIPELINE,
+    _interrupt,
+    fresh_database,
+    job_names,
+    migrate,
+    seed_jobs,
+    simulator,
+    zk_namespace,
+)
+from harness.nodes import NodeProcess, poll
+from scheduler import storage
+from scheduler.catalog import ClusterSpec
+from scheduler.states import JobState
+from scheduler.store import catalog as catalog_store
+from scheduler.store import jobs as jobs_store
+from scheduler.store.db import Store
+from scheduler.store.models import Job, Run
+
+GROUP = "default"
+
+
+def register(store: Store, sims: dict[str, Any], workdir: Path) -> None:
+    with store.transaction() as session:
+        for name, sim in sims.items():
+            spec = ClusterSpec(
+                kind="standalone",
+                storage_root=storage.normalise_root(str(workdir / "checkpoints" / name)),
+                master_url=sim.master_url,
+                rest_url=sim.url,
+                ui_url=sim.url,
+                az=f"az-{name.lower()}",
+                cloud="local",
+            )
+            catalog_store.create_cluster(session, name, spec)
+        catalog_store.ensure_group(session, GROUP, primary_cluster="A", failover_cluster="B")
+        group = catalog_store.load_group(session, GROUP)
+        group.primary_cluster, group.failover_cluster = "A", "B"
+
+
+def checkpoints(workdir: Path, names: list[str]) -> None:
+    """A small checkpoint per job under A's root (what a failover copies)."""
+    for name in names:
+        root = workdir / "checkpoints" / "A" / name / "checkpoint"
+        for sub in ("offsets", "commits"):
+            (root / sub).mkdir(parents=True, exist_ok=True)
+            for n in range(3):
+                (root / sub / str(n)).write_text(f"{sub} {n}\n")
+        (root / "metadata").write_text('{"id": "bench"}\n')
+
+
+def running_on(store: Store, cluster: str) -> int:
+    with store.session() as session:
+        return int(
+            session.scalar(
+                sa.select(sa.func.count())
+                .select_from(Job)
+                .where(Job.state == JobState.RUNNING.value, Job.cluster_name == cluster)
+            )
+            or 0
+        )
+
+
+def runs_per_job_on(store: Store, cluster: str) -> Counter[int]:
+    with store.session() as session:
+        rows = session.execute(
+            sa.select(Run.job_id, sa.func.count())
+            .where(Run.cluster_name == cluster)
+            .group_by(Run.job_id)
+        )
+        return Counter({int(job): int(n) for job, n in rows})
+
+
+class DoubleRunPoller:
+    """Samples both simulators' live applications: jobs with two at once (never expected)."""
+
+    def __init__(self, sims: dict[str, Any]) -> None:
+        self.sims = sims
+        self.samples = 0
+        self.doubles: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                apps = [n for sim in self.sims.values() for n in sim.live_apps().values()]
+            except httpx.HTTPError:
+                continue
+            jobs = Counter(n.split(":")[1] for n in apps if n.startswith("drover:"))
+            self.doubles.update(j for j, n in jobs.items() if n > 1)
+            self.samples += 1
+            self._stop.wait(0.5)
+
+    def __enter__(self) -> DoubleRunPoller:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+
+def _seconds(a: str | None, b: str | None) -> float | None:
+    if a is None or b is None:
+        return None
+    return (datetime.fromisoformat(b) - datetime.fromisoformat(a)).total_seconds()
+
+
+def step_times(item: dict[str, Any]) -> dict[str, float]:
+    """Seconds the item spent in each step (from entering it to entering the next)."""
+    out: dict[str, float] = {}
+    history = [h for i, h in enumerate(item["history"])
+               if i == 0 or h["step"] != item["history"][i - 1]["step"]]  # fmt: skip
+    for here, after in zip(history, history[1:], strict=False):
+        spent = _seconds(here["at"], after["at"])
+        if spent is not None:
+            out[here["step"]] = out.get(here["step"], 0.0) + spent
+    return out
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--nodes", type=int, default=2)
+    parser.add_argument("--jobs", type=int, default=1000)
+    parser.add_argument("--parallelism", type=int, default=200)
+    parser.add_argument("--session-timeout", type=float, default=4.0)
+    parser.add_argument("--reconcile-interval", type=float, default=1.0)
+    parser.add_argument("--app-start-delay", type=float, default=0.5)
+    parser.add_argument("--timeout", type=float, default=0.0, help="per phase (0: by size)")
+    parser.add_argument("--mysql-url", default=os.environ.get("DROVER_TEST_MYSQL_URL", ""))
+    parser.add_argument("--zk-hosts", default=os.environ.get("DROVER_TEST_ZK_HOSTS", ""))
+    parser.add_argument("--keep-logs", action="store_true")
+    args = parser.parse_args(argv)
+    if not args.mysql_url or not args.zk_hosts:
+        parser.error("needs DROVER_TEST_MYSQL_URL and DROVER_TEST_ZK_HOSTS (var/services/env)")
+    return args
+
+
+def measure_sim(args: argparse.Namespace) -> dict[str, Any]:
+    """The failover of ``args.jobs`` jobs between two simulated clusters; its figures."""
+    phase_timeout = args.timeout or 120.0 + args.jobs * 0.5
+    workdir = Path(tempfile.mkdtemp(prefix="drover-failover-"))
+    nodes: list[NodeProcess] = []
+    print(
+        f"failover bench: {args.nodes} nodes, {args.jobs} jobs, parallelism {args.parallelism}, "
+        f"reconcile interval {args.reconcile_interval} s; work dir {workdir}"
+    )
+    try:
+        with (
+            simulator(args.app_start_delay) as sim_a,
+            simulator(args.app_start_delay) as sim_b,
+            fresh_database(args.mysql_url) as database_url,
+            zk_namespace(args.zk_hosts) as namespace,
+        ):
+            sims = {"A": sim_a, "B": sim_b}
+            migrate(database_url)
+            store = Store(database_url)
+            try:
+                register(store, sims, workdir)
+                entry = workdir / "pipeline.py"
+                entry.write_text(PIPELINE)
+                env = {
+                    **{k: v for k, v in os.environ.items() if not k.startswith("DROVER_")},
+                    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+                    "DROVER_DATABASE_URL": database_url,
+                    "DROVER_ZK_HOSTS": args.zk_hosts,
+                    "DROVER_ZK_NAMESPACE": namespace,
+                    "DROVER_ZK_SESSION_TIMEOUT": str(args.session_timeout),
+                    "DROVER_RECONCILE_INTERVAL": str(args.reconcile_interval),
+                    "DROVER_GROUPS": f"{GROUP}:active",
+                    "DROVER_FAILOVER_INTERVAL": "0.5",
+                    "DROVER_ARTIFACT_ROOTS": f"{workdir}/",
+                }
+                for i in range(1, args.nodes + 1):
+                    node_env = {
+                        **env,
+                        "DROVER_DATA_DIR": str(workdir / f"node-{i}"),
+                        "DROVER_AZ": f"az-{i}",
+                    }
+                    nodes.append(NodeProcess(f"node-{i}", node_env, workdir / f"node-{i}.log"))
+                started = time.monotonic()
+                for node in nodes:
+                    node.start()
+                for node in nodes:
+                    node.wait_ready()
+                print(f"{args.nodes} nodes ready in {time.monotonic() - started:.1f} s")
+
+                names = job_names(args.jobs)
+                seed_jobs(store, names, str(entry))
+                with store.transaction() as session:  # seeded jobs name no cluster: A
+                    session.execute(sa.update(Job).values(priority="high"))
+                checkpoints(workdir, names)
+                t = time.monotonic()
+                poll(
+                    lambda: running_on(store, "A") >= args.jobs,
+                    timeout=phase_timeout,
+                    interval=0.5,
+                    what=f"{args.jobs} jobs RUNNING on A",
+                )
+                print(f"{args.jobs} jobs RUNNING on A after {time.monotonic() - t:.1f} s")
+                api = nodes[0]
+                body = {"source": "A", "selector": {"all": True}}
+
+                t = time.monotonic()
+                dry = api.post("/v1/failovers", {**body, "dry_run": True}, timeout=120)
+                planned = time.monotonic() - t
+                print(
+                    f"dry run: {len(dry['items'])} items planned in {planned:.2f} s "
+                    f"({dict(dry['counts'])}, source reachable {dry['source_reachable']})"
+                )
+                with DoubleRunPoller(sims) as poller:
+                    began = time.monotonic()
+                    op = api.post(
+                        "/v1/failovers",
+                        {
+                            **body,
+                            "parallelism": args.parallelism,
+                            "expected_plan": dry["plan_digest"],
+                            "reason": "bench",
+                        },
+                        timeout=120,
+                    )
+                    created = time.monotonic() - began
+                    last: dict[str, Any] = {}
+
+                    def ended() -> bool:
+                        nonlocal last
+                        last = api.get(f"/v1/failovers/{op['id']}", timeout=60)
+                        return last["state"] in ("SUCCEEDED", "FAILED", "CANCELLED")
+
+                    try:
+                        poll(ended, timeout=phase_timeout, interval=1.0, what="the failover")
+                    except TimeoutError:  # a bounded bench: how far it got is the figure
+                        print(f"the failover did not end within {phase_timeout:.0f} s")
+                    total = time.monotonic() - began
+                print(
+                    f"failover {op['id']} {last['state']} in {total:.1f} s "
+                    f"(stored in {created:.2f} s): {last['counts']}"
+                )
+                print(
+                    f"  {args.jobs / total:.1f} jobs/s; {1000 * total / args.jobs:.0f} ms per job "
+                    f"of the whole (parallelism {args.parallelism})"
+                )
+                durations = [
+                    s
+                    for i in last["items"]
+                    if (s := _seconds(i["started_at"], i["finished_at"])) is not None
+                ]
+                if durations:
+                    print(
+                        f"  per item, start to DONE: p50 {pct(durations, 0.5):.1f} s, "
+                        f"p95 {pct(durations, 0.95):.1f} s, max {max(durations):.1f} s, "
+                        f"mean {statistics.fmean(durations):.1f} s"
+                    )
+                per_step: dict[str, list[float]] = {}
+                for item in last["items"]:
+                    for step, spent in step_times(item).items():
+                        per_step.setdefault(step, []).append(spent)
+                for step in ("PENDING", "DRAINING", "CHECKPOINT", "SWITCHING", "STARTING"):
+                    values = per_step.get(step, [])
+                    if values:
+                        print(
+                            f"  in {step:<10} p50 {pct(values, 0.5):6.2f} s  "
+                            f"p95 {pct(values, 0.95):6.2f} s  max {max(values):6.2f} s"
+                        )
+                on_b = runs_per_job_on(store, "B")
+                creates_b = sim_b.stats()["creates"]
+                with store.session() as session:
+                    jobs_b = jobs_store.list_jobs(session, cluster="B", limit=1)[1]
+                print(
+                    f"safety: {creates_b} creates on B for {args.jobs} jobs, runs on B per job "
+                    f"{dict(Counter(on_b.values()))}, {jobs_b} jobs on B, "
+                    f"{len(poller.doubles)} jobs seen with two live apps in {poller.samples} "
+                    "samples of both clusters"
+                )
+                ended_ok = last["state"] == "SUCCEEDED"
+                return {
+                    "jobs": args.jobs,
+                    "succeeded": ended_ok,
+                    "state": last["state"],
+                    "items_done": sum(1 for i in last["items"] if i["step"] == "DONE"),
+                    "plan_s": planned,
+                    "total_s": total if ended_ok else None,
+                    "waited_s": total,
+                    "per_job_ms": 1000 * total / args.jobs if ended_ok else None,
+                    "item_p50_s": pct(durations, 0.5),
+                    "item_p95_s": pct(durations, 0.95),
+                    "item_max_s": max(durations) if durations else None,
+                    "creates_on_b": creates_b,
+                    "double_runs": len(poller.doubles),
+                }
+            finally:
+                store.dispose()
+    finally:
+        for node in nodes:
+            if node.proc is not None and node.alive:
+                node.stop()
+        if args.keep_logs:
+            print(f"node logs kept in {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+# -- real Spark: a few jobs between two standalone clusters ---------------------------------------
+
+REAL_PIPELINE = Path(__file__).resolve().parents[1] / "tests" / "e2e" / "pipelines" / "batch_ids.py"
+#: not ``default``: a node creates that group itself at start (on its local cluster)
+REAL_GROUP = "bench-fo"
+
+
+def _batches(out: Path) -> dict[int, int]:
+    """batch id -> id of the run that committed it (files of ``batch_ids.py``)."""
+    found = {}
+    for path in out.iterdir() if out.is_dir() else ():
+        if path.name.isdigit():
+            try:
+                found[int(path.name)] = int(path.read_text().split()[0])
+            except (IndexError, ValueError):
+                continue  # being written
+    return found
+
+
+def _kill_leftovers(clusters: dict[str, dict[str, str]], prefix: str) -> list[str]:
+    from scheduler.backends.standalone import StandaloneRestBackend
+
+    found = []
+    for c in clusters.values():
+        backend = StandaloneRestBackend(c["rest"], c["master"], c["ui"])
+        try:
+            for app in backend.list_applications():
+                if app.app_name.startswith(f"drover:{prefix}") and app.state.is_alive:
+                    backend.kill(app.submission_id)
+                    found.append(f"{c['master']} {app.app_name}")
+        finally:
+            backend.close()
+    return found
+
+
+def measure_real(
+    mysql_url: str,
+    zk_hosts: str,
+    clusters: dict[str, dict[str, str]],
+    jobs: int = 3,
+    start_timeout: float = 240.0,
+) -> dict[str, Any]:
+    """``jobs`` real self-fencing streams (``tests/e2e/pipelines/batch_ids.py``) RUNNING on
+    standalone cluster A with 2 batches committed each, then the failover of all of them to B
+    through the API (all items at once): the whole, per item (DRAINING to DONE), and per job until
+    its first batch committed on B (resumed from its checkpoint). ``clusters``: ``A`` and ``B``,
+    each ``{"master", "rest", "ui"}``."""
+    workdir = Path(tempfile.mkdtemp(prefix="drover-failover-real-"))
+    prefix = f"bf{os.urandom(4).hex()}"
+    names = [f"{prefix}-{i}" for i in range(1, jobs + 1)]
+    created: list[str] = []
+    nodes: list[NodeProcess] = []
+    ok = False
+    try:
+        with (
+            fresh_database(mysql_url) as database_url,
+            zk_namespace(zk_hosts) as namespace,
+        ):
+            migrate(database_url)
+            env = {
+                **{k: v for k, v in os.environ.items() if not k.startswith("DROVER_")},
+                "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+                "DROVER_DATABASE_URL": database_url,
+                "DROVER_ZK_HOSTS": zk_hosts,
+                "DROVER_ZK_NAMESPACE": namespace,
+                "DROVER_ZK_SESSION_TIMEOUT": "2",
+                "DROVER_RECONCILE_INTERVAL": "1",
+                "DROVER_GROUPS": f"{REAL_GROUP}:active",
+                "DROVER_FAILOVER_INTERVAL": "0.5",
+                "DROVER_ARTIFACT_ROOTS": f"{REAL_PIPELINE.parent}/",
+            }
+            for i in (1, 2):
+                node_env = {
+                    **env,
+                    "DROVER_DATA_DIR": str(workdir / f"node-{i}"),
+                    "DROVER_AZ": f"az-{i}",
+                }
+                nodes.append(NodeProcess(f"node-{i}", node_env, workdir / f"node-{i}.log"))
+            for node in nodes:
+                node.start()
+            for node in nodes:
+                node.wait_ready()
+            api = nodes[0]
+            try:
+                for letter in ("A", "B"):
+                    c = clusters[letter]
+                    api.post(
+                        "/v1/clusters",
+                        {
+                            "name": letter,
+                            "kind": "standalone",
+                            "master_url": c["master"],
+                            "rest_url": c["rest"],
+                            "ui_url": c["ui"],
+                            "az": f"az-{letter.lower()}",
+                            "storage_root": (workdir / "storage" / letter).as_uri(),
+                        },
+                    )
+                api.post(
+                    "/v1/groups",
+                    {"name": REAL_GROUP, "primary_cluster": "A", "failover_cluster": "B"},
+                )
+                began = time.monotonic()
+                for name in names:
+                    api.post(
+                        "/v1/jobs",
+                        {
+                            "name": name,
+                            "group": REAL_GROUP,
+                            "priority": "high",
+                            "entrypoint": f"file://{REAL_PIPELINE}",
+                            "args": [
+                                "--output",
+                                str(workdir / "out" / name),
+                                "--app-name",
+                                f"{name}-app",
+                            ],
+                            "desired_state": "RUNNING",
+                        },
+                    )
+                    created.append(name)
+                poll(
+                    lambda: all(
+                        api.get(f"/v1/jobs/{n}")["state"] == "RUNNING"
+                        and len(_batches(workdir / "out" / n)) >= 2
+                        for n in names
+                    ),
+                    timeout=start_timeout,
+                    interval=0.5,
+                    what=f"{jobs} real jobs RUNNING on A with 2 batches each",
+                )
+                on_a = time.monotonic() - began
+                print(f"{jobs} real jobs RUNNING on A with 2 batches each after {on_a:.1f} s")
+                body = {"source": "A", "selector": {"all": True}}
+                dry = api.post("/v1/failovers", {**body, "dry_run": True}, timeout=60)
+                began = time.monotonic()
+                op = api.post(
+                    "/v1/failovers",
+                    {
+                        **body,
+                        "parallelism": jobs,
+                        "expected_plan": dry["plan_digest"],
+                        "reason": "bench",
+                    },
+                    timeout=60,
+                )
+                resumed: dict[str, float] = {}
+                last: dict[str, Any] = {}
+
+                def done() -> bool:
+                    nonlocal last
+                    last = api.get(f"/v1/failovers/{op['id']}", timeout=30)
+                    for item in last["items"]:
+                        target = item.get("target_run_id")
+                        if item["job"] in resumed or target is None:
+                            continue
+                        if target in _batches(workdir / "out" / item["job"]).values():
+                            resumed[item["job"]] = time.monotonic() - began
+                    ended = last["state"] in ("SUCCEEDED", "FAILED", "CANCELLED")
+                    return ended and (last["state"] != "SUCCEEDED" or len(resumed) == jobs)
+
+                poll(done, timeout=start_timeout + 120, interval=0.5, what="the real failover")
+                total = time.monotonic() - began
+                items = [
+                    s
+                    for i in last["items"]
+                    if (s := _seconds(i["started_at"], i["finished_at"])) is not None
+                ]
+                print(
+                    f"real failover {last['state']} in {total:.1f} s; items {items}; "
+                    f"first batch on B after {resumed}"
+                )
+                ok = last["state"] == "SUCCEEDED"
+                return {
+                    "jobs": jobs,
+                    "succeeded": ok,
+                    "start_on_a_s": on_a,
+                    "total_s": total,
+                    "per_job_s": total / jobs,
+                    "item_p50_s": pct(items, 0.5),
+                    "item_max_s": max(items) if items else float("nan"),
+                    "resumed_on_b_max_s": max(resumed.values()) if resumed else float("nan"),
+                }
+            finally:
+                try:
+                    for name in created:
+                        try:
+                            api.post(f"/v1/jobs/{name}/stop")
+                        except (AssertionError, httpx.HTTPError):
+                            pass
+                    poll(
+                        lambda: all(
+                            api.get(f"/v1/jobs/{n}")["state"] in ("STOPPED", "FAILED", "FINISHED")
+                            for n in created
+                        ),
+                        timeout=90,
+                        interval=0.5,
+                        what="the bench's jobs stopped",
+                    )
+                except Exception as exc:  # noqa: BLE001 - leftovers are killed below
+                    print(f"could not stop the jobs through Drover: {exc}")
+                for node in nodes:
+                    if node.alive:
+                        node.stop()
+                left = _kill_leftovers(clusters, prefix)
+                if left:
+                    print(f"killed applications left behind: {left}")
+    finally:
+        for node in nodes:
+            if node.proc is not None and node.alive:
+                node.kill9()
+        if not ok:
+            print(f"logs kept in {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        figures = measure_sim(args)
+    except KeyboardInterrupt:
+        print("interrupted")
+        return 130
+    return 0 if figures["succeeded"] and not figures["double_runs"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,59 @@
+"""idempotency_keys: clients' Idempotency-Key headers and the first answer to each
+
+Revision ID: 0012
+Revises: 0011
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+from sqlalchemy.dialects import mysql
+
+revision = "0012"
+down_revision = "0011"
+branch_labels = None
+depends_on = None
+
+
+def name_type(length: int) -> sa.types.TypeEngine:
+    return sa.String(length).with_variant(
+        mysql.VARCHAR(length, charset="utf8mb4", collation="utf8mb4_bin"), "mysql", "mariadb"
+    )
+
+
+def utc_datetime() -> sa.types.TypeEngine:
+    return sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
+
+
+def upgrade() -> None:
+    op.create_table(
+        "idempotency_keys",
+        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
+        sa.Column("subject", name_type(200), nullable=False),
+        sa.Column("key", name_type(255), nullable=False),
+        sa.Column("fingerprint", sa.String(length=64), nullable=False),
+        sa.Column("operation", sa.String(length=300), nullable=False),
+        sa.Column("state", sa.String(length=16), nullable=False),
+        sa.Column("holder", sa.String(length=32), nullable=False),
+        sa.Column("locked_until", utc_datetime(), nullable=False),
+        sa.Column("status_code", sa.Integer(), nullable=True),
+        sa.Column("response_headers", sa.JSON(), nullable=True),
+        sa.Column(
+            "response_body",
+            sa.Text().with_variant(mysql.MEDIUMTEXT(), "mysql", "mariadb"),
+            nullable=True,
+        ),
+        sa.Column("created_at", utc_datetime(), nullable=False),
+        sa.Column("expires_at", utc_datetime(), nullable=False),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_idempotency_keys")),
+        sa.UniqueConstraint("subject", "key", name=op.f("uq_idempotency_keys_subject_key")),
+    )
+    op.create_index(
+        op.f("ix_idempotency_keys_expires_at"), "idempotency_keys", ["expires_at"], unique=False
+    )
+
+
+def downgrade() -> None:
+    op.drop_index(op.f("ix_idempotency_keys_expires_at"), table_name="idempotency_keys")
+    op.drop_table("idempotency_keys")

@@ -1,0 +1,171 @@
+"""streaming progress and alerts: jobs' stall settings, each run's latest progress, a short
+history; alert channels, alerts, their delivery outbox
+
+Revision ID: 0014
+Revises: 0013
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+from sqlalchemy.dialects import mysql
+
+revision = "0014"
+down_revision = "0013"
+branch_labels = None
+depends_on = None
+
+
+def _name(length: int = 128) -> sa.types.TypeEngine[str]:
+    return sa.String(length).with_variant(
+        mysql.VARCHAR(length, charset="utf8mb4", collation="utf8mb4_bin"), "mysql", "mariadb"
+    )
+
+
+def _when() -> sa.types.TypeEngine[object]:
+    # naive UTC with microseconds, as every time column (scheduler.store.models.UtcDateTime)
+    return sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
+
+
+def upgrade() -> None:
+    op.add_column("jobs", sa.Column("stall_after", sa.Float(), nullable=True))
+    op.add_column(
+        "jobs", sa.Column("on_stall", sa.String(16), nullable=False, server_default="alert")
+    )
+    op.create_table(
+        "run_progress",
+        sa.Column("run_id", sa.Integer(), autoincrement=False, nullable=False),
+        sa.Column("job_id", sa.Integer(), nullable=False),
+        sa.Column("batch_id", sa.BigInteger(), nullable=True),
+        sa.Column("rows", sa.BigInteger(), nullable=True),
+        sa.Column("input_rate", sa.Float(), nullable=True),
+        sa.Column("processing_rate", sa.Float(), nullable=True),
+        sa.Column("batch_duration_ms", sa.BigInteger(), nullable=True),
+        sa.Column("trigger_interval_ms", sa.BigInteger(), nullable=True),
+        sa.Column("spark_timestamp", sa.String(40), nullable=True),
+        sa.Column("declared_at", _when(), nullable=False),
+        sa.Column("reported_at", _when(), nullable=False),
+        sa.Column("heartbeat_at", _when(), nullable=False),
+        sa.Column("reports", sa.BigInteger(), nullable=False),
+        sa.Column("stalled_since", _when(), nullable=True),
+        sa.ForeignKeyConstraint(
+            ["run_id"], ["runs.id"], name="fk_run_progress_run_id_runs", ondelete="CASCADE"
+        ),
+        sa.ForeignKeyConstraint(
+            ["job_id"], ["jobs.id"], name="fk_run_progress_job_id_jobs", ondelete="CASCADE"
+        ),
+        sa.PrimaryKeyConstraint("run_id", name="pk_run_progress"),
+    )
+    op.create_index("ix_run_progress_job_id", "run_progress", ["job_id"])
+    op.create_table(
+        "progress_samples",
+        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
+        sa.Column("job_id", sa.Integer(), nullable=False),
+        sa.Column("run_id", sa.Integer(), nullable=False),
+        sa.Column("at", _when(), nullable=False),
+        sa.Column("batch_id", sa.BigInteger(), nullable=True),
+        sa.Column("rows", sa.BigInteger(), nullable=True),
+        sa.Column("input_rate", sa.Float(), nullable=True),
+        sa.Column("processing_rate", sa.Float(), nullable=True),
+        sa.Column("batch_duration_ms", sa.BigInteger(), nullable=True),
+        sa.ForeignKeyConstraint(
+            ["job_id"], ["jobs.id"], name="fk_progress_samples_job_id_jobs", ondelete="CASCADE"
+        ),
+        sa.PrimaryKeyConstraint("id", name="pk_progress_samples"),
+    )
+    op.create_index("ix_progress_samples_job_id_at", "progress_samples", ["job_id", "at"])
+    op.create_index("ix_progress_samples_at", "progress_samples", ["at"])
+    op.create_table(
+        "alert_channels",
+        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
+        sa.Column("name", _name(), nullable=False),
+        sa.Column("kind", sa.String(16), nullable=False),
+        sa.Column("url", sa.String(2048), nullable=False),
+        sa.Column("team", _name(), nullable=False),
+        sa.Column("kinds", sa.JSON(), nullable=False),
+        sa.Column("min_severity", sa.String(16), nullable=False),
+        sa.Column("secret", sa.String(256), nullable=True),
+        sa.Column("enabled", sa.Boolean(), nullable=False),
+        sa.Column("description", sa.String(512), nullable=False),
+        sa.Column("created_at", _when(), nullable=False),
+        sa.Column("updated_at", _when(), nullable=False),
+        sa.PrimaryKeyConstraint("id", name="pk_alert_channels"),
+        sa.UniqueConstraint("name", name="uq_alert_channels_name"),
+    )
+    op.create_index("ix_alert_channels_team", "alert_channels", ["team"])
+    op.create_table(
+        "alerts",
+        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
+        sa.Column("key", _name(300), nullable=False),
+        sa.Column("open_key", _name(300), nullable=True),
+        sa.Column("kind", sa.String(32), nullable=False),
+        sa.Column("subject", _name(300), nullable=False),
+        sa.Column("severity", sa.String(16), nullable=False),
+        sa.Column("status", sa.String(16), nullable=False),
+        sa.Column("summary", sa.Text(), nullable=False),
+        sa.Column("resolution", sa.Text(), nullable=False),
+        sa.Column("team", sa.String(128), nullable=False),
+        sa.Column("cluster", _name(), nullable=True),
+        sa.Column("group_name", _name(), nullable=True),
+        sa.Column("details", sa.JSON(), nullable=False),
+        sa.Column("folded_into", sa.Integer(), nullable=True),
+        sa.Column("started_at", _when(), nullable=False),
+        sa.Column("resolved_at", _when(), nullable=True),
+        sa.PrimaryKeyConstraint("id", name="pk_alerts"),
+        sa.UniqueConstraint("open_key", name="uq_alerts_open_key"),
+    )
+    for column in ("key", "status", "team", "cluster", "folded_into"):
+        op.create_index(f"ix_alerts_{column}", "alerts", [column])
+    op.create_table(
+        "alert_deliveries",
+        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
+        sa.Column("alert_id", sa.Integer(), nullable=False),
+        sa.Column("channel_id", sa.Integer(), nullable=False),
+        sa.Column("event", sa.String(16), nullable=False),
+        sa.Column("pending", sa.Boolean(), nullable=False),
+        sa.Column("created_at", _when(), nullable=False),
+        sa.Column("next_attempt_at", _when(), nullable=False),
+        sa.Column("attempts", sa.Integer(), nullable=False),
+        sa.Column("claimed_by", sa.String(128), nullable=True),
+        sa.Column("claim_token", sa.String(32), nullable=True),
+        sa.Column("claimed_until", _when(), nullable=True),
+        sa.Column("delivered_at", _when(), nullable=True),
+        sa.Column("failed_at", _when(), nullable=True),
+        sa.Column("response_status", sa.Integer(), nullable=True),
+        sa.Column("last_error", sa.Text(), nullable=False),
+        sa.Column("body", sa.Text(), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["alert_id"],
+            ["alerts.id"],
+            name="fk_alert_deliveries_alert_id_alerts",
+            ondelete="CASCADE",
+        ),
+        sa.ForeignKeyConstraint(
+            ["channel_id"],
+            ["alert_channels.id"],
+            name="fk_alert_deliveries_channel_id_alert_channels",
+            ondelete="CASCADE",
+        ),
+        sa.PrimaryKeyConstraint("id", name="pk_alert_deliveries"),
+        sa.UniqueConstraint(
+            "alert_id", "channel_id", "event", name="uq_alert_deliveries_alert_id_channel_id_event"
+        ),
+    )
+    op.create_index(
+        "ix_alert_deliveries_pending_next_attempt_at",
+        "alert_deliveries",
+        ["pending", "next_attempt_at"],
+    )
+    op.create_index("ix_alert_deliveries_channel_id", "alert_deliveries", ["channel_id"])
+    op.create_index("ix_alert_deliveries_claim_token", "alert_deliveries", ["claim_token"])
+
+
+def downgrade() -> None:
+    op.drop_table("alert_deliveries")
+    op.drop_table("alerts")
+    op.drop_table("alert_channels")
+    op.drop_table("progress_samples")
+    op.drop_table("run_progress")
+    op.drop_column("jobs", "on_stall")
+    op.drop_column("jobs", "stall_after")

@@ -1,0 +1,767 @@
+"""Operations (failovers) in the store: creation, reads, the executor's fenced writes, cancel,
+job directives and switches, groups' automatic failover policies.
+
+Every write an executor makes is conditional on its claim on the operation (``executor = :me AND
+executor_epoch = :epoch``: NotOwner otherwise) and, for an item or a job, on the version it read
+(StaleWrite otherwise); nothing changes when a condition fails. An executor's job writes
+(directive, switch) bump the job's ``version`` and ``updated_at`` like any other write, so the
+job's owner re-reads the job and acts on it, and a write of the owner decided on an older
+version is refused (the owner's ledger checks the version too). Each function takes a session;
+the caller owns the transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, or_, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
+
+from scheduler.directive import Directive
+from scheduler.errors import AlreadyExists, Conflict, NotFound, NotOwner, StaleWrite
+from scheduler.operations.model import (
+    ACTIVE_STATES,
+    FINAL_STEP_NAMES,
+    ItemRecord,
+    OperationKind,
+    OperationRecord,
+    OperationState,
+    StepEntry,
+    transition_operation,
+)
+from scheduler.ownership import Fence
+from scheduler.records import JobRecord, RunRecord
+from scheduler.states import DesiredState, JobState, Priority, transition
+from scheduler.store.jobs import with_current_runs
+from scheduler.store.mapping import run_record
+from scheduler.store.models import (
+    ClusterHealthEvent,
+    GroupFailoverPolicy,
+    Job,
+    JobEvent,
+    Operation,
+    OperationItem,
+    Run,
+    utcnow,
+)
+
+CAUSE = "failover"
+_ACTIVE = [s.value for s in ACTIVE_STATES]
+#: the longest note kept in an item's history, and the most entries kept
+MAX_NOTE = 2000
+MAX_HISTORY = 100
+
+
+@dataclass(frozen=True)
+class NewItem:
+    job_id: int | None
+    job_name: str
+    action: str
+    why: str
+    step: str
+    source_cluster: str | None = None
+    target_cluster: str | None = None
+    source_run_id: int | None = None
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+
+# -- records -------------------------------------------------------------------------------------
+
+
+def _item_record(row: OperationItem) -> ItemRecord:
+    return ItemRecord(
+        id=row.id,
+        operation_id=row.operation_id,
+        position=row.position,
+        job_id=row.job_id,
+        job_name=row.job_name,
+        action=row.action,
+        why=row.why,
+        step=row.step,
+        history=tuple(StepEntry.from_json(h) for h in row.history or ()),
+        attempts=row.attempts,
+        last_error=row.last_error,
+        source_cluster=row.source_cluster,
+        target_cluster=row.target_cluster,
+        source_run_id=row.source_run_id,
+        target_run_id=row.target_run_id,
+        detail=dict(row.detail or {}),
+        not_before=row.not_before,
+        version=row.version,
+        updated_at=row.updated_at,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+    )
+
+
+def _operation_record(row: Operation, items: Sequence[OperationItem] = ()) -> OperationRecord:
+    return OperationRecord(
+        id=row.id,
+        kind=OperationKind(row.kind),
+        state=OperationState(row.state),
+        home_group=row.home_group,
+        source_cluster=row.source_cluster,
+        target_cluster=row.target_cluster,
+        selector=dict(row.selector or {}),
+        options=dict(row.options or {}),
+        reason=row.reason,
+        created_by=row.created_by,
+        incident=row.incident,
+        plan_digest=row.plan_digest,
+        executor=row.executor,
+        executor_epoch=row.executor_epoch,
+        executor_since=row.executor_since,
+        cancel_requested_at=row.cancel_requested_at,
+        cancel_requested_by=row.cancel_requested_by,
+        version=row.version,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+        items=tuple(_item_record(i) for i in items),
+        team=row.team,
+    )
+
+
+# -- create and read -----------------------------------------------------------------------------
+
+
+def create_operation(
+    session: Session,
+    *,
+    kind: OperationKind,
+    home_group: str,
+    source_cluster: str | None,
+    target_cluster: str | None,
+    selector: Mapping[str, Any],
+    options: Mapping[str, Any],
+    reason: str,
+    created_by: str,
+    plan_digest: str,
+    items: Sequence[NewItem],
+    incident: str | None = None,
+    now: datetime | None = None,
+    team: str | None = None,
+) -> OperationRecord:
+    """A new operation with its items, PENDING (SUCCEEDED at once when no item is left to run).
+    AlreadyExists when ``incident`` already has an operation (automatic failovers)."""
+    now = now or utcnow()
+    pending = any(not _final_step(i.step) for i in items)
+    row = Operation(
+        kind=kind.value,
+        state=(OperationState.PENDING if pending else OperationState.SUCCEEDED).value,
+        home_group=home_group,
+        source_cluster=source_cluster,
+        target_cluster=target_cluster,
+        selector=dict(selector),
+        options=dict(options),
+        reason=reason,
+        created_by=created_by,
+        team=team,
+        incident=incident,
+        plan_digest=plan_digest,
+        executor=None,
+        executor_epoch=0,
+        version=1,
+        created_at=now,
+        updated_at=now,
+        finished_at=None if pending else now,
+    )
+    session.add(row)
+    try:
+        session.flush()
+    except IntegrityError as exc:
+        raise AlreadyExists(f"incident {incident!r} already has an operation") from exc
+    rows = [
+        OperationItem(
+            operation_id=row.id,
+            position=position,
+            job_id=item.job_id,
+            job_name=item.job_name,
+            action=item.action,
+            why=item.why,
+            step=item.step,
+            history=[StepEntry(item.step, now, item.why).to_json()],
+            attempts=0,
+            last_error="",
+            source_cluster=item.source_cluster,
+            target_cluster=item.target_cluster,
+            source_run_id=item.source_run_id,
+            detail=dict(item.detail),
+            version=1,
+            updated_at=now,
+        )
+        for position, item in enumerate(items)
+    ]
+    session.add_all(rows)
+    session.flush()
+    return _operation_record(row, rows)
+
+
+def _final_step(step: str) -> bool:
+    return step in FINAL_STEP_NAMES
+
+
+def get_operation(session: Session, operation_id: int) -> OperationRecord:
+    row = session.get(Operation, operation_id, populate_existing=True)
+    if row is None:
+        raise NotFound(f"no operation {operation_id}")
+    items = session.scalars(
+        select(OperationItem)
+        .where(OperationItem.operation_id == operation_id)
+        .order_by(OperationItem.position)
+        .execution_options(populate_existing=True)
+    ).all()
+    return _operation_record(row, items)
+
+
+def list_operations(
+    session: Session,
+    *,
+    kind: OperationKind | None = None,
+    kinds: Iterable[OperationKind] = (),
+    states: Iterable[OperationState] = (),
+    source_cluster: str | None = None,
+    before_id: int | None = None,
+    limit: int = 50,
+    visible_to: tuple[frozenset[str], str] | None = None,
+) -> list[OperationRecord]:
+    """Newest first, without their items (see :func:`step_counts`). ``visible_to``: ``(teams,
+    subject)`` -- only the operations of those teams or created by that subject (None: all)."""
+    stmt = select(Operation)
+    if kind is not None:
+        stmt = stmt.where(Operation.kind == kind.value)
+    wanted_kinds = sorted(k.value for k in kinds)
+    if wanted_kinds:
+        stmt = stmt.where(Operation.kind.in_(wanted_kinds))
+    if visible_to is not None:
+        teams, subject = visible_to
+        stmt = stmt.where(
+            or_(Operation.team.in_(sorted(teams)), Operation.created_by == subject)
+            if teams
+            else Operation.created_by == subject
+        )
+    wanted = [s.value for s in states]
+    if wanted:
+        stmt = stmt.where(Operation.state.in_(wanted))
+    if source_cluster is not None:
+        stmt = stmt.where(Operation.source_cluster == source_cluster)
+    if before_id is not None:
+        stmt = stmt.where(Operation.id < before_id)
+    rows = session.scalars(stmt.order_by(Operation.id.desc()).limit(limit)).all()
+    return [_operation_record(r) for r in rows]
+
+
+def step_counts(session: Session, operation_ids: Sequence[int]) -> dict[int, dict[str, int]]:
+    """Per operation: its items per step (one query)."""
+    if not operation_ids:
+        return {}
+    rows = session.execute(
+        select(OperationItem.operation_id, OperationItem.step, func.count())
+        .where(OperationItem.operation_id.in_(list(operation_ids)))
+        .group_by(OperationItem.operation_id, OperationItem.step)
+    )
+    out: dict[int, dict[str, int]] = {}
+    for op_id, step, count in rows:
+        out.setdefault(int(op_id), {})[str(step)] = int(count)
+    return out
+
+
+def active_operations(session: Session, home_groups: Iterable[str]) -> list[OperationRecord]:
+    """PENDING and RUNNING operations of ``home_groups``, oldest first, without items."""
+    groups = sorted(set(home_groups))
+    if not groups:
+        return []
+    rows = session.scalars(
+        select(Operation)
+        .where(Operation.state.in_(_ACTIVE), Operation.home_group.in_(groups))
+        .order_by(Operation.id)
+    ).all()
+    return [_operation_record(r) for r in rows]
+
+
+# -- the executor's claim and fenced writes ------------------------------------------------------
+
+
+def claim_operation(session: Session, operation_id: int, fence: Fence) -> bool:
+    """Take the operation under ``fence`` (an epoch of its home group); False when another node
+    holds it under a newer epoch, or it is over. Never taken back by an older epoch."""
+    result = session.execute(
+        update(Operation)
+        .where(
+            Operation.id == operation_id,
+            Operation.state.in_(_ACTIVE),
+            Operation.executor_epoch <= fence.epoch,
+            or_(
+                Operation.executor_epoch < fence.epoch,
+                Operation.executor.is_(None),
+                Operation.executor == fence.node_id,
+            ),
+        )
+        .values(
+            executor=fence.node_id,
+            executor_epoch=fence.epoch,
+            executor_since=utcnow(),
+            version=Operation.version + 1,
+            updated_at=utcnow(),
+        )
+        .execution_options(synchronize_session=False)
+    )
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+def check_executor(session: Session, operation_id: int, fence: Fence) -> None:
+    """Prove in this transaction that ``fence`` still executes the operation (NotOwner). A no-op
+    UPDATE: on MySQL it also locks the row until the transaction ends, so a concurrent claim by
+    another node waits for this transaction."""
+    result = session.execute(
+        update(Operation)
+        .where(
+            Operation.id == operation_id,
+            Operation.executor == fence.node_id,
+            Operation.executor_epoch == fence.epoch,
+        )
+        .values(executor_epoch=Operation.executor_epoch)
+        .execution_options(synchronize_session=False)
+    )
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        raise NotOwner(
+            f"operation {operation_id} is no longer executed by {fence.node_id} under epoch "
+            f"{fence.epoch}"
+        )
+
+
+def set_operation_state(
+    session: Session,
+    operation: OperationRecord,
+    fence: Fence,
+    state: OperationState,
+    *,
+    now: datetime,
+) -> OperationRecord:
+    check_executor(session, operation.id, fence)
+    row = session.get(Operation, operation.id, populate_existing=True)
+    assert row is not None
+    current = OperationState(row.state)
+    transition_operation(current, state)
+    if state == current:
+        return _operation_record(row)
+    row.state = state.value
+    row.version += 1
+    row.updated_at = now
+    if state == OperationState.RUNNING and row.started_at is None:
+        row.started_at = now
+    if state.is_final:
+        row.finished_at = now
+    session.flush()
+    return _operation_record(row)
+
+
+def advance_item(
+    session: Session,
+    item: ItemRecord,
+    fence: Fence,
+    *,
+    step: str | None,
+    note: str,
+    now: datetime,
+    fields: Mapping[str, Any] | None = None,
+    detail: Mapping[str, Any] | None = None,
+    error: str | None = None,
+    not_before: datetime | None = None,
+    attempt: bool = False,
+) -> ItemRecord:
+    """Record the item's next step (``None``: the same step, a note only) with the executor's
+    claim and the item's version as conditions. ``fields``: item columns (``source_run_id``,
+    ``target_run_id``); ``detail``: entries merged into its detail."""
+    check_executor(session, item.operation_id, fence)
+    history = [h.to_json() for h in item.history]
+    if note and (step is not None or not history or history[-1]["note"] != note[:MAX_NOTE]):
+        history.append(StepEntry(step or item.step, now, note[:MAX_NOTE]).to_json())
+    if len(history) > MAX_HISTORY:
+        history = history[:1] + history[-(MAX_HISTORY - 1) :]
+    values: dict[str, Any] = {
+        "history": history,
+        "version": item.version + 1,
+        "updated_at": now,
+        "not_before": not_before,
+    }
+    if step is not None:
+        values["step"] = step
+        if item.started_at is None:
+            values["started_at"] = now
+        if _final_step(step):
+            values["finished_at"] = now
+    for key, value in (fields or {}).items():
+        if key not in ("source_run_id", "target_run_id"):
+            raise ValueError(f"not an item field: {key}")
+        values[key] = value
+    if detail:
+        values["detail"] = {**item.detail, **detail}
+    if error is not None:
+        values["last_error"] = error[:MAX_NOTE]
+    if attempt:
+        values["attempts"] = item.attempts + 1
+    result = session.execute(
+        update(OperationItem)
+        .where(OperationItem.id == item.id, OperationItem.version == item.version)
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        raise StaleWrite(f"item {item.id} changed since version {item.version}")
+    row = session.get(OperationItem, item.id, populate_existing=True)
+    assert row is not None
+    return _item_record(row)
+
+
+def request_cancel(
+    session: Session, operation_id: int, *, by: str, now: datetime | None = None
+) -> OperationRecord:
+    """Ask the executor to stop after the current steps. An operation no executor has started
+    yet is CANCELLED at once, with all its items. Conflict when it is over."""
+    now = now or utcnow()
+    row = session.get(Operation, operation_id)
+    if row is None:
+        raise NotFound(f"no operation {operation_id}")
+    state = OperationState(row.state)
+    if state.is_final:
+        raise Conflict(f"operation {operation_id} is {state}: there is nothing to cancel")
+    unclaimed = session.execute(
+        update(Operation)
+        .where(
+            Operation.id == operation_id,
+            Operation.state == OperationState.PENDING.value,
+            Operation.executor.is_(None),
+        )
+        .values(
+            state=OperationState.CANCELLED.value,
+            cancel_requested_at=now,
+            cancel_requested_by=by,
+            finished_at=now,
+            version=Operation.version + 1,
+            updated_at=now,
+        )
+        .execution_options(synchronize_session=False)
+    )
+    if unclaimed.rowcount:  # type: ignore[attr-defined]
+        for item in session.scalars(
+            select(OperationItem).where(OperationItem.operation_id == operation_id)
+        ):
+            if not _final_step(item.step):
+                item.history = [
+                    *(item.history or []),
+                    StepEntry("CANCELLED", now, f"cancelled by {by} before it started").to_json(),
+                ]
+                item.step = "CANCELLED"
+                item.version += 1
+                item.updated_at = now
+                item.finished_at = now
+    else:
+        session.execute(
+            update(Operation)
+            .where(Operation.id == operation_id, Operation.cancel_requested_at.is_(None))
+            .values(
+                cancel_requested_at=now,
+                cancel_requested_by=by,
+                version=Operation.version + 1,
+                updated_at=now,
+            )
+            .execution_options(synchronize_session=False)
+        )
+    session.flush()
+    return get_operation(session, operation_id)
+
+
+# -- jobs: what the executor reads and writes ----------------------------------------------------
+
+
+def jobs_by_id(session: Session, ids: Iterable[int]) -> dict[int, JobRecord]:
+    wanted = sorted(set(ids))
+    if not wanted:
+        return {}
+    rows = list(session.scalars(select(Job).where(Job.id.in_(wanted))))
+    return {j.id: j for j in with_current_runs(session, rows)}
+
+
+def runs_by_id(session: Session, ids: Iterable[int]) -> dict[int, RunRecord]:
+    wanted = sorted({i for i in ids if i is not None})
+    if not wanted:
+        return {}
+    rows = session.execute(
+        select(Run, Job.name).join(Job, Job.id == Run.job_id).where(Run.id.in_(wanted))
+    ).all()
+    return {run.id: run_record(run, name) for run, name in rows}
+
+
+def candidate_jobs(session: Session, source_cluster: str) -> list[JobRecord]:
+    """The jobs that may be on ``source_cluster``: its own, its groups' jobs without a cluster,
+    and those whose current run is there (the plan decides by where each job is)."""
+    from scheduler.store.models import Group
+
+    primary_of = select(Group.name).where(Group.primary_cluster == source_cluster)
+    on_it = select(Run.id).where(Run.cluster_name == source_cluster)
+    rows = list(
+        session.scalars(
+            select(Job)
+            .where(
+                (Job.cluster_name == source_cluster)
+                | (Job.cluster_name.is_(None) & Job.group_name.in_(primary_of))
+                | Job.current_run_id.in_(on_it)
+            )
+            .order_by(Job.id)
+        )
+    )
+    return with_current_runs(session, rows)
+
+
+def _write_job(
+    session: Session,
+    job: JobRecord,
+    values: dict[str, Any],
+    *,
+    now: datetime,
+    node_id: str,
+    message: str,
+    to_state: JobState | None = None,
+) -> None:
+    values = {**values, "version": job.version + 1, "updated_at": now}
+    result = session.execute(
+        update(Job)
+        .where(Job.id == job.id, Job.version == job.version)
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        raise StaleWrite(f"job {job.name!r} changed since version {job.version}")
+    session.add(
+        JobEvent(
+            job_id=job.id,
+            run_id=job.current_run_id,
+            at=now,
+            from_state=job.state.value if to_state is not None else None,
+            to_state=to_state.value if to_state is not None else None,
+            cause=CAUSE,
+            message=message,
+            node_id=node_id,
+        )
+    )
+
+
+def set_directive(
+    session: Session,
+    job: JobRecord,
+    directive: Directive | None,
+    *,
+    now: datetime,
+    node_id: str,
+    message: str,
+) -> None:
+    """Write (or clear) the job's directive, conditional on the version ``job`` was read at."""
+    _write_job(
+        session,
+        job,
+        {"directive": directive.to_json() if directive is not None else None},
+        now=now,
+        node_id=node_id,
+        message=message,
+    )
+
+
+def switch_cluster(
+    session: Session,
+    job: JobRecord,
+    target: str,
+    directive: Directive | None,
+    *,
+    reason: str,
+    now: datetime,
+    node_id: str,
+) -> None:
+    """Switch the job to ``target`` (its open run must be closed: StaleWrite otherwise). A job
+    that should run and is at rest is queued to run there, its restart budget reset."""
+    current = job.current_run
+    if current is not None and not current.state.is_final:
+        raise StaleWrite(f"job {job.name!r} still has an open run ({current.id})")
+    values: dict[str, Any] = {
+        "cluster_name": target,
+        "directive": directive.to_json() if directive is not None else None,
+        "not_before": None,
+    }
+    to_state = None
+    if job.desired_state == DesiredState.RUNNING:
+        values["attempts_reset_at"] = now
+        values["state_reason"] = reason
+        if job.state != JobState.QUEUED:
+            transition(job.state, JobState.QUEUED)
+            values["state"] = JobState.QUEUED.value
+            to_state = JobState.QUEUED
+    _write_job(session, job, values, now=now, node_id=node_id, message=reason, to_state=to_state)
+
+
+# -- fence checks --------------------------------------------------------------------------------
+
+
+def record_superseded_check(session: Session, job_name: str, token: str, at: datetime) -> bool:
+    """A fence check of one of the job's runs that is not current (closed, or replaced) was
+    answered "superseded": note it on that run, once (the failover's fence step waits for it)."""
+    job_id = select(Job.id).where(Job.name == job_name).scalar_subquery()
+    current = select(Job.current_run_id).where(Job.name == job_name).scalar_subquery()
+    result = session.execute(
+        update(Run)
+        .where(
+            Run.job_id == job_id,
+            Run.fencing_token == token,
+            Run.fence_superseded_at.is_(None),
+            or_(Run.ended_at.is_not(None), Run.id != current),
+        )
+        .values(fence_superseded_at=at)
+        .execution_options(synchronize_session=False)
+    )
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+# -- incidents and automatic failover policies ---------------------------------------------------
+
+
+def incident_start(session: Session, cluster: str) -> tuple[int, datetime] | None:
+    """The event that began the cluster's current abnormal period (its last transition out of
+    NORMAL): its id and time; None when there is none."""
+    row = session.execute(
+        select(ClusterHealthEvent.id, ClusterHealthEvent.at)
+        .where(
+            ClusterHealthEvent.cluster_name == cluster,
+            ClusterHealthEvent.from_state == "NORMAL",
+            ClusterHealthEvent.to_state != "NORMAL",
+        )
+        .order_by(ClusterHealthEvent.id.desc())
+        .limit(1)
+    ).first()
+    return (int(row[0]), row[1]) if row is not None else None
+
+
+@dataclass(frozen=True)
+class PolicyRecord:
+    group: str
+    enabled: bool
+    after_seconds: float
+    min_priority: Priority
+    version: int
+    updated_by: str
+    updated_at: datetime | None
+
+
+def _policy_record(row: GroupFailoverPolicy) -> PolicyRecord:
+    return PolicyRecord(
+        row.group_name,
+        row.enabled,
+        row.after_seconds,
+        Priority(row.min_priority),
+        row.version,
+        row.updated_by,
+        row.updated_at,
+    )
+
+
+DEFAULT_AFTER_SECONDS = 120.0
+
+
+def get_policy(session: Session, group: str) -> PolicyRecord:
+    """The group's policy (off by default: a group without a row has it disabled)."""
+    from scheduler.store.catalog import load_group
+
+    load_group(session, group)
+    row = session.get(GroupFailoverPolicy, group)
+    if row is None:
+        return PolicyRecord(group, False, DEFAULT_AFTER_SECONDS, Priority.HIGH, 0, "", None)
+    return _policy_record(row)
+
+
+def put_policy(
+    session: Session,
+    group: str,
+    *,
+    enabled: bool,
+    after_seconds: float,
+    min_priority: Priority,
+    by: str,
+    expected_version: int | None = None,
+) -> PolicyRecord:
+    from scheduler.errors import PreconditionFailed
+    from scheduler.store.catalog import load_group
+
+    load_group(session, group)
+    row = session.get(GroupFailoverPolicy, group, with_for_update=True)
+    version = row.version if row is not None else 0
+    if expected_version is not None and expected_version != version:
+        raise PreconditionFailed(
+            f"the failover policy of group {group!r} is at version {version}, not "
+            f"{expected_version}"
+        )
+    now = utcnow()
+    if row is None:
+        row = GroupFailoverPolicy(group_name=group, version=0)
+        session.add(row)
+    row.enabled = enabled
+    row.after_seconds = after_seconds
+    row.min_priority = min_priority.value
+    row.version = version + 1
+    row.updated_by = by
+    row.updated_at = now
+    session.flush()
+    return _policy_record(row)
+
+
+def enabled_policies(session: Session, groups: Iterable[str]) -> list[PolicyRecord]:
+    wanted = sorted(set(groups))
+    if not wanted:
+        return []
+    rows = session.scalars(
+        select(GroupFailoverPolicy).where(
+            GroupFailoverPolicy.group_name.in_(wanted), GroupFailoverPolicy.enabled.is_(True)
+        )
+    )
+    return [_policy_record(r) for r in rows]
+
+
+# -- bulk operations: the jobs a selector may pick -----------------------------------------------
+
+
+def bulk_candidates(
+    session: Session,
+    *,
+    teams: Iterable[str] = (),
+    businesses: Iterable[str] = (),
+    groups: Iterable[str] = (),
+    states: Iterable[str] = (),
+    priorities: Iterable[str] = (),
+    jobs: Iterable[str] = (),
+    name_prefix: str = "",
+    visible_teams: frozenset[str] | None = None,
+) -> list[JobRecord]:
+    """The jobs that may match a bulk selector (a superset: the selector's pure match decides;
+    clusters and labels are matched there only), in id order. ``visible_teams``: only jobs of
+    these teams (None: every team)."""
+    conditions: list[ColumnElement[bool]] = []
+    for column, values in (
+        (Job.team, teams),
+        (Job.business, businesses),
+        (Job.group_name, groups),
+        (Job.state, states),
+        (Job.priority, priorities),
+        (Job.name, jobs),
+    ):
+        wanted = sorted(set(values))
+        if wanted:
+            conditions.append(column.in_(wanted))
+    if visible_teams is not None:
+        conditions.append(Job.team.in_(sorted(visible_teams)))
+    if name_prefix:
+        conditions.append(Job.name.startswith(name_prefix, autoescape=True))
+    rows = list(session.scalars(select(Job).where(*conditions).order_by(Job.id)))
+    return with_current_runs(session, rows)

@@ -1,0 +1,58 @@
+"""Keyset pages in SQL (``scheduler.paging`` holds the cursors and says why keysets).
+
+``read_page`` reads one page of a select: ordered by the key columns (the sort field, then a
+unique tie-breaker), strictly after the window's key, ``limit + 1`` rows to learn whether another
+page follows. It never counts (``count`` reads the total only when a client asks for it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from sqlalchemy import ColumnElement, Select, and_, func, or_, select
+from sqlalchemy.orm import Session
+
+from scheduler.paging import KeyPart, Window
+
+T = TypeVar("T")
+
+
+def after_key(
+    columns: Sequence[Any], key: Sequence[KeyPart], descending: bool
+) -> ColumnElement[bool]:
+    """``(c1, c2, ...) > (k1, k2, ...)`` (``<`` when descending), spelled out so that every
+    database uses the index on the columns: ``c1 > k1 OR (c1 = k1 AND (c2 > k2 OR ...))``."""
+    column, value = columns[-1], key[-1]
+    condition: ColumnElement[bool] = column < value if descending else column > value
+    for column, value in zip(reversed(columns[:-1]), reversed(key[:-1]), strict=True):
+        beyond = column < value if descending else column > value
+        condition = or_(beyond, and_(column == value, condition))
+    return condition
+
+
+def read_page(
+    session: Session,
+    query: Any,
+    columns: Sequence[Any],
+    window: Window,
+    key_of: Callable[[Any], tuple[KeyPart, ...]],
+    *,
+    scalars: bool = True,
+) -> tuple[list[Any], tuple[KeyPart, ...] | None]:
+    """One page of ``query``'s rows (ORM entities when it selects one and ``scalars``; result
+    rows otherwise) and the key after which the next page starts (None on the last page)."""
+    if window.after is not None:
+        query = query.where(after_key(columns, window.after, window.sort.descending))
+    order = [c.desc() if window.sort.descending else c.asc() for c in columns]
+    ordered = query.order_by(*order).limit(window.limit + 1)
+    rows = list(session.scalars(ordered) if scalars else session.execute(ordered))
+    if len(rows) > window.limit:
+        rows = rows[: window.limit]
+        return rows, key_of(rows[-1])
+    return rows, None
+
+
+def count(session: Session, query: Select[Any]) -> int:
+    """How many rows ``query`` selects (only when a client asks: ``count=true``)."""
+    return int(session.scalar(select(func.count()).select_from(query.subquery())) or 0)

@@ -1,0 +1,385 @@
+"""Business quotas, their shared token buckets, and the submission queue (issue 11).
+
+Every SQL statement of the submission gate: the quota catalog (``/v1/quotas``), the dedicated
+groups' rules, what a reconcile tick's gate reads (buckets, cluster loads), the conditional
+write that takes tokens from a bucket, and the queue rows (position and reason of each job the
+gate holds back). The decisions are ``scheduler.gate`` (pure); the tick's use of them is
+``scheduler.gating``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+
+from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy.orm import Session
+
+from scheduler import quotas
+from scheduler.errors import Conflict, InvalidInput, NotFound, PreconditionFailed
+from scheduler.gate import Bucket
+from scheduler.gating import Loads, QueueRow
+from scheduler.paging import KeyPart, Window
+from scheduler.quotas import QuotaRecord, QuotaSpec
+from scheduler.states import RunState
+from scheduler.store import paging
+from scheduler.store.db import Store
+from scheduler.store.models import (
+    BusinessQuota,
+    Group,
+    Job,
+    JobEvent,
+    QueueEntry,
+    Run,
+    utcnow,
+)
+
+#: run states that count as a submission in flight (submitted, application not running yet)
+IN_FLIGHT = (RunState.SUBMITTING.value, RunState.STARTING.value)
+#: run states that count as a live application on the cluster
+LIVE = (RunState.RUNNING.value, RunState.STOPPING.value)
+#: conditional writes tried per business before a take gives up for this tick
+TAKE_ATTEMPTS = 5
+
+
+def _record(q: BusinessQuota) -> QuotaRecord:
+    return QuotaRecord(
+        business=q.business,
+        rate=q.rate,
+        burst=q.burst,
+        dedicated_group=q.dedicated_group,
+        tokens=q.tokens,
+        refilled_at=q.refilled_at,
+        version=q.version,
+        updated_by=q.updated_by,
+        created_at=q.created_at,
+        updated_at=q.updated_at,
+    )
+
+
+# -- the catalog --------------------------------------------------------------------------------
+
+
+def page_quotas(
+    session: Session, window: Window
+) -> tuple[list[QuotaRecord], tuple[KeyPart, ...] | None]:
+    """One page of the quotas by business."""
+    rows, next_key = paging.read_page(
+        session,
+        select(BusinessQuota),
+        (BusinessQuota.business,),
+        window,
+        lambda q: (q.business,),
+    )
+    return [_record(q) for q in rows], next_key
+
+
+def count_quotas(session: Session) -> int:
+    return paging.count(session, select(BusinessQuota.business))
+
+
+def get_quota(session: Session, business: str) -> QuotaRecord:
+    row = session.get(BusinessQuota, quotas.validate_business(business))
+    if row is None:
+        raise NotFound(f"business {business!r} has no quota")
+    return _record(row)
+
+
+def find_quota(session: Session, business: str) -> QuotaRecord | None:
+    row = session.get(BusinessQuota, business) if business else None
+    return _record(row) if row is not None else None
+
+
+def put_quota(
+    session: Session,
+    business: str,
+    spec: QuotaSpec,
+    *,
+    by: str,
+    expected_version: int | None = None,
+) -> tuple[QuotaRecord, bool]:
+    """Create or replace a business's quota; returns it and whether it was created.
+
+    A new quota starts with a full bucket; a changed one keeps its tokens (at most the new
+    burst). Binding the business to a dedicated group needs every job of the business in that
+    group and no job of another business there (Conflict otherwise: move them first)."""
+    business = quotas.validate_business(business)
+    spec = quotas.validate_quota(spec)
+    row = session.get(BusinessQuota, business, with_for_update=True)
+    if expected_version is not None and (row is None or row.version != expected_version):
+        raise PreconditionFailed(
+            f"the quota of {business!r} is at version {row.version if row else 'none'}, "
+            f"not {expected_version}"
+        )
+    if spec.dedicated_group is not None:
+        _check_dedication(session, business, spec.dedicated_group)
+    now = utcnow()
+    if row is None:
+        row = BusinessQuota(
+            business=business,
+            rate=spec.rate,
+            burst=spec.burst,
+            dedicated_group=spec.dedicated_group,
+            tokens=float(spec.burst),
+            refilled_at=now,
+            bucket_version=1,
+            version=1,
+            updated_by=by,
+            created_at=now,
+            updated_at=now,
+        )
+        session.add(row)
+        session.flush()
+        return _record(row), True
+    row.rate = spec.rate
+    row.burst = spec.burst
+    row.dedicated_group = spec.dedicated_group
+    row.tokens = min(row.tokens, float(spec.burst))
+    row.bucket_version += 1
+    row.version += 1
+    row.updated_by = by
+    row.updated_at = now
+    session.flush()
+    return _record(row), False
+
+
+def delete_quota(session: Session, business: str, *, expected_version: int | None = None) -> None:
+    row = session.get(BusinessQuota, quotas.validate_business(business), with_for_update=True)
+    if row is None:
+        raise NotFound(f"business {business!r} has no quota")
+    if expected_version is not None and row.version != expected_version:
+        raise PreconditionFailed(
+            f"the quota of {business!r} is at version {row.version}, not {expected_version}"
+        )
+    session.delete(row)
+    session.flush()
+
+
+def _check_dedication(session: Session, business: str, group: str) -> None:
+    if session.get(Group, group) is None:
+        raise InvalidInput(f"no group named {group!r}")
+    elsewhere = session.scalar(
+        select(func.count(Job.id)).where(Job.business == business, Job.group_name != group)
+    )
+    if elsewhere:
+        raise Conflict(
+            f"business {business!r} has {elsewhere} job(s) outside group {group!r}; move or "
+            "recreate them in that group before dedicating it"
+        )
+    bound = select(BusinessQuota.business).where(BusinessQuota.dedicated_group == group)
+    others = session.scalar(
+        select(func.count(Job.id)).where(
+            Job.group_name == group, Job.business != business, Job.business.not_in(bound)
+        )
+    )
+    if others:
+        raise Conflict(
+            f"group {group!r} holds {others} job(s) of other businesses; a dedicated group "
+            "holds only the jobs of the businesses bound to it"
+        )
+
+
+def check_job_placement(session: Session, business: str, group: str) -> None:
+    """A job of ``business`` may live in ``group`` (InvalidInput otherwise): a business bound to
+    a dedicated group has its jobs there, and a dedicated group takes no other business's jobs."""
+    bound_to = session.scalar(
+        select(BusinessQuota.dedicated_group).where(BusinessQuota.business == business)
+    )
+    if bound_to is not None and bound_to != group:
+        raise InvalidInput(
+            f"business {business!r} is bound to the dedicated group {bound_to!r}: its jobs "
+            "belong there"
+        )
+    if bound_to is None and _is_dedicated(session, group):
+        raise InvalidInput(
+            f"group {group!r} is dedicated to other businesses; business "
+            f"{business or '(none)'!r} is not bound to it"
+        )
+
+
+def _is_dedicated(session: Session, group: str) -> bool:
+    found = session.scalar(
+        select(BusinessQuota.business).where(BusinessQuota.dedicated_group == group).limit(1)
+    )
+    return found is not None
+
+
+def dedicated_groups(session: Session) -> dict[str, list[str]]:
+    """group -> the businesses bound to it (only dedicated groups)."""
+    rows = session.execute(
+        select(BusinessQuota.dedicated_group, BusinessQuota.business)
+        .where(BusinessQuota.dedicated_group.is_not(None))
+        .order_by(BusinessQuota.business)
+    )
+    groups: dict[str, list[str]] = {}
+    for group, business in rows:
+        if group is not None:
+            groups.setdefault(group, []).append(business)
+    return groups
+
+
+# -- what a tick's gate reads and writes ----------------------------------------------------------
+
+
+def buckets(session: Session, businesses: Iterable[str]) -> dict[str, Bucket]:
+    """The buckets of those of ``businesses`` that have a rate limit."""
+    wanted = sorted({b for b in businesses if b})
+    if not wanted:
+        return {}
+    rows = session.scalars(
+        select(BusinessQuota).where(
+            BusinessQuota.business.in_(wanted), BusinessQuota.rate.is_not(None)
+        )
+    )
+    found = {}
+    for q in rows:
+        bucket = _record(q).bucket()
+        if bucket is not None:
+            found[q.business] = bucket
+    return found
+
+
+def loads(session: Session, clusters: Iterable[str]) -> Loads:
+    wanted = sorted(set(clusters))
+    in_flight: dict[str, int] = dict.fromkeys(wanted, 0)
+    running: dict[str, int] = dict.fromkeys(wanted, 0)
+    if not wanted:
+        return Loads(in_flight, running)
+    rows = session.execute(
+        select(Run.cluster_name, Run.state, func.count())
+        .where(Run.state.in_(IN_FLIGHT + LIVE), Run.cluster_name.in_(wanted))
+        .group_by(Run.cluster_name, Run.state)
+    )
+    for cluster, state, count in rows:
+        target = in_flight if state in IN_FLIGHT else running
+        target[cluster] = target.get(cluster, 0) + int(count)
+    return Loads(in_flight, running)
+
+
+def take_tokens(store: Store, wanted: Mapping[str, int], now: datetime) -> dict[str, int]:
+    """Take up to ``wanted[business]`` tokens from each business's bucket; returns how many
+    each got (fewer when other nodes took some meanwhile).
+
+    Each take is a conditional write on the bucket's version (read, refill to ``now``, write
+    back where the version is still the one read), retried a few times under contention: every
+    node's takes add up to at most what the bucket holds, whatever the interleaving."""
+    granted: dict[str, int] = {}
+    for business, n in sorted(wanted.items()):
+        granted[business] = 0
+        if n <= 0:
+            continue
+        for _ in range(TAKE_ATTEMPTS):
+            with store.transaction() as session:
+                # FOR UPDATE: on MySQL the nodes' takes queue on the row instead of failing
+                # their conditional writes under contention (SQLite serializes its writers)
+                row = session.get(BusinessQuota, business, with_for_update=True)
+                if row is None or row.rate is None:  # the quota went away: no limit
+                    granted[business] = n
+                    break
+                bucket = Bucket(row.rate, row.burst, row.tokens, row.refilled_at.timestamp())
+                bucket = bucket.refilled(now.timestamp())
+                take = min(n, bucket.available)
+                result = session.execute(
+                    update(BusinessQuota)
+                    .where(
+                        BusinessQuota.business == business,
+                        BusinessQuota.bucket_version == row.bucket_version,
+                    )
+                    .values(
+                        tokens=bucket.tokens - take,
+                        refilled_at=now if now > row.refilled_at else row.refilled_at,
+                        bucket_version=row.bucket_version + 1,
+                    )
+                    .execution_options(synchronize_session=False)
+                )
+                if result.rowcount == 1:  # type: ignore[attr-defined]
+                    granted[business] = take
+                    break
+    return granted
+
+
+def write_queue(
+    session: Session,
+    node_id: str,
+    rows: Mapping[int, QueueRow],
+    cleared: Iterable[int],
+    events: Mapping[int, str] | None = None,
+) -> None:
+    """Replace the queue rows of ``rows``' jobs, delete those of ``cleared``, add the job events
+    ``events`` (a delete and two batched inserts, whatever the number of jobs)."""
+    if events:
+        now = utcnow()
+        session.execute(
+            insert(JobEvent),
+            [
+                {
+                    "job_id": job_id,
+                    "run_id": None,
+                    "at": now,
+                    "from_state": None,
+                    "to_state": None,
+                    "cause": "gate",
+                    "message": message,
+                    "node_id": node_id,
+                }
+                for job_id, message in sorted(events.items())
+            ],
+        )
+    gone = sorted(set(cleared) | set(rows))
+    for start in range(0, len(gone), 500):
+        chunk = gone[start : start + 500]
+        session.execute(delete(QueueEntry).where(QueueEntry.job_id.in_(chunk)))
+    if rows:
+        now = utcnow()
+        session.execute(
+            insert(QueueEntry),
+            [
+                {
+                    "job_id": job_id,
+                    "position": r.position,
+                    "kind": r.kind,
+                    "reason": r.reason,
+                    "node_id": node_id,
+                    "since": r.since,
+                    "updated_at": now,
+                }
+                for job_id, r in sorted(rows.items())
+            ],
+        )
+
+
+def queue_of(session: Session, job_ids: Iterable[int]) -> dict[int, QueueRow]:
+    """The queue rows of those of ``job_ids`` the gate holds back."""
+    ids = sorted(set(job_ids))
+    found: dict[int, QueueRow] = {}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        for e in session.scalars(select(QueueEntry).where(QueueEntry.job_id.in_(chunk))):
+            found[e.job_id] = QueueRow(e.position, e.kind, e.reason, e.since)
+    return found
+
+
+class SqlGateStore:
+    """The gate's interface to the store (``scheduler.gating.GateStore``)."""
+
+    def __init__(self, store: Store, node_id: str) -> None:
+        self._store = store
+        self._node_id = node_id
+
+    def read(
+        self, businesses: Iterable[str], clusters: Iterable[str]
+    ) -> tuple[dict[str, Bucket], Loads]:
+        with self._store.transaction() as session:
+            return buckets(session, businesses), loads(session, clusters)
+
+    def take(self, wanted: Mapping[str, int], now: datetime) -> dict[str, int]:
+        return take_tokens(self._store, wanted, now)
+
+    def publish(
+        self,
+        rows: Mapping[int, QueueRow],
+        cleared: Iterable[int],
+        events: Mapping[int, str] | None = None,
+    ) -> None:
+        with self._store.transaction() as session:
+            write_queue(session, self._node_id, rows, cleared, events)

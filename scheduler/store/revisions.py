@@ -1,0 +1,95 @@
+"""Job revisions in SQL: every spec change of a job is kept (``scheduler.revisions``).
+
+Each function takes a session; the caller owns the transaction (a revision is written in the
+spec change's own transaction, so the history never misses or invents one).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from scheduler.errors import NotFound
+from scheduler.paging import KeyPart, Window
+from scheduler.records import RevisionRecord
+from scheduler.store import paging
+from scheduler.store.models import Job, JobRevision, utcnow
+
+
+def _record(row: JobRevision, job_name: str) -> RevisionRecord:
+    return RevisionRecord(
+        job_name=job_name,
+        revision=row.revision,
+        spec=dict(row.spec or {}),
+        cause=row.cause,
+        message=row.message,
+        rollback_of=row.rollback_of,
+        created_at=row.created_at,
+    )
+
+
+def add_revision(
+    session: Session,
+    job_id: int,
+    revision: int,
+    spec: dict[str, Any],
+    *,
+    cause: str,
+    message: str = "",
+    rollback_of: int | None = None,
+) -> None:
+    session.add(
+        JobRevision(
+            job_id=job_id,
+            revision=revision,
+            spec=spec,
+            cause=cause[:300],
+            message=message,
+            rollback_of=rollback_of,
+            created_at=utcnow(),
+        )
+    )
+    session.flush()
+
+
+def _job_id(session: Session, name: str) -> int:
+    job_id = session.scalar(select(Job.id).where(Job.name == name))
+    if job_id is None:
+        raise NotFound(f"no job named {name!r}")
+    return job_id
+
+
+def get_revision(session: Session, name: str, revision: int) -> RevisionRecord:
+    job_id = _job_id(session, name)
+    return revision_of(session, job_id, name, revision)
+
+
+def revision_of(session: Session, job_id: int, name: str, revision: int) -> RevisionRecord:
+    row = session.scalars(
+        select(JobRevision).where(JobRevision.job_id == job_id, JobRevision.revision == revision)
+    ).first()
+    if row is None:
+        raise NotFound(f"job {name!r} has no revision {revision}")
+    return _record(row, name)
+
+
+def page_revisions(
+    session: Session, name: str, window: Window
+) -> tuple[list[RevisionRecord], tuple[KeyPart, ...] | None]:
+    """One page of the job's revisions by number (newest first: ``-revision``, the default)."""
+    job_id = _job_id(session, name)
+    rows, next_key = paging.read_page(
+        session,
+        select(JobRevision).where(JobRevision.job_id == job_id),
+        (JobRevision.revision,),
+        window,
+        lambda r: (r.revision,),
+    )
+    return [_record(r, name) for r in rows], next_key
+
+
+def count_revisions(session: Session, name: str) -> int:
+    job_id = _job_id(session, name)
+    return paging.count(session, select(JobRevision.id).where(JobRevision.job_id == job_id))

@@ -1,0 +1,339 @@
+"""Bulk operations (issue 11) on a real store (SQLite and MariaDB) with the real reconciler and
+executor and a fake cluster: stop, start and restart by selector through ``/v1/operations`` (the
+dry run lists exactly what then runs, in that order), each job's command applied once and
+reached, team scoping, idempotent retries, cancel, and an executor taken over by a newer epoch
+without any job commanded twice."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from api.deps import NodeContext
+from scheduler import catalog
+from scheduler.backends.base import app_name_for
+from scheduler.config import Settings
+from scheduler.identity import Role
+from scheduler.ledger import Backends
+from scheduler.operations import failover as fo
+from scheduler.operations.executor import Executor
+from scheduler.ownership import Claim, Fence
+from scheduler.planning import RestartPolicy
+from scheduler.reconciler import Reconciler
+from scheduler.store import catalog as catalog_store
+from scheduler.store.db import Store
+from scheduler.store.ledger import SqlLedger
+from tests.support.auth import auth_headers, member_token
+from tests.support.fakes import FakeBackend, FakeBackends
+
+pytestmark = pytest.mark.integration
+
+GROUP = "g"
+PIPELINE = "/opt/pipelines/p.py"
+TIMING = fo.Timing(drain_timeout=60, start_timeout=60)
+FINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
+
+JOBS = {
+    # name: (team, business, priority, labels)
+    "ads-a": ("ads", "web", "normal", {"env": "prod"}),
+    "ads-b": ("ads", "web", "high", {"env": "prod", "tier": "gold"}),
+    "ads-c": ("ads", "web", "low", {"env": "dev"}),
+    "pay-a": ("pay", "money", "high", {"env": "prod"}),
+    "pay-b": ("pay", "money", "normal", {"env": "dev"}),
+}
+
+
+@dataclass
+class World:
+    store: Store
+    client: TestClient
+    a: FakeBackend
+    backends: Backends
+    settings: Settings
+    reconcilers: dict[str, Reconciler] = field(default_factory=dict)
+
+    def reconciler(self, node: str = "n1", epoch: int = 1) -> Reconciler:
+        key = f"{node}/{epoch}"
+        if key not in self.reconcilers:
+            ledger = SqlLedger(self.store, node_id=node, app_name_for=app_name_for)
+            self.reconcilers[key] = Reconciler(
+                ledger,
+                self.backends,
+                node_id=node,
+                group=GROUP,
+                claim=lambda: Claim(GROUP, Fence(node, epoch), 0, 1),
+                policy=RestartPolicy(),
+                unknown_after_polls=1,
+                submit_workers=2,
+            )
+        return self.reconcilers[key]
+
+    def tick(self) -> None:
+        self.reconciler().tick()
+
+    def job(self, name: str) -> dict[str, Any]:
+        response = self.client.get(f"/v1/jobs/{name}")
+        assert response.status_code == 200, response.text
+        return dict(response.json())
+
+    def runs(self, name: str) -> list[dict[str, Any]]:
+        return list(self.client.get(f"/v1/jobs/{name}/runs").json()["data"])
+
+    def post(self, body: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        response = self.client.post("/v1/operations", json=body, **kw)
+        assert response.status_code in (200, 201), response.text
+        return dict(response.json())
+
+    def get(self, operation: int) -> dict[str, Any]:
+        response = self.client.get(f"/v1/operations/{operation}")
+        assert response.status_code == 200, response.text
+        return dict(response.json())
+
+
+@pytest.fixture
+def world(
+    store: Store, settings: Settings, admin_headers: dict[str, str], tmp_path: Path
+) -> Iterator[World]:
+    with store.transaction() as s:
+        catalog_store.create_cluster(
+            s,
+            "A",
+            catalog.ClusterSpec(
+                kind="standalone",
+                storage_root=(tmp_path / "A").as_uri(),
+                master_url="spark://a.invalid:7077",
+                rest_url="http://a.invalid:6066",
+                ui_url="http://a.invalid:8080",
+            ),
+        )
+        catalog_store.create_group(s, GROUP, primary_cluster="A", failover_cluster=None)
+    a = FakeBackend(start_running=True)
+    w = World(store, None, a, FakeBackends(A=a), settings)  # type: ignore[arg-type]
+    app = create_app(NodeContext(settings, store))
+    try:
+        with TestClient(app, base_url="http://127.0.0.1", headers=admin_headers) as client:
+            w.client = client
+            for name, (team, business, priority, labels) in JOBS.items():
+                response = client.post(
+                    "/v1/jobs",
+                    json={
+                        "name": name,
+                        "entrypoint": PIPELINE,
+                        "group": GROUP,
+                        "team": team,
+                        "business": business,
+                        "priority": priority,
+                        "labels": labels,
+                        "desired_state": "RUNNING",
+                    },
+                )
+                assert response.status_code == 201, response.text
+            for _ in range(6):
+                w.tick()
+                if all(w.job(n)["state"] == "RUNNING" for n in JOBS):
+                    break
+            assert {n: w.job(n)["state"] for n in JOBS} == dict.fromkeys(JOBS, "RUNNING")
+            yield w
+    finally:
+        for reconciler in w.reconcilers.values():
+            reconciler.close()
+
+
+def executor(w: World, node: str = "n1") -> Executor:
+    return Executor(w.store, node_id=node, timing=TIMING, parallelism=2)
+
+
+def drive(
+    w: World, ex: Executor, claim: Claim, operation: int, *, rounds: int = 30
+) -> dict[str, Any]:
+    """Executor rounds and reconciler ticks until the operation ends."""
+    for _ in range(rounds):
+        ex.round({GROUP: claim})
+        w.tick()
+        op = w.get(operation)
+        if op["state"] in FINAL:
+            return op
+    pytest.fail(f"operation {operation} did not end: {w.get(operation)}")
+
+
+CLAIM = Claim(GROUP, Fence("n1", 1), 0, 1)
+
+
+def test_bulk_stop_start_restart_by_selector(world: World) -> None:
+    w = world
+    ex = executor(w)
+    # stop the production jobs of team ads: the dry run is exactly what then runs, in order
+    selector = {"teams": ["ads"], "labels": ["env=prod"]}
+    dry = w.post({"kind": "stop", "selector": selector, "dry_run": True})
+    assert dry["id"] is None and dry["dry_run"] and dry["team"] == "ads"
+    assert [(i["job"], i["action"]) for i in dry["items"]] == [("ads-b", "stop"), ("ads-a", "stop")]
+    assert w.client.get("/v1/operations").json()["data"] == []  # a dry run stores nothing
+    stale = w.client.post(
+        "/v1/operations", json={"kind": "stop", "selector": selector, "expected_plan": "00ff"}
+    )
+    assert stale.status_code == 409 and stale.json()["plan_digest"] == dry["plan_digest"]
+    op = w.post(
+        {
+            "kind": "stop",
+            "selector": selector,
+            "reason": "drill",
+            "expected_plan": dry["plan_digest"],
+            "grace_seconds": 0,
+        }
+    )
+    assert op["grace_seconds"] == 0
+    assert (
+        op["state"] == "PENDING"
+        and op["kind"] == "stop"
+        and op["plan_digest"] == dry["plan_digest"]
+    )
+    assert [(i["job"], i["action"]) for i in op["items"]] == [
+        (i["job"], i["action"]) for i in dry["items"]
+    ]
+    done = drive(w, ex, CLAIM, op["id"])
+    assert done["state"] == "SUCCEEDED" and done["counts"] == {"DONE": 2}, done
+    for item in done["items"]:
+        assert [h["step"] for h in item["history"]][0::1][-1] == "DONE"
+        assert "WAITING" in [h["step"] for h in item["history"]]
+    states = {n: w.job(n)["state"] for n in JOBS}
+    assert states == {
+        "ads-a": "STOPPED", "ads-b": "STOPPED", "ads-c": "RUNNING",
+        "pay-a": "RUNNING", "pay-b": "RUNNING",
+    }  # fmt: skip
+    assert not w.a.live("ads-a") and not w.a.live("ads-b") and w.a.live("ads-c")
+    # every job command is audited as the operation's creator, with the operation
+    audit = w.client.get("/v1/audit", params={"target_kind": "job"}).json()["data"]
+    stops = [a for a in audit if a["action"] == "job.stop"]
+    assert sorted(a["target_name"] for a in stops) == ["ads-a", "ads-b"]
+    assert all(a["detail"]["operation"] == op["id"] for a in stops)
+    ops_audit = w.client.get("/v1/audit", params={"target_kind": "operation"}).json()["data"]
+    assert [a["action"] for a in ops_audit] == [
+        "operation.finish",
+        "operation.start",
+        "operation.create",
+    ]
+    assert {a["detail"]["kind"] for a in ops_audit} == {"stop"}
+
+    # start what is stopped in business web: the running one is skipped
+    start = w.post({"kind": "start", "selector": {"businesses": ["web"]}})
+    refused = w.client.post(
+        "/v1/operations",
+        json={"kind": "start", "selector": {"businesses": ["web"]}, "grace_seconds": 5},
+    )
+    assert refused.status_code == 422, refused.text
+    assert [(i["job"], i["action"]) for i in start["items"]] == [
+        ("ads-b", "start"), ("ads-a", "start"), ("ads-c", "skip"),
+    ]  # fmt: skip
+    done = drive(w, ex, CLAIM, start["id"])
+    assert done["state"] == "SUCCEEDED" and done["counts"] == {"DONE": 2, "SKIPPED": 1}, done
+    assert all(w.job(n)["state"] == "RUNNING" for n in JOBS)
+
+    # a rolling restart by name prefix, one at a time: each job gets exactly one new run
+    before = {n: w.job(n)["current_run"]["id"] for n in ("pay-a", "pay-b")}
+    restart = w.post({"kind": "restart", "selector": {"name_prefix": "pay-"}, "parallelism": 1})
+    assert restart["parallelism"] == 1
+    done = drive(w, ex, CLAIM, restart["id"])
+    assert done["state"] == "SUCCEEDED" and done["counts"] == {"DONE": 2}, done
+    for name, old in before.items():
+        runs = w.runs(name)
+        assert len(runs) == 2, runs  # the old one and exactly one new one
+        job = w.job(name)
+        assert job["state"] == "RUNNING" and job["current_run"]["id"] != old
+        assert len(w.a.live(name)) == 1
+
+    # listing: every kind, newest first, in cursor pages
+    page = w.client.get("/v1/operations", params={"limit": 2}).json()
+    assert [o["id"] for o in page["data"]] == [restart["id"], start["id"]]
+    rest = w.client.get(page["next"]).json()
+    assert [o["id"] for o in rest["data"]] == [op["id"]] and rest["next"] is None
+    only = w.client.get("/v1/operations", params={"kind": "restart"}).json()["data"]
+    assert [o["id"] for o in only] == [restart["id"]]
+
+
+def test_a_team_operator_acts_only_on_its_own_jobs(world: World) -> None:
+    w = world
+    ads = auth_headers(member_token(w.store, "alice", "ads", Role.OPERATOR))
+    pay = auth_headers(member_token(w.store, "bob", "pay", Role.OPERATOR))
+    viewer = auth_headers(member_token(w.store, "vic", "ads", Role.VIEWER))
+
+    everything = {"kind": "stop", "selector": {"all": True}, "dry_run": True}
+    plan = w.client.post("/v1/operations", json=everything, headers=ads).json()
+    assert sorted(i["job"] for i in plan["items"]) == ["ads-a", "ads-b", "ads-c"]
+    assert plan["team"] == "ads"
+    other = {"kind": "stop", "selector": {"teams": ["pay"]}, "dry_run": True}
+    refused = w.client.post("/v1/operations", json=other, headers=ads)
+    assert refused.status_code == 403, refused.text
+    assert w.client.post("/v1/operations", json=everything, headers=viewer).status_code == 403
+
+    mine = w.client.post(
+        "/v1/operations", json={"kind": "restart", "selector": {"labels": ["env"]}}, headers=ads
+    )
+    assert mine.status_code == 201, mine.text
+    op = mine.json()
+    assert op["team"] == "ads" and {i["job"] for i in op["items"]} == {"ads-a", "ads-b", "ads-c"}
+    # visible to its team (a viewer too), not to another team
+    assert w.client.get(f"/v1/operations/{op['id']}", headers=viewer).status_code == 200
+    assert w.client.get(f"/v1/operations/{op['id']}", headers=pay).status_code == 404
+    assert w.client.get("/v1/operations", headers=pay).json()["data"] == []
+    assert [o["id"] for o in w.client.get("/v1/operations", headers=viewer).json()["data"]] == [
+        op["id"]
+    ]
+    assert w.client.post(f"/v1/operations/{op['id']}/cancel", headers=pay).status_code == 404
+    assert w.client.post(f"/v1/operations/{op['id']}/cancel", headers=viewer).status_code == 403
+    cancelled = w.client.post(f"/v1/operations/{op['id']}/cancel", headers=ads)
+    assert cancelled.status_code == 200, cancelled.text
+    assert cancelled.json()["state"] == "CANCELLED"  # nobody had started it
+    assert {i["step"] for i in cancelled.json()["items"]} == {"CANCELLED"}
+    again = w.client.post(f"/v1/operations/{op['id']}/cancel", headers=ads)
+    assert again.status_code == 409
+    assert all(w.job(n)["desired_state"] == "RUNNING" for n in JOBS)
+
+
+def test_a_retry_with_the_same_key_creates_no_second_operation(world: World) -> None:
+    w = world
+    body = {"kind": "stop", "selector": {"jobs": ["pay-b"]}}
+    key = {"Idempotency-Key": "bulk-stop-pay-b-1"}
+    first = w.client.post("/v1/operations", json=body, headers=key)
+    second = w.client.post("/v1/operations", json=body, headers=key)
+    assert first.status_code == second.status_code == 201
+    assert second.json()["id"] == first.json()["id"]
+    assert second.headers.get("Idempotent-Replayed") == "true"
+    reused = w.client.post(
+        "/v1/operations", json={**body, "selector": {"jobs": ["pay-a"]}}, headers=key
+    )
+    assert reused.status_code == 422
+    assert len(w.client.get("/v1/operations").json()["data"]) == 1
+
+
+def test_a_newer_executor_takes_over_and_no_job_is_commanded_twice(world: World) -> None:
+    w = world
+    op = w.post({"kind": "restart", "selector": {"all": True}, "parallelism": 2})
+    assert len(op["items"]) == 5
+    old = executor(w, "n1")
+    old.round({GROUP: Claim(GROUP, Fence("n1", 1), 0, 1)})  # applies the first two restarts
+    first = w.get(op["id"])
+    assert first["executor"] == "n1" and first["counts"] == {"WAITING": 2, "PENDING": 3}
+    # n1 is frozen; n2 holds the group under a newer epoch and finishes the operation
+    new = executor(w, "n2")
+    newer = Claim(GROUP, Fence("n2", 2), 0, 1)
+    for _ in range(30):
+        new.round({GROUP: newer})
+        w.reconciler("n2", 2).tick()
+        if w.get(op["id"])["state"] in FINAL:
+            break
+    done = w.get(op["id"])
+    assert done["state"] == "SUCCEEDED" and done["executor"] == "n2", done
+    # the old executor comes back with its stale claim: it changes nothing
+    old.round({GROUP: Claim(GROUP, Fence("n1", 1), 0, 1)})
+    assert w.get(op["id"]) == done
+    for name in JOBS:
+        assert len(w.runs(name)) == 2, w.runs(name)  # restarted exactly once
+        assert w.job(name)["state"] == "RUNNING" and len(w.a.live(name)) == 1
+    audit = w.client.get("/v1/audit", params={"target_kind": "job"}).json()["data"]
+    assert sorted(a["target_name"] for a in audit if a["action"] == "job.restart") == sorted(JOBS)

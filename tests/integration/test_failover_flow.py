@@ -1,0 +1,446 @@
+"""Failover on a real store (SQLite and MariaDB) with the real reconciler and executor, and fake
+clusters A and B: the plan through the API (dry run = execution), kill and confirm, fence (a stale
+driver answered "superseded"), the checkpoint copied under B's root, the switch, one submission
+on B per job; the executor's claim (a newer epoch takes over, an older one changes nothing, no
+item submitted twice), cancel, and automatic failover once per incident."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from api.deps import NodeContext
+from api.routes import failovers as failover_routes
+from scheduler import catalog
+from scheduler.backends.base import app_name_for
+from scheduler.config import Settings
+from scheduler.errors import NotOwner
+from scheduler.health import ClusterHealth, Decision, HealthPolicy, Vote, assess
+from scheduler.ledger import Backends
+from scheduler.operations import failover as fo
+from scheduler.operations.executor import Executor
+from scheduler.ownership import Claim, Fence
+from scheduler.planning import RestartPolicy
+from scheduler.reconciler import Reconciler
+from scheduler.states import RunState
+from scheduler.store import catalog as catalog_store
+from scheduler.store import health as health_store
+from scheduler.store import operations as ops_store
+from scheduler.store.db import Store
+from scheduler.store.fence_checks import record_fence_check
+from scheduler.store.ledger import SqlLedger
+from scheduler.store.models import Run, utcnow
+from tests.support.fakes import FakeBackend, FakeBackends
+
+pytestmark = pytest.mark.integration
+
+GROUP = "g"
+PIPELINE = "/opt/pipelines/p.py"
+TIMING = fo.Timing(fence_exit_grace=0.0, drain_timeout=60, start_timeout=60, retry_after=0)
+
+
+@dataclass
+class World:
+    store: Store
+    client: TestClient
+    a: FakeBackend
+    b: FakeBackend
+    root: Path
+    backends: Backends
+    reconcilers: dict[str, Reconciler] = field(default_factory=dict)
+    reachable: dict[str, bool] = field(default_factory=lambda: {"A": True, "B": True})
+
+    def reconciler(self, node: str = "n1", epoch: int = 1) -> Reconciler:
+        key = f"{node}/{epoch}"
+        if key not in self.reconcilers:
+            ledger = SqlLedger(self.store, node_id=node, app_name_for=app_name_for)
+            self.reconcilers[key] = Reconciler(
+                ledger,
+                self.backends,
+                node_id=node,
+                group=GROUP,
+                claim=lambda: Claim(GROUP, Fence(node, epoch), 0, 1),
+                policy=RestartPolicy(),
+                unknown_after_polls=1,
+                submit_workers=2,
+            )
+        return self.reconcilers[key]
+
+    def tick(self) -> None:
+        self.reconciler().tick()
+
+    def job(self, name: str) -> dict[str, Any]:
+        response = self.client.get(f"/v1/jobs/{name}")
+        assert response.status_code == 200, response.text
+        return dict(response.json())
+
+    def runs(self, name: str) -> list[dict[str, Any]]:
+        return list(self.client.get(f"/v1/jobs/{name}/runs").json()["data"])
+
+    def token(self, run_id: int) -> str:
+        """A run's fencing token, as its driver holds it (the API shows it to nobody)."""
+        with self.store.session() as s:
+            run = s.get(Run, run_id)
+            assert run is not None
+            return run.fencing_token
+
+    def checkpoint(self, cluster: str, job: str, batches: int) -> Path:
+        path = self.root / cluster / job / "checkpoint"
+        for sub in ("offsets", "commits"):
+            (path / sub).mkdir(parents=True, exist_ok=True)
+            for n in range(batches):
+                (path / sub / str(n)).write_text(f"{sub} {n}\n")
+        (path / "metadata").write_text('{"id": "q"}\n')
+        return path
+
+
+@pytest.fixture
+def world(
+    store: Store, settings: Settings, admin_headers: dict[str, str], tmp_path: Path
+) -> Iterator[World]:
+    root = tmp_path / "storage"
+    with store.transaction() as s:
+        for name in ("A", "B"):
+            catalog_store.create_cluster(
+                s,
+                name,
+                catalog.ClusterSpec(
+                    kind="standalone",
+                    storage_root=(root / name).as_uri(),
+                    master_url=f"spark://{name.lower()}.invalid:7077",
+                    rest_url=f"http://{name.lower()}.invalid:6066",
+                    ui_url=f"http://{name.lower()}.invalid:8080",
+                ),
+            )
+        catalog_store.create_group(s, GROUP, primary_cluster="A", failover_cluster="B")
+    a = FakeBackend(start_running=True)
+    b = FakeBackend(start_running=True)
+    w = World(store, None, a, b, root, FakeBackends(A=a, B=b))  # type: ignore[arg-type]
+    original = failover_routes.reachable
+    failover_routes.reachable = lambda _settings, cluster: w.reachable[cluster.name]
+    app = create_app(NodeContext(settings, store))
+    try:
+        with TestClient(app, base_url="http://127.0.0.1", headers=admin_headers) as client:
+            w.client = client
+            yield w
+    finally:
+        failover_routes.reachable = original
+        for reconciler in w.reconcilers.values():
+            reconciler.close()
+
+
+def create_jobs(w: World, names: dict[str, str]) -> None:
+    for name, priority in names.items():
+        response = w.client.post(
+            "/v1/jobs",
+            json={
+                "name": name,
+                "entrypoint": PIPELINE,
+                "group": GROUP,
+                "priority": priority,
+                "desired_state": "RUNNING",
+            },
+        )
+        assert response.status_code == 201, response.text
+    for _ in range(5):
+        w.tick()
+        if all(w.job(n)["state"] == "RUNNING" for n in names):
+            break
+    assert {n: w.job(n)["state"] for n in names} == dict.fromkeys(names, "RUNNING")
+
+
+def self_fencing(w: World, *names: str) -> None:
+    """Their runs' pipelines have checked in (as drover_runtime does at start)."""
+    for name in names:
+        run_id = w.job(name)["current_run"]["id"]
+        with w.store.transaction() as s:
+            record_fence_check(s, run_id, utcnow() - timedelta(seconds=1))
+
+
+def failover(w: World, **body: Any) -> dict[str, Any]:
+    response = w.client.post("/v1/failovers", json={"source": "A", **body})
+    assert response.status_code in (200, 201), response.text
+    return dict(response.json())
+
+
+def drive(
+    w: World, executor: Executor, claim: Claim, operation: int, *, rounds: int = 30
+) -> dict[str, Any]:
+    """Executor rounds and reconciler ticks until the operation ends."""
+    for _ in range(rounds):
+        executor.round({GROUP: claim})
+        w.tick()
+        op = w.client.get(f"/v1/failovers/{operation}").json()
+        if op["state"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
+            return dict(op)
+    pytest.fail(
+        f"failover {operation} did not end: {w.client.get(f'/v1/failovers/{operation}').json()}"
+    )
+
+
+def executor(w: World, node: str = "n1") -> Executor:
+    return Executor(w.store, node_id=node, timing=TIMING, parallelism=2)
+
+
+def test_failover_kills_copies_switches_and_starts_once_on_b(world: World) -> None:
+    w = world
+    create_jobs(w, {"zeta": "high", "alpha": "high", "mid": "normal", "low1": "low"})
+    for name, batches in (("zeta", 4), ("alpha", 7)):
+        w.checkpoint("A", name, batches)
+    selector = {"priorities": ["high", "normal"]}
+
+    dry = failover(w, selector=selector, dry_run=True)
+    assert dry["id"] is None and dry["dry_run"] and dry["source_reachable"]
+    assert [(i["job"], i["action"], i["target_cluster"]) for i in dry["items"]] == [
+        ("alpha", "kill", "B"),
+        ("zeta", "kill", "B"),
+        ("mid", "kill", "B"),
+    ]
+    assert "source A reachable: kill run" in dry["items"][0]["why"]
+    assert w.client.get("/v1/failovers").json()["data"] == []  # a dry run stores nothing
+
+    wrong = w.client.post(
+        "/v1/failovers", json={"source": "A", "selector": selector, "expected_plan": "00ff"}
+    )
+    assert wrong.status_code == 409 and wrong.json()["plan_digest"] == dry["plan_digest"]
+    run = failover(w, selector=selector, reason="AZ a drill", expected_plan=dry["plan_digest"])
+    assert run["plan_digest"] == dry["plan_digest"] and run["state"] == "PENDING"
+    assert [(i["job"], i["action"]) for i in run["items"]] == [
+        (i["job"], i["action"]) for i in dry["items"]
+    ]
+
+    claim = Claim(GROUP, Fence("n1", 1), 0, 1)
+    done = drive(w, executor(w), claim, run["id"])
+    assert done["state"] == "SUCCEEDED", done
+    assert done["executor"] == "n1" and done["counts"] == {"DONE": 3}
+    for item in done["items"]:
+        steps = [h["step"] for h in item["history"]]
+        assert steps[:2] == ["PENDING", "DRAINING"] and steps[-1] == "DONE", steps
+        assert "CHECKPOINT" in steps and "SWITCHING" in steps and "STARTING" in steps
+    by_job = {i["job"]: i for i in done["items"]}
+    assert by_job["alpha"]["resume_batch"] == 7 and by_job["zeta"]["resume_batch"] == 4
+    assert by_job["mid"]["resume_batch"] is None  # no checkpoint on A: afresh
+    copied = w.root / "B" / "alpha" / "checkpoint" / "commits" / "6"
+    assert copied.read_text() == "commits 6\n"
+    assert by_job["alpha"]["checkpoint_to"] == (w.root / "B" / "alpha" / "checkpoint").as_uri()
+
+    for name in ("alpha", "zeta", "mid"):
+        job = w.job(name)
+        assert job["cluster"] == "B" and job["state"] == "RUNNING" and job["directive"] is None
+        runs = w.runs(name)
+        assert [r["cluster"] for r in runs].count("B") == 1  # submitted once on B
+        assert {r["cluster"]: r["state"] for r in runs} == {"A": "KILLED", "B": "RUNNING"}
+        assert not w.a.live(name) and len(w.b.live(name)) == 1
+    assert w.job("low1")["cluster"] == "A" and len(w.a.live("low1")) == 1  # not selected
+    events = [e["message"] for e in w.client.get("/v1/jobs/alpha/events").json()["data"]]
+    assert any(m.startswith(f"failover {run['id']}: drain run") for m in events)
+    audit = w.client.get("/v1/audit", params={"target_kind": "operation"}).json()["data"]
+    assert [a["action"] for a in audit] == ["failover.finish", "failover.start", "failover.create"]
+
+    # fail back: the default target of a job on its failover cluster is the primary
+    back = failover(w, selector={"jobs": ["alpha"]}, dry_run=True)
+    assert back["source"] == "A" and back["items"] == []
+    back = w.client.post(
+        "/v1/failovers", json={"source": "B", "selector": {"jobs": ["alpha"]}, "dry_run": True}
+    ).json()
+    assert [(i["job"], i["target_cluster"]) for i in back["items"]] == [("alpha", "A")]
+
+
+def test_unreachable_source_fences_self_fencing_runs_and_refuses_the_others(
+    world: World,
+) -> None:
+    w = world
+    create_jobs(w, {"fenced": "high", "plain": "high", "forced": "high"})
+    self_fencing(w, "fenced")
+    old = {n: w.job(n)["current_run"] for n in ("fenced", "plain", "forced")}
+    w.checkpoint("A", "fenced", 3)
+    w.a.unreachable = True
+    w.reachable["A"] = False
+    selector = {"priorities": ["high"]}
+    refused = failover(w, selector=selector, dry_run=True)
+    assert [i["action"] for i in refused["items"]] == ["refuse"] * 3
+    assert "unreachable but NORMAL: refused" in refused["items"][0]["why"]
+
+    response = w.client.post("/v1/clusters/A/mark-abnormal", json={"reason": "AZ a unreachable"})
+    assert response.status_code == 200, response.text
+    force = {"jobs": ["forced"], "acknowledgement": "AZ a is powered off"}
+    plan = failover(w, selector=selector, force=force, dry_run=True)
+    assert [(i["job"], i["action"], i["forced"]) for i in plan["items"]] == [
+        ("fenced", "fence", False),
+        ("forced", "fence", True),
+        ("plain", "refuse", False),
+    ]
+    assert "will fence run" in plan["items"][0]["why"]
+    assert (
+        "not known to be self-fencing yet and source A unreachable: refused unless forced"
+        in (plan["items"][2]["why"])
+    )
+    op = failover(w, selector=selector, force=force, expected_plan=plan["plan_digest"])
+
+    claim = Claim(GROUP, Fence("n1", 1), 0, 1)
+    ex = executor(w)
+    for _ in range(6):  # the owner fences "fenced"; its driver has not checked since
+        ex.round({GROUP: claim})
+        w.tick()
+    status = w.client.get(f"/v1/failovers/{op['id']}").json()
+    steps = {i["job"]: i["step"] for i in status["items"]}
+    assert steps["fenced"] == "FENCING" and steps["plain"] == "REFUSED"
+    fenced_run = w.runs("fenced")[0]
+    assert fenced_run["state"] == "LOST" and fenced_run["fenced_at"] is not None
+    waiting = next(i for i in status["items"] if i["job"] == "fenced")["waiting"]
+    assert "stops at its next fence check" in waiting
+    assert w.b.live("fenced") == []  # nothing on B before the stale driver is told
+
+    # the stale driver on A asks its fence with its own token: "superseded", noted on the run
+    answer = w.client.get(
+        "/v1/jobs/fenced/fence",
+        headers={"X-Drover-Fencing-Token": w.token(old["fenced"]["id"])},
+    )
+    assert answer.status_code == 200 and answer.json()["fencing_token"] is None
+    assert w.runs("fenced")[0]["fence_superseded_at"] is not None
+
+    done = drive(w, ex, claim, op["id"])
+    assert done["state"] == "FAILED"  # "plain" was refused
+    by_job = {i["job"]: i for i in done["items"]}
+    assert by_job["fenced"]["step"] == "DONE" and by_job["forced"]["step"] == "DONE"
+    assert by_job["fenced"]["resume_batch"] == 3
+    notes = " ".join(h["note"] for h in by_job["fenced"]["history"])
+    assert "answered 'superseded'" in notes
+    assert "forced by the operator" in " ".join(h["note"] for h in by_job["forced"]["history"])
+    for name in ("fenced", "forced"):
+        assert w.job(name)["cluster"] == "B" and w.job(name)["state"] == "RUNNING"
+        assert [r["cluster"] for r in w.runs(name)].count("B") == 1
+    assert w.job("plain")["cluster"] == "A" and w.job("plain")["directive"] is None
+    # the fenced applications are still on A as far as the fake knows (A was cut off):
+    # only their own fence checks stop them
+    assert len(w.a.live("plain")) == 1
+
+
+def test_a_newer_executor_takes_over_and_the_old_one_changes_nothing(world: World) -> None:
+    w = world
+    names = {f"job{i}": "high" for i in range(4)}
+    create_jobs(w, names)
+    op = failover(w, selector={"all": True}, parallelism=4)
+    old_claim = Claim(GROUP, Fence("n1", 1), 0, 1)
+    old = executor(w, "n1")
+    old.round({GROUP: old_claim})  # n1 claims it and writes the drain directives
+    status = w.client.get(f"/v1/failovers/{op['id']}").json()
+    assert status["executor"] == "n1" and status["state"] == "RUNNING"
+    assert {i["step"] for i in status["items"]} == {"DRAINING"}
+
+    # n1 "dies"; membership moves to epoch 2, where n2 holds the slot
+    new_claim = Claim(GROUP, Fence("n2", 2), 0, 1)
+    with w.store.transaction() as s:
+        assert not ops_store.claim_operation(s, op["id"], Fence("n0", 0))  # older: refused
+    new = executor(w, "n2")
+    w.reconciler("n2", 2).tick()  # n2's reconciler claims the jobs under epoch 2
+    w.reconcilers["n1/1"] = w.reconciler("n2", 2)
+    new.round({GROUP: new_claim})
+    assert w.client.get(f"/v1/failovers/{op['id']}").json()["executor"] == "n2"
+
+    # n1 comes back with its stale view: every write it tries is refused, nothing changes
+    with w.store.session() as s:
+        current = ops_store.get_operation(s, op["id"])
+    before = w.client.get(f"/v1/failovers/{op['id']}").json()
+    assert old.execute(current, old_claim) == 0  # it cannot claim it back
+    with pytest.raises(NotOwner):  # nor act on its old view of it
+        old.execute(replace(current, executor="n1", executor_epoch=1), old_claim)
+    with w.store.transaction() as s:
+        assert not ops_store.claim_operation(s, op["id"], Fence("n1", 1))
+    assert w.client.get(f"/v1/failovers/{op['id']}").json() == before
+
+    done = drive(w, new, new_claim, op["id"])
+    assert done["state"] == "SUCCEEDED" and done["executor"] == "n2"
+    for name in names:
+        assert [r["cluster"] for r in w.runs(name)].count("B") == 1
+    # one application per job on B: no item was submitted twice
+    assert sorted(a.app_name.split(":")[1] for a in w.b.live()) == sorted(names)
+
+
+def test_cancel_stops_new_items_and_leaves_drained_jobs_where_they_are(world: World) -> None:
+    w = world
+    create_jobs(w, {"c1": "high", "c2": "high", "c3": "high"})
+    w.a.kills_confirm = False  # kills are confirmed only when the test says so
+    op = failover(w, selector={"all": True}, parallelism=1)
+    claim = Claim(GROUP, Fence("n1", 1), 0, 1)
+    ex = executor(w)
+    ex.round({GROUP: claim})
+    w.tick()
+    status = w.client.get(f"/v1/failovers/{op['id']}").json()
+    assert [i["step"] for i in status["items"]] == ["DRAINING", "PENDING", "PENDING"]
+    cancelled = w.client.post(f"/v1/failovers/{op['id']}/cancel")
+    assert cancelled.status_code == 200 and cancelled.json()["cancel_requested_by"]
+    ex.round({GROUP: claim})
+    status = w.client.get(f"/v1/failovers/{op['id']}").json()
+    assert [i["step"] for i in status["items"]] == ["DRAINING", "CANCELLED", "CANCELLED"]
+    w.a.confirm_kills()
+    done = drive(w, ex, claim, op["id"])
+    assert done["state"] == "CANCELLED"
+    assert [i["step"] for i in done["items"]] == ["CANCELLED"] * 3
+    for _ in range(3):
+        w.tick()
+    for name in ("c1", "c2", "c3"):
+        job = w.job(name)
+        assert job["cluster"] == "A" and job["directive"] is None and job["state"] == "RUNNING"
+    assert w.b.live() == []
+    assert w.client.post(f"/v1/failovers/{op['id']}/cancel").status_code == 409
+
+
+def test_an_operation_nobody_started_is_cancelled_at_once(world: World) -> None:
+    w = world
+    create_jobs(w, {"p1": "high"})
+    op = failover(w, selector={"all": True})
+    cancelled = w.client.post(f"/v1/failovers/{op['id']}/cancel").json()
+    assert cancelled["state"] == "CANCELLED"
+    assert [i["step"] for i in cancelled["items"]] == ["CANCELLED"]
+    executor(w).round({GROUP: Claim(GROUP, Fence("n1", 1), 0, 1)})
+    assert w.job("p1")["directive"] is None
+
+
+def test_automatic_failover_once_per_incident(world: World) -> None:
+    w = world
+    create_jobs(w, {"auto-high": "high", "auto-low": "low"})
+    put = w.client.put(
+        f"/v1/groups/{GROUP}/auto-failover",
+        json={"enabled": True, "after_seconds": 0, "min_priority": "high"},
+    )
+    assert put.status_code == 200 and put.json()["version"] == 1, put.text
+    claim = Claim(GROUP, Fence("n1", 1), 0, 1)
+    ex = executor(w)
+    ex.round({GROUP: claim})
+    assert w.client.get("/v1/failovers").json()["data"] == []  # A is NORMAL
+
+    policy = HealthPolicy(vote_freshness=30, threshold_count=100, threshold_window=60)
+    now = utcnow()
+    votes = [Vote("n1", now, False, 0.1, "refused")]
+    assessment = assess(ClusterHealth.NORMAL, votes, {"n1"}, now=now, policy=policy)
+    decision = Decision(ClusterHealth.NORMAL, assessment.state, assessment)
+    with w.store.transaction() as s:
+        health_store.record_decision(s, "A", decision, node_id="n1", now=now)
+    w.a.unreachable = True
+    for _ in range(3):
+        ex.round({GROUP: claim})
+    page = w.client.get("/v1/failovers").json()["data"]
+    assert len(page) == 1, page  # once per incident
+    op = w.client.get(f"/v1/failovers/{page[0]['id']}").json()
+    assert op["created_by"] == "drover:auto-failover" and op["incident"].startswith("auto:g:A:")
+    assert [(i["job"], i["action"]) for i in op["items"]] == [("auto-high", "refuse")]
+    assert "not known to be self-fencing yet" in op["items"][0]["why"]
+
+
+def test_superseded_check_is_noted_only_for_runs_that_are_not_current(world: World) -> None:
+    w = world
+    create_jobs(w, {"f1": "high"})
+    token = w.token(w.job("f1")["current_run"]["id"])
+    ok = w.client.get("/v1/jobs/f1/fence", headers={"X-Drover-Fencing-Token": token})
+    assert ok.json()["fencing_token"] == token
+    with w.store.session() as s:
+        run = s.query(Run).one()
+        assert run.fence_superseded_at is None and run.state == RunState.RUNNING.value

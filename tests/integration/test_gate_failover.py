@@ -1,0 +1,257 @@
+"""Acceptance 1 of issue 11, its third point: a failover onto a capped simulated cluster
+(``harness/simcluster.py``) never has more submissions in flight there than the cluster's
+``max_concurrent_submissions`` -- in the simulator's own record of every driver (created,
+application running) -- and the jobs the gate holds back meanwhile show QUEUED with a position
+and the reason (SQLite: the caps are counted by one node here).
+
+- 1,000 jobs: the failover's resubmission burst. Every job gets the executor's own switch write
+  (``switch_cluster`` with a RUN directive of a real operation's item: what the executor writes
+  once a job's run on the source is closed), at once, and one node submits them all on B. The
+  executor's drain of 1,000 jobs (a directive and a confirmed kill per job) takes minutes on
+  this shared machine, so the whole path runs in the second test, with fewer jobs;
+- 120 jobs: the whole failover through the real executor (drain, kill, switch, start on B)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+
+from api.app import create_app
+from api.deps import NodeContext
+from api.routes import failovers as failover_routes
+from harness.simcluster import SimCluster
+from scheduler import catalog
+from scheduler.backends.base import ClusterBackend
+from scheduler.backends.registry import BackendRegistry
+from scheduler.config import Settings
+from scheduler.directive import Directive, Phase
+from scheduler.operations import failover as fo
+from scheduler.operations.executor import Executor
+from scheduler.operations.model import OperationKind
+from scheduler.ownership import Claim, Fence
+from scheduler.reconciler import Reconciler
+from scheduler.records import ClusterRecord
+from scheduler.states import Priority
+from scheduler.store import catalog as catalog_store
+from scheduler.store import jobs as jobs_store
+from scheduler.store import operations as ops_store
+from scheduler.store.db import Store
+from scheduler.store.models import Job, utcnow
+from tests.integration.test_submission_gate import (
+    DEADLINE,
+    add_sim_cluster,
+    create_jobs,
+    reconciler,
+    sqlite_store,  # noqa: F401 - the fixture
+    tick_until,
+)
+from tests.support.auth import admin_token, auth_headers
+from tests.support.fakes import FakeBackend
+
+pytestmark = pytest.mark.integration
+
+
+class MixedBackends:
+    """Cluster A: in memory (the source: its jobs start at once); B: the simulated cluster."""
+
+    def __init__(self, a: FakeBackend, registry: BackendRegistry) -> None:
+        self.a = a
+        self.registry = registry
+
+    def for_cluster(self, cluster: ClusterRecord) -> ClusterBackend:
+        return self.a if cluster.name == "A" else self.registry.for_cluster(cluster)
+
+
+def make_clusters(store: Store, sim: SimCluster, root: Path, cap: int) -> None:
+    with store.transaction() as s:
+        catalog_store.create_cluster(
+            s,
+            "A",
+            catalog.ClusterSpec(
+                kind="standalone",
+                storage_root=(root / "A").as_uri(),
+                master_url="spark://a.invalid:7077",
+                rest_url="http://a.invalid:6066",
+                ui_url="http://a.invalid:8080",
+            ),
+        )
+    add_sim_cluster(store, "B", sim, root, max_concurrent_submissions=cap)
+    with store.transaction() as s:
+        catalog_store.create_group(s, "g", primary_cluster="A", failover_cluster="B")
+
+
+def create_fleet(store: Store, n_jobs: int) -> list[str]:
+    """Three businesses, three priorities."""
+    names = [f"job-{i:04d}" for i in range(n_jobs)]
+    third = n_jobs // 3
+    create_jobs(store, names[:third], "g", "pay", Priority.HIGH)
+    create_jobs(store, names[third : 2 * third], "g", "ads")
+    create_jobs(store, names[2 * third :], "g", "search", Priority.LOW)
+    return names
+
+
+def peak_in_flight(drivers: list[dict[str, Any]]) -> int:
+    """The most drivers of the simulator's record at once between their creation and their
+    application running (or their end)."""
+    now = time.monotonic()
+    steps: list[tuple[float, int]] = []
+    for d in drivers:
+        end = d["running_at"] if d["running_at"] is not None else (d["ended_at"] or now)
+        steps += [(d["created"], 1), (end, -1)]
+    in_flight = peak = 0
+    for _, step in sorted(steps):
+        in_flight += step
+        peak = max(peak, in_flight)
+    return peak
+
+
+def queued_jobs(client: TestClient) -> list[dict[str, Any]]:
+    page = client.get("/v1/jobs", params={"state": "QUEUED", "limit": 5}).json()
+    return [j for j in page["data"] if j.get("queue")]
+
+
+def jobs_on(store: Store, cluster: str, state: str) -> int:
+    with store.session() as s:
+        rows = s.execute(select(Job.state, Job.cluster_name)).all()
+    return sum(1 for st, c in rows if st == state and c == cluster)
+
+
+def test_a_thousand_job_failovers_resubmissions_respect_the_target_clusters_cap(
+    sqlite_store: Store,  # noqa: F811 - the fixture
+    settings: Settings,
+    tmp_path: Path,
+) -> None:
+    store = sqlite_store
+    cap, n_jobs = 100, 1000
+    sim = SimCluster(app_start_delay=0.1).start()
+    node: Reconciler | None = None
+    try:
+        make_clusters(store, sim, tmp_path, cap)
+        names = create_fleet(store, n_jobs)
+        with store.transaction() as s:
+            jobs = [jobs_store.get_job(s, name) for name in names]
+            op = ops_store.create_operation(
+                s,
+                kind=OperationKind.FAILOVER,
+                home_group="g",
+                source_cluster="A",
+                target_cluster="B",
+                selector={"all": True},
+                options={},
+                reason="AZ a lost",
+                created_by="test",
+                plan_digest="00",
+                items=[
+                    ops_store.NewItem(j.id, j.name, "fence", "planned", "STARTING", "A", "B")
+                    for j in jobs
+                ],
+            )
+            now = utcnow()
+            for job, item in zip(jobs, op.items, strict=True):
+                directive = Directive(op.id, item.id, Phase.RUN, "A", "B")
+                ops_store.switch_cluster(
+                    s, job, "B", directive, reason="failover: switched to B", now=now, node_id="x"
+                )
+        node = reconciler(store, BackendRegistry(settings), "g", "n1")
+        client = TestClient(
+            create_app(NodeContext(settings, store)),
+            base_url="http://127.0.0.1",
+            headers=auth_headers(admin_token(store)),
+        )
+        seen: list[dict[str, Any]] = []
+
+        def done() -> bool:
+            if not seen:
+                seen.extend(queued_jobs(client))
+            return jobs_on(store, "B", "RUNNING") == n_jobs
+
+        started = time.monotonic()
+        tick_until([node], done, "1,000 jobs RUNNING on B", deadline=120.0)
+        print(f"\n1,000 resubmissions on B in {time.monotonic() - started:.1f} s")
+    finally:
+        if node is not None:
+            node.close()
+        drivers = sim.drivers()
+        sim.stop()
+    assert len(drivers) == n_jobs  # one submission per job
+    peak = peak_in_flight(drivers)
+    print(f"peak submissions in flight on B: {peak} (cap {cap})")
+    assert cap // 2 <= peak <= cap  # the cap held, and it was what paced the burst
+    assert seen, "no job was seen waiting at the gate"
+    queue = seen[0]["queue"]
+    assert queue["position"] >= 1 and queue["kind"] == "cluster"
+    assert f"max_concurrent_submissions {cap}" in queue["reason"]
+    # priority within each business: the high ones (pay) were not behind the low ones (search)
+    first = {d["tag"].split(":")[1]: d["created"] for d in drivers}
+    pay = sorted(first[n] for n in names[: n_jobs // 3])
+    search = sorted(first[n] for n in names[2 * (n_jobs // 3) :])
+    assert pay[len(pay) // 2] <= search[-1]
+
+
+def test_a_failover_through_the_executor_respects_the_target_clusters_cap(
+    sqlite_store: Store,  # noqa: F811 - the fixture
+    settings: Settings,
+    tmp_path: Path,
+) -> None:
+    store = sqlite_store
+    cap, n_jobs = 10, 120
+    sim = SimCluster(app_start_delay=0.1).start()
+    original = failover_routes.reachable
+    failover_routes.reachable = lambda _settings, _cluster: True
+    node: Reconciler | None = None
+    try:
+        make_clusters(store, sim, tmp_path, cap)
+        create_fleet(store, n_jobs)
+        a = FakeBackend(start_running=True)
+        node = reconciler(store, MixedBackends(a, BackendRegistry(settings)), "g", "n1")
+        tick_until([node], lambda: jobs_on(store, "A", "RUNNING") == n_jobs, "jobs on A")
+
+        client = TestClient(
+            create_app(NodeContext(settings, store)),
+            base_url="http://127.0.0.1",
+            headers=auth_headers(admin_token(store)),
+        )
+        started = client.post(
+            "/v1/failovers",
+            json={"source": "A", "target": "B", "selector": {"all": True}, "parallelism": 1000},
+        )
+        assert started.status_code in (200, 201), started.text
+        operation = started.json()["id"]
+        assert len(started.json()["items"]) == n_jobs
+        executor = Executor(
+            store,
+            node_id="n1",
+            timing=fo.Timing(
+                fence_exit_grace=0, drain_timeout=60, start_timeout=120, retry_after=0
+            ),
+            parallelism=1000,
+        )
+        claim = Claim("g", Fence("n1", 1), 0, 1)
+        seen: list[dict[str, Any]] = []
+        deadline = time.monotonic() + DEADLINE
+        while True:
+            executor.round({"g": claim})
+            node.tick()
+            state = client.get(f"/v1/failovers/{operation}").json()["state"]
+            if state in ("SUCCEEDED", "FAILED", "CANCELLED"):
+                break
+            if not seen:
+                seen = queued_jobs(client)
+            assert time.monotonic() < deadline, f"the failover did not end: {state}"
+        assert state == "SUCCEEDED", client.get(f"/v1/failovers/{operation}").json()["counts"]
+    finally:
+        failover_routes.reachable = original
+        if node is not None:
+            node.close()
+        drivers = sim.drivers()
+        sim.stop()
+    assert len(drivers) == n_jobs  # one submission per job on B
+    peak = peak_in_flight(drivers)
+    print(f"\npeak submissions in flight on B: {peak} (cap {cap})")
+    assert cap // 2 <= peak <= cap
+    assert seen and "max_concurrent_submissions 10" in seen[0]["queue"]["reason"]
