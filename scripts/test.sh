@@ -77,7 +77,7 @@ run_pytest() {
     # shellcheck source=/dev/null
     . var/services/env
     set +a
-    .venv/bin/pytest -q -ra --durations=15 "$@"
+    .venv/bin/pytest -q -ra --tb=short --durations=25 "$@"
 }
 
 T0=$EPOCHREALTIME
