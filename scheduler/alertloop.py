@@ -29,6 +29,7 @@ from typing import Any
 
 import httpx
 
+from scheduler.actors.hosted import HostedLoop
 from scheduler.alerting import (
     MAX_ATTEMPTS,
     AlertKind,
@@ -60,7 +61,11 @@ SEND_TIMEOUT = 10.0
 FAILED_LOOKBACK = 120.0
 
 
-class AlertLoop:
+class AlertLoop(HostedLoop):
+    """Raises, resolves and sends this node's alerts (hosted by the supervisor)."""
+
+    kind = "alert"
+
     def __init__(
         self,
         store: Store,
@@ -71,46 +76,24 @@ class AlertLoop:
         clock: Callable[[], datetime] = utcnow,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
+        super().__init__(interval, log)
         self._store = store
         self._node_id = node_id
-        self._interval = interval
         self._metrics = metrics
         self._clock = clock
         self._client = httpx.Client(
             timeout=SEND_TIMEOUT, trust_env=False, follow_redirects=False, transport=transport
         )
         self._pool = ThreadPoolExecutor(4, thread_name_prefix="alert-send")
-        self._task: asyncio.Task[None] | None = None
-        self._stopping = False
-        self.rounds = 0
-        self.last_round: dict[str, Any] = {}
 
     # -- the hosted loop ---------------------------------------------------------------------
 
-    async def ensure(self, groups: list[str]) -> dict[str, Any]:
-        if not self._stopping and (self._task is None or self._task.done()):
-            self._task = asyncio.get_running_loop().create_task(self._loop())
-        return await self.status()
+    async def _round(self) -> dict[str, Any]:
+        return await asyncio.to_thread(self.round)
 
-    async def status(self) -> dict[str, Any]:
-        return {"alive": True, "rounds": self.rounds, "last_round": dict(self.last_round)}
-
-    async def drain(self) -> None:
-        self._stopping = True
-        if self._task is not None:
-            self._task.cancel()
+    async def _close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._client.close()
-
-    async def _loop(self) -> None:
-        while not self._stopping:
-            started = time.monotonic()
-            try:
-                self.last_round = await asyncio.to_thread(self.round)
-                self.rounds += 1
-            except Exception:  # the loop never dies
-                log.exception("alert round failed")
-            await asyncio.sleep(max(0.0, self._interval - (time.monotonic() - started)))
 
     # -- one round (blocking: runs in a worker thread) ---------------------------------------------
 
