@@ -57,8 +57,7 @@ from scheduler.records import JobRecord, JobSpec
 from scheduler.states import Command, DesiredState, JobState, Priority, command_effect
 from scheduler.store import catalog as catalog_store
 from scheduler.store import jobs as jobs_store
-from scheduler.store import journal
-from scheduler.store import quotas as quotas_store
+from scheduler.store import journal, reads
 from scheduler.store.db import Store
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
@@ -360,10 +359,10 @@ def list_jobs(
     )
     window = paging.window(order, cursor, limit, filters, jobs_store.JOB_SORT_KINDS[order.field])
     with store.session() as session:
-        jobs, next_key = jobs_store.page_jobs(session, selector, window)
+        jobs, next_key = reads.page_jobs(session, selector, window)
         total = jobs_store.count_jobs(session, selector) if count else None
         queued = [j.id for j in jobs if j.state == JobState.QUEUED]
-        queue = quotas_store.queue_of(session, queued) if queued else {}
+        queue = reads.queue_of(session, queued) if queued else {}
     next_cursor, next_url = paging.links(request, response, order, next_key, filters)
     page = JobPage(
         data=[JobPublic.of(j, queue=queue.get(j.id)) for j in jobs],
@@ -389,10 +388,13 @@ def list_jobs(
 )
 def get_job(name: NamePath, ctx: ContextDep, store: StoreDep, response: Response) -> Response:
     with store.session() as session:
-        job = jobs_store.get_job(session, _name(name))
+        found = reads.job(session, _name(name))
+        if found is None:
+            raise NotFound(f"no job named {name!r}")
+        job = found
         replication = load_view(session, job, ctx.settings)
         queued = job.state == JobState.QUEUED
-        queue = quotas_store.queue_of(session, [job.id]).get(job.id) if queued else None
+        queue = reads.queue_of(session, [job.id]).get(job.id) if queued else None
     _etag(response, job)
     return json_answer(JobPublic.of(job, replication, queue), response)
 

@@ -16,6 +16,7 @@ from api.paging import CountQuery, CursorQuery, Page, PageLimitQuery
 from api.problems import problem_responses
 from api.schemas import Label, Name, ReplicationPublic
 from scheduler.config import Settings
+from scheduler.errors import NotFound
 from scheduler.names import validate_name
 from scheduler.paging import Sort
 from scheduler.records import ClusterRecord, GroupRecord, JobRecord
@@ -23,6 +24,7 @@ from scheduler.replicas import ReplicaRecord, ReplicaState, replica_target
 from scheduler.replication import stale_after
 from scheduler.store import catalog as catalog_store
 from scheduler.store import jobs as jobs_store
+from scheduler.store import reads
 from scheduler.store import replicas as replicas_store
 from scheduler.store.models import utcnow
 
@@ -57,9 +59,11 @@ def replication_view(
 
 def load_view(session: Session, job: JobRecord, settings: Settings) -> ReplicationPublic:
     """:func:`replication_view` of ``job``, read in ``session``."""
-    replica = replicas_store.replicas_of(session, [job]).get(job.name)  # job.id known: 1 query
-    group = catalog_store.get_group(session, job.group)
-    clusters = {c.name: c for c in catalog_store.list_clusters(session)}
+    replica = reads.replica_of(session, job)
+    group = reads.group(session, job.group)
+    if group is None:
+        raise NotFound(f"no group named {job.group!r}")
+    clusters = {c.name: c for c in reads.clusters(session)}
     return replication_view(job, replica, group, clusters, settings)
 
 

@@ -33,6 +33,7 @@ from api.security.authz import Authorizer
 from scheduler.errors import Forbidden, InvalidInput, NotFound, Unauthenticated
 from scheduler.identity import ANONYMOUS, Action, Principal
 from scheduler.names import name_problem
+from scheduler.store import reads
 
 
 class Target(enum.Enum):
@@ -246,15 +247,11 @@ async def _json_body(request: Request) -> dict[str, Any]:
 
 
 def _team_of_job(store: Any, name: str) -> str:
-    from scheduler.store.models import Job
-
     problem = name_problem(name)
     if problem is not None:
         raise InvalidInput(f"job name {problem}")
     with store.session() as session:
-        from sqlalchemy import select
-
-        team = session.scalar(select(Job.team).where(Job.name == name))
+        team = reads.team_of_job(session, name)
     if team is None:
         raise NotFound(f"no job named {name!r}", job=name)
     return str(team)

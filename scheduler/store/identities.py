@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import delete, select
+from sqlalchemy import bindparam, delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -299,27 +299,31 @@ def identities_of_teams(session: Session, teams: frozenset[str]) -> frozenset[st
     )
 
 
+_TOKEN = (
+    select(
+        ApiToken.__table__.c.id,
+        ApiToken.__table__.c.revoked_at,
+        ApiToken.__table__.c.expires_at,
+        ApiToken.__table__.c.scopes,
+        Identity.__table__.c.name,
+        Identity.__table__.c.kind,
+        Identity.__table__.c.disabled,
+        RoleBinding.__table__.c.team,
+        RoleBinding.__table__.c.role,
+    )
+    .join(Identity.__table__, Identity.__table__.c.name == ApiToken.__table__.c.identity)
+    .outerjoin(RoleBinding.__table__, RoleBinding.__table__.c.identity == Identity.__table__.c.name)
+    .where(ApiToken.__table__.c.digest == bindparam("digest"))
+)
+
+
 def authenticate_token(session: Session, secret: str, now: datetime) -> Credential | None:
     """The credential a token secret proves, or None (unknown, revoked, expired, disabled).
 
     One statement (the token, its identity and the identity's role bindings joined): every
     authenticated API request runs it."""
-    rows = session.execute(
-        select(
-            ApiToken.id,
-            ApiToken.revoked_at,
-            ApiToken.expires_at,
-            ApiToken.scopes,
-            Identity.name,
-            Identity.kind,
-            Identity.disabled,
-            RoleBinding.team,
-            RoleBinding.role,
-        )
-        .join(Identity, Identity.name == ApiToken.identity)
-        .outerjoin(RoleBinding, RoleBinding.identity == Identity.name)
-        .where(ApiToken.digest == token_digest(secret))
-    ).all()
+    # built once (``_TOKEN``), run on the session's connection: no ORM objects, nothing to flush
+    rows = session.connection().execute(_TOKEN, {"digest": token_digest(secret)}).all()
     if not rows:  # unknown token, or its identity is gone
         return None
     first = rows[0]

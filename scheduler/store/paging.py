@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from sqlalchemy import ColumnElement, Select, and_, func, or_, select
+from sqlalchemy import ColumnElement, Connection, Select, and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from scheduler.paging import KeyPart, Window
@@ -39,14 +39,19 @@ def read_page(
     key_of: Callable[[Any], tuple[KeyPart, ...]],
     *,
     scalars: bool = True,
+    connection: Connection | None = None,
 ) -> tuple[list[Any], tuple[KeyPart, ...] | None]:
     """One page of ``query``'s rows (ORM entities when it selects one and ``scalars``; result
-    rows otherwise) and the key after which the next page starts (None on the last page)."""
+    rows otherwise) and the key after which the next page starts (None on the last page).
+    ``connection``: run a Core ``query`` there, outside the ORM (plain rows, no autoflush)."""
     if window.after is not None:
         query = query.where(after_key(columns, window.after, window.sort.descending))
     order = [c.desc() if window.sort.descending else c.asc() for c in columns]
     ordered = query.order_by(*order).limit(window.limit + 1)
-    rows = list(session.scalars(ordered) if scalars else session.execute(ordered))
+    if connection is not None:
+        rows: list[Any] = list(connection.execute(ordered))
+    else:
+        rows = list(session.scalars(ordered) if scalars else session.execute(ordered))
     if len(rows) > window.limit:
         rows = rows[: window.limit]
         return rows, key_of(rows[-1])

@@ -1,0 +1,173 @@
+"""The API's Core reads (``scheduler.store.reads``) answer exactly what the ORM reads they
+replace answer, on SQLite and on MariaDB: jobs with and without a current run, progress, a
+directive and labels; pages in every sort, after a cursor, filtered; queue rows; a job's
+replica, group and clusters; and a token's credential."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from scheduler.config import Settings
+from scheduler.identity import Role
+from scheduler.paging import Sort, Window
+from scheduler.records import JobSpec
+from scheduler.states import DesiredState, JobState
+from scheduler.store import catalog as catalog_store
+from scheduler.store import identities, reads
+from scheduler.store import jobs as jobs_store
+from scheduler.store import quotas as quotas_store
+from scheduler.store import replicas as replicas_store
+from scheduler.store.db import Store
+from scheduler.store.models import CheckpointReplica, Job, QueueEntry, Run, utcnow
+from scheduler.store.models_observe import RunProgress
+from tests.support.auth import member_token
+
+pytestmark = pytest.mark.integration
+
+
+def _seed(store: Store) -> None:
+    now = utcnow()
+    with store.transaction() as session:
+        for i in range(12):
+            spec = JobSpec(
+                name=f"job-{i:02d}",
+                entrypoint="/opt/pipelines/p.py",
+                team="ads" if i % 2 else "web",
+                labels={"env": "prod"} if i % 3 == 0 else {},
+                args=("--n", str(i)),
+                conf={"spark.executor.cores": "1"},
+                desired_state=DesiredState.RUNNING if i < 6 else DesiredState.STOPPED,
+            )
+            jobs_store.create_job(session, spec, cause="test", node_id="n")
+    with store.transaction() as session:
+        for i in (1, 2, 3):
+            job = session.query(Job).filter(Job.name == f"job-{i:02d}").one()
+            run = Run(
+                job_id=job.id,
+                attempt=1,
+                cluster_name="local",
+                node_id="n",
+                fencing_token=f"token-{i}",
+                app_name="",
+                state="RUNNING",
+                started_at=now,
+                drain_deadline=now + timedelta(seconds=30) if i == 3 else None,
+            )
+            session.add(run)
+            session.flush()
+            job.current_run_id, job.state, job.cluster_name = run.id, "RUNNING", "local"
+            job.updated_at = now + timedelta(seconds=i)
+            if i != 3:  # a run that never reported
+                session.add(
+                    RunProgress(
+                        run_id=run.id,
+                        job_id=job.id,
+                        batch_id=7 * i,
+                        rows=100,
+                        input_rate=1.5,
+                        processing_rate=2.5,
+                        declared_at=now,
+                        reported_at=now,
+                        heartbeat_at=now,
+                        reports=3,
+                    )
+                )
+        job = session.query(Job).filter(Job.name == "job-04").one()
+        job.directive = {
+            "operation": 5,
+            "item": 6,
+            "phase": "drain",
+            "source": "local",
+            "target": "local",
+        }
+        queued = session.query(Job).filter(Job.name == "job-05").one()
+        session.add(QueueEntry(job_id=queued.id, position=2, kind="rate", reason="bucket empty"))
+        session.add(
+            CheckpointReplica(
+                job_id=queued.id,
+                state="CURRENT",
+                source_cluster="local",
+                source_location="file:///a",
+                target_cluster="local",
+                location="file:///b",
+                lag_batches=0,
+                updated_at=now,
+            )
+        )
+
+
+@pytest.fixture
+def seeded(store: Store) -> Store:
+    _seed(store)
+    return store
+
+
+def test_a_job_reads_the_same(seeded: Store) -> None:
+    with seeded.session() as session:
+        names = [j.name for j in jobs_store.page_jobs(session)[0]]
+        assert len(names) == 12
+        for name in names:
+            assert reads.job(session, name) == jobs_store.get_job(session, name)
+            assert reads.team_of_job(session, name) == jobs_store.get_job(session, name).team
+        assert reads.job(session, "nope") is None
+        assert reads.team_of_job(session, "nope") is None
+        running = reads.job(session, "job-01")
+        assert running is not None and running.current_run is not None
+        assert running.progress is not None and running.progress.batch_id == 7
+        directed = reads.job(session, "job-04")
+        assert directed is not None and directed.directive is not None
+
+
+@pytest.mark.parametrize("sort", ["name", "-name", "state", "-state", "updated_at", "-updated_at"])
+def test_pages_read_the_same(seeded: Store, sort: str) -> None:
+    order = Sort.parse(sort, tuple(jobs_store.JOB_SORTS))
+    selectors = [
+        jobs_store.JobFilter(),
+        jobs_store.JobFilter(teams=frozenset({"ads"})),
+        jobs_store.JobFilter(state=JobState.RUNNING),
+    ]
+    with seeded.session() as session:
+        for selector in selectors:
+            after = None
+            pages = 0
+            while True:
+                window = Window(order, after, 5)
+                mine = reads.page_jobs(session, selector, window)
+                theirs = jobs_store.page_jobs(session, selector, window)
+                assert mine == theirs
+                pages += 1
+                after = mine[1]
+                if after is None:
+                    break
+            assert pages >= 1
+
+
+def test_queue_replica_group_and_clusters_read_the_same(seeded: Store, settings: Settings) -> None:
+    with seeded.session() as session:
+        records = jobs_store.page_jobs(session)[0]
+        ids = [j.id for j in records]
+        assert reads.queue_of(session, ids) == quotas_store.queue_of(session, ids)
+        assert len(reads.queue_of(session, ids)) == 1
+        for job in records:
+            assert reads.replica_of(session, job) == replicas_store.replicas_of(session, [job]).get(
+                job.name
+            )
+            assert reads.group(session, job.group) == catalog_store.get_group(session, job.group)
+        assert reads.group(session, "nope") is None
+        assert reads.clusters(session) == catalog_store.list_clusters(session)
+
+
+def test_a_token_reads_the_same(seeded: Store) -> None:
+    secret = member_token(seeded, "alice", "ads", Role.OPERATOR)
+    now = datetime.now(UTC)
+    with seeded.transaction() as session:
+        identities.create_team(session, "web")
+        identities.bind(session, "alice", "web", Role.VIEWER)
+    with seeded.session() as session:
+        found = identities.authenticate_token(session, secret, now)
+        assert found is not None
+        assert found.identity == "alice" and found.kind == "user"
+        assert found.roles == {"ads": Role.OPERATOR, "web": Role.VIEWER}
+        assert identities.authenticate_token(session, secret + "x", now) is None
