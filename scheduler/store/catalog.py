@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -355,8 +355,25 @@ def set_artifact_roots(
     return cluster_record(cluster)
 
 
+_GROUP_CLUSTERS = select(
+    Group.__table__.c.primary_cluster, Group.__table__.c.failover_cluster
+).where(Group.__table__.c.name == bindparam("name"))
+_CLUSTER_ROOTS = select(Cluster.__table__.c.artifact_roots).where(
+    Cluster.__table__.c.name == bindparam("name")
+)
+
+
 def artifact_roots_of_group(session: Session, group: str) -> dict[str, tuple[str, ...]]:
     """cluster name -> its artifact roots, for the group's primary and failover clusters."""
-    row = load_group(session, group)
+    connection = session.connection()  # plain rows (the submission check of every creation)
+    row = connection.execute(_GROUP_CLUSTERS, {"name": group}).first()
+    if row is None:
+        raise NotFound(f"no group named {group!r}")
     names = [n for n in (row.primary_cluster, row.failover_cluster) if n]
-    return {n: tuple(load_cluster(session, n).artifact_roots or ()) for n in names}
+    roots: dict[str, tuple[str, ...]] = {}
+    for name in names:
+        cluster = connection.execute(_CLUSTER_ROOTS, {"name": name}).first()
+        if cluster is None:
+            raise NotFound(f"no cluster named {name!r}")
+        roots[name] = tuple(cluster.artifact_roots or ())
+    return roots

@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import ColumnElement, delete, exists, func, select
+from sqlalchemy import ColumnElement, bindparam, delete, exists, func, insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -36,7 +37,7 @@ from scheduler.store import progress as progress_store
 from scheduler.store.catalog import validate_checkpoint_location
 from scheduler.store.journal import add_event
 from scheduler.store.mapping import job_record, run_record
-from scheduler.store.models import Group, Job, JobLabel, Run, utcnow
+from scheduler.store.models import Group, Job, JobEvent, JobLabel, Run, utcnow
 from scheduler.store.quotas import check_job_placement
 from scheduler.store.revisions import add_revision
 
@@ -90,49 +91,81 @@ def get_job(session: Session, name: str) -> JobRecord:
     return with_run(session, load_job(session, name))
 
 
+#: what a creation runs, built once (Core: no ORM objects to make, track and flush)
+_JOBS = Job.__table__
+_GROUP_NAMED = select(Group.__table__.c.name).where(Group.__table__.c.name == bindparam("name"))
+_JOB_NAMED = select(_JOBS.c.id).where(_JOBS.c.name == bindparam("name"))
+_INSERT_JOB = insert(Job)
+_INSERT_LABEL = insert(JobLabel)
+_INSERT_EVENT = insert(JobEvent)
+
+
 def create_job(session: Session, spec: JobSpec, *, cause: str, node_id: str) -> JobRecord:
-    if session.get(Group, spec.group) is None:
+    connection = session.connection()
+    if connection.execute(_GROUP_NAMED, {"name": spec.group}).first() is None:
         raise InvalidInput(f"no group named {spec.group!r}")
-    if session.scalars(select(Job.id).where(Job.name == spec.name)).first() is not None:
+    if connection.execute(_JOB_NAMED, {"name": spec.name}).first() is not None:
         raise AlreadyExists(f"a job named {spec.name!r} already exists")
     check_job_placement(session, spec.business, spec.group)  # dedicated groups
     checkpoint = validate_checkpoint_location(session, spec.group, spec.checkpoint_location)
     now = utcnow()
     state = JobState.QUEUED if spec.desired_state == DesiredState.RUNNING else JobState.STOPPED
-    job = Job(
-        name=spec.name,
-        group_name=spec.group,
-        team=spec.team,
-        business=spec.business,
-        priority=spec.priority.value,
-        entrypoint=spec.entrypoint,
-        args=list(spec.args),
-        conf=dict(spec.conf),
-        checkpoint_location=checkpoint,
-        replicate=spec.replicate,
-        labels=validate_labels(spec.labels),
-        desired_state=spec.desired_state.value,
-        stall_after=spec.stall_after,
-        on_stall=spec.on_stall.value,
-        state=state.value,
-        state_reason="",
-        generation=0,
-        attempts_reset_at=now,
-        owner_epoch=0,
-        version=1,
-        spec_version=1,
-        created_at=now,
-        updated_at=now,
-    )
-    session.add(job)
+    values: dict[str, Any] = {
+        "name": spec.name,
+        "group_name": spec.group,
+        "team": spec.team,
+        "business": spec.business,
+        "priority": spec.priority.value,
+        "entrypoint": spec.entrypoint,
+        "args": list(spec.args),
+        "conf": dict(spec.conf),
+        "checkpoint_location": checkpoint,
+        "replicate": spec.replicate,
+        "labels": validate_labels(spec.labels),
+        "desired_state": spec.desired_state.value,
+        "stall_after": spec.stall_after,
+        "on_stall": spec.on_stall.value,
+        "state": state.value,
+        "state_reason": "",
+        "generation": 0,
+        "attempts_reset_at": now,
+        "owner_epoch": 0,
+        "version": 1,
+        "spec_version": 1,
+        "created_at": now,
+        "updated_at": now,
+    }
     try:
-        session.flush()
+        inserted = connection.execute(_INSERT_JOB, values)
     except IntegrityError as exc:  # a concurrent create of the same name
         raise AlreadyExists(f"a job named {spec.name!r} already exists") from exc
-    _write_labels(session, job.id, spec.labels, replace=False)
-    record = job_record(job)
-    add_revision(session, job.id, 1, revisions.spec_of(record), cause=cause, message="created")
-    add_event(session, job, None, None, state, cause=cause, message="created", node_id=node_id)
+    key = inserted.inserted_primary_key
+    assert key is not None
+    job_id = int(key[0])
+    if spec.labels:
+        connection.execute(
+            _INSERT_LABEL,
+            [{"job_id": job_id, "key": k, "value": v} for k, v in sorted(spec.labels.items())],
+        )
+    # the row as the ORM would hold it after its insert: every other column unset (None)
+    row = SimpleNamespace(**{column.name: None for column in _JOBS.c})
+    row.__dict__.update(values, id=job_id)
+    record = job_record(row)  # type: ignore[arg-type]
+    add_revision(
+        session, job_id, 1, revisions.spec_of(record), cause=cause, message="created", core=True
+    )
+    connection.execute(
+        _INSERT_EVENT,
+        {
+            "job_id": job_id,
+            "run_id": None,
+            "from_state": None,
+            "to_state": state.value,
+            "cause": cause,
+            "message": "created",
+            "node_id": node_id,
+        },
+    )
     return record
 
 

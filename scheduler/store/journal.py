@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session
 
 from scheduler.errors import NotFound
@@ -120,6 +120,9 @@ def count_events(session: Session, name: str) -> int:
     return paging.count(session, select(JobEvent.id).where(JobEvent.job_id == job_id))
 
 
+_INSERT_AUDIT = insert(AuditEntry)
+
+
 def add_audit(
     session: Session,
     *,
@@ -133,19 +136,23 @@ def add_audit(
     before: Mapping[str, Any] | None = None,
     after: Mapping[str, Any] | None = None,
 ) -> None:
-    """One audit row, in the caller's transaction (so it commits, or not, with the change)."""
-    session.add(
-        AuditEntry(
-            actor=actor,
-            action=action,
-            target_kind=target_kind,
-            target_name=target_name,
-            detail=dict(detail or {}),
-            node_id=node_id,
-            team=team,
-            before=None if before is None else dict(before),
-            after=None if after is None else dict(after),
-        )
+    """One audit row, in the caller's transaction (so it commits, or not, with the change).
+
+    Inserted at once on the session's connection (an audit row refers to nothing by key, so it
+    need not wait for the ORM's flush; a statement built once, no ORM object)."""
+    session.connection().execute(
+        _INSERT_AUDIT,
+        {
+            "actor": actor,
+            "action": action,
+            "target_kind": target_kind,
+            "target_name": target_name,
+            "detail": dict(detail or {}),
+            "node_id": node_id,
+            "team": team,
+            "before": None if before is None else dict(before),
+            "after": None if after is None else dict(after),
+        },
     )
 
 

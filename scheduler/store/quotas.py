@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import bindparam, delete, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from scheduler import quotas
@@ -179,12 +179,18 @@ def _check_dedication(session: Session, business: str, group: str) -> None:
         )
 
 
+_QUOTAS = BusinessQuota.__table__
+_BOUND_TO = select(_QUOTAS.c.dedicated_group).where(_QUOTAS.c.business == bindparam("business"))
+_DEDICATED = (
+    select(_QUOTAS.c.business).where(_QUOTAS.c.dedicated_group == bindparam("group")).limit(1)
+)
+
+
 def check_job_placement(session: Session, business: str, group: str) -> None:
     """A job of ``business`` may live in ``group`` (InvalidInput otherwise): a business bound to
     a dedicated group has its jobs there, and a dedicated group takes no other business's jobs."""
-    bound_to = session.scalar(
-        select(BusinessQuota.dedicated_group).where(BusinessQuota.business == business)
-    )
+    connection = session.connection()  # quotas change in their own requests: nothing to flush
+    bound_to = connection.execute(_BOUND_TO, {"business": business}).scalar()
     if bound_to is not None and bound_to != group:
         raise InvalidInput(
             f"business {business!r} is bound to the dedicated group {bound_to!r}: its jobs "
@@ -198,9 +204,7 @@ def check_job_placement(session: Session, business: str, group: str) -> None:
 
 
 def _is_dedicated(session: Session, group: str) -> bool:
-    found = session.scalar(
-        select(BusinessQuota.business).where(BusinessQuota.dedicated_group == group).limit(1)
-    )
+    found = session.connection().execute(_DEDICATED, {"group": group}).first()
     return found is not None
 
 

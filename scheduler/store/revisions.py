@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from scheduler.errors import NotFound
@@ -30,6 +30,9 @@ def _record(row: JobRevision, job_name: str) -> RevisionRecord:
     )
 
 
+_INSERT_REVISION = insert(JobRevision)
+
+
 def add_revision(
     session: Session,
     job_id: int,
@@ -39,18 +42,23 @@ def add_revision(
     cause: str,
     message: str = "",
     rollback_of: int | None = None,
+    core: bool = False,
 ) -> None:
-    session.add(
-        JobRevision(
-            job_id=job_id,
-            revision=revision,
-            spec=spec,
-            cause=cause[:300],
-            message=message,
-            rollback_of=rollback_of,
-            created_at=utcnow(),
-        )
-    )
+    """``core``: insert it at once on the session's connection (the caller's job row is already
+    there, not a pending ORM object), not through an ORM object and a flush."""
+    values: dict[str, Any] = {
+        "job_id": job_id,
+        "revision": revision,
+        "spec": spec,
+        "cause": cause[:300],
+        "message": message,
+        "rollback_of": rollback_of,
+        "created_at": utcnow(),
+    }
+    if core:
+        session.connection().execute(_INSERT_REVISION, values)
+        return
+    session.add(JobRevision(**values))
     session.flush()
 
 

@@ -171,3 +171,62 @@ def test_a_token_reads_the_same(seeded: Store) -> None:
         assert found.identity == "alice" and found.kind == "user"
         assert found.roles == {"ads": Role.OPERATOR, "web": Role.VIEWER}
         assert identities.authenticate_token(session, secret + "x", now) is None
+
+
+def test_a_creation_writes_what_the_orm_wrote(store: Store) -> None:
+    """``create_job`` inserts with Core: the record it answers is the row read back; labels, the
+    first revision and the creation event are there; an audit row's JSON columns hold what an
+    ORM insert would hold (JSON null for no ``before``)."""
+    from sqlalchemy import select, text
+
+    from scheduler.store import journal
+    from scheduler.store import revisions as revisions_store
+    from scheduler.store.models import AuditEntry, JobEvent, JobLabel
+
+    spec = JobSpec(
+        name="fresh",
+        entrypoint="/opt/pipelines/p.py",
+        team="ads",
+        business="retail",
+        args=("--a", "1"),
+        conf={"spark.executor.cores": "2"},
+        labels={"tier": "gold", "env": "prod"},
+        stall_after=30.0,
+        desired_state=DesiredState.RUNNING,
+    )
+    with store.transaction() as session:
+        made = jobs_store.create_job(session, spec, cause="api:create by t", node_id="n")
+        journal.add_audit(
+            session, actor="t", action="job.create", target_kind="job", target_name="fresh"
+        )
+        session.add(
+            AuditEntry(
+                actor="t",
+                action="orm",
+                target_kind="job",
+                target_name="fresh",
+                detail={},
+                before=None,
+                after=None,
+            )
+        )
+    with store.session() as session:
+        assert jobs_store.get_job(session, "fresh") == made
+        assert made.state == JobState.QUEUED and made.spec_version == 1 and made.version == 1
+        labels = session.execute(
+            select(JobLabel.key, JobLabel.value).where(JobLabel.job_id == made.id)
+        ).all()
+        assert sorted(labels) == [("env", "prod"), ("tier", "gold")]
+        history = revisions_store.page_revisions(
+            session, "fresh", Window(Sort("revision"), None, 10)
+        )
+        assert [r.revision for r in history[0]] == [1] and history[0][0].message == "created"
+        events = session.scalars(select(JobEvent).where(JobEvent.job_id == made.id)).all()
+        assert [(e.from_state, e.to_state, e.message) for e in events] == [
+            (None, "QUEUED", "created")
+        ]
+        raw = session.execute(
+            text("SELECT action, detail, before, after FROM audit_log ORDER BY id")
+        ).all()
+        core, orm = (tuple(r[1:]) for r in raw[-2:])
+        assert raw[-2][0] == "job.create" and core == orm
