@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+from collections.abc import Awaitable, Callable
 from http import HTTPStatus
 from typing import Any
 
@@ -30,9 +31,12 @@ from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
+from api import deferred
 from scheduler import errors
 
 log = logging.getLogger(__name__)
+
+Handler = Callable[[Request, Exception], Awaitable[JSONResponse]]
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 
@@ -274,9 +278,31 @@ async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
+async def _answer(request: Request, exc: Exception) -> JSONResponse:
+    if isinstance(exc, errors.DroverError):
+        return await _drover_error(request, exc)
+    if isinstance(exc, sa_exc.SQLAlchemyError):
+        return await _sqlalchemy_error(request, exc)
+    return await _unexpected(request, exc)
+
+
+def _checked_first(handler: Handler) -> Handler:
+    """``handler``, unless an authorization check the route was to run first
+    (``api/deferred.py``) has an error of its own: that error is the answer, as it would have
+    been had the check run before everything else."""
+
+    async def handle(request: Request, exc: Exception) -> JSONResponse:
+        earlier = await deferred.settle(request)
+        if earlier is not None:
+            return await _answer(request, earlier)
+        return await handler(request, exc)
+
+    return handle
+
+
 def install(app: FastAPI) -> None:
-    app.add_exception_handler(errors.DroverError, _drover_error)
-    app.add_exception_handler(sa_exc.SQLAlchemyError, _sqlalchemy_error)
-    app.add_exception_handler(RequestValidationError, _validation_error)
-    app.add_exception_handler(StarletteHTTPException, _http_error)
-    app.add_exception_handler(Exception, _unexpected)
+    app.add_exception_handler(errors.DroverError, _checked_first(_drover_error))
+    app.add_exception_handler(sa_exc.SQLAlchemyError, _checked_first(_sqlalchemy_error))
+    app.add_exception_handler(RequestValidationError, _checked_first(_validation_error))
+    app.add_exception_handler(StarletteHTTPException, _checked_first(_http_error))
+    app.add_exception_handler(Exception, _checked_first(_unexpected))

@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 from fastapi import APIRouter, Query, Request, Response, status
 
-from api import paging
+from api import deferred, paging
 from api.answers import json_answer
 from api.deps import (
     ActorDep,
@@ -358,7 +358,7 @@ def list_jobs(
         teams=principal.teams(),  # only the teams the caller may see
     )
     window = paging.window(order, cursor, limit, filters, jobs_store.JOB_SORT_KINDS[order.field])
-    with store.session() as session:
+    with store.connection() as session:
         jobs, next_key = reads.page_jobs(session, selector, window)
         total = jobs_store.count_jobs(session, selector) if count else None
         queued = [j.id for j in jobs if j.state == JobState.QUEUED]
@@ -386,8 +386,15 @@ def list_jobs(
     response_model=JobPublic,
     responses=problem_responses(404),
 )
-def get_job(name: NamePath, ctx: ContextDep, store: StoreDep, response: Response) -> Response:
-    with store.session() as session:
+async def get_job(
+    name: NamePath, ctx: ContextDep, store: StoreDep, request: Request, response: Response
+) -> Response:
+    # the job's authorization check and the read in one thread (rules.DEFERRED)
+    return await deferred.run_in_route_thread(request, _read_job, name, ctx, store, response)
+
+
+def _read_job(name: str, ctx: NodeContext, store: Store, response: Response) -> Response:
+    with store.connection() as session:
         found = reads.job(session, _name(name))
         if found is None:
             raise NotFound(f"no job named {name!r}")

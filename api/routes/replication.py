@@ -8,7 +8,6 @@ failover takes a replica over (``make_available``). A job's replica is also show
 from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
-from sqlalchemy.orm import Session
 
 from api import paging
 from api.deps import ContextDep, NamePath, PrincipalDep, StoreDep
@@ -57,7 +56,7 @@ def replication_view(
     )
 
 
-def load_view(session: Session, job: JobRecord, settings: Settings) -> ReplicationPublic:
+def load_view(session: reads.Reader, job: JobRecord, settings: Settings) -> ReplicationPublic:
     """:func:`replication_view` of ``job``, read in ``session``."""
     replica = reads.replica_of(session, job)
     group = reads.group(session, job.group)

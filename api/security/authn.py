@@ -150,8 +150,8 @@ def authenticate(
 
 def _token_principal(store: Store, secret: str, tokens: TokenCache | None = None) -> Principal:
     generation = tokens.generation if tokens is not None else 0
-    with store.session() as session:
-        found = identities.authenticate_token(session, secret, datetime.now(UTC))
+    with store.connection() as connection:  # one read: no ORM session
+        found = identities.authenticate_token(connection, secret, datetime.now(UTC))
     if found is None:
         raise Unauthenticated("unknown, expired or revoked token")
     prefix = "service" if found.kind == "service" else "user"

@@ -27,6 +27,7 @@ from starlette.datastructures import Headers, MutableHeaders
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from api import deferred
 from api.console import CONSOLE_CSP, is_console_path
 from api.problems import problem
 from api.security.authn import JwtVerifier, TokenCache, authenticate, bearer_token
@@ -106,6 +107,9 @@ class SecurityEdge:
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
+                if message["status"] < 400 and deferred.unsettled(scope):
+                    # a route left its authorization check unrun (api/deferred.py): never answer
+                    raise RuntimeError(f"{method} {path}: authorization check never ran")
                 answer = MutableHeaders(scope=message)
                 for name, value in SECURITY_HEADERS.items():
                     answer.setdefault(name, value)

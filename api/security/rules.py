@@ -29,6 +29,7 @@ from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import BaseRoute
 
+from api import deferred
 from api.security.authz import Authorizer
 from scheduler.errors import Forbidden, InvalidInput, NotFound, Unauthenticated
 from scheduler.identity import ANONYMOUS, Action, Principal
@@ -146,6 +147,12 @@ RULES: dict[tuple[str, str], Rule] = {
 }
 
 
+#: routes whose job check ``authorize`` leaves to the route's own thread (``api/deferred.py``):
+#: each runs its work through ``deferred.run_in_route_thread`` (the security edge refuses a
+#: success answer from one that does not)
+DEFERRED: frozenset[tuple[str, str]] = frozenset({("GET", "/v1/jobs/{name}")})
+
+
 def api_routes(routes: Iterable[BaseRoute]) -> Iterator[tuple[str, str]]:
     """``(method, path)`` of every API route, through included routers (any FastAPI version)."""
     for route in routes:
@@ -178,7 +185,8 @@ def principal_of(request: Request) -> Principal:
 async def authorize(request: Request) -> None:
     """The one authorization function every route goes through (an app-wide dependency)."""
     method = "GET" if request.method == "HEAD" else request.method
-    rule = rule_for(request.scope.get("route"), method)
+    route = request.scope.get("route")
+    rule = rule_for(route, method)
     if rule is None:
         raise Forbidden(f"no authorization rule for {method} {request.url.path}")
     if rule.target is Target.PUBLIC:
@@ -192,6 +200,16 @@ async def authorize(request: Request) -> None:
     authorizer: Authorizer = request.app.state.authorizer
     params = request.path_params
     checks: list[tuple[str | None, str, str | None]] = []  # (team, resource, job)
+    if rule.target is Target.JOB and (method, getattr(route, "path", None)) in DEFERRED:
+        # the route runs this first in its own thread (api/deferred.py): one hand-over, not two
+        name = str(params.get("name", ""))
+
+        def check() -> None:
+            team = _team_of_job(context.store, name)
+            _decide(authorizer, principal, rule, team, f"job/{name}", name)
+
+        deferred.defer(request, check)
+        return
     if rule.target is Target.JOB:
         name = str(params.get("name", ""))
         team = await run_in_threadpool(_team_of_job, context.store, name)
@@ -238,6 +256,21 @@ async def authorize(request: Request) -> None:
             raise Forbidden(f"{principal.subject} may not {rule.action}: {decision.reason}")
 
 
+def _decide(
+    authorizer: Authorizer,
+    principal: Principal,
+    rule: Rule,
+    team: str | None,
+    resource: str,
+    job: str | None,
+) -> None:
+    """One decision, in a thread already (a deferred check: the permission center may block)."""
+    assert rule.action is not None
+    decision = authorizer.decide(principal, rule.action, resource=resource, team=team, job=job)
+    if not decision.allowed:
+        raise Forbidden(f"{principal.subject} may not {rule.action}: {decision.reason}")
+
+
 async def _json_body(request: Request) -> dict[str, Any]:
     try:
         body = await request.json()
@@ -250,8 +283,8 @@ def _team_of_job(store: Any, name: str) -> str:
     problem = name_problem(name)
     if problem is not None:
         raise InvalidInput(f"job name {problem}")
-    with store.session() as session:
-        team = reads.team_of_job(session, name)
+    with store.connection() as connection:
+        team = reads.team_of_job(connection, name)
     if team is None:
         raise NotFound(f"no job named {name!r}", job=name)
     return str(team)

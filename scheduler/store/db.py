@@ -13,7 +13,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
@@ -203,6 +203,17 @@ class Store:
         try:
             with self._sessions() as session:
                 yield session
+        except SQLAlchemyError as exc:
+            raise store_error(exc) from exc
+
+    @contextmanager
+    def connection(self) -> Iterator[Connection]:
+        """A plain connection for reads of ``scheduler.store.reads`` (no ORM session to set up
+        and tear down: what a hot read route needs); driver errors become StoreErrors. Whatever
+        it reads is rolled back when it is returned to the pool."""
+        try:
+            with self.engine.connect() as connection:
+                yield connection
         except SQLAlchemyError as exc:
             raise store_error(exc) from exc
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import bindparam, delete, select
+from sqlalchemy import Connection, bindparam, delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -317,13 +317,16 @@ _TOKEN = (
 )
 
 
-def authenticate_token(session: Session, secret: str, now: datetime) -> Credential | None:
+def authenticate_token(
+    session: Session | Connection, secret: str, now: datetime
+) -> Credential | None:
     """The credential a token secret proves, or None (unknown, revoked, expired, disabled).
 
     One statement (the token, its identity and the identity's role bindings joined): every
     authenticated API request runs it."""
     # built once (``_TOKEN``), run on the session's connection: no ORM objects, nothing to flush
-    rows = session.connection().execute(_TOKEN, {"digest": token_digest(secret)}).all()
+    connection = session.connection() if isinstance(session, Session) else session
+    rows = connection.execute(_TOKEN, {"digest": token_digest(secret)}).all()
     if not rows:  # unknown token, or its identity is gone
         return None
     first = rows[0]

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import ColumnElement, bindparam, delete, exists, func, insert, select
+from sqlalchemy import ColumnElement, Connection, bindparam, delete, exists, func, insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -307,7 +307,7 @@ def page_jobs(
     return with_current_runs(session, jobs), next_key
 
 
-def count_jobs(session: Session, selector: JobFilter | None = None) -> int:
+def count_jobs(session: Session | Connection, selector: JobFilter | None = None) -> int:
     selector = selector or JobFilter()
     return paging.count(session, select(Job.id).where(*selector.conditions()))
 

@@ -32,7 +32,7 @@ def after_key(
 
 
 def read_page(
-    session: Session,
+    session: Session | Connection,
     query: Any,
     columns: Sequence[Any],
     window: Window,
@@ -58,6 +58,6 @@ def read_page(
     return rows, None
 
 
-def count(session: Session, query: Select[Any]) -> int:
+def count(session: Session | Connection, query: Select[Any]) -> int:
     """How many rows ``query`` selects (only when a client asks: ``count=true``)."""
     return int(session.scalar(select(func.count()).select_from(query.subquery())) or 0)

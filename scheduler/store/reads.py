@@ -7,6 +7,7 @@ run on the session's connection with its parameters, makes plain rows (~20 µs).
 the mapped classes' column names, so ``scheduler.store.mapping`` turns them into the same
 records as the ORM objects.
 
+Each function takes a session or a plain connection (``Store.connection()``: cheaper still).
 These statements skip the ORM's autoflush: call them in a session whose ORM objects have no
 pending changes (a read's own session), never in the middle of a write.
 """
@@ -17,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import Row, bindparam, select
+from sqlalchemy import Connection, Row, bindparam, select
 from sqlalchemy.orm import Session
 
 from scheduler.paging import KeyPart, Window
@@ -47,22 +48,30 @@ QUEUE_BY_JOB_IDS = select(*QueueEntry.__table__.c).where(
 )
 
 
-def _rows(session: Session, statement: Any, params: dict[str, Any]) -> Sequence[Row[Any]]:
-    return session.connection().execute(statement, params).all()
+#: what the reads take: a session, or a connection of ``Store.connection()``
+Reader = Session | Connection
 
 
-def team_of_job(session: Session, name: str) -> str | None:
+def connection_of(reader: Reader) -> Connection:
+    return reader.connection() if isinstance(reader, Session) else reader
+
+
+def _rows(reader: Reader, statement: Any, params: dict[str, Any]) -> Sequence[Row[Any]]:
+    return connection_of(reader).execute(statement, params).all()
+
+
+def team_of_job(session: Reader, name: str) -> str | None:
     """The team of the job named ``name``, None when there is no such job."""
     rows = _rows(session, TEAM_OF_JOB, {"name": name})
     return str(rows[0][0]) if rows else None
 
 
-def job_row(session: Session, name: str) -> Row[Any] | None:
+def job_row(session: Reader, name: str) -> Row[Any] | None:
     rows = _rows(session, JOB_BY_NAME, {"name": name})
     return rows[0] if rows else None
 
 
-def job(session: Session, name: str) -> JobRecord | None:
+def job(session: Reader, name: str) -> JobRecord | None:
     """The job named ``name`` with its current run and that run's progress (what
     ``jobs.get_job`` answers), None when there is no such job."""
     row = job_row(session, name)
@@ -71,7 +80,7 @@ def job(session: Session, name: str) -> JobRecord | None:
     return with_runs(session, [row])[0]
 
 
-def with_runs(session: Session, rows: Sequence[Row[Any]]) -> list[JobRecord]:
+def with_runs(session: Reader, rows: Sequence[Row[Any]]) -> list[JobRecord]:
     """Records of these job rows with their current runs and the runs' progress (one query
     each for all of them)."""
     run_ids = sorted({r.current_run_id for r in rows if r.current_run_id is not None})
@@ -102,23 +111,23 @@ def with_runs(session: Session, rows: Sequence[Row[Any]]) -> list[JobRecord]:
     ]
 
 
-def replica_of(session: Session, job: JobRecord) -> ReplicaRecord | None:
+def replica_of(session: Reader, job: JobRecord) -> ReplicaRecord | None:
     from scheduler.store.replicas import _record
 
     rows = _rows(session, REPLICA_BY_JOB_ID, {"job_id": job.id})
     return _record(rows[0], job.name) if rows else None  # type: ignore[arg-type]
 
 
-def group(session: Session, name: str) -> GroupRecord | None:
+def group(session: Reader, name: str) -> GroupRecord | None:
     rows = _rows(session, GROUP_BY_NAME, {"name": name})
     return group_record(rows[0]) if rows else None  # type: ignore[arg-type]
 
 
-def clusters(session: Session) -> list[ClusterRecord]:
+def clusters(session: Reader) -> list[ClusterRecord]:
     return [cluster_record(r) for r in _rows(session, ALL_CLUSTERS, {})]  # type: ignore[arg-type]
 
 
-def queue_of(session: Session, job_ids: Iterable[int]) -> dict[int, Any]:
+def queue_of(session: Reader, job_ids: Iterable[int]) -> dict[int, Any]:
     """``quotas.queue_of`` (the queue rows of the jobs the gate holds back), as Core."""
     from scheduler.store.quotas import QueueRow
 
@@ -139,7 +148,7 @@ JOB_SORT_COLUMNS: dict[str, tuple[Any, ...]] = {
 
 
 def page_jobs(
-    session: Session, selector: Any, window: Window
+    session: Reader, selector: Any, window: Window
 ) -> tuple[list[JobRecord], tuple[KeyPart, ...] | None]:
     """``jobs.page_jobs`` (one page of the jobs ``selector`` keeps, with their current runs and
     the next page's key) from plain rows."""
@@ -155,6 +164,6 @@ def page_jobs(
         window,
         lambda row: tuple(getattr(row, f) for f in fields),
         scalars=False,
-        connection=session.connection(),
+        connection=connection_of(session),
     )
     return with_runs(session, rows), next_key
