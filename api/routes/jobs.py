@@ -101,9 +101,10 @@ def _name(name: str) -> str:
     return validate_name(name, "job name")
 
 
-def _doc(job: JobRecord) -> dict[str, Any]:
+def _doc(job: JobRecord | JobPublic) -> dict[str, Any]:
     """A job as the audit log keeps it: its spec and desired state (JSON)."""
-    return JobPublic.of(job).model_dump(
+    public = job if isinstance(job, JobPublic) else JobPublic.of(job)
+    return public.model_dump(
         mode="json",
         include={
             "name",
@@ -253,6 +254,7 @@ def create_job(
             conf=body.conf,
         )
         job = jobs_store.create_job(session, spec, cause=f"api:create by {actor}", node_id=node)
+        public = JobPublic.of(job)  # the answer, and the audit's "after"
         journal.add_audit(
             session,
             actor=actor,
@@ -262,12 +264,12 @@ def create_job(
             detail=body.model_dump(mode="json"),
             node_id=node,
             team=job.team,
-            after=_doc(job),
+            after=_doc(public),
         )
     ctx.nudge(job.group, job.name)
     response.headers["Location"] = f"/v1/jobs/{quote(job.name, safe='')}"
     _etag(response, job)
-    return json_answer(JobPublic.of(job), response, status.HTTP_201_CREATED)
+    return json_answer(public, response, status.HTTP_201_CREATED)
 
 
 #: the sorts of ``GET /v1/jobs`` (``-`` first: descending)

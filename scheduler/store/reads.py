@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
+from types import SimpleNamespace
 from typing import Any
 
 from sqlalchemy import Connection, Row, bindparam, select
@@ -80,6 +81,12 @@ def job(session: Reader, name: str) -> JobRecord | None:
     return with_runs(session, [row])[0]
 
 
+def _plain(row: Row[Any]) -> SimpleNamespace:
+    """The row's columns as plain attributes: a record reads each of ~35 of them, and an
+    attribute of a namespace is several times cheaper to read than one of a row."""
+    return SimpleNamespace(**row._asdict())
+
+
 def with_runs(session: Reader, rows: Sequence[Row[Any]]) -> list[JobRecord]:
     """Records of these job rows with their current runs and the runs' progress (one query
     each for all of them)."""
@@ -90,7 +97,10 @@ def with_runs(session: Reader, rows: Sequence[Row[Any]]) -> list[JobRecord]:
     elif run_ids:
         runs = {r.id: r for r in _rows(session, RUNS_BY_IDS, {"ids": run_ids})}
     records = [
-        job_record(r, runs.get(r.current_run_id) if r.current_run_id is not None else None)  # type: ignore[arg-type]
+        job_record(
+            _plain(r),  # type: ignore[arg-type]
+            _plain(runs[r.current_run_id]) if r.current_run_id in runs else None,  # type: ignore[arg-type]
+        )
         for r in rows
     ]
     if not runs:
