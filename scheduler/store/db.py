@@ -5,6 +5,7 @@ All SQL lives in the store package. Callers own transactions (``with store.trans
 
 from __future__ import annotations
 
+import time
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -93,11 +94,19 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 DEFAULT_POOL_SIZE = 5
 
 
-def make_engine(url: str, *, pool_size: int = DEFAULT_POOL_SIZE) -> Engine:
+def make_engine(
+    url: str, *, pool_size: int = DEFAULT_POOL_SIZE, ping_after_idle: float | None = None
+) -> Engine:
     """An engine for ``url``. ``pool_size``: how many MySQL connections stay open; size it to
     the threads that use the store at once (a connection beyond it is opened for one checkout
     and closed again: a TCP connection, authentication and, with PyMySQL's preferred TLS, a new
-    TLS context per transaction -- about 10 ms of CPU each)."""
+    TLS context per transaction -- about 10 ms of CPU each).
+
+    ``ping_after_idle`` (MySQL): ping a pooled connection before it is handed out only when it
+    has been idle that many seconds (None: before every checkout, SQLAlchemy's ``pre_ping``). A
+    busy API reuses its connections within milliseconds, and a ping is a round trip per
+    checkout; a connection left idle (a server restarted meanwhile) is still checked, and a dead
+    one replaced, before anything uses it."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
@@ -121,7 +130,7 @@ def make_engine(url: str, *, pool_size: int = DEFAULT_POOL_SIZE) -> Engine:
         parsed = parsed.set(query=query)
         engine = create_engine(
             parsed,
-            pool_pre_ping=True,
+            pool_pre_ping=ping_after_idle is None,
             pool_recycle=3600,
             pool_size=pool_size,
             max_overflow=max(10, pool_size),
@@ -129,8 +138,35 @@ def make_engine(url: str, *, pool_size: int = DEFAULT_POOL_SIZE) -> Engine:
             pool_reset_on_return=None,  # _rollback_if_open instead
         )
         _track_open_transactions(engine)
+        if ping_after_idle is not None:
+            _ping_when_idle(engine, ping_after_idle)
         return engine
     return create_engine(url, pool_pre_ping=True)
+
+
+#: ``connection_record.info`` key: when the connection was last returned to the pool
+_RETURNED_AT = "drover_returned_at"
+
+
+def _ping_when_idle(engine: Engine, idle_s: float) -> None:
+    """``pre_ping`` for connections idle at least ``idle_s`` only (see ``make_engine``)."""
+
+    def returned(_dbapi_connection: Any, record: Any) -> None:
+        if record is not None:
+            record.info[_RETURNED_AT] = time.monotonic()
+
+    def handing_out(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        returned_at = record.info.get(_RETURNED_AT)
+        if returned_at is None or time.monotonic() - returned_at < idle_s:
+            return  # just connected, or in use a moment ago
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except Exception as exc:
+            # the pool discards this connection and hands out a new one (up to three times)
+            raise sa_exc.DisconnectionError(f"idle connection failed its ping: {exc}") from exc
+
+    event.listen(engine.pool, "checkin", returned)
+    event.listen(engine.pool, "checkout", handing_out)
 
 
 #: ``connection_record.info`` key: the DBAPI connection may hold an open transaction
@@ -183,13 +219,22 @@ def alembic_config(url: str) -> Config:
 class Store:
     """The metadata store of one node: an engine, a session factory, migrations."""
 
-    def __init__(self, url: str, *, pool_size: int = DEFAULT_POOL_SIZE) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        pool_size: int = DEFAULT_POOL_SIZE,
+        ping_after_idle: float | None = None,
+    ) -> None:
         self.url = url
         self._pool_size = pool_size
+        self._ping_after_idle = ping_after_idle
 
     @cached_property
     def engine(self) -> Engine:
-        return make_engine(self.url, pool_size=self._pool_size)
+        return make_engine(
+            self.url, pool_size=self._pool_size, ping_after_idle=self._ping_after_idle
+        )
 
     @cached_property
     def _sessions(self) -> sessionmaker[Session]:

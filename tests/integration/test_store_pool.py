@@ -1,0 +1,59 @@
+"""The API store's pool on MariaDB pings a connection only after it sat idle
+(``make_engine(ping_after_idle=...)``): a connection the server dropped while it was idle is
+replaced before anything uses it; one used a moment ago is handed out without a round trip."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import sqlalchemy as sa
+
+from scheduler.errors import StoreUnavailable
+from scheduler.store.db import Store
+
+pytestmark = pytest.mark.integration
+
+
+def _connection_id(store: Store) -> int:
+    with store.connection() as connection:
+        return int(connection.execute(sa.text("SELECT CONNECTION_ID()")).scalar_one())
+
+
+def _kill(url: str, connection_id: int) -> None:
+    engine = sa.create_engine(url, poolclass=sa.NullPool)
+    try:
+        with engine.connect() as connection:
+            connection.execute(sa.text(f"KILL CONNECTION {connection_id}"))
+    finally:
+        engine.dispose()
+
+
+def test_an_idle_connection_dropped_by_the_server_is_replaced(
+    fresh_mysql_url: Callable[[], str],
+) -> None:
+    url = fresh_mysql_url()
+    store = Store(url, pool_size=1, ping_after_idle=0.0)  # every reuse counts as idle
+    try:
+        first = _connection_id(store)
+        _kill(url, first)
+        second = _connection_id(store)  # pinged, found dead, replaced: no error
+        assert second != first
+    finally:
+        store.dispose()
+
+
+def test_a_connection_used_a_moment_ago_is_not_pinged(
+    fresh_mysql_url: Callable[[], str],
+) -> None:
+    url = fresh_mysql_url()
+    store = Store(url, pool_size=1, ping_after_idle=3600.0)
+    try:
+        first = _connection_id(store)
+        _kill(url, first)
+        # not pinged: the dropped connection is used and the read fails (the pool replaces it)
+        with pytest.raises(StoreUnavailable):
+            _connection_id(store)
+        assert _connection_id(store) != first
+    finally:
+        store.dispose()
