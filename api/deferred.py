@@ -54,15 +54,18 @@ def _pending(scope: Any) -> Pending | None:
     return pending if isinstance(pending, Pending) else None
 
 
-def _checked_then(pending: Pending | None, func: Callable[..., T], *args: Any) -> T:
-    if pending is not None:
-        pending.run()
-    return func(*args)
+def _checked_then(store: Any, pending: Pending | None, func: Callable[..., T], *args: Any) -> T:
+    with store.reading():  # the check's read and the route's: one connection
+        if pending is not None:
+            pending.run()
+        return func(*args)
 
 
 async def run_in_route_thread(request: Request, func: Callable[..., T], *args: Any) -> T:
-    """``func(*args)`` in the thread pool, after the request's pending check (in that thread)."""
-    return await run_in_threadpool(_checked_then, _pending(request.scope), func, *args)
+    """``func(*args)`` in the thread pool, after the request's pending check (in that thread,
+    on the same store connection as the route's reads: ``Store.reading``)."""
+    store = request.app.state.context.store
+    return await run_in_threadpool(_checked_then, store, _pending(request.scope), func, *args)
 
 
 async def settle(request: Request) -> Exception | None:

@@ -40,6 +40,10 @@ COMMIT_HOOK: ContextVar[Callable[[Session], None] | None] = ContextVar(
 )
 
 
+#: the connection of the store's :meth:`Store.reading` in this context, if one is open
+_READING: ContextVar[tuple[Store, Connection] | None] = ContextVar("drover_reading", default=None)
+
+
 def _before_commit(session: Session) -> None:
     hook = COMMIT_HOOK.get()
     if hook is not None:
@@ -255,12 +259,35 @@ class Store:
     def connection(self) -> Iterator[Connection]:
         """A plain connection for reads of ``scheduler.store.reads`` (no ORM session to set up
         and tear down: what a hot read route needs); driver errors become StoreErrors. Whatever
-        it reads is rolled back when it is returned to the pool."""
+        it reads is rolled back when it is returned to the pool. Inside :meth:`reading`, the
+        reading's one connection."""
+        shared = _READING.get()
+        if shared is not None and shared[0] is self:
+            try:
+                yield shared[1]
+            except SQLAlchemyError as exc:
+                raise store_error(exc) from exc
+            return
         try:
             with self.engine.connect() as connection:
                 yield connection
         except SQLAlchemyError as exc:
             raise store_error(exc) from exc
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Every :meth:`connection` of this store opened in this context (and this thread) is
+        one connection, taken once: reads that follow one another (an authorization check, then
+        the route's own reads) pay for one checkout and one rollback."""
+        if _READING.get() is not None:
+            yield
+            return
+        with self.connection() as connection:
+            token = _READING.set((self, connection))
+            try:
+                yield
+            finally:
+                _READING.reset(token)
 
     @contextmanager
     def transaction(self) -> Iterator[Session]:

@@ -230,3 +230,20 @@ def test_a_creation_writes_what_the_orm_wrote(store: Store) -> None:
         ).all()
         core, orm = (tuple(r[1:]) for r in raw[-2:])
         assert raw[-2][0] == "job.create" and core == orm
+
+
+def test_a_reading_is_one_connection(store: Store) -> None:
+    """``Store.reading``: the connections opened inside it are one; a failed read inside it is
+    still a StoreError."""
+    from sqlalchemy import text
+
+    from scheduler.errors import StoreError
+
+    with store.reading():
+        with store.connection() as first, store.connection() as second:
+            assert first is second
+            assert reads.team_of_job(first, "nope") is None
+        with pytest.raises(StoreError), store.connection() as connection:
+            connection.execute(text("SELECT no_such_column FROM jobs"))
+    with store.connection() as outside:
+        assert outside is not first
