@@ -190,12 +190,15 @@ def _track_open_transactions(engine: Engine) -> None:
     def opened(conn: Any, *_args: Any) -> None:
         conn.info[_OPEN] = True
 
+    # (an invalidated connection -- the server dropped it -- is left alone: reading its
+    # ``info`` would try to reconnect inside its failed transaction; the pool discards it)
     def failed(context: Any) -> None:
-        if context.connection is not None:
+        if context.connection is not None and not context.connection.invalidated:
             context.connection.info[_OPEN] = True
 
     def ended(conn: Any, *_args: Any) -> None:
-        conn.info[_OPEN] = False
+        if not conn.invalidated:
+            conn.info[_OPEN] = False
 
     def reset(dbapi_connection: Any, record: Any, state: Any) -> None:
         if state.terminate_only or record is None:

@@ -177,7 +177,7 @@ def test_a_creation_writes_what_the_orm_wrote(store: Store) -> None:
     """``create_job`` inserts with Core: the record it answers is the row read back; labels, the
     first revision and the creation event are there; an audit row's JSON columns hold what an
     ORM insert would hold (JSON null for no ``before``)."""
-    from sqlalchemy import select, text
+    from sqlalchemy import Text, select, type_coerce
 
     from scheduler.store import journal
     from scheduler.store import revisions as revisions_store
@@ -225,8 +225,12 @@ def test_a_creation_writes_what_the_orm_wrote(store: Store) -> None:
         assert [(e.from_state, e.to_state, e.message) for e in events] == [
             (None, "QUEUED", "created")
         ]
-        raw = session.execute(
-            text("SELECT action, detail, before, after FROM audit_log ORDER BY id")
+        audit = AuditEntry.__table__.c
+        raw = session.execute(  # the stored text (no JSON decoding); names quoted per dialect
+            select(
+                audit.action,
+                *(type_coerce(audit[c], Text) for c in ("detail", "before", "after")),
+            ).order_by(audit.id)
         ).all()
         core, orm = (tuple(r[1:]) for r in raw[-2:])
         assert raw[-2][0] == "job.create" and core == orm
