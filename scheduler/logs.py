@@ -17,11 +17,12 @@ JSON (``DROVER_LOG_FORMAT=json``, the default) is what log shippers read::
 
 Text (``DROVER_LOG_FORMAT=text``) is for a person at a terminal in development.
 
-Ray's own output: the actors are Ray worker processes whose stderr Ray ships to the node process,
-which prints it. :func:`forward_ray_worker_output` replaces Ray's printer (which prefixes every
-line with a coloured ``(Actor pid=...)``): a line that already is one of our JSON objects is
-printed as it is, anything else a worker prints (a stray ``print``, a native crash) is wrapped
-into one. Ray's own loggers are quiet (``DROVER_RAY_LOG_LEVEL``, ``ERROR`` by default).
+Ray's own output: the actors are Ray worker processes whose stdout and stderr Ray writes to files;
+the node process follows them (``scheduler.worker_output``, in place of Ray's log monitor process
+and its printer, which prefixes every line with a coloured ``(Actor pid=...)``) and prints them
+through :func:`worker_output_printer`: a line that already is one of our JSON objects is printed
+as it is, anything else a worker prints (a stray ``print``, a native crash) is wrapped into one.
+Ray's own loggers are quiet (``DROVER_RAY_LOG_LEVEL``, ``ERROR`` by default).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import IO, Any
 
@@ -45,8 +46,8 @@ __all__ = [
     "bound",
     "configure_from",
     "configure_logging",
-    "forward_ray_worker_output",
     "log_context",
+    "worker_output_printer",
     "wrap_foreign_line",
 ]
 
@@ -266,21 +267,16 @@ def wrap_foreign_line(line: str, data: Mapping[str, Any], fmt: str = "json") -> 
     return json.dumps(doc, ensure_ascii=False, default=str)
 
 
-def forward_ray_worker_output(fmt: str | None = None, stream: IO[str] | None = None) -> bool:
-    """Print the actors' output (which Ray ships to this, the driver process) as our records.
-
-    Replaces Ray's printer after ``ray.init``. Returns False when this Ray has no such printer
-    (then Ray's own, unprefixed through ``RAY_DISABLE_WORKER_LOG_PREFIX``, stays).
-    """
+def worker_output_printer(
+    fmt: str | None = None, stream: IO[str] | None = None
+) -> Callable[[Mapping[str, Any]], None]:
+    """What prints the actors' output in the node process (``scheduler.worker_output`` hands
+    it each file's new lines, in the shape of Ray's log monitor: ``lines``, ``pid``,
+    ``is_err``, ``actor_name``): our own records as they are, anything else wrapped into one
+    (:func:`wrap_foreign_line`), to ``stream`` (stderr)."""
     fmt = fmt or os.environ.get("DROVER_LOG_FORMAT", "json") or "json"
-    try:
-        from ray._private.ray_logging import global_worker_stdstream_dispatcher as dispatcher
-    except ImportError:  # pragma: no cover - another Ray
-        return False
-    if not hasattr(dispatcher, "remove_handler"):  # pragma: no cover - another Ray
-        return False
 
-    def emit(data: dict[str, Any]) -> None:
+    def emit(data: Mapping[str, Any]) -> None:
         sink = stream or sys.stderr
         out = [wrap_foreign_line(str(line), data, fmt) for line in data.get("lines", ())]
         text = "".join(f"{line}\n" for line in out if line is not None)
@@ -291,9 +287,7 @@ def forward_ray_worker_output(fmt: str | None = None, stream: IO[str] | None = N
             except (OSError, ValueError):  # a closed stream at shutdown
                 pass
 
-    dispatcher.remove_handler("ray_print_logs")
-    dispatcher.add_handler("ray_print_logs", emit)
-    return True
+    return emit
 
 
 def configure_from(settings: Any, process: str) -> None:

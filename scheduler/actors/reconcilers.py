@@ -298,3 +298,4 @@ class JobReconciler:
         for reconciler in self._reconcilers.values():
             reconciler.close()
         self._executor.shutdown(wait=False)
+        log.info("reconcile loops of %d group(s) drained", len(self._loops))

@@ -14,9 +14,10 @@ from scheduler.actors.host import LoopThread
 from scheduler.actors.supervisor import NodeSupervisor
 from scheduler.config import Settings
 from scheduler.errors import CoordinationUnavailable, DroverError
-from scheduler.logs import configure_from, forward_ray_worker_output
+from scheduler.logs import configure_from, worker_output_printer
 from scheduler.membership import MembershipSnapshot, Mode, NodeCard, unavailable
 from scheduler.metrics import ActorMetrics
+from scheduler.worker_output import WorkerOutputTail
 
 log = logging.getLogger("drover.actors.runtime")
 
@@ -27,18 +28,26 @@ SNAPSHOT_MAX_AGE = PING_TIMEOUT + 1.0
 # -- Ray, trimmed to what Drover uses -------------------------------------------------------------
 #
 # Drover uses named, restartable async actors (``max_restarts``, ``ray.get_actor`` by name in the
-# node's namespace), calls on them with timeouts, and the workers' log lines and actor errors
-# delivered to the node's log (``log_to_driver``: the log monitor process publishes them through
-# the GCS; it stays). It does not use the dashboard, the state/observability API (``ray list``,
-# timeline), metrics, runtime environments, the autoscaler, job submission or usage statistics.
-# What is switched off below costs none of the former (bench/node_rss.py measures the result).
-# The dashboard agent and the runtime-env agent stay: the raylet starts them itself and refuses
-# an empty command for either (no supported switch), and it exits if the dashboard agent dies.
+# node's namespace), calls on them with timeouts, and the workers' log lines in the node's log
+# (read from their files by a thread of the node process, scheduler/worker_output.py, instead of
+# Ray's log monitor process; actor errors reach their callers with the calls). It does not use
+# the dashboard, the state/observability API (``ray list``, timeline), metrics, runtime
+# environments, the autoscaler, job submission or usage statistics. What is switched off below
+# costs none of the former (bench/node_rss.py measures the result). The dashboard agent and the
+# runtime-env agent stay: the raylet starts them itself and refuses an empty command for either
+# (no supported switch), and it exits if either of them dies.
 
 #: The object store (shared memory, /dev/shm) holds only objects above Ray's inline limit
 #: (100 KiB); Drover's calls pass settings, claims and snapshots of a few KiB, returned inline.
 #: Ray's floor is 75 MiB; its default is 30 % of RAM, reserved per node.
 OBJECT_STORE_BYTES = 80 * 1024 * 1024
+
+#: CPUs the node's Ray advertises: one per actor of the node (Membership, JobReconciler), not the
+#: machine's cores. The actors ask for none (``num_cpus=0``); Ray prestarts this many worker
+#: processes when the driver connects (the actors then start in them) and keeps up to this many
+#: workers before it kills idle ones (``num_workers_soft_limit`` defaults to it), so with every
+#: core advertised a 16-core machine would keep 14 idle workers of about 60 MiB each.
+RAY_CPUS = 2
 
 #: Ray system settings (every Ray process of the node reads them from the GCS):
 #: - task events off: every actor call (ticks' claims, supervision pings, nudges) would otherwise
@@ -54,26 +63,49 @@ RAY_SYSTEM_CONFIG: tuple[tuple[str, object], ...] = (
 def switch_off_unused_helpers() -> None:
     """Stop the helper processes ``ray.init`` starts for features Drover does not use.
 
-    ``ray.init`` has no switch for these two (``ray start`` has a hidden ``--no-monitor`` and
-    no switch for the dashboard process either); stopping them through the node object, as
-    Ray's own tests do, is the only way:
+    ``ray.init`` has no switch for these three (``ray start`` has a hidden ``--no-monitor`` and
+    no switch for the others either); stopping them through the node object, as Ray's own
+    tests do, is the only way:
 
     - the dashboard process: with ``include_dashboard=False`` it still runs, serving only the
       usage-statistics module (and usage statistics are off, see ``common.py``); nothing in
-      Ray's runtime (GCS, raylet, workers, log monitor) talks to it;
+      Ray's runtime (GCS, raylet, workers) talks to it;
     - the autoscaler monitor: it autoscales clusters launched by the cluster launcher; a
-      Drover node is one fixed-size local Ray instance.
+      Drover node is one fixed-size local Ray instance;
+    - the log monitor: it tails the workers' output files and publishes their lines through
+      the GCS to drivers started with ``log_to_driver`` (the node starts Ray without it and
+      follows the same files itself, :class:`~scheduler.worker_output.WorkerOutputTail`).
+      Nothing else in Ray reads from it.
 
-    Either may already be gone (a failed start); that is not an error.
+    Any may already be gone (a failed start); that is not an error.
     """
     node = getattr(ray._private.worker, "_global_node", None)  # type: ignore[attr-defined]
     if node is None:
         return
-    for kill in (node.kill_dashboard, node.kill_monitor):
+    for kill in (node.kill_dashboard, node.kill_monitor, node.kill_log_monitor):
         try:
             kill(check_alive=False)
         except Exception as exc:  # noqa: BLE001 - a helper left running costs memory only
             log.warning("could not stop a Ray helper process (%s): %s", kill.__name__, exc)
+
+
+def follow_worker_output(log_format: str) -> WorkerOutputTail | None:
+    """Start printing the output of this node's Ray workers (the actors) as the node's records.
+
+    None (and a warning) when Ray's log directory is not known: the actors then still log to
+    their files in Ray's session directory, and the node keeps running."""
+    node = getattr(ray._private.worker, "_global_node", None)  # type: ignore[attr-defined]
+    try:
+        logs_dir = node.get_logs_dir_path() if node is not None else None
+    except Exception as exc:  # noqa: BLE001 - the node runs without the actors' lines
+        logs_dir = None
+        log.warning("Ray's log directory is not known (%s)", exc)
+    if not logs_dir:
+        log.warning("the actors' output is not followed: Ray's log directory is not known")
+        return None
+    tail = WorkerOutputTail(logs_dir, worker_output_printer(log_format))
+    tail.start()
+    return tail
 
 
 class NodeRuntime:
@@ -87,6 +119,7 @@ class NodeRuntime:
         self._supervisor: NodeSupervisor | None = None
         self._host: LoopThread | None = None
         self._forwarder = ThreadPoolExecutor(max_workers=4, thread_name_prefix="nudge-forward")
+        self._output: WorkerOutputTail | None = None
 
     def start(self) -> None:
         """Start Ray and the actors; raises DroverError (e.g. DuplicateNode) with its own text."""
@@ -95,14 +128,15 @@ class NodeRuntime:
             include_dashboard=False,
             namespace=f"drover-{self._settings.node_id}",
             logging_level=logging.getLevelName(self._settings.ray_log_level),
-            log_to_driver=True,
+            log_to_driver=False,  # the node follows the workers' output itself (below)
+            num_cpus=RAY_CPUS,
             object_store_memory=OBJECT_STORE_BYTES,
             _system_config=dict(RAY_SYSTEM_CONFIG),
         )
         # ray.init (and importing ray) set up Ray's own logging: ours again, and the actors'
-        # output printed as our records (scheduler/logs.py)
+        # output printed as our records (scheduler/logs.py) before any actor starts
         configure_from(self._settings, "api")
-        forward_ray_worker_output(self._settings.log_format)
+        self._output = follow_worker_output(self._settings.log_format)
         switch_off_unused_helpers()
         self._host = LoopThread("node-supervisor")
         self._supervisor = NodeSupervisor(self._settings)
@@ -217,6 +251,9 @@ class NodeRuntime:
         if self._host is not None:
             self._host.stop()
         self._forwarder.shutdown(wait=False, cancel_futures=True)
+        if self._output is not None:
+            self._output.stop()  # the actors' last lines, before Ray's files go
+            self._output = None
         if ray.is_initialized():
             ray.shutdown()
 
