@@ -23,6 +23,10 @@ from harness.nodes import free_port, poll
 
 #: what one daemon JVM may use (a test cluster runs no big application)
 DAEMON_MEMORY = "256m"
+#: JVM options of the daemons and of the drivers and executors the worker launches (they inherit
+#: its JAVA_TOOL_OPTIONS): C1 only and the serial GC cost two shared cores least for JVMs that
+#: live seconds to minutes (as scripts/services.sh's DROVER_SVC_JVM_OPTS)
+FAST_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 STOP_GRACE_S = 20.0
 
 
@@ -68,6 +72,7 @@ class PrivateSparkCluster:
             "SPARK_LOCAL_HOSTNAME": "127.0.0.1",
             "SPARK_DAEMON_MEMORY": DAEMON_MEMORY,
             "SPARK_LOG_DIR": str(self.work_dir / "logs"),
+            "JAVA_TOOL_OPTIONS": os.environ.get("DROVER_SVC_APP_JVM_OPTS", FAST_JVM_OPTS),
         }
 
     def _spawn(self, name: str, *args: str) -> None:

@@ -25,6 +25,8 @@
 #   DROVER_SVC_ZK_PORT        ZooKeeper client port (default 21810)
 #   DROVER_SVC_JVM_OPTS       JVM options for ZooKeeper and the Spark daemons (default: options
 #                             that start them faster; set it empty for the JVM's defaults)
+#   DROVER_SVC_APP_JVM_OPTS   JVM options of the drivers and executors the test workers launch
+#                             (JAVA_TOOL_OPTIONS; default: DROVER_SVC_JVM_OPTS)
 #
 # State, pid files and logs live under var/services/ (gitignored). Source var/services/env with
 # `set -a; . var/services/env; set +a` to run pytest by hand.
@@ -43,6 +45,7 @@ MYSQL_DATADIR=${DROVER_SVC_MYSQL_DATADIR:-}
 ZK_PORT=${DROVER_SVC_ZK_PORT:-21810}
 ZK_CLASSPATH=/etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar
 JVM_FAST_START=${DROVER_SVC_JVM_OPTS--XX:TieredStopAtLevel=1 -XX:+UseSerialGC}
+APP_JVM_OPTS=${DROVER_SVC_APP_JVM_OPTS-$JVM_FAST_START}
 
 # cluster -> "master_port ui_port rest_port worker_ui_port"
 declare -A SPARK_PORTS=([a]="7077 8080 6066 8081" [b]="7078 8082 6067 8083")
@@ -395,8 +398,12 @@ spark_start_worker() {
         return 0
     fi
     mkdir -p "$dir/work"
-    # drivers and executors this worker launches default to the project's interpreter
-    PYSPARK_PYTHON=$PY start_detached "spark-$c-worker" "$LOGS/spark-$c-worker.log" \
+    # drivers and executors this worker launches default to the project's interpreter, and their
+    # JVMs (children of the worker, which inherit its environment) to the fast-start options too:
+    # the tests' drivers and executors live for seconds to minutes, where C2's compilations and a
+    # parallel GC's threads cost two shared cores more than they give back
+    PYSPARK_PYTHON=$PY JAVA_TOOL_OPTIONS=$APP_JVM_OPTS \
+        start_detached "spark-$c-worker" "$LOGS/spark-$c-worker.log" \
         "$SPARK_HOME/bin/spark-class" org.apache.spark.deploy.worker.Worker "$master" \
         --host "$HOST" --cores 8 --memory 6g --webui-port "$wport" --work-dir "$dir/work"
 }

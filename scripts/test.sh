@@ -35,7 +35,7 @@ step() {
         RESULTS+=("ok      $(since "$t0")")
     else
         local why=""
-        if [[ $name == pytest && $rc == 5 ]]; then why=" (no tests collected)"; fi
+        if [[ $name == pytest* && $rc == 5 ]]; then why=" (no tests collected)"; fi
         RESULTS+=("FAILED  $(since "$t0")  exit $rc$why")
         FAILED=1
     fi
@@ -80,6 +80,14 @@ run_pytest() {
     .venv/bin/pytest -q -ra --tb=short --durations=25 "$@"
 }
 
+# The suite in two parts, one after the other: what is not timing-sensitive on both cores at once
+# (pytest-xdist; a module stays on one worker, so its module fixtures are made once), then the
+# end-to-end tests and the serial ones (real Spark jobs, rates and timeouts measured in time)
+# alone on the machine. Each part must collect tests (pytest's exit 5 fails the step).
+PARALLEL_MARKS="not e2e and not serial"
+SERIAL_MARKS="e2e or serial"
+WORKERS=${DROVER_TEST_WORKERS:-2}
+
 T0=$EPOCHREALTIME
 banner "setup"
 scripts/setup.sh
@@ -94,7 +102,12 @@ ensure_tool node nodejs "only to check the console's JavaScript modules parse" |
 step ruff .venv/bin/ruff check "${LINT_PATHS[@]}"
 step mypy .venv/bin/mypy
 step compose compose_config
-step pytest run_pytest "$@"
+if (($# > 0)); then # the tests named on the command line, as they are
+    step pytest run_pytest "$@"
+else
+    step pytest-parallel run_pytest -n "$WORKERS" --dist loadscope -m "$PARALLEL_MARKS"
+    step pytest-serial run_pytest -m "$SERIAL_MARKS"
+fi
 
 banner "summary ($(since "$T0") in all)"
 for i in "${!STEPS[@]}"; do printf '  %-8s %s\n' "${STEPS[$i]}" "${RESULTS[$i]}"; done

@@ -80,6 +80,12 @@ def wait_until(
         time.sleep(interval)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The ``heavy`` tests first (stable otherwise): spread over pytest-xdist's workers from the
+    start, they do not leave one worker running alone at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("heavy") is None)
+
+
 # --- MariaDB / MySQL ------------------------------------------------------------------------
 
 

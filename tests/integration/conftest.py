@@ -11,6 +11,7 @@ from scheduler.bootstrap import ensure_defaults
 from scheduler.config import Settings
 from scheduler.store.db import Store
 from tests.support.auth import admin_token, auth_headers
+from tests.support.schema import install_head_schema
 
 BACKENDS = ["sqlite", "mysql"]
 
@@ -44,7 +45,7 @@ def settings(tmp_path: Path) -> Settings:
 @pytest.fixture
 def store(empty_store: Store, settings: Settings) -> Store:
     """A store migrated to head with the local cluster and the default group."""
-    empty_store.upgrade()
+    install_head_schema(empty_store)
     ensure_defaults(empty_store, settings)
     return empty_store
 

@@ -20,6 +20,7 @@ from scheduler.config import Settings
 from scheduler.store.db import Store
 from tests.conftest import wait_until
 from tests.support.auth import admin_token
+from tests.support.schema import install_head_schema
 
 pytestmark = pytest.mark.integration
 
@@ -28,7 +29,7 @@ pytestmark = pytest.mark.integration
 def api_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     settings = Settings(data_dir=tmp_path / "data", node_id="cli-test")
     store = Store(f"sqlite:///{tmp_path / 'drover.db'}")
-    store.upgrade()
+    install_head_schema(store)
     ensure_defaults(store, settings)
     monkeypatch.setenv("DROVER_TOKEN", admin_token(store))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))

@@ -29,6 +29,7 @@ from scheduler.config import Settings
 from scheduler.store.db import Store
 from tests.conftest import wait_until
 from tests.support.auth import admin_token, member_token
+from tests.support.schema import install_head_schema
 
 pytestmark = pytest.mark.integration
 
@@ -49,7 +50,7 @@ class Node:
 def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Node]:
     settings = Settings(data_dir=tmp_path / "data", node_id="cli-contract")
     store = Store(f"sqlite:///{tmp_path / 'drover.db'}")
-    store.upgrade()
+    install_head_schema(store)
     ensure_defaults(store, settings)
     admin = admin_token(store)
     monkeypatch.setenv("DROVER_TOKEN", admin)

@@ -26,6 +26,7 @@ from scheduler.store import journal
 from scheduler.store.db import Store
 from scheduler.store.models import utcnow
 from tests.integration.test_catalog_cli import api_url, drover
+from tests.support.schema import install_head_schema
 
 pytestmark = pytest.mark.integration
 
@@ -99,7 +100,7 @@ def test_nodes_deciding_at_the_same_instant_on_mariadb_record_one_transition(
     jobs' events; exactly one wins, the others get StaleWrite and leave nothing)."""
     store = Store(fresh_mysql_url())
     try:
-        store.upgrade()
+        install_head_schema(store)
         ensure_defaults(store, settings)
         with store.transaction() as s:
             for i in range(20):

@@ -35,9 +35,10 @@ from scheduler.store.db import Store
 from scheduler.store.generations import GenerationResolver as StoreResolver
 from scheduler.store.generations import recorded_generations
 from tests.conftest import wait_until
+from tests.support.schema import install_head_schema
 from tests.support.zkserver import ZkServer, free_port
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 SESSION = 2.0  # seconds; the servers' tickTime 500 allows 1–10 s
 
@@ -180,7 +181,7 @@ def generation_store(tmp_path: Path) -> Iterator[Store]:
     """A migrated SQLite store for membership generations (tests/integration/test_generations.py
     covers MariaDB too)."""
     store = Store(f"sqlite:///{tmp_path / 'drover.db'}")
-    store.upgrade()
+    install_head_schema(store)
     try:
         yield store
     finally:

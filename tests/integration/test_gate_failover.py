@@ -53,7 +53,7 @@ from tests.integration.test_submission_gate import (
 from tests.support.auth import admin_token, auth_headers
 from tests.support.fakes import FakeBackend
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 
 class MixedBackends:
@@ -128,7 +128,11 @@ def test_a_thousand_job_failovers_resubmissions_respect_the_target_clusters_cap(
 ) -> None:
     store = sqlite_store
     cap, n_jobs = 100, 1000
-    sim = SimCluster(app_start_delay=0.1).start()
+    # an application takes 1.5 s to run after its submission: at the ~70 submissions/s one node
+    # makes on two shared cores, more than ``cap`` would be in flight without the cap (and at
+    # half that pace still half of it), so the cap is what paces the burst however busy the
+    # machine is
+    sim = SimCluster(app_start_delay=1.5).start()
     node: Reconciler | None = None
     try:
         make_clusters(store, sim, tmp_path, cap)

@@ -31,6 +31,7 @@ from scheduler.membership import MembershipSnapshot, Mode, NodeCard
 from scheduler.store.db import Store
 from tests.conftest import wait_until
 from tests.support.auth import admin_token, member_token
+from tests.support.schema import install_head_schema
 
 pytestmark = pytest.mark.integration
 
@@ -79,7 +80,7 @@ class Api:
 def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Api]:
     settings = Settings(data_dir=tmp_path / "data", node_id="n1")
     store = Store(f"sqlite:///{tmp_path / 'drover.db'}")
-    store.upgrade()
+    install_head_schema(store)
     ensure_defaults(store, settings)
     monkeypatch.setenv("DROVER_TOKEN", admin_token(store))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))

@@ -47,6 +47,7 @@ from scheduler.store import ledger
 from scheduler.store.db import Store
 from tests.conftest import SparkStandalone, wait_until
 from tests.support.auth import admin_token
+from tests.support.schema import install_head_schema
 
 pytestmark = pytest.mark.e2e
 
@@ -185,7 +186,7 @@ class DroverApi:
 def drover_api(tmp_path: Path) -> Iterator[DroverApi]:
     settings = Settings(data_dir=tmp_path / "data", node_id=NODE)
     store = Store(f"sqlite:///{tmp_path / 'drover.db'}")
-    store.upgrade()
+    install_head_schema(store)
     ensure_defaults(store, settings)
     server = uvicorn.Server(
         uvicorn.Config(

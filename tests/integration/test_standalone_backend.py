@@ -25,7 +25,7 @@ from scheduler.backends.standalone import StandaloneRestBackend
 from scheduler.errors import ClusterUnreachable
 from tests.conftest import SparkStandalone, wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 REGISTER_TIMEOUT_S = 90.0  # the app registers ~4 s after create; slow when the 2 cores are busy
 GONE_TIMEOUT_S = 30.0

@@ -44,8 +44,9 @@ from scheduler.store.db import Store
 from scheduler.store.ledger import SqlLedger
 from scheduler.store.models import Job, Run
 from scheduler.store.quotas import SqlGateStore
+from tests.support.schema import install_head_schema
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 PIPELINE = "/opt/pipelines/p.py"
 DEADLINE = 45.0  # seconds any one phase of a test may take before it fails
@@ -154,7 +155,7 @@ def sim() -> Iterator[SimCluster]:
 @pytest.fixture
 def sqlite_store(settings: Settings, tmp_path: Path) -> Iterator[Store]:
     store = Store(f"sqlite:///{tmp_path / 'drover.db'}")
-    store.upgrade()
+    install_head_schema(store)
     ensure_defaults(store, settings)
     yield store
     store.dispose()
@@ -165,7 +166,7 @@ def mysql_store(fresh_mysql_url: Callable[[], str], settings: Settings) -> Itera
     """The real MariaDB: the bucket is shared by nodes ticking at once (row locks, conditional
     writes), where SQLite would serialize everything."""
     store = Store(fresh_mysql_url())
-    store.upgrade()
+    install_head_schema(store)
     ensure_defaults(store, settings)
     yield store
     store.dispose()

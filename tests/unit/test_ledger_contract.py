@@ -12,6 +12,7 @@ from scheduler.bootstrap import ensure_defaults
 from scheduler.config import Settings
 from scheduler.store.db import Store
 from tests.support.ledger_contract import CONTRACT, FakeHarness, Harness, SqlHarness
+from tests.support.schema import install_head_schema
 
 
 @pytest.fixture(params=["fake", "sqlite"])
@@ -20,7 +21,7 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]
         yield FakeHarness()
         return
     store = Store(f"sqlite:///{tmp_path / 'drover.db'}")
-    store.upgrade()
+    install_head_schema(store)
     ensure_defaults(store, Settings(data_dir=tmp_path / "data", node_id="test-node"))
     yield SqlHarness(store)
     store.dispose()
@@ -40,7 +41,7 @@ def test_fenced_events_name_the_epoch_they_were_written_under(tmp_path: Path) ->
     from tests.support import ledger_contract as contract
 
     store = Store(f"sqlite:///{tmp_path / 'drover.db'}")
-    store.upgrade()
+    install_head_schema(store)
     ensure_defaults(store, Settings(data_dir=tmp_path / "data", node_id="test-node"))
     try:
         h = SqlHarness(store)
