@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -48,6 +51,9 @@ OBJECT_STORE_BYTES = 80 * 1024 * 1024
 #: workers before it kills idle ones (``num_workers_soft_limit`` defaults to it), so with every
 #: core advertised a 16-core machine would keep 14 idle workers of about 60 MiB each.
 RAY_CPUS = 2
+
+#: times ``ray.init`` is tried when Ray gives up waiting for its own raylet (an overloaded machine)
+RAY_START_ATTEMPTS = 3
 
 #: Ray system settings (every Ray process of the node reads them from the GCS):
 #: - task events off: every actor call (ticks' claims, supervision pings, nudges) would otherwise
@@ -108,6 +114,35 @@ def follow_worker_output(log_format: str) -> WorkerOutputTail | None:
     return tail
 
 
+def _stop_children(grace: float = 5.0) -> None:
+    """SIGTERM every child process of this process, SIGKILL those still there after ``grace``
+    seconds, and reap them (before Ray starts, the node has no children of its own)."""
+    me = os.getpid()
+    children = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                raw = f.read()
+        except OSError:
+            continue
+        if int(raw[raw.rindex(b")") + 2 :].split()[1]) == me:
+            children.append(int(entry))
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + grace
+        while children and time.monotonic() < deadline:
+            for pid in list(children):
+                with contextlib.suppress(ChildProcessError):
+                    if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                        continue
+                children.remove(pid)
+            time.sleep(0.05)
+
+
 class NodeRuntime:
     """Starts Ray and the node's actors; what the API calls to nudge, read membership, drain.
 
@@ -123,16 +158,7 @@ class NodeRuntime:
 
     def start(self) -> None:
         """Start Ray and the actors; raises DroverError (e.g. DuplicateNode) with its own text."""
-        ray.init(
-            address="local",
-            include_dashboard=False,
-            namespace=f"drover-{self._settings.node_id}",
-            logging_level=logging.getLevelName(self._settings.ray_log_level),
-            log_to_driver=False,  # the node follows the workers' output itself (below)
-            num_cpus=RAY_CPUS,
-            object_store_memory=OBJECT_STORE_BYTES,
-            _system_config=dict(RAY_SYSTEM_CONFIG),
-        )
+        self._start_ray()
         # ray.init (and importing ray) set up Ray's own logging: ours again, and the actors'
         # output printed as our records (scheduler/logs.py) before any actor starts
         configure_from(self._settings, "api")
@@ -149,6 +175,36 @@ class NodeRuntime:
             if cause is not None:
                 raise cause from None
             raise
+
+    def _start_ray(self) -> None:
+        """``ray.init`` on loopback; started again (up to ``RAY_START_ATTEMPTS`` times) when Ray
+        gives up waiting for its raylet: Ray waits a fixed 30 s for the raylet to register with
+        the GCS, which a machine busy enough (seen at a load average of 24 on 2 cores) exceeds
+        while nothing is wrong."""
+        for attempt in range(1, RAY_START_ATTEMPTS + 1):
+            try:
+                ray.init(
+                    address="local",
+                    include_dashboard=False,
+                    namespace=f"drover-{self._settings.node_id}",
+                    logging_level=logging.getLevelName(self._settings.ray_log_level),
+                    log_to_driver=False,  # the node follows the workers' output itself (below)
+                    num_cpus=RAY_CPUS,
+                    object_store_memory=OBJECT_STORE_BYTES,
+                    _system_config=dict(RAY_SYSTEM_CONFIG),
+                )
+                return
+            except Exception as exc:
+                if attempt == RAY_START_ATTEMPTS or "timed out during startup" not in str(exc):
+                    raise
+                log.warning(
+                    "Ray did not start (attempt %d of %d): %s; starting it again",
+                    attempt,
+                    RAY_START_ATTEMPTS,
+                    exc,
+                )
+                ray.shutdown()
+                _stop_children()  # the GCS and raylet of the failed start: Ray keeps no handle
 
     def actor_metrics(self) -> ActorMetrics:
         """The last collection of the actors' figures (never waits on an actor)."""
