@@ -431,6 +431,21 @@ spark_up() {
 
 # --- commands --------------------------------------------------------------------------------
 
+# The Spark defaults of what the tests submit with spark-submit (local mode, client mode): the
+# drivers and executors it starts get the fast-start JVM options too (the workers' own children
+# get them from JAVA_TOOL_OPTIONS). Tests and their nodes find it through SPARK_CONF_DIR (in
+# var/services/env; nodes pass it on to drivers); the daemons started here do not read it.
+write_spark_conf() {
+    mkdir -p "$STATE/spark-conf"
+    {
+        echo "# written by scripts/services.sh for the tests' spark-submit runs"
+        if [[ -n $APP_JVM_OPTS ]]; then
+            echo "spark.driver.defaultJavaOptions $APP_JVM_OPTS"
+            echo "spark.executor.defaultJavaOptions $APP_JVM_OPTS"
+        fi
+    } >"$STATE/spark-conf/spark-defaults.conf"
+}
+
 write_env() {
     local c upper mport uport rport wport
     {
@@ -445,6 +460,7 @@ write_env() {
             printf 'DROVER_TEST_SPARK_%s_UI=%q\n' "$upper" "http://$HOST:$uport"
         done
         printf 'SPARK_HOME=%q\n' "$SPARK_HOME"
+        printf 'SPARK_CONF_DIR=%q\n' "$STATE/spark-conf"
     } >"$STATE/env.tmp"
     mv "$STATE/env.tmp" "$STATE/env"
 }
@@ -461,6 +477,7 @@ cmd_up() {
     # shellcheck disable=SC2046
     spark_up $(clusters)
     browser_up
+    write_spark_conf
     write_env
     log "all services up in $(since "$t0"); environment in ${STATE#"$ROOT"/}/env"
 }
