@@ -138,14 +138,14 @@ def print_plan(data: dict[str, Any]) -> None:
         )
     if not items:
         typer.echo("(no job you may act on matches the selector)")
-    counts = ", ".join(f"{n} {a}" for a, n in sorted(data["counts"].items()))
+    counts = ops.counts_text(data["counts"])
     typer.echo("")
     typer.echo(f"{data['kind']}: {len(items)} item(s){': ' + counts if counts else ''}")
     typer.echo(f"plan digest {data['plan_digest']}")
 
 
 def _summary(data: dict[str, Any]) -> str:
-    counts = ", ".join(f"{n} {s}" for s, n in sorted(data["counts"].items()))
+    counts = ops.counts_text(data["counts"])
     return (
         f"{data['kind']} {data['id']} {data['state']}: {data['finished']}/{data['total']} ended"
         + (f" ({counts})" if counts else "")
@@ -275,30 +275,24 @@ def bulk_status(
 ) -> None:
     """An operation's items and progress; without an id, the latest operations (every kind)."""
     if operation_id is None:
-        listing = out.fetch_all(_url(api), {"kind": kind or []}, limit=limit, api=api)
-        out.say_if_cut(listing, "operations")
-        page = listing.document()
-        if as_json:
-            base._print(page)
-            return
-        typer.echo(f"{'ID':>5}  {'KIND':<9} {'STATE':<10} {'TEAM':<12} {'CREATED':<20} ITEMS")
-        for op in page["data"]:
-            counts = ", ".join(f"{n} {s}" for s, n in sorted(op["counts"].items()))
-            typer.echo(
+        ops.print_latest(
+            _url(api),
+            {"kind": kind or []},
+            limit=limit,
+            api=api,
+            as_json=as_json,
+            what="operations",
+            header=f"{'ID':>5}  {'KIND':<9} {'STATE':<10} {'TEAM':<12} {'CREATED':<20} ITEMS",
+            row=lambda op: (
                 f"{op['id']:>5}  {op['kind']:<9} {op['state']:<10} "
-                f"{ops.short(op['team'] or '-', 12):<12} {op['created_at'][:19]:<20} {counts}"
-            )
-        if not page["data"]:
-            typer.echo("(no operations)")
-        return
-    if wait:
+                f"{ops.short(op['team'] or '-', 12):<12} {op['created_at'][:19]:<20} "
+                f"{ops.counts_text(op['counts'])}"
+            ),
+        )
+    elif wait:
         follow(api, operation_id, timeout=timeout, as_json=as_json)
-        return
-    data = base._call("GET", _url(api, f"/{operation_id}"))
-    if as_json:
-        base._print(data)
     else:
-        print_status(data)
+        ops.show(_url(api, f"/{operation_id}"), as_json=as_json, render=print_status)
 
 
 @bulk_app.command("cancel")

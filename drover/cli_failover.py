@@ -119,7 +119,7 @@ def print_plan(data: dict[str, Any]) -> None:
         )
     if not items:
         typer.echo("(no job of the selector is on the source)")
-    counts = ", ".join(f"{n} {a}" for a, n in sorted(data["counts"].items()))
+    counts = ops.counts_text(data["counts"])
     reach = "reachable" if data["source_reachable"] else "UNREACHABLE"
     typer.echo("")
     typer.echo(
@@ -149,7 +149,7 @@ def print_status(data: dict[str, Any]) -> None:
 
 
 def _summary(data: dict[str, Any]) -> str:
-    counts = ", ".join(f"{n} {s}" for s, n in sorted(data["counts"].items()))
+    counts = ops.counts_text(data["counts"])
     return f"failover {data['id']} {data['state']}: {counts or 'no items'}"
 
 
@@ -262,30 +262,24 @@ def failover_status(
 ) -> None:
     """A failover's items and progress; without an id, the latest failovers."""
     if operation_id is None:
-        listing = out.fetch_all(_url(api), limit=limit, api=api)
-        out.say_if_cut(listing, "failovers")
-        page = listing.document()
-        if as_json:
-            base._print(page)
-            return
-        typer.echo(f"{'ID':>5}  {'STATE':<10} {'SOURCE':<12} {'TARGET':<12} {'CREATED':<20} ITEMS")
-        for op in page["data"]:
-            counts = ", ".join(f"{n} {s}" for s, n in sorted(op["counts"].items()))
-            typer.echo(
+        ops.print_latest(
+            _url(api),
+            None,
+            limit=limit,
+            api=api,
+            as_json=as_json,
+            what="failovers",
+            header=f"{'ID':>5}  {'STATE':<10} {'SOURCE':<12} {'TARGET':<12} {'CREATED':<20} ITEMS",
+            row=lambda op: (
                 f"{op['id']:>5}  {op['state']:<10} {op['source'] or '-':<12} "
-                f"{op['target'] or '-':<12} {op['created_at'][:19]:<20} {counts}"
-            )
-        if not page["data"]:
-            typer.echo("(no failovers)")
-        return
-    if wait:
+                f"{op['target'] or '-':<12} {op['created_at'][:19]:<20} "
+                f"{ops.counts_text(op['counts'])}"
+            ),
+        )
+    elif wait:
         follow(api, operation_id, timeout=timeout, as_json=as_json)
-        return
-    data = base._call("GET", _url(api, f"/{operation_id}"))
-    if as_json:
-        base._print(data)
     else:
-        print_status(data)
+        ops.show(_url(api, f"/{operation_id}"), as_json=as_json, render=print_status)
 
 
 @failover_app.command("cancel")

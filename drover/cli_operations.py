@@ -8,7 +8,7 @@ item's step changes and the summary on stderr until the operation ends, then its
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import typer
@@ -26,6 +26,42 @@ Document = dict[str, Any]
 def short(text: str, width: int) -> str:
     """``text`` cut to ``width`` characters (an ellipsis marks the cut)."""
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def counts_text(counts: Mapping[str, int]) -> str:
+    """An operation's counts (per step or per action) as one sorted phrase: "2 DONE, 1 FAILED"."""
+    return ", ".join(f"{n} {key}" for key, n in sorted(counts.items()))
+
+
+def print_latest(
+    url: str,
+    params: Mapping[str, Any] | None,
+    *,
+    limit: int,
+    api: str | None,
+    as_json: bool,
+    what: str,
+    header: str,
+    row: Callable[[Document], str],
+) -> None:
+    """``status`` without an id: the latest operations at ``url`` (up to ``limit``), a line each
+    (``row`` under ``header``), or their page with ``--json``."""
+    listing = out.fetch_all(url, params, limit=limit, api=api)
+    out.say_if_cut(listing, what)
+    page = listing.document()
+    if as_json:
+        out.print_json(page)
+        return
+    typer.echo(header)
+    for operation in page["data"]:
+        typer.echo(row(operation))
+    if not page["data"]:
+        typer.echo(f"(no {what})")
+
+
+def show(url: str, *, as_json: bool, render: Callable[[Document], None]) -> None:
+    """``status ID``: the operation's document (``render`` without ``--json``)."""
+    out.show(out.call("GET", url), as_json, render)
 
 
 def last_note(item: Document) -> str:
