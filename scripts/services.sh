@@ -26,7 +26,8 @@
 #   DROVER_SVC_JVM_OPTS       JVM options for ZooKeeper and the Spark daemons (default: options
 #                             that start them faster; set it empty for the JVM's defaults)
 #   DROVER_SVC_APP_JVM_OPTS   JVM options of the drivers and executors the test workers launch
-#                             (JAVA_TOOL_OPTIONS; default: DROVER_SVC_JVM_OPTS)
+#                             (JAVA_TOOL_OPTIONS) and spark-submit starts (spark-defaults.conf in
+#                             var/services/spark-conf); default: DROVER_SVC_JVM_OPTS
 #
 # State, pid files and logs live under var/services/ (gitignored). Source var/services/env with
 # `set -a; . var/services/env; set +a` to run pytest by hand.
