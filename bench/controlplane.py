@@ -31,7 +31,9 @@ constructor), so the same file measures before and after a change:
 The running part also prints the CPU seconds every process spent meanwhile (each node's processes
 by kind, the simulator, the database server, the bench), so the simulator's own cost is reported
 apart from Drover's; ``--profile DIR`` records py-spy stacks of every node and the simulator
-(``pip install py-spy``; collapsed stacks, one file per process tree).
+(``pip install py-spy``; collapsed stacks, one file per process tree), only of threads holding the
+GIL: where the Python CPU goes, not where threads wait (a wall-clock profile of a reconciler is
+mostly its submission threads waiting on sockets).
 """
 
 from __future__ import annotations
@@ -549,6 +551,7 @@ def _profilers(targets: dict[str, int], out: Path, seconds: float) -> list[subpr
                     str(pid),
                     "--subprocesses",
                     "--nonblocking",
+                    "--gil",
                     "--rate",
                     "50",
                     "--format",

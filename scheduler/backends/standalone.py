@@ -69,17 +69,19 @@ Listing cache: ``/json/`` is fetched at most once per ``listing_ttl_s`` (0.5 s b
 per ``LISTING_REUSE_FACTOR`` times the last fetch's duration if that is longer (a 10,000-driver
 listing took 0.5-0.7 s on a busy machine: with a plain TTL measured from the fetch's start it
 was stale on arrival, and a tick that wrote to the store between status() calls fetched it once
-per job), and shared by every call, so a reconciler tick over many jobs costs one listing (a
+per job; at 50,000 drivers it is ~20 MB and about a fifth of a reconciler's CPU went to fetching
+it again every 4 fetch-durations: 10 bounds that to a tenth of the time, for the master too), and
+shared by every call, so a reconciler tick over many jobs costs one listing (a
 few if the tick is long) plus one REST status call only for drivers the listing does not show
 (just submitted, or forgotten by the master) or that failed (for the error message).
 :meth:`submit` and :meth:`kill` mark their driver: a :meth:`status` of a marked driver wants a
 listing whose fetch started after the mark (fetched once, then shared: a failover that kills
 1,000 drivers and then asks each one's status fetches the listing once, not once per driver, as
 when every submit and kill dropped the cached listing). :meth:`find` always reads a fresh one
-(it decides whether to submit). A fetch that fails is remembered for as long as a listing would
-be reused: the status of 1,000 drivers on an unreachable master fails fast after the first
-timeout instead of waiting for one each (only a slow failure is remembered: a refused
-connection or a 503 is asked again at once).
+(it decides whether to submit). A fetch that fails is remembered for ``FAILURE_REUSE_FACTOR`` times
+its duration: the status of 1,000 drivers on an unreachable master fails fast after the first
+timeout instead of waiting for one each (only a slow failure is remembered: a refused connection or
+a 503 is asked again at once).
 
 Change feed (``scheduler/backends/changes.py``): every listing fetched is summarised per driver
 (its state, worker and whether it is active, and its linked application's state), and
@@ -112,7 +114,7 @@ import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 
@@ -150,9 +152,11 @@ PYTHON_RUNNER = "org.apache.spark.deploy.PythonRunner"
 DEFAULT_SPARK_VERSION = "4.3.0"
 DEFAULT_LISTING_TTL_S = 0.5
 #: a cached listing is reused for at least this many times its fetch took (see the docstring)
-LISTING_REUSE_FACTOR = 4.0
-#: a failed listing fetch that took this long (s) is reused for LISTING_REUSE_FACTOR times that
+LISTING_REUSE_FACTOR = 10.0
+#: a failed listing fetch that took this long (s) is reused for FAILURE_REUSE_FACTOR times that
 SLOW_FAILURE_S = 0.5
+#: (shorter than a listing's reuse: a cluster that answers again is seen again soon)
+FAILURE_REUSE_FACTOR = 4.0
 #: resources of one small streaming job (fits a test worker; a job's conf overrides them)
 DEFAULT_RESOURCE_CONF: Mapping[str, str] = {
     "spark.driver.memory": "512m",
@@ -203,8 +207,10 @@ def _millis(value: Any) -> int:
         return 0
 
 
-@dataclass(frozen=True)
-class _Driver:
+class _Driver(NamedTuple):
+    """One driver of a listing (a tuple: a listing makes tens of thousands of them, and a
+    frozen dataclass's ``__init__`` costs several times a tuple's)."""
+
     id: str
     state: str
     worker: str | None
@@ -214,8 +220,9 @@ class _Driver:
     starttime: int
 
 
-@dataclass(frozen=True)
-class _App:
+class _App(NamedTuple):
+    """One application of a listing (a tuple, as :class:`_Driver`)."""
+
     id: str
     name: str
     state: str
@@ -435,7 +442,7 @@ class StandaloneRestBackend:
             if failure is None or max_age == 0.0:
                 return None
             started, seconds, error = failure
-            if time.monotonic() - started > LISTING_REUSE_FACTOR * seconds:
+            if time.monotonic() - started > FAILURE_REUSE_FACTOR * seconds:
                 return None
             if touched is not None and started < touched:
                 return None

@@ -32,10 +32,14 @@ from scheduler.records import (
     RunRecord,
 )
 from scheduler.states import DesiredState, JobState, RunState, transition
+from scheduler.store import reads
 from scheduler.store.db import Store
-from scheduler.store.jobs import with_current_runs
 from scheduler.store.mapping import cluster_record, run_record
 from scheduler.store.models import BusinessQuota, Cluster, Group, Job, JobEvent, Run, utcnow
+
+#: the job table, for the reads of a tick: Core rows, not ORM objects (a tick may read tens
+#: of thousands of rows; an ORM object costs several times a row's decoding)
+_JOBS = Job.__table__
 
 
 def jobs_to_reconcile(
@@ -43,15 +47,15 @@ def jobs_to_reconcile(
 ) -> list[JobRecord]:
     """Jobs that may need work: desired RUNNING or not at rest; with ``fence``, only its own."""
     at_rest = [s.value for s in (JobState.STOPPED, JobState.FINISHED, JobState.FAILED)]
-    stmt = select(Job).where(
-        (Job.desired_state == DesiredState.RUNNING.value) | Job.state.not_in(at_rest)
+    c = _JOBS.c
+    stmt = select(*c).where(
+        (c.desired_state == DesiredState.RUNNING.value) | c.state.not_in(at_rest)
     )
     if groups is not None:
-        stmt = stmt.where(Job.group_name.in_(list(groups)))
+        stmt = stmt.where(c.group_name.in_(list(groups)))
     if fence is not None:
-        stmt = stmt.where(*_owned_by(fence))
-    jobs = list(session.scalars(stmt.order_by(Job.id)))
-    return with_current_runs(session, jobs)
+        stmt = stmt.where(c.owner == fence.node_id, c.owner_epoch == fence.epoch)
+    return reads.with_runs(session, session.connection().execute(stmt.order_by(c.id)).all())
 
 
 def _owned_by(fence: Fence) -> tuple[Any, ...]:
@@ -343,14 +347,18 @@ class SqlLedger:
             if changed_since is None:
                 jobs = jobs_to_reconcile(session, [group], fence)
             else:
-                changed = Job.updated_at >= changed_since
+                c = _JOBS.c
+                changed = c.updated_at >= changed_since
                 wanted = list(ids)
-                stmt = select(Job).where(
-                    Job.group_name == group,
-                    *_owned_by(fence),
-                    or_(changed, Job.id.in_(wanted)) if wanted else changed,
+                stmt = select(*c).where(
+                    c.group_name == group,
+                    c.owner == fence.node_id,
+                    c.owner_epoch == fence.epoch,
+                    or_(changed, c.id.in_(wanted)) if wanted else changed,
                 )
-                jobs = with_current_runs(session, list(session.scalars(stmt.order_by(Job.id))))
+                jobs = reads.with_runs(
+                    session, session.connection().execute(stmt.order_by(c.id)).all()
+                )
             clusters = {c.name: cluster_record(c) for c in session.scalars(select(Cluster))}
             primary = session.scalar(select(Group.primary_cluster).where(Group.name == group))
         return LedgerView(jobs, clusters, primary or "")
