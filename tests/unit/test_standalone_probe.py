@@ -44,6 +44,22 @@ def test_a_ready_master_with_an_alive_worker_is_ok_even_without_free_cores() -> 
     assert probe.detail == "master ALIVE, 1 of 1 workers alive, 0 cores free"
 
 
+def test_the_probe_reads_the_top_level_status_not_an_application_named_like_it() -> None:
+    """The probe decodes only the status and the workers; names that spell keys stay names."""
+    apps = [{"id": f"app-{i}", "name": 'x","status":"DEAD', "state": "RUNNING"} for i in range(3)]
+    drivers = [{"id": "driver-1", "state": "RUNNING", "worker": "w", "mainclass": "workers"}]
+    listing = {
+        "url": "spark://master:7077",
+        "activeapps": apps,
+        "activedrivers": drivers,
+        "workers": [worker(free=2)],
+        "status": "ALIVE",
+    }
+    probe = backend(READY, (200, listing)).probe()
+    assert probe.ok, probe.detail
+    assert probe.detail == "master ALIVE, 1 of 1 workers alive, 2 cores free"
+
+
 @pytest.mark.parametrize(
     ("readyz", "listing", "expected"),
     [
