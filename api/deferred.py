@@ -5,7 +5,9 @@ the job a path names). A plain ``def`` route then reads the store again in the t
 hand-overs to a thread and back, two connections. A route listed in ``rules.DEFERRED`` instead
 takes the check with it: ``authorize`` leaves it in the request (:func:`defer`) and the route runs
 it first in its one thread (:func:`run_in_route_thread`), so the check still comes before
-anything the route does and its answer (404, 403, 422) is the request's answer.
+anything the route does and its answer (404, 403, 422) is the request's answer. What the check
+read to decide (the job, with everything its ``GET`` shows) is handed to the route: the
+decision and the answer come from one statement.
 
 Two guards keep this exactly as strict as checking at once:
 
@@ -32,19 +34,23 @@ KEY = "drover_deferred_authorization"
 
 
 class Pending:
-    """A check to run once, before the route's work."""
+    """A check to run once, before the route's work; what it read to decide."""
 
-    def __init__(self, check: Callable[[], None]) -> None:
+    def __init__(self, check: Callable[[], Any]) -> None:
         self._check = check
         self.done = False
+        self._found: Any = None
 
-    def run(self) -> None:
+    def run(self) -> Any:
         if not self.done:
             self.done = True
-            self._check()
+            self._found = self._check()
+        return self._found
 
 
-def defer(request: Request, check: Callable[[], None]) -> None:
+def defer(request: Request, check: Callable[[], Any]) -> None:
+    """Leave ``check`` to the route: it raises the request's error answer, or returns what it
+    read to decide (the route's :func:`run_in_route_thread` gets it)."""
     request.scope.setdefault("state", {})[KEY] = Pending(check)
 
 
@@ -54,18 +60,20 @@ def _pending(scope: Any) -> Pending | None:
     return pending if isinstance(pending, Pending) else None
 
 
-def _checked_then(store: Any, pending: Pending | None, func: Callable[..., T], *args: Any) -> T:
+def _checked_then(store: Any, pending: Pending, func: Callable[..., T], *args: Any) -> T:
     with store.reading():  # the check's read and the route's: one connection
-        if pending is not None:
-            pending.run()
-        return func(*args)
+        return func(pending.run(), *args)
 
 
 async def run_in_route_thread(request: Request, func: Callable[..., T], *args: Any) -> T:
-    """``func(*args)`` in the thread pool, after the request's pending check (in that thread,
-    on the same store connection as the route's reads: ``Store.reading``)."""
+    """``func(found, *args)`` in the thread pool, after the request's pending check (in that
+    thread, on the same store connection as the route's reads: ``Store.reading``); ``found``
+    is what the check read."""
+    pending = _pending(request.scope)
+    if pending is None:  # the route is not in rules.DEFERRED: nothing checked its job
+        raise RuntimeError(f"{request.method} {request.url.path}: no deferred check to run")
     store = request.app.state.context.store
-    return await run_in_threadpool(_checked_then, store, _pending(request.scope), func, *args)
+    return await run_in_threadpool(_checked_then, store, pending, func, *args)
 
 
 async def settle(request: Request) -> Exception | None:

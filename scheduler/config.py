@@ -113,11 +113,12 @@ class Settings(BaseSettings):
     authz_url: str = ""
     authz_cache_seconds: float = Field(default=5.0, ge=0)
     authz_timeout: float = Field(default=2.0, gt=0)
-    #: seconds a verified API token is trusted without reading the store again: 0 (the
-    #: default) reads it on every request, so a revocation anywhere applies to the next one;
-    #: above 0, one made through this node still applies at once, one made through another
-    #: node or the CLI within this many seconds (saves a store read per request)
-    token_cache_seconds: float = Field(default=0.0, ge=0, le=60)
+    #: seconds a verified API token is trusted without reading the store again. A revocation
+    #: or role change made through this node applies at once; one made through another node or
+    #: the CLI within this many seconds (like ``authz_cache_seconds``). It saves a store read
+    #: and a hand-over to a thread on every request of a caller seen within it (a polling UI,
+    #: an internal service); 0 reads the token on every request
+    token_cache_seconds: float = Field(default=2.0, ge=0, le=60)
 
     # API
     #: threads serving the API's blocking work at once (route handlers, store reads); the API's

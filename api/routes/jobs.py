@@ -33,7 +33,7 @@ from api.deps import (
 from api.idempotency import Idempotent
 from api.paging import CountQuery, CursorQuery, PageLimitQuery
 from api.problems import problem_responses
-from api.routes.replication import load_view
+from api.routes.replication import replication_of
 from api.schemas import (
     EventPage,
     EventPublic,
@@ -363,11 +363,12 @@ def list_jobs(
     with store.connection() as session:
         jobs, next_key = reads.page_jobs(session, selector, window)
         total = jobs_store.count_jobs(session, selector) if count else None
-        queued = [j.id for j in jobs if j.state == JobState.QUEUED]
-        queue = reads.queue_of(session, queued) if queued else {}
     next_cursor, next_url = paging.links(request, response, order, next_key, filters)
     page = JobPage(
-        data=[JobPublic.of(j, queue=queue.get(j.id)) for j in jobs],
+        data=[
+            JobPublic.of(j, queue=queue if j.state == JobState.QUEUED else None)
+            for j, queue in jobs
+        ],
         limit=limit,
         next_cursor=next_cursor,
         next=next_url,
@@ -391,19 +392,17 @@ def list_jobs(
 async def get_job(
     name: NamePath, ctx: ContextDep, store: StoreDep, request: Request, response: Response
 ) -> Response:
-    # the job's authorization check and the read in one thread (rules.DEFERRED)
-    return await deferred.run_in_route_thread(request, _read_job, name, ctx, store, response)
+    # the job's authorization check and the read in one thread (rules.DEFERRED): the check
+    # reads the job, the route answers with it
+    return await deferred.run_in_route_thread(request, _read_job, ctx, store, response)
 
 
-def _read_job(name: str, ctx: NodeContext, store: Store, response: Response) -> Response:
+def _read_job(found: reads.JobView, ctx: NodeContext, store: Store, response: Response) -> Response:
+    """The answer from the job the check read (``reads.job_view``)."""
     with store.connection() as session:
-        found = reads.job(session, _name(name))
-        if found is None:
-            raise NotFound(f"no job named {name!r}")
-        job = found
-        replication = load_view(session, job, ctx.settings)
-        queued = job.state == JobState.QUEUED
-        queue = reads.queue_of(session, [job.id]).get(job.id) if queued else None
+        replication = replication_of(session, found, ctx.settings)
+    job = found.job
+    queue = found.queue if job.state == JobState.QUEUED else None
     _etag(response, job)
     return json_answer(JobPublic.of(job, replication, queue), response)
 

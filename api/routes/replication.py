@@ -22,7 +22,6 @@ from scheduler.records import ClusterRecord, GroupRecord, JobRecord
 from scheduler.replicas import ReplicaRecord, ReplicaState, replica_target
 from scheduler.replication import stale_after
 from scheduler.store import catalog as catalog_store
-from scheduler.store import jobs as jobs_store
 from scheduler.store import reads
 from scheduler.store import replicas as replicas_store
 from scheduler.store.models import utcnow
@@ -56,14 +55,19 @@ def replication_view(
     )
 
 
-def load_view(session: reads.Reader, job: JobRecord, settings: Settings) -> ReplicationPublic:
-    """:func:`replication_view` of ``job``, read in ``session``."""
-    replica = reads.replica_of(session, job)
-    group = reads.group(session, job.group)
+def replication_of(
+    session: reads.Reader, found: reads.JobView, settings: Settings
+) -> ReplicationPublic:
+    """:func:`replication_view` of a job read with ``reads.job_view`` (its replica and group
+    with it). The clusters are read, in ``session``, only for a group with a failover cluster:
+    without one there is no replica target to find, and the view says so."""
+    group = found.group
     if group is None:
-        raise NotFound(f"no group named {job.group!r}")
-    clusters = {c.name: c for c in reads.clusters(session)}
-    return replication_view(job, replica, group, clusters, settings)
+        raise NotFound(f"no group named {found.job.group!r}")
+    clusters = (
+        {c.name: c for c in reads.clusters(session)} if group.failover_cluster is not None else {}
+    )
+    return replication_view(found.job, found.replica, group, clusters, settings)
 
 
 @router.get(
@@ -78,9 +82,11 @@ def load_view(session: reads.Reader, job: JobRecord, settings: Settings) -> Repl
     "(`reason` says why: not replicated, no failover cluster, no look yet).",
 )
 def get_job_replication(name: NamePath, ctx: ContextDep, store: StoreDep) -> ReplicationPublic:
-    with store.session() as session:
-        job = jobs_store.get_job(session, validate_name(name, "job name"))
-        return load_view(session, job, ctx.settings)
+    with store.connection() as session:
+        found = reads.job_view(session, validate_name(name, "job name"))
+        if found is None:
+            raise NotFound(f"no job named {name!r}")
+        return replication_of(session, found, ctx.settings)
 
 
 @router.get(

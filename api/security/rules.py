@@ -148,8 +148,8 @@ RULES: dict[tuple[str, str], Rule] = {
 
 
 #: routes whose job check ``authorize`` leaves to the route's own thread (``api/deferred.py``):
-#: each runs its work through ``deferred.run_in_route_thread`` (the security edge refuses a
-#: success answer from one that does not)
+#: each runs its work through ``deferred.run_in_route_thread``, which hands it the job the check
+#: read (``reads.JobView``; the security edge refuses a success answer from one that does not)
 DEFERRED: frozenset[tuple[str, str]] = frozenset({("GET", "/v1/jobs/{name}")})
 
 
@@ -201,12 +201,14 @@ async def authorize(request: Request) -> None:
     params = request.path_params
     checks: list[tuple[str | None, str, str | None]] = []  # (team, resource, job)
     if rule.target is Target.JOB and (method, getattr(route, "path", None)) in DEFERRED:
-        # the route runs this first in its own thread (api/deferred.py): one hand-over, not two
+        # the route runs this first in its own thread (api/deferred.py): one hand-over, not two;
+        # the job read for its team is the one the route answers with
         name = str(params.get("name", ""))
 
-        def check() -> None:
-            team = _team_of_job(context.store, name)
-            _decide(authorizer, principal, rule, team, f"job/{name}", name)
+        def check() -> reads.JobView:
+            found = _job_view(context.store, name)
+            _decide(authorizer, principal, rule, found.job.team, f"job/{name}", name)
+            return found
 
         deferred.defer(request, check)
         return
@@ -279,15 +281,30 @@ async def _json_body(request: Request) -> dict[str, Any]:
     return body if isinstance(body, dict) else {}
 
 
-def _team_of_job(store: Any, name: str) -> str:
+def _valid_job_name(name: str) -> None:
     problem = name_problem(name)
     if problem is not None:
         raise InvalidInput(f"job name {problem}")
+
+
+def _team_of_job(store: Any, name: str) -> str:
+    _valid_job_name(name)
     with store.connection() as connection:
         team = reads.team_of_job(connection, name)
     if team is None:
         raise NotFound(f"no job named {name!r}", job=name)
     return str(team)
+
+
+def _job_view(store: Any, name: str) -> reads.JobView:
+    """The job of a deferred check, as ``GET /v1/jobs/{name}`` shows it (one statement: its
+    team decides, and the route answers with the rest)."""
+    _valid_job_name(name)
+    with store.connection() as connection:
+        found = reads.job_view(connection, name)
+    if found is None:
+        raise NotFound(f"no job named {name!r}", job=name)
+    return found
 
 
 def _owns_token(request: Request, principal: Principal) -> bool:

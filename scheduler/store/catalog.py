@@ -355,25 +355,42 @@ def set_artifact_roots(
     return cluster_record(cluster)
 
 
-_GROUP_CLUSTERS = select(
-    Group.__table__.c.primary_cluster, Group.__table__.c.failover_cluster
-).where(Group.__table__.c.name == bindparam("name"))
-_CLUSTER_ROOTS = select(Cluster.__table__.c.artifact_roots).where(
-    Cluster.__table__.c.name == bindparam("name")
+_GROUPS = Group.__table__
+_PRIMARY = Cluster.__table__.alias("primary_of_group")
+_FAILOVER = Cluster.__table__.alias("failover_of_group")
+#: a group's clusters and their artifact roots, one statement (the submission check of every
+#: creation runs it); a cluster's name is None when the catalog has no such cluster
+_GROUP_ROOTS = (
+    select(
+        _GROUPS.c.primary_cluster,
+        _PRIMARY.c.name.label("primary_found"),
+        _PRIMARY.c.artifact_roots.label("primary_roots"),
+        _GROUPS.c.failover_cluster,
+        _FAILOVER.c.name.label("failover_found"),
+        _FAILOVER.c.artifact_roots.label("failover_roots"),
+    )
+    .select_from(
+        _GROUPS.outerjoin(_PRIMARY, _PRIMARY.c.name == _GROUPS.c.primary_cluster).outerjoin(
+            _FAILOVER, _FAILOVER.c.name == _GROUPS.c.failover_cluster
+        )
+    )
+    .where(_GROUPS.c.name == bindparam("name"))
 )
 
 
 def artifact_roots_of_group(session: Session, group: str) -> dict[str, tuple[str, ...]]:
     """cluster name -> its artifact roots, for the group's primary and failover clusters."""
-    connection = session.connection()  # plain rows (the submission check of every creation)
-    row = connection.execute(_GROUP_CLUSTERS, {"name": group}).first()
+    row = session.connection().execute(_GROUP_ROOTS, {"name": group}).first()  # plain rows
     if row is None:
         raise NotFound(f"no group named {group!r}")
-    names = [n for n in (row.primary_cluster, row.failover_cluster) if n]
     roots: dict[str, tuple[str, ...]] = {}
-    for name in names:
-        cluster = connection.execute(_CLUSTER_ROOTS, {"name": name}).first()
-        if cluster is None:
+    for name, found, artifact_roots in (
+        (row.primary_cluster, row.primary_found, row.primary_roots),
+        (row.failover_cluster, row.failover_found, row.failover_roots),
+    ):
+        if not name:
+            continue
+        if found is None:
             raise NotFound(f"no cluster named {name!r}")
-        roots[name] = tuple(cluster.artifact_roots or ())
+        roots[name] = tuple(artifact_roots or ())
     return roots

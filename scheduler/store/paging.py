@@ -49,7 +49,7 @@ def read_page(
     order = [c.desc() if window.sort.descending else c.asc() for c in columns]
     ordered = query.order_by(*order).limit(window.limit + 1)
     if connection is not None:
-        rows: list[Any] = list(connection.execute(ordered))
+        rows: list[Any] = list(connection.execute(ordered).all())  # one fetch, not one a row
     else:
         rows = list(session.scalars(ordered) if scalars else session.execute(ordered))
     if len(rows) > window.limit:

@@ -7,6 +7,12 @@ run on the session's connection with its parameters, makes plain rows (~20 µs).
 the mapped classes' column names, so ``scheduler.store.mapping`` turns them into the same
 records as the ORM objects.
 
+One statement where one can do: a statement costs far more in SQLAlchemy and the driver (and,
+under load, in the hand-overs of the GIL around it) than the database spends on a join by
+primary key. A job is read with its current run, that run's progress, its queue row, its
+replica and its group joined (:func:`job_view`), a page of jobs with their runs, progress and
+queue rows (:func:`page_jobs`).
+
 Each function takes a session or a plain connection (``Store.connection()``: cheaper still).
 These statements skip the ORM's autoflush: call them in a session whose ORM objects have no
 pending changes (a read's own session), never in the middle of a write.
@@ -14,14 +20,15 @@ pending changes (a read's own session), never in the middle of a write.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import Connection, Row, bindparam, select
+from sqlalchemy import Connection, FromClause, Row, bindparam, select
 from sqlalchemy.orm import Session
 
+from scheduler.gating import QueueRow
 from scheduler.paging import KeyPart, Window
 from scheduler.records import ClusterRecord, GroupRecord, JobRecord
 from scheduler.replicas import ReplicaRecord
@@ -31,21 +38,69 @@ from scheduler.store.models_observe import RunProgress
 
 _JOBS = Job.__table__
 _RUNS = Run.__table__
+_PROGRESS = RunProgress.__table__
+_QUEUE = QueueEntry.__table__
+_REPLICAS = CheckpointReplica.__table__
+_GROUPS = Group.__table__
 
 TEAM_OF_JOB = select(_JOBS.c.team).where(_JOBS.c.name == bindparam("name"))
-JOB_BY_NAME = select(*_JOBS.c).where(_JOBS.c.name == bindparam("name"))
 RUN_BY_ID = select(*_RUNS.c).where(_RUNS.c.id == bindparam("id"))
 RUNS_BY_IDS = select(*_RUNS.c).where(_RUNS.c.id.in_(bindparam("ids", expanding=True)))
-PROGRESS_BY_RUN_IDS = select(*RunProgress.__table__.c).where(
-    RunProgress.__table__.c.run_id.in_(bindparam("ids", expanding=True))
+PROGRESS_BY_RUN_IDS = select(*_PROGRESS.c).where(
+    _PROGRESS.c.run_id.in_(bindparam("ids", expanding=True))
 )
-REPLICA_BY_JOB_ID = select(*CheckpointReplica.__table__.c).where(
-    CheckpointReplica.__table__.c.job_id == bindparam("job_id")
-)
-GROUP_BY_NAME = select(*Group.__table__.c).where(Group.__table__.c.name == bindparam("name"))
 ALL_CLUSTERS = select(*Cluster.__table__.c).order_by(Cluster.__table__.c.name)
-QUEUE_BY_JOB_IDS = select(*QueueEntry.__table__.c).where(
-    QueueEntry.__table__.c.job_id.in_(bindparam("ids", expanding=True))
+
+
+class _Joined:
+    """Tables' columns in one select list (all but the first labelled ``<prefix>__<column>``),
+    and each table's columns back out of a result row."""
+
+    def __init__(self, first: FromClause, **others: FromClause) -> None:
+        self.columns: list[Any] = []
+        #: per table: where its columns start and end, their names, and where its primary key
+        #: is (None there: the outer join found no row)
+        self._parts: list[tuple[int, int, list[str], int]] = []
+        for prefix, table in (("", first), *others.items()):
+            names = [c.name for c in table.c]
+            start = len(self.columns)
+            key = start + names.index(next(iter(table.primary_key)).name)
+            self._parts.append((start, start + len(names), names, key))
+            self.columns += [c.label(f"{prefix}__{c.name}") if prefix else c for c in table.c]
+
+    def split(self, row: Row[Any]) -> list[SimpleNamespace | None]:
+        """Each table's columns of ``row`` as plain attributes (see :func:`_plain`), None for a
+        table the join found no row of."""
+        values = tuple(row)
+        return [
+            None
+            if values[key] is None
+            else SimpleNamespace(**dict(zip(names, values[start:end], strict=True)))
+            for start, end, names, key in self._parts
+        ]
+
+
+#: a job with its current run, the run's progress and its queue row: a page's rows
+_JOB_ROWS = _Joined(_JOBS, run=_RUNS, progress=_PROGRESS, queue=_QUEUE)
+_JOBS_JOINED = (
+    _JOBS.outerjoin(_RUNS, _RUNS.c.id == _JOBS.c.current_run_id)
+    .outerjoin(_PROGRESS, _PROGRESS.c.run_id == _RUNS.c.id)
+    .outerjoin(_QUEUE, _QUEUE.c.job_id == _JOBS.c.id)
+)
+#: a page's statement before its filters (built once: ~100 columns to coerce and key)
+_PAGE = select(*_JOB_ROWS.columns).select_from(_JOBS_JOINED)
+#: ... and its replica and group: ``GET /v1/jobs/{name}``
+_VIEW_ROWS = _Joined(
+    _JOBS, run=_RUNS, progress=_PROGRESS, queue=_QUEUE, replica=_REPLICAS, group=_GROUPS
+)
+JOB_VIEW = (
+    select(*_VIEW_ROWS.columns)
+    .select_from(
+        _JOBS_JOINED.outerjoin(_REPLICAS, _REPLICAS.c.job_id == _JOBS.c.id).outerjoin(
+            _GROUPS, _GROUPS.c.name == _JOBS.c.group_name
+        )
+    )
+    .where(_JOBS.c.name == bindparam("name"))
 )
 
 
@@ -67,18 +122,44 @@ def team_of_job(session: Reader, name: str) -> str | None:
     return str(rows[0][0]) if rows else None
 
 
-def job_row(session: Reader, name: str) -> Row[Any] | None:
-    rows = _rows(session, JOB_BY_NAME, {"name": name})
-    return rows[0] if rows else None
+@dataclass(frozen=True)
+class JobView:
+    """A job as ``GET /v1/jobs/{name}`` shows it: its record (with its current run and that
+    run's progress, as ``jobs.get_job`` answers it), its place in the submission queue, its
+    checkpoint replica and its group (None when the catalog has lost it)."""
+
+    job: JobRecord
+    queue: QueueRow | None
+    replica: ReplicaRecord | None
+    group: GroupRecord | None
 
 
-def job(session: Reader, name: str) -> JobRecord | None:
-    """The job named ``name`` with its current run and that run's progress (what
-    ``jobs.get_job`` answers), None when there is no such job."""
-    row = job_row(session, name)
-    if row is None:
+def _queue_row(row: Any) -> QueueRow:
+    return QueueRow(row.position, row.kind, row.reason, row.since)
+
+
+def _job_of(job: Any, run: Any, progress: Any) -> JobRecord:
+    from scheduler.store.progress import progress_record
+
+    record = job_record(job, run)
+    return replace(record, progress=progress_record(progress)) if progress is not None else record
+
+
+def job_view(session: Reader, name: str) -> JobView | None:
+    """The job named ``name`` with everything its ``GET`` shows (one statement), None when
+    there is no such job."""
+    from scheduler.store.replicas import _record
+
+    rows = _rows(session, JOB_VIEW, {"name": name})
+    if not rows:
         return None
-    return with_runs(session, [row])[0]
+    job, run, progress, queue, replica, group = _VIEW_ROWS.split(rows[0])
+    return JobView(
+        _job_of(job, run, progress),
+        _queue_row(queue) if queue is not None else None,
+        _record(replica, name) if replica is not None else None,  # type: ignore[arg-type]
+        group_record(group) if group is not None else None,  # type: ignore[arg-type]
+    )
 
 
 def _plain(row: Row[Any]) -> SimpleNamespace:
@@ -89,7 +170,7 @@ def _plain(row: Row[Any]) -> SimpleNamespace:
 
 def with_runs(session: Reader, rows: Sequence[Row[Any]]) -> list[JobRecord]:
     """Records of these job rows with their current runs and the runs' progress (one query
-    each for all of them)."""
+    each for all of them: the ledger's reads, whose rows come from statements of their own)."""
     run_ids = sorted({r.current_run_id for r in rows if r.current_run_id is not None})
     runs: dict[int, Row[Any]] = {}
     if len(run_ids) == 1:
@@ -121,32 +202,8 @@ def with_runs(session: Reader, rows: Sequence[Row[Any]]) -> list[JobRecord]:
     ]
 
 
-def replica_of(session: Reader, job: JobRecord) -> ReplicaRecord | None:
-    from scheduler.store.replicas import _record
-
-    rows = _rows(session, REPLICA_BY_JOB_ID, {"job_id": job.id})
-    return _record(rows[0], job.name) if rows else None  # type: ignore[arg-type]
-
-
-def group(session: Reader, name: str) -> GroupRecord | None:
-    rows = _rows(session, GROUP_BY_NAME, {"name": name})
-    return group_record(rows[0]) if rows else None  # type: ignore[arg-type]
-
-
 def clusters(session: Reader) -> list[ClusterRecord]:
     return [cluster_record(r) for r in _rows(session, ALL_CLUSTERS, {})]  # type: ignore[arg-type]
-
-
-def queue_of(session: Reader, job_ids: Iterable[int]) -> dict[int, Any]:
-    """``quotas.queue_of`` (the queue rows of the jobs the gate holds back), as Core."""
-    from scheduler.store.quotas import QueueRow
-
-    ids = sorted(set(job_ids))
-    found: dict[int, QueueRow] = {}
-    for start in range(0, len(ids), 500):
-        for e in _rows(session, QUEUE_BY_JOB_IDS, {"ids": ids[start : start + 500]}):
-            found[e.job_id] = QueueRow(e.position, e.kind, e.reason, e.since)
-    return found
 
 
 #: a job listing's sort keys as Core columns (``jobs.JOB_SORTS`` names the ORM attributes)
@@ -159,13 +216,13 @@ JOB_SORT_COLUMNS: dict[str, tuple[Any, ...]] = {
 
 def page_jobs(
     session: Reader, selector: Any, window: Window
-) -> tuple[list[JobRecord], tuple[KeyPart, ...] | None]:
+) -> tuple[list[tuple[JobRecord, QueueRow | None]], tuple[KeyPart, ...] | None]:
     """``jobs.page_jobs`` (one page of the jobs ``selector`` keeps, with their current runs and
-    the next page's key) from plain rows."""
+    the next page's key) with each job's queue row, in one statement of plain rows."""
     from scheduler.store import paging
 
     columns = JOB_SORT_COLUMNS[window.sort.field]
-    query = select(*_JOBS.c).where(*selector.conditions())
+    query = _PAGE.where(*selector.conditions())
     fields = [c.name for c in columns]
     rows, next_key = paging.read_page(
         session,
@@ -176,4 +233,8 @@ def page_jobs(
         scalars=False,
         connection=connection_of(session),
     )
-    return with_runs(session, rows), next_key
+    page = []
+    for row in rows:
+        job, run, progress, queue = _JOB_ROWS.split(row)
+        page.append((_job_of(job, run, progress), _queue_row(queue) if queue is not None else None))
+    return page, next_key

@@ -1,7 +1,8 @@
 """The API's Core reads (``scheduler.store.reads``) answer exactly what the ORM reads they
 replace answer, on SQLite and on MariaDB: jobs with and without a current run, progress, a
-directive and labels; pages in every sort, after a cursor, filtered; queue rows; a job's
-replica, group and clusters; and a token's credential."""
+directive and labels; pages in every sort, after a cursor, filtered, with their queue rows; a
+job's queue row, replica and group (one joined read) and the clusters; and a token's
+credential."""
 
 from __future__ import annotations
 
@@ -109,15 +110,19 @@ def test_a_job_reads_the_same(seeded: Store) -> None:
         names = [j.name for j in jobs_store.page_jobs(session)[0]]
         assert len(names) == 12
         for name in names:
-            assert reads.job(session, name) == jobs_store.get_job(session, name)
+            found = reads.job_view(session, name)
+            assert found is not None and found.job == jobs_store.get_job(session, name)
             assert reads.team_of_job(session, name) == jobs_store.get_job(session, name).team
-        assert reads.job(session, "nope") is None
+        assert reads.job_view(session, "nope") is None
         assert reads.team_of_job(session, "nope") is None
-        running = reads.job(session, "job-01")
-        assert running is not None and running.current_run is not None
-        assert running.progress is not None and running.progress.batch_id == 7
-        directed = reads.job(session, "job-04")
-        assert directed is not None and directed.directive is not None
+        running = reads.job_view(session, "job-01")
+        assert running is not None and running.job.current_run is not None
+        assert running.job.progress is not None and running.job.progress.batch_id == 7
+        unreported = reads.job_view(session, "job-03")  # a current run without progress
+        assert unreported is not None and unreported.job.current_run is not None
+        assert unreported.job.progress is None
+        directed = reads.job_view(session, "job-04")
+        assert directed is not None and directed.job.directive is not None
 
 
 @pytest.mark.parametrize("sort", ["name", "-name", "state", "-state", "updated_at", "-updated_at"])
@@ -134,11 +139,12 @@ def test_pages_read_the_same(seeded: Store, sort: str) -> None:
             pages = 0
             while True:
                 window = Window(order, after, 5)
-                mine = reads.page_jobs(session, selector, window)
+                rows, after = reads.page_jobs(session, selector, window)
                 theirs = jobs_store.page_jobs(session, selector, window)
-                assert mine == theirs
+                assert ([job for job, _ in rows], after) == theirs
+                queues = quotas_store.queue_of(session, [job.id for job, _ in rows])
+                assert [queue for _, queue in rows] == [queues.get(job.id) for job, _ in rows]
                 pages += 1
-                after = mine[1]
                 if after is None:
                     break
             assert pages >= 1
@@ -147,15 +153,16 @@ def test_pages_read_the_same(seeded: Store, sort: str) -> None:
 def test_queue_replica_group_and_clusters_read_the_same(seeded: Store, settings: Settings) -> None:
     with seeded.session() as session:
         records = jobs_store.page_jobs(session)[0]
-        ids = [j.id for j in records]
-        assert reads.queue_of(session, ids) == quotas_store.queue_of(session, ids)
-        assert len(reads.queue_of(session, ids)) == 1
+        queues = quotas_store.queue_of(session, [j.id for j in records])
+        assert len(queues) == 1
+        replicas = replicas_store.replicas_of(session, records)
+        assert len(replicas) == 1
         for job in records:
-            assert reads.replica_of(session, job) == replicas_store.replicas_of(session, [job]).get(
-                job.name
-            )
-            assert reads.group(session, job.group) == catalog_store.get_group(session, job.group)
-        assert reads.group(session, "nope") is None
+            found = reads.job_view(session, job.name)
+            assert found is not None
+            assert found.queue == queues.get(job.id)
+            assert found.replica == replicas.get(job.name)
+            assert found.group == catalog_store.get_group(session, job.group)
         assert reads.clusters(session) == catalog_store.list_clusters(session)
 
 
