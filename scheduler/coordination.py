@@ -522,12 +522,12 @@ class Coordinator:
 
     def set_draining(self, draining: bool) -> dict[str, GroupView]:
         """Drain (or undrain) this node: its member znode in every group is deleted and created
-        again with the role ``draining`` (or its configured role). Deleting and creating moves
-        the members znode's child version, so every node sees a new epoch with a pool without
-        (or with) this node, and the others claim its jobs under that epoch: a data change
-        alone would leave the epoch as it was and two views of the pool under one epoch. The
-        node stays registered (listed, reachable) while drained; a new session registers it
-        drained too. Returns the views read after the change.
+        again with the role ``draining`` (or its configured role), in one ZooKeeper transaction
+        (:meth:`_replace_own`). Deleting and creating moves the members znode's child version, so
+        every node sees a new epoch with a pool without (or with) this node, and the others claim
+        its jobs under that epoch: a data change alone would leave the epoch as it was and two views
+        of the pool under one epoch. The node stays registered (listed, reachable) while drained; a
+        new session registers it drained too. Returns the views read after the change.
 
         Raises CoordinationUnavailable when not CONNECTED-and-registered or ZooKeeper fails."""
         with self._lock:
@@ -547,7 +547,7 @@ class Coordinator:
                 continue
             if MemberInfo.from_bytes(current).role != wanted:
                 changed.append(group)
-        if changed:
+        if changed and not self._replace_own(client, session_id, changed):
             self._delete_own(client, session_id)
             self._register(client, session_id)
         views = {}
@@ -1049,6 +1049,31 @@ class Coordinator:
         )
         with self._lock:
             self._known_generations[(group, incarnation)] = generation
+
+    def _replace_own(self, client: KazooClient, session_id: int, groups: list[str]) -> bool:
+        """Replace our member znode in ``groups`` by one with the role wanted now, deleted and
+        created in one ZooKeeper transaction: the child version moves (a new epoch), and no
+        node ever reads the group without us (a drain asked of another node, which then polls
+        that node's view of us, would find us missing and answer 404). False, with nothing
+        changed, when one of them is not ours as expected (the caller goes the long way)."""
+        transaction = client.transaction()
+        for group in groups:
+            path = f"{self.members_path(group)}/{self._node.node_id}"
+            try:
+                _, stat = self._wait(client.get_async(path))
+            except NoNodeError:
+                return False
+            if stat.ephemeralOwner != session_id:
+                return False
+            role = DRAINING if self._draining else self._groups[group]
+            transaction.delete(path, version=stat.version)
+            transaction.create(path, self._node.as_member(role).to_bytes(), ephemeral=True)
+        results = self._wait(transaction.commit_async())
+        if any(isinstance(r, Exception) for r in results):
+            log.info("node %s: re-registering in %s one step at a time", self._node.node_id, groups)
+            return False
+        self._ensure_session(client, session_id)
+        return True
 
     def _delete_own(self, client: KazooClient, session_id: int) -> None:
         pending = {
