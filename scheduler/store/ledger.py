@@ -54,8 +54,15 @@ def jobs_to_reconcile(
     if groups is not None:
         stmt = stmt.where(c.group_name.in_(list(groups)))
     if fence is not None:
-        stmt = stmt.where(c.owner == fence.node_id, c.owner_epoch == fence.epoch)
-    return reads.with_runs(session, session.connection().execute(stmt.order_by(c.id)).all())
+        stmt = stmt.where(*_owned_by(fence))
+    return _records(session, stmt)
+
+
+def _records(session: Session, stmt: Any) -> list[JobRecord]:
+    """The records of the job rows ``stmt`` selects (``select(*_JOBS.c)``), by id, with their
+    current runs and those runs' progress."""
+    rows = session.connection().execute(stmt.order_by(_JOBS.c.id)).all()
+    return reads.with_runs(session, rows)
 
 
 def _owned_by(fence: Fence) -> tuple[Any, ...]:
@@ -352,13 +359,10 @@ class SqlLedger:
                 wanted = list(ids)
                 stmt = select(*c).where(
                     c.group_name == group,
-                    c.owner == fence.node_id,
-                    c.owner_epoch == fence.epoch,
+                    *_owned_by(fence),
                     or_(changed, c.id.in_(wanted)) if wanted else changed,
                 )
-                jobs = reads.with_runs(
-                    session, session.connection().execute(stmt.order_by(c.id)).all()
-                )
+                jobs = _records(session, stmt)
             clusters = {c.name: cluster_record(c) for c in session.scalars(select(Cluster))}
             primary = session.scalar(select(Group.primary_cluster).where(Group.name == group))
         return LedgerView(jobs, clusters, primary or "")
