@@ -539,6 +539,12 @@ def connection(node: NodeProcess) -> str:
     return str(node.get("/v1/nodes")["connection"])
 
 
+def wait_connected(node: NodeProcess, timeout: float = 30) -> None:
+    """The API shows the supervisor's membership snapshot, read every 0.25 s: a claim made just
+    after the node registered again can be in the store before the API shows it CONNECTED."""
+    wait_until(lambda: connection(node) == "CONNECTED", timeout=timeout, what="CONNECTED")
+
+
 def stored_owners(d: Deployment, names: list[str]) -> dict[str, tuple[str | None, int]]:
     """job name -> (owner, owner_epoch) as the store holds them (the API shows no epoch)."""
     store = Store(d.env["DROVER_DATABASE_URL"])
@@ -580,7 +586,7 @@ def test_zookeeper_outages(
             time.sleep(session / 3)  # the length of the outage (a fault, not a wait)
             private_zk.start()
             for node in (z1, z2):
-                wait_until(lambda n=node: connection(n) == "CONNECTED", timeout=30, what="back")
+                wait_connected(node)
                 wait_tick_after(node, "spark", time.time())
             assert group_view(z1, "spark")["epoch"] == epoch
             assert [m["node_id"] for m in group_view(z2, "spark")["members"]] == pool
@@ -612,7 +618,7 @@ def test_zookeeper_outages(
             assert job_of(z1, running)["current_run"]["id"] == before["current_run"]["id"]
             private_zk.start()
             for node in (z1, z2):
-                wait_until(lambda n=node: connection(n) == "CONNECTED", timeout=30, what="back")
+                wait_connected(node)
             wait_running(z1, waiting)
             for name, run in ((running, before), (degraded, started)):
                 now = job_of(z1, name)
@@ -649,7 +655,7 @@ def test_zookeeper_outages(
                 f"{sorted(e for _, e in stored_after.values())}"
             )
             for node in (z1, z2):
-                assert connection(node) == "CONNECTED"
+                wait_connected(node, timeout=10)
                 view = group_view(node, "spark")
                 assert [m["node_id"] for m in view["members"]] == pool
                 assert view["epoch"] > epoch_before and view["epoch_generation"] == 1
@@ -759,7 +765,7 @@ def test_crashed_actors_are_restarted_and_recover_from_the_store(
     assert set(actor_pids(c1, "Membership")).isdisjoint(victims)
     assert set(actor_pids(c1, "JobReconciler")).isdisjoint(victims)
     c1.wait_ready(timeout=30)
-    assert c1.get("/v1/nodes")["connection"] == "CONNECTED"
+    wait_connected(c1)
     seen = time.time()
     wait_tick_after(c1, "default", seen)  # the restarted reconciler ticks again
 
