@@ -69,7 +69,7 @@ from kazoo.exceptions import (
     NoNodeError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.protocol.states import EventType, KazooState, WatchedEvent
+from kazoo.protocol.states import EventType, KazooState, WatchedEvent, ZnodeStat
 from kazoo.retry import KazooRetry
 
 from scheduler.epochs import Incarnation, compose_epoch, split_epoch
@@ -536,17 +536,18 @@ class Coordinator:
         if client is None or session_id is None or self._state is not Connection.CONNECTED:
             raise CoordinationUnavailable("no registered ZooKeeper session")
         self._ensure_session(client, session_id)
-        changed = []
+        #: group -> our member znode's stat as read here (None: no znode), where its role changes
+        changed: dict[str, ZnodeStat | None] = {}
         for group, role in self._groups.items():
             path = f"{self.members_path(group)}/{self._node.node_id}"
             wanted = DRAINING if draining else role
             try:
                 current, stat = self._wait(client.get_async(path))
             except NoNodeError:
-                changed.append(group)
+                changed[group] = None
                 continue
             if MemberInfo.from_bytes(current).role != wanted:
-                changed.append(group)
+                changed[group] = stat
         if changed and not self._replace_own(client, session_id, changed):
             self._delete_own(client, session_id)
             self._register(client, session_id)
@@ -1050,27 +1051,28 @@ class Coordinator:
         with self._lock:
             self._known_generations[(group, incarnation)] = generation
 
-    def _replace_own(self, client: KazooClient, session_id: int, groups: list[str]) -> bool:
-        """Replace our member znode in ``groups`` by one with the role wanted now, deleted and
-        created in one ZooKeeper transaction: the child version moves (a new epoch), and no
-        node ever reads the group without us (a drain asked of another node, which then polls
-        that node's view of us, would find us missing and answer 404). False, with nothing
-        changed, when one of them is not ours as expected (the caller goes the long way)."""
+    def _replace_own(
+        self, client: KazooClient, session_id: int, groups: Mapping[str, ZnodeStat | None]
+    ) -> bool:
+        """Replace our member znode in ``groups`` (each with its stat as just read) by one with
+        the role wanted now, deleted and created in one ZooKeeper transaction: the child version
+        moves (a new epoch), and no node ever reads the group without us (a drain asked of
+        another node, which then polls that node's view of us, would find us missing and answer
+        404). False, with nothing changed, when one of them is not ours as read (missing, of
+        another session, or changed since: the caller goes the long way)."""
         transaction = client.transaction()
-        for group in groups:
+        for group, stat in groups.items():
+            if stat is None or stat.ephemeralOwner != session_id:
+                return False
             path = f"{self.members_path(group)}/{self._node.node_id}"
-            try:
-                _, stat = self._wait(client.get_async(path))
-            except NoNodeError:
-                return False
-            if stat.ephemeralOwner != session_id:
-                return False
             role = DRAINING if self._draining else self._groups[group]
             transaction.delete(path, version=stat.version)
             transaction.create(path, self._node.as_member(role).to_bytes(), ephemeral=True)
         results = self._wait(transaction.commit_async())
         if any(isinstance(r, Exception) for r in results):
-            log.info("node %s: re-registering in %s one step at a time", self._node.node_id, groups)
+            log.info(
+                "node %s: re-registering in %s one step at a time", self._node.node_id, list(groups)
+            )
             return False
         self._ensure_session(client, session_id)
         return True
