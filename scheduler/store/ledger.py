@@ -34,8 +34,8 @@ from scheduler.records import (
 from scheduler.states import DesiredState, JobState, RunState, transition
 from scheduler.store import reads
 from scheduler.store.db import Store
-from scheduler.store.mapping import cluster_record, run_record
-from scheduler.store.models import BusinessQuota, Cluster, Group, Job, JobEvent, Run, utcnow
+from scheduler.store.mapping import run_record
+from scheduler.store.models import BusinessQuota, Group, Job, JobEvent, Run, utcnow
 
 #: the job table, for the reads of a tick: Core rows, not ORM objects (a tick may read tens
 #: of thousands of rows; an ORM object costs several times a row's decoding)
@@ -363,7 +363,7 @@ class SqlLedger:
                     or_(changed, c.id.in_(wanted)) if wanted else changed,
                 )
                 jobs = _records(session, stmt)
-            clusters = {c.name: cluster_record(c) for c in session.scalars(select(Cluster))}
+            clusters = {c.name: c for c in reads.clusters(session)}
             primary = session.scalar(select(Group.primary_cluster).where(Group.name == group))
         return LedgerView(jobs, clusters, primary or "")
 
