@@ -14,16 +14,19 @@ from hypothesis import strategies as st
 
 from scheduler.ownership import Member, claim_for, name_crc32, owner_index, owner_of, pool_of
 
-VECTORS = Path(__file__).parents[3] / "shared" / "vectors" / "ownership.json"
+#: the project's copy of the shared vectors, so that a clone anywhere runs them ...
+VECTORS = Path(__file__).parents[1] / "vectors" / "ownership.json"
+#: ... and the shared originals, next to the checkout (as CI and the team's machines have them)
+SHARED_VECTORS = Path(__file__).parents[3] / "shared" / "vectors" / "ownership.json"
 
 
-def _load_vectors() -> dict[str, Any] | None:
-    if not VECTORS.is_file():
+def _load_vectors(path: Path) -> dict[str, Any] | None:
+    if not path.is_file():
         return None
-    return json.loads(VECTORS.read_text(encoding="utf-8"))
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
-_VECTORS = _load_vectors()
+_VECTORS = _load_vectors(VECTORS)
 CASES: list[dict[str, Any]] = _VECTORS["cases"] if _VECTORS else []
 POOL_EXAMPLES: list[dict[str, Any]] = _VECTORS.get("pool_examples", []) if _VECTORS else []
 
@@ -31,6 +34,16 @@ POOL_EXAMPLES: list[dict[str, Any]] = _VECTORS.get("pool_examples", []) if _VECT
 def test_vectors_file_is_present_and_not_empty() -> None:
     assert _VECTORS is not None, f"ownership test vectors missing: expected {VECTORS}"
     assert CASES, f"{VECTORS} holds no cases"
+
+
+def test_the_copy_of_the_vectors_is_the_shared_one_where_that_is_present() -> None:
+    """Where the shared vectors sit next to the checkout, the project's copy must be them,
+    unchanged; a clone elsewhere has only the copy (and says so here)."""
+    shared = _load_vectors(SHARED_VECTORS)
+    if shared is None:
+        assert _VECTORS is not None and not SHARED_VECTORS.exists(), SHARED_VECTORS
+        return
+    assert _VECTORS == shared, f"{VECTORS} differs from {SHARED_VECTORS}: copy it again"
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["job"] for c in CASES])
