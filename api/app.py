@@ -11,6 +11,7 @@ from fastapi import Depends, FastAPI
 
 from api import console, glossary, idempotency, metrics, problems, security
 from api.deps import NodeContext, check_request
+from api.documents import JobDocuments
 from api.routes import (
     audit,
     auto_failover,
@@ -81,6 +82,8 @@ def create_app(context: NodeContext) -> FastAPI:
         sample_interval=settings.progress_sample_interval,
         keep=settings.progress_history,
     )
+    # the documents of jobs a page of GET /v1/jobs shows, memoized on their rows
+    app.state.job_documents = JobDocuments(settings.api_job_documents)
     problems.install(app)
     idempotency.install(app)  # inside the security edge: keys belong to authenticated callers
     security.install(app)

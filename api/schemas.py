@@ -509,7 +509,9 @@ class JobPublic(BaseModel):
         job: JobRecord,
         replication: ReplicationPublic | None = None,
         queue: QueueRow | None = None,
+        now: datetime | None = None,
     ) -> JobPublic:
+        """``job`` as the API shows it (``now``: the time it is shown at, default the clock)."""
         return cls(
             name=job.name,
             group=job.group,
@@ -529,7 +531,7 @@ class JobPublic(BaseModel):
             current_run=RunPublic.of(job.current_run) if job.current_run else None,
             replicate=job.replicate,
             replication=replication,
-            self_fencing=self_fencing(job.current_run, datetime.now(UTC)),
+            self_fencing=self_fencing(job.current_run, now or datetime.now(UTC)),
             directive=DirectivePublic.of(job.directive) if job.directive else None,
             spec_version=job.spec_version,
             version=job.version,

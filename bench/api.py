@@ -21,7 +21,10 @@ GET >= 0.5x with p99 <= 25 ms, list page >= 0.3x with p99 <= 50 ms, create >= 0.
 
     set -a; . var/services/env; set +a
     flock -o /work/.heavy.lock nice -n 5 .venv/bin/python -m bench.api [--stores sqlite,mysql]
-        [--duration 8] [--rounds 2] [--concurrency 16] [--quick]
+        [--duration 8] [--rounds 2] [--concurrency 16] [--quick] [--node-env DROVER_X=v ...]
+
+``--node-env`` sets a node setting for the run (e.g. ``DROVER_API_THREADS=4``): the node gets no
+other ``DROVER_`` variable from the caller's environment.
 
 ``run(quick)`` returns the figures as one flat dict for ``make bench`` (``api_get_ratio_to_bare``
 and the like are the worst over the stores measured; ``..._sqlite`` / ``..._mysql`` per store).
@@ -285,7 +288,14 @@ def _pin_session(sid: int, cpu: int | None) -> None:
 
 
 def bench_store(
-    store: str, *, mysql_url: str, zk_hosts: str, duration: float, rounds: int, concurrency: int
+    store: str,
+    *,
+    mysql_url: str,
+    zk_hosts: str,
+    duration: float,
+    rounds: int,
+    concurrency: int,
+    node_env: dict[str, str] | None = None,
 ) -> dict[str, dict[str, dict[str, float]]]:
     """``{endpoint: {"bare": figures, "drover": figures}}`` for one store."""
     from bench.takeover import migrate, zk_namespace
@@ -304,6 +314,7 @@ def bench_store(
             "DROVER_ARTIFACT_ROOTS": "/opt/pipelines/",
             "DROVER_LOG_LEVEL": "WARNING",
             "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+            **(node_env or {}),
         }
         if zk_hosts:
             env["DROVER_ZK_HOSTS"] = zk_hosts
@@ -421,6 +432,7 @@ def measure(
     duration: float,
     rounds: int,
     concurrency: int,
+    node_env: dict[str, str] | None = None,
 ) -> dict[str, float]:
     out: dict[str, float] = {}
     for store in stores:
@@ -431,6 +443,7 @@ def measure(
             duration=duration,
             rounds=rounds,
             concurrency=concurrency,
+            node_env=node_env,
         )
         print_table(store, concurrency, measured)
         out.update(figures(store, measured))
@@ -473,10 +486,20 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=CONCURRENCY)
     parser.add_argument("--quick", action="store_true", help="3 s phases, one round")
     parser.add_argument("--json", action="store_true", help="also print the figures as JSON")
+    parser.add_argument(
+        "--node-env",
+        action="append",
+        default=[],
+        metavar="DROVER_X=VALUE",
+        help="a setting of the node measured (repeatable)",
+    )
     args = parser.parse_args()
     stores = _stores(args.stores, args.mysql_url)
     if "mysql" in stores and not args.mysql_url:
         parser.error("mysql needs --mysql-url or DROVER_TEST_MYSQL_URL")
+    node_env = dict(item.split("=", 1) for item in args.node_env if "=" in item)
+    if len(node_env) != len(args.node_env) or any(not k.startswith("DROVER_") for k in node_env):
+        parser.error("--node-env takes DROVER_NAME=VALUE")
     result = measure(
         stores,
         mysql_url=args.mysql_url,
@@ -484,6 +507,7 @@ def main() -> None:
         duration=3.0 if args.quick else args.duration,
         rounds=1 if args.quick else args.rounds,
         concurrency=args.concurrency,
+        node_env=node_env,
     )
     if args.json:
         print(json.dumps(result, indent=2, sort_keys=True))

@@ -20,7 +20,7 @@ start, within a second or two of the application's registration).
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from scheduler.records import RunRecord
 
@@ -42,3 +42,17 @@ def self_fencing(
         return None
     until = run.ended_at or now
     return False if (until - run.started_at).total_seconds() >= grace_s else None
+
+
+def self_fencing_settles_at(
+    run: RunRecord | None, grace_s: float = CHECK_IN_GRACE_S
+) -> datetime | None:
+    """The instant from which :func:`self_fencing` of ``run`` may answer differently as time
+    passes (its answer before it does not depend on the time asked), None when it never will:
+    only a started, unfinished run without a check turns from None to False, at the grace's
+    end. (A change of the run itself is a different run record, not the passing of time.)"""
+    if run is None or run.fence_checked_at is not None or run.started_at is None:
+        return None
+    if run.ended_at is not None:
+        return None
+    return run.started_at + timedelta(seconds=grace_s)

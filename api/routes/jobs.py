@@ -30,6 +30,7 @@ from api.deps import (
     SearchQuery,
     StoreDep,
 )
+from api.documents import JobDocuments
 from api.idempotency import Idempotent
 from api.paging import CountQuery, CursorQuery, PageLimitQuery
 from api.problems import problem_responses
@@ -361,20 +362,12 @@ def list_jobs(
     )
     window = paging.window(order, cursor, limit, filters, jobs_store.JOB_SORT_KINDS[order.field])
     with store.connection() as session:
-        jobs, next_key = reads.page_jobs(session, selector, window)
+        rows = reads.page_job_rows(session, selector, window)
         total = jobs_store.count_jobs(session, selector) if count else None
-    next_cursor, next_url = paging.links(request, response, order, next_key, filters)
-    page = JobPage(
-        data=[
-            JobPublic.of(j, queue=queue if j.state == JobState.QUEUED else None)
-            for j, queue in jobs
-        ],
-        limit=limit,
-        next_cursor=next_cursor,
-        next=next_url,
-        count=total,
-    )
-    return json_answer(page, response)
+    documents: JobDocuments = request.app.state.job_documents
+    next_cursor, next_url = paging.links(request, response, order, rows.next_key, filters)
+    page = JobPage(data=[], limit=limit, next_cursor=next_cursor, next=next_url, count=total)
+    return json_answer(page, response, data=documents.of_rows(rows.rows, rows.record))
 
 
 @router.get(

@@ -25,8 +25,9 @@ from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import Connection, FromClause, Row, bindparam, select
+from sqlalchemy import Connection, Dialect, FromClause, Row, bindparam, select, type_coerce
 from sqlalchemy.orm import Session
+from sqlalchemy.types import NullType
 
 from scheduler.gating import QueueRow
 from scheduler.paging import KeyPart, Window
@@ -68,7 +69,11 @@ class _Joined:
             self._parts.append((start, start + len(names), names, key))
             self.columns += [c.label(f"{prefix}__{c.name}") if prefix else c for c in table.c]
 
-    def split(self, row: Row[Any]) -> list[SimpleNamespace | None]:
+    def position(self, column: Any) -> int:
+        """Where ``column`` (one of the first table's) is in the select list."""
+        return next(i for i, c in enumerate(self.columns) if c is column)
+
+    def split(self, row: Row[Any] | tuple[Any, ...]) -> list[SimpleNamespace | None]:
         """Each table's columns of ``row`` as plain attributes (see :func:`_plain`), None for a
         table the join found no row of."""
         values = tuple(row)
@@ -87,8 +92,6 @@ _JOBS_JOINED = (
     .outerjoin(_PROGRESS, _PROGRESS.c.run_id == _RUNS.c.id)
     .outerjoin(_QUEUE, _QUEUE.c.job_id == _JOBS.c.id)
 )
-#: a page's statement before its filters (built once: ~100 columns to coerce and key)
-_PAGE = select(*_JOB_ROWS.columns).select_from(_JOBS_JOINED)
 #: ... and its replica and group: ``GET /v1/jobs/{name}``
 _VIEW_ROWS = _Joined(
     _JOBS, run=_RUNS, progress=_PROGRESS, queue=_QUEUE, replica=_REPLICAS, group=_GROUPS
@@ -214,27 +217,91 @@ JOB_SORT_COLUMNS: dict[str, tuple[Any, ...]] = {
 }
 
 
+#: a page's row as the database driver answers it: the columns of ``_JOB_ROWS`` in order, without
+#: SQLAlchemy's type processing (dates as the driver gives them, JSON as text). Plain values: the
+#: tuple is hashable, and two reads of the same stored rows are equal (the API memoizes on it)
+RawJobRow = tuple[Any, ...]
+
+#: a page's jobs (by id) with their runs, progress and queue rows, every column read as the driver
+#: answers it. One statement object for every page, so SQLAlchemy makes its cache key (a walk
+#: over ~100 columns, several times the cost of the query on SQLite) once, not on every request:
+#: what varies (filters, order, cursor, limit) goes into a small statement of ids first
+_PAGE_OF_IDS = (
+    select(*(type_coerce(c, NullType()).label(c.name) for c in _JOB_ROWS.columns))
+    .select_from(_JOBS_JOINED)
+    .where(_JOBS.c.id.in_(bindparam("ids", expanding=True)))
+)
+_ID = _JOB_ROWS.position(_JOBS.c.id)
+#: per dialect: each page column's result processor (None: the driver's value is the value)
+_PROCESSORS: dict[str, list[Any]] = {}
+
+
+def _processors(dialect: Dialect) -> list[Any]:
+    found = _PROCESSORS.get(dialect.name)
+    if found is None:
+        found = [
+            c.type.dialect_impl(dialect).result_processor(dialect, None) for c in _JOB_ROWS.columns
+        ]
+        _PROCESSORS[dialect.name] = found
+    return found
+
+
+def _typed(processors: list[Any], raw: RawJobRow) -> tuple[Any, ...]:
+    """``raw`` as the typed statement would have answered it."""
+    return tuple(
+        v if p is None or v is None else p(v) for p, v in zip(processors, raw, strict=True)
+    )
+
+
+@dataclass(frozen=True)
+class JobRows:
+    """A page of jobs as raw rows (:data:`RawJobRow`), and the records they stand for."""
+
+    rows: list[RawJobRow]
+    #: the key after which the next page starts (None: the last page)
+    next_key: tuple[KeyPart, ...] | None
+    #: the dialect's result processors of the page's columns
+    processors: list[Any]
+
+    def record(self, raw: RawJobRow) -> tuple[JobRecord, QueueRow | None]:
+        """The job of ``raw`` (with its current run and that run's progress) and its queue
+        row: what :func:`page_jobs` answers for it."""
+        job, run, progress, queue = _JOB_ROWS.split(_typed(self.processors, raw))
+        return _job_of(job, run, progress), _queue_row(queue) if queue is not None else None
+
+
+def page_job_rows(session: Reader, selector: Any, window: Window) -> JobRows:
+    """One page of the jobs ``selector`` keeps (``jobs.page_jobs``) with their current runs, the
+    runs' progress and the jobs' queue rows, as raw rows: a record is made of a row only when
+    someone needs one (the API's documents are memoized on the raw rows).
+
+    Two statements: the page's ids and sort keys (filters, order, cursor, limit), then their
+    rows (:data:`_PAGE_OF_IDS`). A job deleted in between is left out of the page; one changed
+    in between is shown as it is now (its place in the page is where its key put it)."""
+    from scheduler.store import paging
+
+    connection = connection_of(session)
+    columns = JOB_SORT_COLUMNS[window.sort.field]
+    keys, next_key = paging.read_page(
+        session,
+        select(_JOBS.c.id, *columns).where(*selector.conditions()),
+        columns,
+        window,
+        lambda row: tuple(row)[1:],
+        scalars=False,
+        connection=connection,
+    )
+    processors = _processors(connection.dialect)
+    if not keys:
+        return JobRows([], next_key, processors)
+    ids = [key[0] for key in keys]
+    found = {row[_ID]: tuple(row) for row in connection.execute(_PAGE_OF_IDS, {"ids": ids}).all()}
+    return JobRows([found[i] for i in ids if i in found], next_key, processors)
+
+
 def page_jobs(
     session: Reader, selector: Any, window: Window
 ) -> tuple[list[tuple[JobRecord, QueueRow | None]], tuple[KeyPart, ...] | None]:
-    """``jobs.page_jobs`` (one page of the jobs ``selector`` keeps, with their current runs and
-    the next page's key) with each job's queue row, in one statement of plain rows."""
-    from scheduler.store import paging
-
-    columns = JOB_SORT_COLUMNS[window.sort.field]
-    query = _PAGE.where(*selector.conditions())
-    fields = [c.name for c in columns]
-    rows, next_key = paging.read_page(
-        session,
-        query,
-        columns,
-        window,
-        lambda row: tuple(getattr(row, f) for f in fields),
-        scalars=False,
-        connection=connection_of(session),
-    )
-    page = []
-    for row in rows:
-        job, run, progress, queue = _JOB_ROWS.split(row)
-        page.append((_job_of(job, run, progress), _queue_row(queue) if queue is not None else None))
-    return page, next_key
+    """:func:`page_job_rows` as records: each job with its queue row, and the next page's key."""
+    page = page_job_rows(session, selector, window)
+    return [page.record(raw) for raw in page.rows], page.next_key

@@ -430,3 +430,126 @@ def test_fence_check_in_shows_whether_the_job_fences_itself(
     schema = client.get("/openapi.json").json()["components"]["schemas"]
     described = schema["JobPublic"]["properties"]["self_fencing"]["description"]
     assert "no fence checks seen: not self-fencing" in described
+
+
+def test_a_list_shows_every_change_another_node_makes(client: TestClient, store: Store) -> None:
+    """Pages of ``GET /v1/jobs`` are made from documents memoized on their stored rows
+    (``api/documents.py``). Writes this API never sees -- another node's state change, a run's
+    fence check, a pipeline's progress, the gate's queue row -- each show on the next page, and
+    every page equals the documents made afresh from the store's records."""
+    from dataclasses import replace
+    from datetime import UTC, datetime
+
+    from prometheus_client import REGISTRY
+
+    from api.schemas import JobPublic
+    from scheduler.backends.base import app_name_for
+    from scheduler.gating import QueueRow
+    from scheduler.paging import Sort, Window
+    from scheduler.stalls import ProgressRecord
+    from scheduler.states import JobState
+    from scheduler.store import fence_checks, ledger
+    from scheduler.store import progress as progress_store
+    from scheduler.store import quotas as quotas_store
+
+    for i in range(4):
+        create(client, f"memo-{i}", desired_state="RUNNING" if i else "STOPPED")
+
+    def page() -> dict[str, dict[str, Any]]:
+        answer = client.get("/v1/jobs", params={"limit": 50, "name_prefix": "memo-"})
+        assert answer.status_code == 200, answer.text
+        shown = {job["name"]: job for job in answer.json()["data"]}
+        with store.session() as session:  # the ORM's records, not the API's own reads
+            found, _ = jobs_store.page_jobs(
+                session,
+                jobs_store.JobFilter(name_prefix="memo-"),
+                Window(Sort.parse("name", tuple(jobs_store.JOB_SORTS)), None, 50),
+            )
+            queues = quotas_store.queue_of(session, [j.id for j in found])
+            records = [(j, queues.get(j.id)) for j in found]
+        fresh = {
+            j.name: JobPublic.of(j, queue=q if j.state == JobState.QUEUED else None).model_dump(
+                mode="json"
+            )
+            for j, q in records
+        }
+        assert list(shown) == list(fresh)
+        for name, job in shown.items():  # self_fencing is as of the answer's own instant
+            assert job == fresh[name], name
+        return shown
+
+    def hits() -> float:
+        return REGISTRY.get_sample_value("drover_api_job_documents_total", {"result": "hit"}) or 0
+
+    page()
+    before = hits()
+    page()
+    assert hits() - before == 4  # unchanged rows: every document from the memo
+
+    now = datetime.now(UTC)
+    with store.transaction() as session:  # "another node" starts memo-1 and memo-2
+        for name in ("memo-1", "memo-2"):
+            job = jobs_store.get_job(session, name)
+            run = ledger.create_run(
+                session,
+                job,
+                cluster="local",
+                node_id="other",
+                owner_epoch=0,
+                checkpoint_location="/ckpt",
+                app_name_for=app_name_for,
+            )
+            ledger.transition_job(
+                session,
+                job,
+                JobState.SUBMITTING,
+                reason="elsewhere",
+                cause="test",
+                node_id="other",
+                current_run_id=run.id,
+            )
+    assert page()["memo-1"]["current_run"]["node"] == "other"
+    with store.transaction() as session:
+        job = jobs_store.get_job(session, "memo-1")
+        assert job.current_run is not None
+        assert fence_checks.record_fence_check(session, job.current_run.id, now)
+        progress_store.save(
+            session,
+            [
+                ProgressRecord(
+                    run_id=job.current_run.id,
+                    job_id=job.id,
+                    batch_id=41,
+                    rows=10,
+                    input_rate=1.0,
+                    processing_rate=2.0,
+                    batch_duration_ms=5,
+                    trigger_interval_ms=1000,
+                    spark_timestamp=None,
+                    declared_at=now,
+                    reported_at=now,
+                    heartbeat_at=now,
+                )
+            ],
+        )
+        queued = jobs_store.get_job(session, "memo-3")
+        ledger.transition_job(
+            session, queued, JobState.QUEUED, reason="gate", cause="test", node_id="o"
+        )
+        quotas_store.write_queue(
+            session, "other", {queued.id: QueueRow(1, "rate", "business at its rate", now)}, []
+        )
+    shown = page()
+    assert shown["memo-1"]["self_fencing"] is True
+    assert shown["memo-1"]["progress"]["batch_id"] == 41
+    assert shown["memo-3"]["queue"]["position"] == 1
+    with store.transaction() as session:  # the next batch, and the queue moves on
+        job = jobs_store.get_job(session, "memo-1")
+        assert job.current_run is not None and job.progress is not None
+        progress_store.save(session, [replace(job.progress, batch_id=42)])
+        quotas_store.write_queue(
+            session, "other", {queued.id: QueueRow(7, "rate", "business at its rate", now)}, []
+        )
+    shown = page()
+    assert shown["memo-1"]["progress"]["batch_id"] == 42
+    assert shown["memo-3"]["queue"]["position"] == 7

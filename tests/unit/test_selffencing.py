@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scheduler.records import RunRecord
-from scheduler.selffencing import CHECK_IN_GRACE_S, self_fencing
+from scheduler.selffencing import CHECK_IN_GRACE_S, self_fencing, self_fencing_settles_at
 from scheduler.states import RunState
 
 NOW = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)
@@ -76,3 +76,32 @@ def test_a_check_in_is_always_self_fencing_and_false_needs_the_grace(
     else:
         assert verdict is None
         assert started_ago is None or started_ago < grace
+
+
+@given(
+    st.one_of(st.none(), st.integers(min_value=0, max_value=10_000)),
+    st.booleans(),
+    st.one_of(st.none(), st.integers(min_value=0, max_value=10_000)),
+    st.integers(min_value=0, max_value=1_000),
+    st.lists(st.integers(min_value=-20_000, max_value=20_000), min_size=2, max_size=6),
+)
+def test_the_verdict_only_changes_with_time_once_it_settles(
+    started_ago: int | None,
+    checked: bool,
+    ended_ago: int | None,
+    grace: int,
+    offsets: list[int],
+) -> None:
+    """Asked at any instants before ``self_fencing_settles_at`` (all of them, when it is None),
+    the verdict on the same run is the same: what the API's memo of job documents relies on."""
+    if ended_ago is not None and started_ago is not None:
+        ended_ago = min(ended_ago, started_ago)
+    record = run(started_ago, checked, ended_ago)
+    settles = self_fencing_settles_at(record, grace)
+    instants = [NOW + timedelta(seconds=o) for o in offsets]
+    if settles is not None:
+        instants = [t for t in instants if t < settles]
+    verdicts = {self_fencing(record, t, grace) for t in instants}
+    assert len(verdicts) <= 1
+    if settles is not None:
+        assert self_fencing(record, settles, grace) is False  # and it has changed then

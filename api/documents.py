@@ -1,0 +1,105 @@
+"""Job documents (``JobPublic`` as JSON) memoized on the stored rows they are made of.
+
+A page of ``GET /v1/jobs`` spends most of its time turning rows into documents: a record of
+each row, a validated model of each record, JSON of each model (~150 µs a job, 50 a page). A
+polling UI and internal services read the same pages again and again while most jobs do not
+change. So the page is read as raw rows (``reads.page_job_rows``: the driver's values, a hashable
+tuple of everything the document shows) and each row's JSON is kept here, keyed by the row.
+
+Why this is never stale, with any number of nodes writing: the key *is* the stored data. A
+change of the job, its current run, the run's progress or its queue row, made by any node, is a
+different row and so a different key; the old entry is never asked for again and ages out. The
+one thing a document shows that is not in its row is time: ``self_fencing`` of a started run
+without fence checks turns from null to false when the check-in grace ends. An entry made before
+that instant (``selffencing.self_fencing_settles_at``) is good only until it.
+
+Bounded: at most ``capacity`` documents (``DROVER_API_JOB_DOCUMENTS``), the oldest made dropped
+first; 0 turns the memo off.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from prometheus_client import Counter
+
+from api.schemas import JobPublic
+from scheduler.gating import QueueRow
+from scheduler.records import JobRecord
+from scheduler.selffencing import self_fencing_settles_at
+from scheduler.states import JobState
+from scheduler.store.reads import RawJobRow
+
+DOCUMENTS = Counter(
+    "drover_api_job_documents",
+    "Job documents a page of GET /v1/jobs needed, by whether the memo had them (hit) or they "
+    "were made from their rows (miss)",
+    ["result"],
+)
+_HITS = DOCUMENTS.labels(result="hit")
+_MISSES = DOCUMENTS.labels(result="miss")
+
+
+def job_document(
+    job: JobRecord, queue: QueueRow | None, now: datetime | None = None
+) -> tuple[bytes, datetime | None]:
+    """A job's document as a list shows it at ``now`` (no replication; its queue place when
+    QUEUED) and the instant from which it may read differently with no change of the job (None:
+    never)."""
+    public = JobPublic.of(job, queue=queue if job.state == JobState.QUEUED else None, now=now)
+    return (
+        public.__pydantic_serializer__.to_json(public, by_alias=True),
+        self_fencing_settles_at(job.current_run),
+    )
+
+
+class JobDocuments:
+    """The memo (see the module docstring); safe to share between the API's threads."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._documents: dict[RawJobRow, tuple[bytes, datetime | None]] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._documents)
+
+    def of_rows(
+        self,
+        rows: list[RawJobRow],
+        record: Callable[[RawJobRow], tuple[JobRecord, QueueRow | None]],
+        now: datetime | None = None,
+    ) -> list[bytes]:
+        """The documents of ``rows``, in order; ``record`` makes a row's job and queue row when
+        the memo has no good document of it."""
+        now = now or datetime.now(UTC)
+        documents: list[bytes] = []
+        made: list[tuple[RawJobRow, tuple[bytes, datetime | None]]] = []
+        known = self._documents
+        for row in rows:
+            entry = known.get(row)
+            if entry is None or (entry[1] is not None and now >= entry[1]):
+                entry = job_document(*record(row), now)
+                made.append((row, entry))
+            documents.append(entry[0])
+        if made:
+            _MISSES.inc(len(made))
+            self._keep(made)
+        if len(made) < len(rows):
+            _HITS.inc(len(rows) - len(made))
+        return documents
+
+    def _keep(self, made: list[tuple[RawJobRow, tuple[bytes, datetime | None]]]) -> None:
+        if self.capacity <= 0:
+            return
+        with self._lock:
+            known = self._documents
+            for row, entry in made:
+                known.pop(row, None)  # a renewed entry goes to the young end
+                known[row] = entry
+            excess = len(known) - self.capacity
+            if excess > 0:
+                for row in [row for row, _ in zip(known, range(excess), strict=False)]:
+                    del known[row]
