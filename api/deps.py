@@ -74,8 +74,9 @@ async def get_context(request: Request) -> NodeContext:
     return context
 
 
-async def get_store(context: Annotated[NodeContext, Depends(get_context)]) -> Store:
-    return context.store
+async def get_store(request: Request) -> Store:
+    store: Store = request.app.state.context.store
+    return store
 
 
 async def get_principal(request: Request) -> Principal:
@@ -155,9 +156,14 @@ async def check_request(request: Request) -> None:
     route = request.scope.get("route")
     if not isinstance(route, APIRoute):
         return
-    declared = _declared_query(route)
-    unknown = sorted(set(request.query_params) - declared)
+    # no query string: nothing undeclared (most reads; no parse, no walk)
+    unknown = (
+        sorted(set(request.query_params) - _declared_query(route))
+        if request.scope.get("query_string")
+        else []
+    )
     if unknown:
+        declared = _declared_query(route)
         takes = ", ".join(sorted(declared)) or "none"
         raise MalformedRequest(
             f"unknown query parameter(s): {', '.join(repr(u) for u in unknown)} "

@@ -54,7 +54,7 @@ from scheduler.errors import InvalidInput, NotFound, RefusedSubmission
 from scheduler.identity import Principal, Role
 from scheduler.names import MAX_NAME_LENGTH, validate_name
 from scheduler.paging import Sort
-from scheduler.records import JobRecord, JobSpec
+from scheduler.records import ClusterRecord, JobRecord, JobSpec
 from scheduler.states import Command, DesiredState, JobState, Priority, command_effect
 from scheduler.store import catalog as catalog_store
 from scheduler.store import jobs as jobs_store
@@ -392,8 +392,12 @@ async def get_job(
 
 def _read_job(found: reads.JobView, ctx: NodeContext, store: Store, response: Response) -> Response:
     """The answer from the job the check read (``reads.job_view``)."""
-    with store.connection() as session:
-        replication = replication_of(session, found, ctx.settings)
+
+    def clusters() -> list[ClusterRecord]:
+        with store.connection() as connection:
+            return reads.clusters(connection)
+
+    replication = replication_of(found, ctx.settings, clusters)
     job = found.job
     queue = found.queue if job.state == JobState.QUEUED else None
     _etag(response, job)

@@ -7,6 +7,8 @@ failover takes a replica over (``make_available``). A job's replica is also show
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from fastapi import APIRouter, Request, Response
 
 from api import paging
@@ -56,18 +58,16 @@ def replication_view(
 
 
 def replication_of(
-    session: reads.Reader, found: reads.JobView, settings: Settings
+    found: reads.JobView, settings: Settings, clusters: Callable[[], list[ClusterRecord]]
 ) -> ReplicationPublic:
     """:func:`replication_view` of a job read with ``reads.job_view`` (its replica and group
-    with it). The clusters are read, in ``session``, only for a group with a failover cluster:
-    without one there is no replica target to find, and the view says so."""
+    with it). ``clusters`` reads the catalog's clusters, asked only for a group with a failover
+    cluster: without one there is no replica target to find, and the view says so."""
     group = found.group
     if group is None:
         raise NotFound(f"no group named {found.job.group!r}")
-    clusters = (
-        {c.name: c for c in reads.clusters(session)} if group.failover_cluster is not None else {}
-    )
-    return replication_view(found.job, found.replica, group, clusters, settings)
+    known = {c.name: c for c in clusters()} if group.failover_cluster is not None else {}
+    return replication_view(found.job, found.replica, group, known, settings)
 
 
 @router.get(
@@ -86,7 +86,7 @@ def get_job_replication(name: NamePath, ctx: ContextDep, store: StoreDep) -> Rep
         found = reads.job_view(session, validate_name(name, "job name"))
         if found is None:
             raise NotFound(f"no job named {name!r}")
-        return replication_of(session, found, ctx.settings)
+        return replication_of(found, ctx.settings, lambda: reads.clusters(session))
 
 
 @router.get(

@@ -20,6 +20,7 @@ from scheduler.errors import CoordinationUnavailable, DroverError
 from scheduler.logs import configure_from, worker_output_printer
 from scheduler.membership import MembershipSnapshot, Mode, NodeCard, unavailable
 from scheduler.metrics import ActorMetrics
+from scheduler.nudges import Coalescer
 from scheduler.worker_output import WorkerOutputTail
 
 log = logging.getLogger("drover.actors.runtime")
@@ -154,6 +155,10 @@ class NodeRuntime:
         self._supervisor: NodeSupervisor | None = None
         self._host: LoopThread | None = None
         self._forwarder = ThreadPoolExecutor(max_workers=4, thread_name_prefix="nudge-forward")
+        #: nudges on their way (scheduler/nudges.py): to this node's loops, by group; to other
+        #: nodes, by (API URL, group)
+        self._local_nudges = Coalescer()
+        self._forwarded_nudges = Coalescer()
         self._output: WorkerOutputTail | None = None
 
     def start(self) -> None:
@@ -213,9 +218,20 @@ class NodeRuntime:
         return self._supervisor.latest_metrics()
 
     def nudge_local(self, group: str) -> None:
-        """Fire and forget: this node's reconcile loop of ``group`` runs a tick now."""
-        if self._supervisor is not None and self._host is not None:
-            self._host.submit(self._supervisor.nudge(group))
+        """Fire and forget: this node's reconcile loop of ``group`` runs a tick now (one nudge
+        of a burst: scheduler/nudges.py)."""
+        if self._supervisor is None or self._host is None:
+            return
+        if not self._local_nudges.claim(group):
+            return
+        try:
+            self._host.submit(self._deliver_local(self._supervisor, group))
+        except RuntimeError:  # the loop is closed: the node is stopping
+            self._local_nudges.release(group)
+
+    async def _deliver_local(self, supervisor: NodeSupervisor, group: str) -> None:
+        self._local_nudges.release(group)
+        await supervisor.nudge(group)
 
     def nudge(self, group: str, job: str | None = None) -> None:
         """Wake the owner of ``job`` at once: this node's reconcile loop, or the owner's over HTTP.
@@ -227,8 +243,18 @@ class NodeRuntime:
         if target is None or job is None:
             self.nudge_local(group)
             return
+        key = (target, group)  # the owner nudges the whole group (POST /v1/internal/nudge)
+        if not self._forwarded_nudges.claim(key):
+            return
         secret = self._settings.resolved_deployment_secret
-        self._forwarder.submit(_forward_nudge, target, group, job, secret)
+        try:
+            self._forwarder.submit(self._forward, key, job, secret)
+        except RuntimeError:  # shut down: the node is stopping
+            self._forwarded_nudges.release(key)
+
+    def _forward(self, key: tuple[str, str], job: str, secret: str) -> None:
+        self._forwarded_nudges.release(key)
+        _forward_nudge(key[0], key[1], job, secret)
 
     def _owner_url(self, group: str, job: str) -> str | None:
         """The API URL of ``job``'s owner when it is another node; None for this node/unknown."""
