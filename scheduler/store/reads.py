@@ -20,14 +20,13 @@ pending changes (a read's own session), never in the middle of a write.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import Connection, Dialect, FromClause, Row, bindparam, select, type_coerce
+from sqlalchemy import Connection, Dialect, FromClause, Row, bindparam, select
 from sqlalchemy.orm import Session
-from sqlalchemy.types import NullType
 
 from scheduler.gating import QueueRow
 from scheduler.paging import KeyPart, Window
@@ -36,6 +35,7 @@ from scheduler.replicas import ReplicaRecord
 from scheduler.store.mapping import cluster_record, group_record, job_record
 from scheduler.store.models import CheckpointReplica, Cluster, Group, Job, QueueEntry, Run
 from scheduler.store.models_observe import RunProgress
+from scheduler.store.rowcodec import RowCodec, Statements
 
 _JOBS = Job.__table__
 _RUNS = Run.__table__
@@ -69,10 +69,6 @@ class _Joined:
             self._parts.append((start, start + len(names), names, key))
             self.columns += [c.label(f"{prefix}__{c.name}") if prefix else c for c in table.c]
 
-    def position(self, column: Any) -> int:
-        """Where ``column`` (one of the first table's) is in the select list."""
-        return next(i for i, c in enumerate(self.columns) if c is column)
-
     def split(self, row: Row[Any] | tuple[Any, ...]) -> list[SimpleNamespace | None]:
         """Each table's columns of ``row`` as plain attributes (see :func:`_plain`), None for a
         table the join found no row of."""
@@ -96,14 +92,16 @@ _JOBS_JOINED = (
 _VIEW_ROWS = _Joined(
     _JOBS, run=_RUNS, progress=_PROGRESS, queue=_QUEUE, replica=_REPLICAS, group=_GROUPS
 )
-JOB_VIEW = (
-    select(*_VIEW_ROWS.columns)
-    .select_from(
-        _JOBS_JOINED.outerjoin(_REPLICAS, _REPLICAS.c.job_id == _JOBS.c.id).outerjoin(
-            _GROUPS, _GROUPS.c.name == _JOBS.c.group_name
-        )
-    )
-    .where(_JOBS.c.name == bindparam("name"))
+_VIEW_FROM = _JOBS_JOINED.outerjoin(_REPLICAS, _REPLICAS.c.job_id == _JOBS.c.id).outerjoin(
+    _GROUPS, _GROUPS.c.name == _JOBS.c.group_name
+)
+#: ``GET /v1/jobs/{name}``'s row, read raw (``scheduler/store/rowcodec.py``)
+_VIEW_CODEC = RowCodec(_VIEW_ROWS.columns)
+_JOB_VIEW = Statements(
+    lambda columns: (
+        select(*columns).select_from(_VIEW_FROM).where(_JOBS.c.name == bindparam("name"))
+    ),
+    _VIEW_CODEC,
 )
 
 
@@ -153,10 +151,13 @@ def job_view(session: Reader, name: str) -> JobView | None:
     there is no such job."""
     from scheduler.store.replicas import _record
 
-    rows = _rows(session, JOB_VIEW, {"name": name})
+    connection = connection_of(session)
+    dialect = connection.dialect
+    rows = connection.execute(_JOB_VIEW.of(dialect), {"name": name}).all()
     if not rows:
         return None
-    job, run, progress, queue, replica, group = _VIEW_ROWS.split(rows[0])
+    typed = _VIEW_CODEC.typed(dialect, _VIEW_CODEC.raw(dialect, rows[0]))
+    job, run, progress, queue, replica, group = _VIEW_ROWS.split(typed)
     return JobView(
         _job_of(job, run, progress),
         _queue_row(queue) if queue is not None else None,
@@ -217,40 +218,24 @@ JOB_SORT_COLUMNS: dict[str, tuple[Any, ...]] = {
 }
 
 
-#: a page's row as the database driver answers it: the columns of ``_JOB_ROWS`` in order, without
-#: SQLAlchemy's type processing (dates as the driver gives them, JSON as text). Plain values: the
-#: tuple is hashable, and two reads of the same stored rows are equal (the API memoizes on it)
-RawJobRow = tuple[Any, ...]
+#: a page's row as read raw (``scheduler/store/rowcodec.py``): hashable, equal for equal stored
+#: rows (the API memoizes its documents on it)
+RawJobRow = Hashable
 
-#: a page's jobs (by id) with their runs, progress and queue rows, every column read as the driver
-#: answers it. One statement object for every page, so SQLAlchemy makes its cache key (a walk
-#: over ~100 columns, several times the cost of the query on SQLite) once, not on every request:
-#: what varies (filters, order, cursor, limit) goes into a small statement of ids first
-_PAGE_OF_IDS = (
-    select(*(type_coerce(c, NullType()).label(c.name) for c in _JOB_ROWS.columns))
-    .select_from(_JOBS_JOINED)
-    .where(_JOBS.c.id.in_(bindparam("ids", expanding=True)))
+#: a page's rows, read raw
+_PAGE_CODEC = RowCodec(_JOB_ROWS.columns)
+#: a page's jobs (by id) with their runs, progress and queue rows. One statement object for every
+#: page, so SQLAlchemy makes its cache key (a walk over ~100 columns, several times the cost of
+#: the query on SQLite) once, not on every request: what varies (filters, order, cursor, limit)
+#: goes into a small statement of ids first
+_PAGE_OF_IDS = Statements(
+    lambda columns: (
+        select(_JOBS.c.id, *columns)
+        .select_from(_JOBS_JOINED)
+        .where(_JOBS.c.id.in_(bindparam("ids", expanding=True)))
+    ),
+    _PAGE_CODEC,
 )
-_ID = _JOB_ROWS.position(_JOBS.c.id)
-#: per dialect: each page column's result processor (None: the driver's value is the value)
-_PROCESSORS: dict[str, list[Any]] = {}
-
-
-def _processors(dialect: Dialect) -> list[Any]:
-    found = _PROCESSORS.get(dialect.name)
-    if found is None:
-        found = [
-            c.type.dialect_impl(dialect).result_processor(dialect, None) for c in _JOB_ROWS.columns
-        ]
-        _PROCESSORS[dialect.name] = found
-    return found
-
-
-def _typed(processors: list[Any], raw: RawJobRow) -> tuple[Any, ...]:
-    """``raw`` as the typed statement would have answered it."""
-    return tuple(
-        v if p is None or v is None else p(v) for p, v in zip(processors, raw, strict=True)
-    )
 
 
 @dataclass(frozen=True)
@@ -260,13 +245,12 @@ class JobRows:
     rows: list[RawJobRow]
     #: the key after which the next page starts (None: the last page)
     next_key: tuple[KeyPart, ...] | None
-    #: the dialect's result processors of the page's columns
-    processors: list[Any]
+    dialect: Dialect
 
     def record(self, raw: RawJobRow) -> tuple[JobRecord, QueueRow | None]:
         """The job of ``raw`` (with its current run and that run's progress) and its queue
         row: what :func:`page_jobs` answers for it."""
-        job, run, progress, queue = _JOB_ROWS.split(_typed(self.processors, raw))
+        job, run, progress, queue = _JOB_ROWS.split(_PAGE_CODEC.typed(self.dialect, raw))
         return _job_of(job, run, progress), _queue_row(queue) if queue is not None else None
 
 
@@ -281,6 +265,7 @@ def page_job_rows(session: Reader, selector: Any, window: Window) -> JobRows:
     from scheduler.store import paging
 
     connection = connection_of(session)
+    dialect = connection.dialect
     columns = JOB_SORT_COLUMNS[window.sort.field]
     keys, next_key = paging.read_page(
         session,
@@ -291,12 +276,12 @@ def page_job_rows(session: Reader, selector: Any, window: Window) -> JobRows:
         scalars=False,
         connection=connection,
     )
-    processors = _processors(connection.dialect)
     if not keys:
-        return JobRows([], next_key, processors)
+        return JobRows([], next_key, dialect)
     ids = [key[0] for key in keys]
-    found = {row[_ID]: tuple(row) for row in connection.execute(_PAGE_OF_IDS, {"ids": ids}).all()}
-    return JobRows([found[i] for i in ids if i in found], next_key, processors)
+    rows = connection.execute(_PAGE_OF_IDS.of(dialect), {"ids": ids}).all()
+    found = {row[0]: _PAGE_CODEC.raw(dialect, row[1:]) for row in rows}
+    return JobRows([found[i] for i in ids if i in found], next_key, dialect)
 
 
 def page_jobs(

@@ -258,3 +258,53 @@ def test_a_reading_is_one_connection(store: Store) -> None:
             connection.execute(text("SELECT no_such_column FROM jobs"))
     with store.connection() as outside:
         assert outside is not first
+
+
+def test_odd_values_read_the_same(store: Store) -> None:
+    """What the raw reads (``scheduler/store/rowcodec.py``: on MariaDB one JSON_ARRAY per row)
+    must give back exactly: fractional floats, integral floats, booleans, microseconds,
+    quotes, newlines and characters beyond the BMP in text and in JSON."""
+    from scheduler.records import JobRecord
+    from scheduler.store import ledger
+
+    spec = JobSpec(
+        name="odd",
+        entrypoint='/opt/pipelines/p "odd".py',
+        team="ads",
+        args=("--name", 'ä"ö\n€ 😀', "\\x"),
+        conf={"spark.app.note": "tab\there"},
+        labels={"tier": "gold"},
+        replicate=True,
+        stall_after=0.1,
+        desired_state=DesiredState.RUNNING,
+    )
+    with store.transaction() as session:
+        job = jobs_store.create_job(session, spec, cause="test", node_id="n")
+        ledger.transition_job(
+            session,
+            job,
+            JobState.QUEUED,
+            reason='waits "here"\nfor 😀',
+            cause="test",
+            node_id="n",
+        )
+    window = Window(Sort.parse("name", tuple(jobs_store.JOB_SORTS)), None, 10)
+
+    def read_the_same() -> JobRecord:
+        with store.session() as session:
+            expected = jobs_store.get_job(session, "odd")
+            found = reads.job_view(session, "odd")
+            assert found is not None and found.job == expected
+            [(paged, _)], _ = reads.page_jobs(session, jobs_store.JobFilter(), window)
+            assert paged == expected
+            return expected
+
+    odd = read_the_same()
+    assert odd.stall_after is not None and abs(odd.stall_after - 0.1) < 1e-6
+    assert odd.args == spec.args and odd.replicate is True
+    with store.transaction() as session:  # an integral float
+        jobs_store.update_job_spec(
+            session, "odd", {"stall_after": 300.0}, expected_version=None, cause="t", node_id="n"
+        )
+    odd = read_the_same()
+    assert odd.stall_after == 300.0 and isinstance(odd.stall_after, float)
