@@ -35,11 +35,12 @@ def json_answer(
         if not content.startswith(EMPTY_DATA):
             raise ValueError(f"{type(model).__name__} does not begin with an empty data list")
         content = b'{"data":[' + b",".join(data) + b"]" + content[len(EMPTY_DATA) :]
-    answer = Response(
-        content=content,
-        status_code=status_code,
-        media_type="application/json",
-    )
+    return bytes_answer(content, response, status_code)
+
+
+def bytes_answer(body: bytes, response: Response | None = None, status_code: int = 200) -> Response:
+    """JSON already serialized (``api/documents.py``) as an answer, like :func:`json_answer`."""
+    answer = Response(content=body, status_code=status_code, media_type="application/json")
     if response is not None:
         answer.headers.raw.extend(response.headers.raw)
     return answer

@@ -20,12 +20,12 @@ first; 0 turns the memo off.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from datetime import UTC, datetime
 
 from prometheus_client import Counter
 
-from api.schemas import JobPublic
+from api.schemas import JobPublic, ReplicationPublic
 from scheduler.gating import QueueRow
 from scheduler.records import JobRecord
 from scheduler.selffencing import self_fencing_settles_at
@@ -34,8 +34,8 @@ from scheduler.store.reads import RawJobRow
 
 DOCUMENTS = Counter(
     "drover_api_job_documents",
-    "Job documents a page of GET /v1/jobs needed, by whether the memo had them (hit) or they "
-    "were made from their rows (miss)",
+    "Job documents GET /v1/jobs (its pages) and GET /v1/jobs/{name} answered, by whether the "
+    "memo had them (hit) or they were made from their rows (miss)",
     ["result"],
 )
 _HITS = DOCUMENTS.labels(result="hit")
@@ -43,12 +43,17 @@ _MISSES = DOCUMENTS.labels(result="miss")
 
 
 def job_document(
-    job: JobRecord, queue: QueueRow | None, now: datetime | None = None
+    job: JobRecord,
+    queue: QueueRow | None,
+    now: datetime | None = None,
+    replication: ReplicationPublic | None = None,
 ) -> tuple[bytes, datetime | None]:
-    """A job's document as a list shows it at ``now`` (no replication; its queue place when
-    QUEUED) and the instant from which it may read differently with no change of the job (None:
-    never)."""
-    public = JobPublic.of(job, queue=queue if job.state == JobState.QUEUED else None, now=now)
+    """A job's document at ``now`` (its queue place when QUEUED; ``replication``: in the job's
+    own ``GET`` only) and the instant from which it may read differently with no change of the
+    job (None: never)."""
+    public = JobPublic.of(
+        job, replication, queue if job.state == JobState.QUEUED else None, now=now
+    )
     return (
         public.__pydantic_serializer__.to_json(public, by_alias=True),
         self_fencing_settles_at(job.current_run),
@@ -60,11 +65,29 @@ class JobDocuments:
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
-        self._documents: dict[RawJobRow, tuple[bytes, datetime | None]] = {}
+        self._documents: dict[Hashable, tuple[bytes, datetime | None]] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._documents)
+
+    def document(
+        self,
+        key: Hashable,
+        make: Callable[[datetime], tuple[bytes, datetime | None]],
+        now: datetime | None = None,
+    ) -> bytes:
+        """The document memoized under ``key`` (a stored row, whole), made by ``make(now)`` --
+        its JSON, and when it may read differently (None: never) -- when there is no good one."""
+        now = now or datetime.now(UTC)
+        entry = self._documents.get(key)
+        if entry is not None and (entry[1] is None or now < entry[1]):
+            _HITS.inc()
+            return entry[0]
+        entry = make(now)
+        _MISSES.inc()
+        self._keep([(key, entry)])
+        return entry[0]
 
     def of_rows(
         self,
@@ -76,7 +99,7 @@ class JobDocuments:
         the memo has no good document of it."""
         now = now or datetime.now(UTC)
         documents: list[bytes] = []
-        made: list[tuple[RawJobRow, tuple[bytes, datetime | None]]] = []
+        made: list[tuple[Hashable, tuple[bytes, datetime | None]]] = []
         known = self._documents
         for row in rows:
             entry = known.get(row)
@@ -91,7 +114,7 @@ class JobDocuments:
             _HITS.inc(len(rows) - len(made))
         return documents
 
-    def _keep(self, made: list[tuple[RawJobRow, tuple[bytes, datetime | None]]]) -> None:
+    def _keep(self, made: list[tuple[Hashable, tuple[bytes, datetime | None]]]) -> None:
         if self.capacity <= 0:
             return
         with self._lock:

@@ -13,13 +13,14 @@ counter).
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated, Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Query, Request, Response, status
 
 from api import deferred, paging
-from api.answers import json_answer
+from api.answers import bytes_answer, json_answer
 from api.deps import (
     ActorDep,
     ContextDep,
@@ -30,7 +31,7 @@ from api.deps import (
     SearchQuery,
     StoreDep,
 )
-from api.documents import JobDocuments
+from api.documents import JobDocuments, job_document
 from api.idempotency import Idempotent
 from api.paging import CountQuery, CursorQuery, PageLimitQuery
 from api.problems import problem_responses
@@ -387,21 +388,36 @@ async def get_job(
 ) -> Response:
     # the job's authorization check and the read in one thread (rules.DEFERRED): the check
     # reads the job, the route answers with it
-    return await deferred.run_in_route_thread(request, _read_job, ctx, store, response)
+    documents: JobDocuments = request.app.state.job_documents
+    return await deferred.run_in_route_thread(request, _read_job, ctx, store, documents, response)
 
 
-def _read_job(found: reads.JobView, ctx: NodeContext, store: Store, response: Response) -> Response:
-    """The answer from the job the check read (``reads.job_view``)."""
+def _read_job(
+    found: reads.ViewRow,
+    ctx: NodeContext,
+    store: Store,
+    documents: JobDocuments,
+    response: Response,
+) -> Response:
+    """The answer from the job row the check read (``reads.job_view_row``): memoized on the
+    row when the row holds everything it shows (``ViewRow.self_contained``)."""
+    response.headers["ETag"] = f'"{found.spec_version}"'
 
-    def clusters() -> list[ClusterRecord]:
-        with store.connection() as connection:
-            return reads.clusters(connection)
+    def document(now: datetime) -> tuple[bytes, datetime | None]:
+        view = found.view()
 
-    replication = replication_of(found, ctx.settings, clusters)
-    job = found.job
-    queue = found.queue if job.state == JobState.QUEUED else None
-    _etag(response, job)
-    return json_answer(JobPublic.of(job, replication, queue), response)
+        def clusters() -> list[ClusterRecord]:
+            with store.connection() as connection:
+                return reads.clusters(connection)
+
+        replication = replication_of(view, ctx.settings, clusters)
+        return job_document(view.job, view.queue, now, replication)
+
+    if found.self_contained:
+        body = documents.document(("view", found.raw), document)
+    else:
+        body = document(datetime.now(UTC))[0]
+    return bytes_answer(body, response)
 
 
 @router.patch(

@@ -205,9 +205,9 @@ async def authorize(request: Request) -> None:
         # the job read for its team is the one the route answers with
         name = str(params.get("name", ""))
 
-        def check() -> reads.JobView:
+        def check() -> reads.ViewRow:
             found = _job_view(context.store, name)
-            _decide(authorizer, principal, rule, found.job.team, f"job/{name}", name)
+            _decide(authorizer, principal, rule, found.team, f"job/{name}", name)
             return found
 
         deferred.defer(request, check)
@@ -296,12 +296,12 @@ def _team_of_job(store: Any, name: str) -> str:
     return str(team)
 
 
-def _job_view(store: Any, name: str) -> reads.JobView:
+def _job_view(store: Any, name: str) -> reads.ViewRow:
     """The job of a deferred check, as ``GET /v1/jobs/{name}`` shows it (one statement: its
     team decides, and the route answers with the rest)."""
     _valid_job_name(name)
     with store.connection() as connection:
-        found = reads.job_view(connection, name)
+        found = reads.job_view_row(connection, name)
     if found is None:
         raise NotFound(f"no job named {name!r}", job=name)
     return found

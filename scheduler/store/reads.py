@@ -69,6 +69,15 @@ class _Joined:
             self._parts.append((start, start + len(names), names, key))
             self.columns += [c.label(f"{prefix}__{c.name}") if prefix else c for c in table.c]
 
+    def index(self, part: int, column: str) -> int:
+        """Where column ``column`` of the ``part``-th table is in the select list."""
+        start, _end, names, _key = self._parts[part]
+        return start + names.index(column)
+
+    def key_index(self, part: int) -> int:
+        """Where the ``part``-th table's primary key is (None there: no row of it)."""
+        return self._parts[part][3]
+
     def split(self, row: Row[Any] | tuple[Any, ...]) -> list[SimpleNamespace | None]:
         """Each table's columns of ``row`` as plain attributes (see :func:`_plain`), None for a
         table the join found no row of."""
@@ -146,24 +155,71 @@ def _job_of(job: Any, run: Any, progress: Any) -> JobRecord:
     return replace(record, progress=progress_record(progress)) if progress is not None else record
 
 
-def job_view(session: Reader, name: str) -> JobView | None:
-    """The job named ``name`` with everything its ``GET`` shows (one statement), None when
-    there is no such job."""
-    from scheduler.store.replicas import _record
+#: where a view row holds what is read of it before (or instead of) a record
+_TEAM = _VIEW_ROWS.index(0, "team")
+_SPEC_VERSION = _VIEW_ROWS.index(0, "spec_version")
+_REPLICA = _VIEW_ROWS.key_index(4)
+_GROUP = _VIEW_ROWS.key_index(5)
+_FAILOVER_CLUSTER = _VIEW_ROWS.index(5, "failover_cluster")
 
+
+class ViewRow:
+    """A job's ``GET`` row read raw (``scheduler/store/rowcodec.py``): its team and spec version
+    read off it, its :class:`JobView` made when asked for (once)."""
+
+    def __init__(self, name: str, raw: Hashable, dialect: Dialect) -> None:
+        self.name, self.raw, self.dialect = name, raw, dialect
+        self._plain = _VIEW_CODEC.plain(dialect, raw)
+        self._view: JobView | None = None
+
+    @property
+    def team(self) -> str:
+        return str(self._plain[_TEAM])
+
+    @property
+    def spec_version(self) -> int:
+        return int(self._plain[_SPEC_VERSION])
+
+    @property
+    def self_contained(self) -> bool:
+        """Everything the job's ``GET`` shows is in this row (and the time): it has no replica
+        (whose lag moves with time) and its group exists with no failover cluster (whose
+        replica target would come from the clusters)."""
+        plain = self._plain
+        return (
+            plain[_REPLICA] is None
+            and plain[_GROUP] is not None
+            and plain[_FAILOVER_CLUSTER] is None
+        )
+
+    def view(self) -> JobView:
+        if self._view is None:
+            from scheduler.store.replicas import _record
+
+            typed = _VIEW_CODEC.typed(self.dialect, self.raw)
+            job, run, progress, queue, replica, group = _VIEW_ROWS.split(typed)
+            self._view = JobView(
+                _job_of(job, run, progress),
+                _queue_row(queue) if queue is not None else None,
+                _record(replica, self.name) if replica is not None else None,  # type: ignore[arg-type]
+                group_record(group) if group is not None else None,  # type: ignore[arg-type]
+            )
+        return self._view
+
+
+def job_view_row(session: Reader, name: str) -> ViewRow | None:
+    """The row of the job named ``name`` with everything its ``GET`` shows (one statement),
+    None when there is no such job."""
     connection = connection_of(session)
     dialect = connection.dialect
     rows = connection.execute(_JOB_VIEW.of(dialect), {"name": name}).all()
-    if not rows:
-        return None
-    typed = _VIEW_CODEC.typed(dialect, _VIEW_CODEC.raw(dialect, rows[0]))
-    job, run, progress, queue, replica, group = _VIEW_ROWS.split(typed)
-    return JobView(
-        _job_of(job, run, progress),
-        _queue_row(queue) if queue is not None else None,
-        _record(replica, name) if replica is not None else None,  # type: ignore[arg-type]
-        group_record(group) if group is not None else None,  # type: ignore[arg-type]
-    )
+    return ViewRow(name, _VIEW_CODEC.raw(dialect, rows[0]), dialect) if rows else None
+
+
+def job_view(session: Reader, name: str) -> JobView | None:
+    """The job named ``name`` with everything its ``GET`` shows, None when there is none."""
+    row = job_view_row(session, name)
+    return row.view() if row is not None else None
 
 
 def _plain(row: Row[Any]) -> SimpleNamespace:

@@ -74,12 +74,17 @@ class RowCodec:
         """The raw form of the selected ``values`` (of :meth:`select_list`)."""
         return values[0] if dialect.name in PACKED else tuple(values)
 
+    def plain(self, dialect: Dialect, raw: Any) -> Sequence[Any]:
+        """``raw``'s values before any conversion: enough for a text or a number (a packed
+        date is still a string, a packed JSON column its parsed value)."""
+        return json.loads(raw) if dialect.name in PACKED else raw  # type: ignore[no-any-return]
+
     def typed(self, dialect: Dialect, raw: Any) -> tuple[Any, ...]:
         """``raw`` as the typed statement would have answered it."""
         convert = self._convert.get(dialect.name)
         if convert is None:
             convert = self._converters(dialect)
-        values = json.loads(raw) if dialect.name in PACKED else raw
+        values = self.plain(dialect, raw)
         return tuple(
             v if c is None or v is None else c(v) for c, v in zip(convert, values, strict=True)
         )

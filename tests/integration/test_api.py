@@ -432,11 +432,14 @@ def test_fence_check_in_shows_whether_the_job_fences_itself(
     assert "no fence checks seen: not self-fencing" in described
 
 
-def test_a_list_shows_every_change_another_node_makes(client: TestClient, store: Store) -> None:
-    """Pages of ``GET /v1/jobs`` are made from documents memoized on their stored rows
-    (``api/documents.py``). Writes this API never sees -- another node's state change, a run's
-    fence check, a pipeline's progress, the gate's queue row -- each show on the next page, and
-    every page equals the documents made afresh from the store's records."""
+def test_a_list_shows_every_change_another_node_makes(
+    client: TestClient, store: Store, settings: Settings, admin_headers: dict[str, str]
+) -> None:
+    """Pages of ``GET /v1/jobs`` and ``GET /v1/jobs/{name}`` are made from documents memoized
+    on their stored rows (``api/documents.py``). Writes this API never sees -- another node's
+    state change, a run's fence check, a pipeline's progress, the gate's queue row -- each show
+    on the next read; every page equals the documents made afresh from the store's records, and
+    every job's answer equals that of an API keeping no documents."""
     from dataclasses import replace
     from datetime import UTC, datetime
 
@@ -454,6 +457,11 @@ def test_a_list_shows_every_change_another_node_makes(client: TestClient, store:
 
     for i in range(4):
         create(client, f"memo-{i}", desired_state="RUNNING" if i else "STOPPED")
+    unmemoized = TestClient(
+        create_app(NodeContext(settings.model_copy(update={"api_job_documents": 0}), store)),
+        base_url="http://127.0.0.1",
+        headers=admin_headers,
+    )
 
     def page() -> dict[str, dict[str, Any]]:
         answer = client.get("/v1/jobs", params={"limit": 50, "name_prefix": "memo-"})
@@ -476,6 +484,10 @@ def test_a_list_shows_every_change_another_node_makes(client: TestClient, store:
         assert list(shown) == list(fresh)
         for name, job in shown.items():  # self_fencing is as of the answer's own instant
             assert job == fresh[name], name
+            read, afresh = client.get(f"/v1/jobs/{name}"), unmemoized.get(f"/v1/jobs/{name}")
+            assert read.status_code == afresh.status_code == 200, read.text
+            assert read.json() == afresh.json(), name
+            assert read.headers["ETag"] == afresh.headers["ETag"]
         return shown
 
     def hits() -> float:
@@ -484,7 +496,9 @@ def test_a_list_shows_every_change_another_node_makes(client: TestClient, store:
     page()
     before = hits()
     page()
-    assert hits() - before == 4  # unchanged rows: every document from the memo
+    # unchanged rows: every document from the memo, the page's and each job's own (the API
+    # keeping none counts misses only)
+    assert hits() - before == 4 + 4
 
     now = datetime.now(UTC)
     with store.transaction() as session:  # "another node" starts memo-1 and memo-2
