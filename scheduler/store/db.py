@@ -5,6 +5,7 @@ All SQL lives in the store package. Callers own transactions (``with store.trans
 
 from __future__ import annotations
 
+import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -294,8 +295,36 @@ class Store:
 
     @contextmanager
     def transaction(self) -> Iterator[Session]:
-        with self.session() as session, session.begin():
+        with self._writer(), self.session() as session, session.begin():
             yield session
+
+    @cached_property
+    def _sqlite_file(self) -> bool:
+        parsed = make_url(self.url)
+        return parsed.get_backend_name() == "sqlite" and parsed.database not in (
+            None,
+            "",
+            ":memory:",
+        )
+
+    @cached_property
+    def _write_turns(self) -> threading.RLock:
+        return threading.RLock()
+
+    @contextmanager
+    def _writer(self) -> Iterator[None]:
+        """On a SQLite file, this store's transactions take turns in this process.
+
+        SQLite lets one writer in at a time; a connection that finds the file locked sleeps in
+        its busy handler (1, 2, 5, ... 100 ms) and tries again, and under a burst of API writes
+        a transaction lost that race again and again (creates' p99 650-850 ms at 16 at once).
+        Here they queue on a lock instead and the next one starts the moment the last commits.
+        Other processes (the actors) still meet this one in the busy handler."""
+        if not self._sqlite_file:
+            yield
+            return
+        with self._write_turns:
+            yield
 
     # -- migrations ---------------------------------------------------------------------------
 
