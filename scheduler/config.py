@@ -124,8 +124,9 @@ class Settings(BaseSettings):
     #: threads serving the API's blocking work at once (route handlers, store reads); the API's
     #: store keeps as many connections open, so no request opens one (see ``make_engine``)
     api_threads: int = Field(default=32, ge=1, le=256)
-    #: job documents a node's API keeps made (``api/documents.py``: a page of ``GET /v1/jobs``
-    #: answers an unchanged job from there, ~5 KB each with its key); 0: make every one anew
+    #: job documents a node's API keeps made (``api/documents.py``: pages of ``GET /v1/jobs`` and
+    #: ``GET /v1/jobs/{name}`` answer an unchanged job from there; 2-5 KB each with its key,
+    #: 1.7-2.9 KiB measured for a job without a run); 0: make every one anew
     api_job_documents: int = Field(default=5000, ge=0, le=1_000_000)
     #: seconds an ``Idempotency-Key`` (and the first answer to it) is kept
     idempotency_ttl: float = Field(default=86400.0, ge=60, le=30 * 86400)
