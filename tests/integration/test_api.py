@@ -55,6 +55,35 @@ def create(client: TestClient, name: str = "orders-enrich", **extra: Any) -> dic
     return response.json()
 
 
+def submit_elsewhere(session: Any, name: str, node_id: str) -> tuple[Any, Any, int]:
+    """What node ``node_id`` writes when it submits job ``name`` (wanted RUNNING): a run, and the
+    job SUBMITTING with it as its current run. (The job read before, the run, the new version.)"""
+    from scheduler.backends.base import app_name_for
+    from scheduler.states import JobState
+    from scheduler.store import ledger
+
+    job = jobs_store.get_job(session, name)
+    run = ledger.create_run(
+        session,
+        job,
+        cluster="local",
+        node_id=node_id,
+        owner_epoch=0,
+        checkpoint_location="/ckpt",
+        app_name_for=app_name_for,
+    )
+    version = ledger.transition_job(
+        session,
+        job,
+        JobState.SUBMITTING,
+        reason="t",
+        cause="test",
+        node_id=node_id,
+        current_run_id=run.id,
+    )
+    return job, run, version
+
+
 def test_create_read_list_update_delete(
     client: TestClient, store: Store, nudged: list[str]
 ) -> None:
@@ -357,7 +386,6 @@ def test_fence_check_in_shows_whether_the_job_fences_itself(
     from dataclasses import replace
     from datetime import UTC, datetime, timedelta
 
-    from scheduler.backends.base import app_name_for
     from scheduler.selffencing import CHECK_IN_GRACE_S
     from scheduler.states import JobState, RunState
     from scheduler.store import ledger
@@ -365,25 +393,7 @@ def test_fence_check_in_shows_whether_the_job_fences_itself(
     def running_job(name: str, started_ago: float) -> str:
         create(client, name, desired_state="RUNNING")
         with store.transaction() as session:
-            job = jobs_store.get_job(session, name)
-            run = ledger.create_run(
-                session,
-                job,
-                cluster="local",
-                node_id="n1",
-                owner_epoch=0,
-                checkpoint_location="/ckpt",
-                app_name_for=app_name_for,
-            )
-            version = ledger.transition_job(
-                session,
-                job,
-                JobState.SUBMITTING,
-                reason="t",
-                cause="test",
-                node_id="n1",
-                current_run_id=run.id,
-            )
+            job, run, version = submit_elsewhere(session, name, "n1")
             ledger.transition_job(
                 session,
                 replace(job, state=JobState.SUBMITTING, version=version),
@@ -446,7 +456,6 @@ def test_a_list_shows_every_change_another_node_makes(
     from prometheus_client import REGISTRY
 
     from api.schemas import JobPublic
-    from scheduler.backends.base import app_name_for
     from scheduler.gating import QueueRow
     from scheduler.paging import Sort, Window
     from scheduler.stalls import ProgressRecord
@@ -503,25 +512,7 @@ def test_a_list_shows_every_change_another_node_makes(
     now = datetime.now(UTC)
     with store.transaction() as session:  # "another node" starts memo-1 and memo-2
         for name in ("memo-1", "memo-2"):
-            job = jobs_store.get_job(session, name)
-            run = ledger.create_run(
-                session,
-                job,
-                cluster="local",
-                node_id="other",
-                owner_epoch=0,
-                checkpoint_location="/ckpt",
-                app_name_for=app_name_for,
-            )
-            ledger.transition_job(
-                session,
-                job,
-                JobState.SUBMITTING,
-                reason="elsewhere",
-                cause="test",
-                node_id="other",
-                current_run_id=run.id,
-            )
+            submit_elsewhere(session, name, "other")
     assert page()["memo-1"]["current_run"]["node"] == "other"
     with store.transaction() as session:
         job = jobs_store.get_job(session, "memo-1")
