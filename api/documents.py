@@ -60,6 +60,11 @@ def job_document(
     )
 
 
+def _good(entry: tuple[bytes, datetime | None] | None, now: datetime) -> bool:
+    """``entry`` (a document and when it may read differently) still shows what it would now."""
+    return entry is not None and (entry[1] is None or now < entry[1])
+
+
 class JobDocuments:
     """The memo (see the module docstring); safe to share between the API's threads."""
 
@@ -81,7 +86,7 @@ class JobDocuments:
         its JSON, and when it may read differently (None: never) -- when there is no good one."""
         now = now or datetime.now(UTC)
         entry = self._documents.get(key)
-        if entry is not None and (entry[1] is None or now < entry[1]):
+        if entry is not None and _good(entry, now):
             _HITS.inc()
             return entry[0]
         entry = make(now)
@@ -103,7 +108,7 @@ class JobDocuments:
         known = self._documents
         for row in rows:
             entry = known.get(row)
-            if entry is None or (entry[1] is not None and now >= entry[1]):
+            if entry is None or not _good(entry, now):
                 entry = job_document(*record(row), now)
                 made.append((row, entry))
             documents.append(entry[0])

@@ -51,8 +51,6 @@ def self_fencing_settles_at(
     passes (its answer before it does not depend on the time asked), None when it never will:
     only a started, unfinished run without a check turns from None to False, at the grace's
     end. (A change of the run itself is a different run record, not the passing of time.)"""
-    if run is None or run.fence_checked_at is not None or run.started_at is None:
-        return None
-    if run.ended_at is not None:
+    if run is None or run.fence_checked_at is not None or run.started_at is None or run.ended_at:
         return None
     return run.started_at + timedelta(seconds=grace_s)

@@ -95,8 +95,9 @@ RollbackAfterQuery = Annotated[
 ]
 
 
-def _etag(response: Response, job: JobRecord) -> None:
-    response.headers["ETag"] = f'"{job.spec_version}"'
+def _etag(response: Response, spec_version: int) -> None:
+    """A job's ETag: its spec version (what ``If-Match`` is checked against)."""
+    response.headers["ETag"] = f'"{spec_version}"'
 
 
 def _name(name: str) -> str:
@@ -270,7 +271,7 @@ def create_job(
         )
     ctx.nudge(job.group, job.name)
     response.headers["Location"] = f"/v1/jobs/{quote(job.name, safe='')}"
-    _etag(response, job)
+    _etag(response, job.spec_version)
     return json_answer(public, response, status.HTTP_201_CREATED)
 
 
@@ -401,7 +402,7 @@ def _read_job(
 ) -> Response:
     """The answer from the job row the check read (``reads.job_view_row``): memoized on the
     row when the row holds everything it shows (``ViewRow.self_contained``)."""
-    response.headers["ETag"] = f'"{found.spec_version}"'
+    _etag(response, found.spec_version)
 
     def document(now: datetime) -> tuple[bytes, datetime | None]:
         view = found.view()
@@ -493,7 +494,7 @@ def update_job(
             after=_doc(job),
         )
     ctx.nudge(job.group, job.name)
-    _etag(response, job)
+    _etag(response, job.spec_version)
     return json_answer(JobPublic.of(job), response)
 
 
@@ -584,7 +585,7 @@ def _command(
             after={"desired_state": job.desired_state.value, "state": job.state.value},
         )
     ctx.nudge(job.group, job.name)
-    _etag(response, job)
+    _etag(response, job.spec_version)
     return json_answer(JobPublic.of(job), response, status.HTTP_202_ACCEPTED)
 
 

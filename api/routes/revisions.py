@@ -272,5 +272,5 @@ def rollback_job(
             after=_doc(job),
         )
     ctx.nudge(job.group, job.name)
-    _etag(response, job)
+    _etag(response, job.spec_version)
     return JobPublic.of(job)

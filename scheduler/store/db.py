@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -99,6 +99,11 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 DEFAULT_POOL_SIZE = 5
 
 
+def is_sqlite_file(url: URL) -> bool:
+    """A SQLite database in a file (not in memory)."""
+    return url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:")
+
+
 def make_engine(
     url: str, *, pool_size: int = DEFAULT_POOL_SIZE, ping_after_idle: float | None = None
 ) -> Engine:
@@ -114,9 +119,8 @@ def make_engine(
     one replaced, before anything uses it."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
-        if parsed.database and parsed.database != ":memory:":
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        if parsed.database and parsed.database != ":memory:":
+        if is_sqlite_file(parsed):
+            Path(str(parsed.database)).parent.mkdir(parents=True, exist_ok=True)
             # a file database: a connection per thread at once, kept open (each new one runs
             # the pragmas below); an in-memory database keeps SQLAlchemy's own pool
             engine = create_engine(
@@ -237,6 +241,8 @@ class Store:
         self.url = url
         self._pool_size = pool_size
         self._ping_after_idle = ping_after_idle
+        #: on a SQLite file, this process's write transactions take turns (``_writer``)
+        self._write_turns = threading.RLock() if is_sqlite_file(make_url(url)) else None
 
     @cached_property
     def engine(self) -> Engine:
@@ -298,19 +304,6 @@ class Store:
         with self._writer(), self.session() as session, session.begin():
             yield session
 
-    @cached_property
-    def _sqlite_file(self) -> bool:
-        parsed = make_url(self.url)
-        return parsed.get_backend_name() == "sqlite" and parsed.database not in (
-            None,
-            "",
-            ":memory:",
-        )
-
-    @cached_property
-    def _write_turns(self) -> threading.RLock:
-        return threading.RLock()
-
     @contextmanager
     def _writer(self) -> Iterator[None]:
         """On a SQLite file, this store's transactions take turns in this process.
@@ -320,7 +313,7 @@ class Store:
         a transaction lost that race again and again (creates' p99 650-850 ms at 16 at once).
         Here they queue on a lock instead and the next one starts the moment the last commits.
         Other processes (the actors) still meet this one in the busy handler."""
-        if not self._sqlite_file:
+        if self._write_turns is None:
             yield
             return
         with self._write_turns:

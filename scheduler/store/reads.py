@@ -11,7 +11,7 @@ One statement where one can do: a statement costs far more in SQLAlchemy and the
 under load, in the hand-overs of the GIL around it) than the database spends on a join by
 primary key. A job is read with its current run, that run's progress, its queue row, its
 replica and its group joined (:func:`job_view`), a page of jobs with their runs, progress and
-queue rows (:func:`page_jobs`).
+queue rows (:func:`page_job_rows`).
 
 Each function takes a session or a plain connection (``Store.connection()``: cheaper still).
 These statements skip the ORM's autoflush: call them in a session whose ORM objects have no
@@ -305,7 +305,7 @@ class JobRows:
 
     def record(self, raw: RawJobRow) -> tuple[JobRecord, QueueRow | None]:
         """The job of ``raw`` (with its current run and that run's progress) and its queue
-        row: what :func:`page_jobs` answers for it."""
+        row: what ``jobs.page_jobs`` and ``quotas.queue_of`` answer for it."""
         job, run, progress, queue = _JOB_ROWS.split(_PAGE_CODEC.typed(self.dialect, raw))
         return _job_of(job, run, progress), _queue_row(queue) if queue is not None else None
 
@@ -338,11 +338,3 @@ def page_job_rows(session: Reader, selector: Any, window: Window) -> JobRows:
     rows = connection.execute(_PAGE_OF_IDS.of(dialect), {"ids": ids}).all()
     found = {row[0]: _PAGE_CODEC.raw(dialect, row[1:]) for row in rows}
     return JobRows([found[i] for i in ids if i in found], next_key, dialect)
-
-
-def page_jobs(
-    session: Reader, selector: Any, window: Window
-) -> tuple[list[tuple[JobRecord, QueueRow | None]], tuple[KeyPart, ...] | None]:
-    """:func:`page_job_rows` as records: each job with its queue row, and the next page's key."""
-    page = page_job_rows(session, selector, window)
-    return [page.record(raw) for raw in page.rows], page.next_key

@@ -7,13 +7,15 @@ credential."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
 from scheduler.config import Settings
+from scheduler.gating import QueueRow
 from scheduler.identity import Role
 from scheduler.paging import Sort, Window
-from scheduler.records import JobSpec
+from scheduler.records import JobRecord, JobSpec
 from scheduler.states import DesiredState, JobState
 from scheduler.store import catalog as catalog_store
 from scheduler.store import identities, reads
@@ -99,6 +101,14 @@ def _seed(store: Store) -> None:
         )
 
 
+def page_records(
+    session: Any, selector: jobs_store.JobFilter, window: Window
+) -> tuple[list[tuple[JobRecord, QueueRow | None]], tuple[Any, ...] | None]:
+    """A page of ``reads.page_job_rows`` as records (job and queue row), and the next key."""
+    page = reads.page_job_rows(session, selector, window)
+    return [page.record(raw) for raw in page.rows], page.next_key
+
+
 @pytest.fixture
 def seeded(store: Store) -> Store:
     _seed(store)
@@ -139,7 +149,7 @@ def test_pages_read_the_same(seeded: Store, sort: str) -> None:
             pages = 0
             while True:
                 window = Window(order, after, 5)
-                rows, after = reads.page_jobs(session, selector, window)
+                rows, after = page_records(session, selector, window)
                 theirs = jobs_store.page_jobs(session, selector, window)
                 assert ([job for job, _ in rows], after) == theirs
                 queues = quotas_store.queue_of(session, [job.id for job, _ in rows])
@@ -264,7 +274,6 @@ def test_odd_values_read_the_same(store: Store) -> None:
     """What the raw reads (``scheduler/store/rowcodec.py``: on MariaDB one JSON_ARRAY per row)
     must give back exactly: fractional floats, integral floats, booleans, microseconds,
     quotes, newlines and characters beyond the BMP in text and in JSON."""
-    from scheduler.records import JobRecord
     from scheduler.store import ledger
 
     spec = JobSpec(
@@ -295,7 +304,7 @@ def test_odd_values_read_the_same(store: Store) -> None:
             expected = jobs_store.get_job(session, "odd")
             found = reads.job_view(session, "odd")
             assert found is not None and found.job == expected
-            [(paged, _)], _ = reads.page_jobs(session, jobs_store.JobFilter(), window)
+            [(paged, _)], _ = page_records(session, jobs_store.JobFilter(), window)
             assert paged == expected
             return expected
 
