@@ -8,31 +8,42 @@ database's work, and both are Python:
   row becomes a record -- not when the API answers a document it already made from the same row
   (``api/documents.py`` memoizes on the raw row);
 - on MySQL/MariaDB, PyMySQL parsing a column description packet per column per result, a third
-  of a ``GET /v1/jobs/{name}``'s CPU with 140 of them.
+  of a ``GET /v1/jobs/{name}``'s CPU with 140 of them;
+- on SQLite, the driver making a Python object of every value, and the API's memo hashing and
+  comparing each of them: 50 rows of 78 columns took 210 us to fetch as values, 97 us as one
+  array per row.
 
-So a :class:`RowCodec` reads its columns *raw*: on SQLite as the driver answers them (labels
-kept, no type processing: a tuple of plain values); on MySQL/MariaDB packed into one
-``JSON_ARRAY(...)`` column (one description, one string per row, parsed by the C JSON decoder).
-Either way the raw form is hashable and equal for equal stored rows. :meth:`RowCodec.typed` turns
-it into the values the typed statement would have answered -- the same records, made later.
+So a :class:`RowCodec` reads its columns *raw*: packed into one ``JSON_ARRAY(...)`` column (one
+value per row, made by the database, parsed by the C JSON decoder only when a record is made)
+on MySQL/MariaDB and SQLite; on another database as the driver answers them (labels kept, no
+type processing: a tuple of plain values). The raw form is hashable and equal for equal stored
+rows. :meth:`RowCodec.typed` turns it into the values the typed statement would have answered --
+the same records, made later.
 
-Unpacking JSON_ARRAY: dates come as ``"YYYY-MM-DD HH:MM:SS[.ffffff]"``, JSON columns as their
-parsed value, floats possibly as integers (``2`` for ``2.0``); each column gets the conversion
-to what the driver would have answered, then its type's own result processing.
+On SQLite, ``REAL`` columns stay out of the array, next to it: SQLite writes a double into JSON
+with 15 significant digits, so 0.30000000000000004 would come back as 0.3. Its dates and JSON
+columns are text, in the array as in a plain row, and get their type's own result processing.
+
+Unpacking MySQL/MariaDB's JSON_ARRAY: dates come as ``"YYYY-MM-DD HH:MM:SS[.ffffff]"``, JSON
+columns as their parsed value, floats possibly as integers (``2`` for ``2.0``); each column gets
+the conversion to what the driver would have answered, then its type's own result processing.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Dialect, Float, Select, func, type_coerce
+from sqlalchemy import JSON, Dialect, Float, LargeBinary, Select, func, type_coerce
 from sqlalchemy.types import DateTime, NullType, TypeDecorator
 
-#: dialects whose rows are packed into one JSON_ARRAY column
+#: dialects whose rows are packed into one JSON_ARRAY column, every column in it
 PACKED = frozenset({"mysql", "mariadb"})
+#: dialects whose rows are packed too, but for their floats (and bytes, which JSON cannot hold)
+PACKED_BUT_FLOATS = frozenset({"sqlite"})
 
 Convert = Callable[[Any], Any]
 
@@ -42,7 +53,7 @@ def _base_type(type_: Any) -> Any:
 
 
 def _unpacker(type_: Any, processor: Convert | None) -> Convert | None:
-    """A packed value of a column of ``type_`` as its typed value."""
+    """A value from MySQL/MariaDB's JSON_ARRAY of a column of ``type_`` as its typed value."""
     base = _base_type(type_)
     if isinstance(base, DateTime):
         if processor is None:
@@ -57,48 +68,93 @@ def _unpacker(type_: Any, processor: Convert | None) -> Convert | None:
     return processor
 
 
+def _stays_out(dialect: Dialect, type_: Any) -> bool:
+    """Whether a column of ``type_`` is selected next to the packed array, not in it."""
+    if dialect.name in PACKED:
+        return False
+    if dialect.name in PACKED_BUT_FLOATS:
+        return isinstance(_base_type(type_), Float | LargeBinary)
+    return True
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """How a codec's columns are selected on one dialect."""
+
+    #: the columns in the array, in its order (indices into the codec's columns)
+    packed: tuple[int, ...]
+    #: the columns selected next to it, in select order
+    loose: tuple[int, ...]
+    #: column i's place in ``packed values + loose values``
+    order: tuple[int, ...]
+    #: column i's conversion from its raw value (None: none)
+    convert: tuple[Convert | None, ...]
+
+
 class RowCodec:
     """How the columns ``columns`` are read raw and typed again, per dialect."""
 
     def __init__(self, columns: Sequence[Any]) -> None:
         self.columns = list(columns)
-        self._convert: dict[str, list[Convert | None]] = {}
+        self._layouts: dict[str, _Layout] = {}
 
-    def select_list(self, dialect: Dialect) -> list[Any]:
-        """What a statement selects to read the columns raw on ``dialect``."""
-        if dialect.name in PACKED:
-            return [type_coerce(func.json_array(*self.columns), NullType()).label("packed")]
-        return [type_coerce(c, NullType()).label(c.name) for c in self.columns]
-
-    def raw(self, dialect: Dialect, values: Sequence[Any]) -> Hashable:
-        """The raw form of the selected ``values`` (of :meth:`select_list`)."""
-        return values[0] if dialect.name in PACKED else tuple(values)
-
-    def plain(self, dialect: Dialect, raw: Any) -> Sequence[Any]:
-        """``raw``'s values before any conversion: enough for a text or a number (a packed
-        date is still a string, a packed JSON column its parsed value)."""
-        return json.loads(raw) if dialect.name in PACKED else raw  # type: ignore[no-any-return]
-
-    def typed(self, dialect: Dialect, raw: Any) -> tuple[Any, ...]:
-        """``raw`` as the typed statement would have answered it."""
-        convert = self._convert.get(dialect.name)
-        if convert is None:
-            convert = self._converters(dialect)
-        values = self.plain(dialect, raw)
-        return tuple(
-            v if c is None or v is None else c(v) for c, v in zip(convert, values, strict=True)
-        )
-
-    def _converters(self, dialect: Dialect) -> list[Convert | None]:
+    def _layout(self, dialect: Dialect) -> _Layout:
+        found = self._layouts.get(dialect.name)
+        if found is not None:
+            return found
+        out = [_stays_out(dialect, c.type) for c in self.columns]
+        packed = tuple(i for i, o in enumerate(out) if not o)
+        loose = tuple(i for i, o in enumerate(out) if o)
+        place = {column: at for at, column in enumerate(packed + loose)}
         processors = [
             c.type.dialect_impl(dialect).result_processor(dialect, None) for c in self.columns
         ]
         if dialect.name in PACKED:
             convert = [_unpacker(c.type, p) for c, p in zip(self.columns, processors, strict=True)]
-        else:
+        else:  # SQLite's array holds what its driver would answer (floats stay out of it)
             convert = processors
-        self._convert[dialect.name] = convert
-        return convert
+        layout = _Layout(
+            packed, loose, tuple(place[i] for i in range(len(self.columns))), tuple(convert)
+        )
+        self._layouts[dialect.name] = layout
+        return layout
+
+    def select_list(self, dialect: Dialect) -> list[Any]:
+        """What a statement selects to read the columns raw on ``dialect``."""
+        layout = self._layout(dialect)
+        selected: list[Any] = []
+        if layout.packed:
+            array = func.json_array(*(self.columns[i] for i in layout.packed))
+            selected.append(type_coerce(array, NullType()).label("packed"))
+        for i in layout.loose:
+            column = self.columns[i]
+            selected.append(type_coerce(column, NullType()).label(column.name))
+        return selected
+
+    def raw(self, dialect: Dialect, values: Sequence[Any]) -> Hashable:
+        """The raw form of the selected ``values`` (of :meth:`select_list`)."""
+        layout = self._layout(dialect)
+        return values[0] if not layout.loose else tuple(values)
+
+    def plain(self, dialect: Dialect, raw: Any) -> Sequence[Any]:
+        """``raw``'s values before any conversion: enough for a text or a number (a packed
+        MySQL date is still a string, a packed MySQL JSON column its parsed value)."""
+        layout = self._layout(dialect)
+        if not layout.loose:
+            return json.loads(raw)  # type: ignore[no-any-return]
+        if not layout.packed:
+            return raw  # type: ignore[no-any-return]
+        values = json.loads(raw[0])
+        values.extend(raw[1:])
+        return [values[at] for at in layout.order]
+
+    def typed(self, dialect: Dialect, raw: Any) -> tuple[Any, ...]:
+        """``raw`` as the typed statement would have answered it."""
+        convert = self._layout(dialect).convert
+        values = self.plain(dialect, raw)
+        return tuple(
+            v if c is None or v is None else c(v) for c, v in zip(convert, values, strict=True)
+        )
 
 
 class Statements:
