@@ -271,9 +271,9 @@ def test_a_reading_is_one_connection(store: Store) -> None:
 
 
 def test_odd_values_read_the_same(store: Store) -> None:
-    """What the raw reads (``scheduler/store/rowcodec.py``: on MariaDB one JSON_ARRAY per row)
-    must give back exactly: fractional floats, integral floats, booleans, microseconds,
-    quotes, newlines and characters beyond the BMP in text and in JSON."""
+    """What the raw reads (``scheduler/store/rowcodec.py``: one JSON_ARRAY per row) must give
+    back exactly: fractional floats (to the 17th digit), integral floats, booleans,
+    microseconds, quotes, newlines and characters beyond the BMP in text and in JSON."""
     from scheduler.store import ledger
 
     spec = JobSpec(
@@ -317,3 +317,13 @@ def test_odd_values_read_the_same(store: Store) -> None:
         )
     odd = read_the_same()
     assert odd.stall_after == 300.0 and isinstance(odd.stall_after, float)
+    with store.transaction() as session:  # 17 significant digits (SQLite's JSON writes 15)
+        jobs_store.update_job_spec(
+            session,
+            "odd",
+            {"stall_after": 0.1 + 0.2},
+            expected_version=None,
+            cause="t",
+            node_id="n",
+        )
+    read_the_same()
