@@ -105,7 +105,11 @@ def is_sqlite_file(url: URL) -> bool:
 
 
 def make_engine(
-    url: str, *, pool_size: int = DEFAULT_POOL_SIZE, ping_after_idle: float | None = None
+    url: str,
+    *,
+    pool_size: int = DEFAULT_POOL_SIZE,
+    ping_after_idle: float | None = None,
+    autocommit: bool = False,
 ) -> Engine:
     """An engine for ``url``. ``pool_size``: how many MySQL connections stay open; size it to
     the threads that use the store at once (a connection beyond it is opened for one checkout
@@ -116,7 +120,11 @@ def make_engine(
     has been idle that many seconds (None: before every checkout, SQLAlchemy's ``pre_ping``). A
     busy API reuses its connections within milliseconds, and a ping is a round trip per
     checkout; a connection left idle (a server restarted meanwhile) is still checked, and a dead
-    one replaced, before anything uses it."""
+    one replaced, before anything uses it.
+
+    ``autocommit`` (MySQL): the connections commit every statement by themselves, for reads
+    that need no transaction (``Store.connection``). Returning one sends nothing: no ROLLBACK
+    round trip after each read, no transaction left open to hold metadata locks."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         if is_sqlite_file(parsed):
@@ -137,16 +145,24 @@ def make_engine(
         query = dict(parsed.query)
         query.setdefault("charset", "utf8mb4")
         parsed = parsed.set(query=query)
+        if autocommit:
+            transactions: dict[str, Any] = {
+                "isolation_level": "AUTOCOMMIT",
+                "skip_autocommit_rollback": True,  # nothing to roll back
+            }
+        else:
+            transactions = {"isolation_level": "READ COMMITTED"}
         engine = create_engine(
             parsed,
             pool_pre_ping=ping_after_idle is None,
             pool_recycle=3600,
             pool_size=pool_size,
             max_overflow=max(10, pool_size),
-            isolation_level="READ COMMITTED",
-            pool_reset_on_return=None,  # _rollback_if_open instead
+            pool_reset_on_return=None,  # _rollback_if_open instead (autocommit: none needed)
+            **transactions,
         )
-        _track_open_transactions(engine)
+        if not autocommit:
+            _track_open_transactions(engine)
         if ping_after_idle is not None:
             _ping_when_idle(engine, ping_after_idle)
         return engine
@@ -251,6 +267,20 @@ class Store:
         )
 
     @cached_property
+    def _read_engine(self) -> Engine:
+        """What :meth:`connection` reads through: on MySQL an engine of its own whose
+        connections commit every statement by themselves (``make_engine``'s ``autocommit``);
+        elsewhere :attr:`engine`."""
+        if make_url(self.url).get_backend_name() not in ("mysql", "mariadb"):
+            return self.engine
+        return make_engine(
+            self.url,
+            pool_size=self._pool_size,
+            ping_after_idle=self._ping_after_idle,
+            autocommit=True,
+        )
+
+    @cached_property
     def _sessions(self) -> sessionmaker[Session]:
         sessions = sessionmaker(self.engine, expire_on_commit=False)
         event.listen(sessions, "before_commit", _before_commit)
@@ -268,9 +298,10 @@ class Store:
     @contextmanager
     def connection(self) -> Iterator[Connection]:
         """A plain connection for reads of ``scheduler.store.reads`` (no ORM session to set up
-        and tear down: what a hot read route needs); driver errors become StoreErrors. Whatever
-        it reads is rolled back when it is returned to the pool. Inside :meth:`reading`, the
-        reading's one connection."""
+        and tear down: what a hot read route needs); driver errors become StoreErrors. On MySQL
+        its statements commit by themselves (each reads what is committed when it runs, as in
+        READ COMMITTED), so returning it costs no round trip; elsewhere what it read is rolled
+        back when it is returned. Inside :meth:`reading`, the reading's one connection."""
         shared = _READING.get()
         if shared is not None and shared[0] is self:
             try:
@@ -279,7 +310,7 @@ class Store:
                 raise store_error(exc) from exc
             return
         try:
-            with self.engine.connect() as connection:
+            with self._read_engine.connect() as connection:
                 yield connection
         except SQLAlchemyError as exc:
             raise store_error(exc) from exc
@@ -369,5 +400,6 @@ class Store:
             )
 
     def dispose(self) -> None:
-        if "engine" in self.__dict__:
-            self.engine.dispose()
+        for engine in ("_read_engine", "engine"):
+            if engine in self.__dict__:
+                self.__dict__[engine].dispose()

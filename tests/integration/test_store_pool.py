@@ -57,3 +57,37 @@ def test_a_connection_used_a_moment_ago_is_not_pinged(
         assert _connection_id(store) != first
     finally:
         store.dispose()
+
+
+def _rollbacks(store: Store) -> tuple[int, int]:
+    """(the read connection's id, how many ROLLBACKs it has run), read on it."""
+    with store.connection() as connection:
+        found = connection.execute(sa.text("SHOW SESSION STATUS LIKE 'Com_rollback'")).one()
+        return int(connection.execute(sa.text("SELECT CONNECTION_ID()")).scalar_one()), int(
+            found[1]
+        )
+
+
+def test_reads_commit_by_themselves_and_are_returned_without_a_rollback(
+    fresh_mysql_url: Callable[[], str],
+) -> None:
+    """The reads' connections (``Store.connection``) are in autocommit: no transaction stays
+    open after a read, and returning one to the pool sends no ROLLBACK."""
+    store = Store(fresh_mysql_url(), pool_size=1, ping_after_idle=3600.0)
+    try:
+        first, before = _rollbacks(store)
+        for _ in range(3):
+            with store.connection() as connection:
+                connection.execute(sa.text("SELECT 1")).one()
+        again, after = _rollbacks(store)
+        assert again == first and after == before
+        with store.connection() as connection:
+            open_transactions = connection.execute(
+                sa.text(
+                    "SELECT COUNT(*) FROM information_schema.innodb_trx "
+                    "WHERE trx_mysql_thread_id = CONNECTION_ID()"
+                )
+            ).scalar_one()
+            assert open_transactions == 0
+    finally:
+        store.dispose()
