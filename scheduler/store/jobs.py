@@ -93,8 +93,14 @@ def get_job(session: Session, name: str) -> JobRecord:
 
 #: what a creation runs, built once (Core: no ORM objects to make, track and flush)
 _JOBS = Job.__table__
-_GROUP_NAMED = select(Group.__table__.c.name).where(Group.__table__.c.name == bindparam("name"))
-_JOB_NAMED = select(_JOBS.c.id).where(_JOBS.c.name == bindparam("name"))
+#: whether the group exists and whether the name is taken, in one statement
+_GROUP_AND_NAME = select(
+    select(Group.__table__.c.name)
+    .where(Group.__table__.c.name == bindparam("group"))
+    .scalar_subquery()
+    .label("group_found"),
+    select(_JOBS.c.id).where(_JOBS.c.name == bindparam("name")).scalar_subquery().label("taken"),
+)
 _INSERT_JOB = insert(Job)
 _INSERT_LABEL = insert(JobLabel)
 _INSERT_EVENT = insert(JobEvent)
@@ -102,9 +108,12 @@ _INSERT_EVENT = insert(JobEvent)
 
 def create_job(session: Session, spec: JobSpec, *, cause: str, node_id: str) -> JobRecord:
     connection = session.connection()
-    if connection.execute(_GROUP_NAMED, {"name": spec.group}).first() is None:
+    group_found, taken = connection.execute(
+        _GROUP_AND_NAME, {"group": spec.group, "name": spec.name}
+    ).one()
+    if group_found is None:
         raise InvalidInput(f"no group named {spec.group!r}")
-    if connection.execute(_JOB_NAMED, {"name": spec.name}).first() is not None:
+    if taken is not None:
         raise AlreadyExists(f"a job named {spec.name!r} already exists")
     check_job_placement(session, spec.business, spec.group)  # dedicated groups
     checkpoint = validate_checkpoint_location(session, spec.group, spec.checkpoint_location)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 
-from sqlalchemy import bindparam, delete, func, insert, select, update
+from sqlalchemy import bindparam, delete, exists, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from scheduler import quotas
@@ -180,9 +180,14 @@ def _check_dedication(session: Session, business: str, group: str) -> None:
 
 
 _QUOTAS = BusinessQuota.__table__
-_BOUND_TO = select(_QUOTAS.c.dedicated_group).where(_QUOTAS.c.business == bindparam("business"))
-_DEDICATED = (
-    select(_QUOTAS.c.business).where(_QUOTAS.c.dedicated_group == bindparam("group")).limit(1)
+#: what a placement check reads, in one statement (every creation runs it): the group the
+#: business is bound to (NULL: none), and whether the group is dedicated to any business
+_PLACEMENT = select(
+    select(_QUOTAS.c.dedicated_group)
+    .where(_QUOTAS.c.business == bindparam("business"))
+    .scalar_subquery()
+    .label("bound_to"),
+    exists().where(_QUOTAS.c.dedicated_group == bindparam("group")).label("dedicated"),
 )
 
 
@@ -190,22 +195,19 @@ def check_job_placement(session: Session, business: str, group: str) -> None:
     """A job of ``business`` may live in ``group`` (InvalidInput otherwise): a business bound to
     a dedicated group has its jobs there, and a dedicated group takes no other business's jobs."""
     connection = session.connection()  # quotas change in their own requests: nothing to flush
-    bound_to = connection.execute(_BOUND_TO, {"business": business}).scalar()
+    bound_to, dedicated = connection.execute(
+        _PLACEMENT, {"business": business, "group": group}
+    ).one()
     if bound_to is not None and bound_to != group:
         raise InvalidInput(
             f"business {business!r} is bound to the dedicated group {bound_to!r}: its jobs "
             "belong there"
         )
-    if bound_to is None and _is_dedicated(session, group):
+    if bound_to is None and dedicated:
         raise InvalidInput(
             f"group {group!r} is dedicated to other businesses; business "
             f"{business or '(none)'!r} is not bound to it"
         )
-
-
-def _is_dedicated(session: Session, group: str) -> bool:
-    found = session.connection().execute(_DEDICATED, {"group": group}).first()
-    return found is not None
 
 
 def dedicated_groups(session: Session) -> dict[str, list[str]]:
