@@ -10,6 +10,7 @@ import anyio.to_thread
 from fastapi import Depends, FastAPI
 
 from api import console, glossary, idempotency, metrics, problems, security
+from api.creations import Creations
 from api.deps import NodeContext, check_request
 from api.documents import JobDocuments
 from api.routes import (
@@ -84,6 +85,8 @@ def create_app(context: NodeContext) -> FastAPI:
     )
     # the documents of jobs a page of GET /v1/jobs shows, memoized on their rows
     app.state.job_documents = JobDocuments(settings.api_job_documents)
+    # POST /v1/jobs: creations that arrive together share a transaction
+    app.state.creations = Creations(context.store, settings)
     problems.install(app)
     idempotency.install(app)  # inside the security edge: keys belong to authenticated callers
     security.install(app)

@@ -28,7 +28,8 @@ that outlives its key's lease (``scheduler.idempotency.LEASE_S``) cannot commit 
 taken the key over.
 
 Keys are read by handlers running in the request's own context (the threadpool carries it). A
-handler that hands its store writes to another thread must mark the key there itself.
+handler that hands its store writes to another thread must mark the key there itself: creations
+do, since a batch of them commits in one request's thread (``api/creations.py``).
 """
 
 from __future__ import annotations

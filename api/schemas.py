@@ -553,6 +553,31 @@ class JobPublic(BaseModel):
         )
 
 
+def audit_doc(job: JobRecord | JobPublic) -> dict[str, Any]:
+    """A job as the audit log keeps it: its spec and desired state (JSON)."""
+    public = job if isinstance(job, JobPublic) else JobPublic.of(job)
+    return public.model_dump(
+        mode="json",
+        include={
+            "name",
+            "group",
+            "team",
+            "business",
+            "priority",
+            "entrypoint",
+            "args",
+            "conf",
+            "checkpoint_location",
+            "replicate",
+            "desired_state",
+            "stall_after",
+            "on_stall",
+            "spec_version",
+            "version",
+        },
+    )
+
+
 class EventPublic(BaseModel):
     id: int
     at: datetime

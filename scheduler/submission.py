@@ -13,6 +13,8 @@ import posixpath
 from collections.abc import Iterable, Mapping, Sequence
 from urllib.parse import urlparse
 
+from scheduler.errors import RefusedSubmission
+
 #: properties Drover sets itself on every run: nobody overrides them through a job's conf
 OWNED_PROPERTIES = frozenset(
     {
@@ -74,3 +76,37 @@ def refused_properties(
     if not admin:
         refused |= {k for k in conf if not property_allowed(k, allowed)}
     return sorted(refused)
+
+
+def check(
+    clusters: Mapping[str, Sequence[str]],
+    *,
+    default_roots: Sequence[str],
+    allow_list: Sequence[str],
+    admin: bool,
+    subject: str,
+    entrypoint: str | None,
+    conf: Mapping[str, str] | None,
+) -> None:
+    """The policy for a job whose clusters have these artifact roots (cluster -> roots; a
+    cluster without roots of its own takes ``default_roots``): RefusedSubmission when the
+    entrypoint lies outside any of them, or when ``conf`` sets a property ``subject`` may not
+    (``admin``: on the job's team)."""
+    if entrypoint is not None:
+        for cluster, roots in clusters.items():
+            allowed = tuple(roots) or tuple(default_roots)
+            if not artifact_allowed(entrypoint, allowed):
+                raise RefusedSubmission(
+                    f"entrypoint {entrypoint!r} is outside the artifact roots of cluster "
+                    f"{cluster!r} ({', '.join(allowed)})",
+                    field="entrypoint",
+                )
+    if conf:
+        refused = refused_properties(conf, allow_list, admin=admin)
+        if refused:
+            raise RefusedSubmission(
+                f"these Spark properties may not be set by {subject}: "
+                f"{', '.join(refused)} (only admins set properties outside the allow-list)",
+                field="conf",
+                properties=refused,
+            )

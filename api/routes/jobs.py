@@ -21,6 +21,7 @@ from fastapi import APIRouter, Query, Request, Response, status
 
 from api import deferred, paging
 from api.answers import bytes_answer, json_answer
+from api.creations import Creation, Creations, policy_check
 from api.deps import (
     ActorDep,
     ContextDep,
@@ -47,12 +48,12 @@ from api.schemas import (
     Name,
     RunPage,
     RunPublic,
+    audit_doc,
 )
 from scheduler import labels as label_rules
-from scheduler import submission
 from scheduler.config import Settings
-from scheduler.errors import InvalidInput, NotFound, RefusedSubmission
-from scheduler.identity import Principal, Role
+from scheduler.errors import InvalidInput
+from scheduler.identity import Principal
 from scheduler.names import MAX_NAME_LENGTH, validate_name
 from scheduler.paging import Sort
 from scheduler.records import ClusterRecord, JobRecord, JobSpec
@@ -104,31 +105,6 @@ def _name(name: str) -> str:
     return validate_name(name, "job name")
 
 
-def _doc(job: JobRecord | JobPublic) -> dict[str, Any]:
-    """A job as the audit log keeps it: its spec and desired state (JSON)."""
-    public = job if isinstance(job, JobPublic) else JobPublic.of(job)
-    return public.model_dump(
-        mode="json",
-        include={
-            "name",
-            "group",
-            "team",
-            "business",
-            "priority",
-            "entrypoint",
-            "args",
-            "conf",
-            "checkpoint_location",
-            "replicate",
-            "desired_state",
-            "stall_after",
-            "on_stall",
-            "spec_version",
-            "version",
-        },
-    )
-
-
 def check_submission(
     session: Any,
     settings: Settings,
@@ -139,31 +115,14 @@ def check_submission(
     entrypoint: str | None,
     conf: dict[str, str] | None,
 ) -> None:
-    """The submission policy (``scheduler.submission``): the entrypoint lies under the artifact
-    roots of every cluster the job may run on; non-admins set only allowed Spark properties."""
-    if entrypoint is not None:
-        try:
-            clusters = catalog_store.artifact_roots_of_group(session, group)
-        except NotFound:
-            clusters = {}  # the job's creation refuses the unknown group itself
-        for cluster, roots in clusters.items():
-            allowed = roots or tuple(settings.resolved_artifact_roots)
-            if not submission.artifact_allowed(entrypoint, allowed):
-                raise RefusedSubmission(
-                    f"entrypoint {entrypoint!r} is outside the artifact roots of cluster "
-                    f"{cluster!r} ({', '.join(allowed)})",
-                    field="entrypoint",
-                )
-    if conf:
-        admin = principal.role_on(team) == Role.ADMIN
-        refused = submission.refused_properties(conf, settings.spark_conf_allow_list, admin=admin)
-        if refused:
-            raise RefusedSubmission(
-                f"these Spark properties may not be set by {principal.subject}: "
-                f"{', '.join(refused)} (only admins set properties outside the allow-list)",
-                field="conf",
-                properties=refused,
-            )
+    """The submission policy (``scheduler.submission``) for a job of ``group``, on its
+    clusters' artifact roots as read (only when there is an entrypoint to check)."""
+    clusters = (
+        catalog_store.artifact_roots_of_groups(session, [group]).get(group, {})
+        if entrypoint is not None
+        else {}
+    )
+    policy_check(clusters, settings, principal, team=team, entrypoint=entrypoint, conf=conf)
 
 
 def change_spec(
@@ -223,8 +182,7 @@ def change_spec(
 )
 def create_job(
     body: JobCreate,
-    ctx: ContextDep,
-    store: StoreDep,
+    request: Request,
     actor: ActorDep,
     principal: PrincipalDep,
     response: Response,
@@ -245,33 +203,12 @@ def create_job(
         stall_after=body.stall_after,
         on_stall=body.on_stall,
     )
-    node = ctx.settings.node_id
-    with store.transaction() as session:
-        check_submission(
-            session,
-            ctx.settings,
-            principal,
-            group=body.group,
-            team=body.team,
-            entrypoint=body.entrypoint,
-            conf=body.conf,
-        )
-        job = jobs_store.create_job(session, spec, cause=f"api:create by {actor}", node_id=node)
-        public = JobPublic.of(job)  # the answer, and the audit's "after"
-        journal.add_audit(
-            session,
-            actor=actor,
-            action="job.create",
-            target_kind="job",
-            target_name=job.name,
-            detail=body.model_dump(mode="json"),
-            node_id=node,
-            team=job.team,
-            after=_doc(public),
-        )
-    ctx.nudge(job.group, job.name)
-    response.headers["Location"] = f"/v1/jobs/{quote(job.name, safe='')}"
-    _etag(response, job.spec_version)
+    creations: Creations = request.app.state.creations  # batched (api/creations.py)
+    creation = Creation.of_request(spec, principal, actor, body.model_dump(mode="json"))
+    public = creations.create(creation)
+    request.app.state.context.nudge(public.group, public.name)
+    response.headers["Location"] = f"/v1/jobs/{quote(public.name, safe='')}"
+    _etag(response, public.spec_version)
     return json_answer(public, response, status.HTTP_201_CREATED)
 
 
@@ -463,7 +400,7 @@ def update_job(
     node = ctx.settings.node_id
     with store.transaction() as session:
         job = jobs_store.get_job(session, _name(name))
-        before = _doc(job)
+        before = audit_doc(job)
         if changes:
             job = change_spec(
                 session,
@@ -491,7 +428,7 @@ def update_job(
             node_id=node,
             team=job.team,
             before=before,
-            after=_doc(job),
+            after=audit_doc(job),
         )
     ctx.nudge(job.group, job.name)
     _etag(response, job.spec_version)
@@ -528,7 +465,7 @@ def delete_job(
             target_name=job.name,
             node_id=node,
             team=job.team,
-            before=_doc(job),
+            before=audit_doc(job),
         )
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 

@@ -21,8 +21,8 @@ from api.deps import ActorDep, ContextDep, ExpectedVersionDep, NamePath, Princip
 from api.idempotency import Idempotent
 from api.paging import CountQuery, CursorQuery, PageLimitQuery
 from api.problems import problem_responses
-from api.routes.jobs import GraceQuery, _doc, _etag, _name, change_spec
-from api.schemas import JobPublic
+from api.routes.jobs import GraceQuery, _etag, _name, change_spec
+from api.schemas import JobPublic, audit_doc
 from scheduler import revisions
 from scheduler.errors import Conflict
 from scheduler.paging import Sort
@@ -240,7 +240,7 @@ def rollback_job(
     node = ctx.settings.node_id
     with store.transaction() as session:
         job = jobs_store.get_job(session, _name(name))
-        before = _doc(job)
+        before = audit_doc(job)
         target = revisions_store.revision_of(session, job.id, job.name, body.revision)
         changes = revisions.rollback_changes(revisions.spec_of(job), target.spec)
         if not changes:
@@ -269,7 +269,7 @@ def rollback_job(
             node_id=node,
             team=job.team,
             before=before,
-            after=_doc(job),
+            after=audit_doc(job),
         )
     ctx.nudge(job.group, job.name)
     _etag(response, job.spec_version)

@@ -4,7 +4,7 @@ caller owns the transaction. Changes are checked against the version the caller 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sqlalchemy import bindparam, func, select
@@ -358,10 +358,11 @@ def set_artifact_roots(
 _GROUPS = Group.__table__
 _PRIMARY = Cluster.__table__.alias("primary_of_group")
 _FAILOVER = Cluster.__table__.alias("failover_of_group")
-#: a group's clusters and their artifact roots, one statement (the submission check of every
-#: creation runs it); a cluster's name is None when the catalog has no such cluster
+#: groups' clusters and their artifact roots, one statement (the submission check of every
+#: creation, or batch of them, runs it); a cluster's name is None when the catalog has none such
 _GROUP_ROOTS = (
     select(
+        _GROUPS.c.name,
         _GROUPS.c.primary_cluster,
         _PRIMARY.c.name.label("primary_found"),
         _PRIMARY.c.artifact_roots.label("primary_roots"),
@@ -374,23 +375,29 @@ _GROUP_ROOTS = (
             _FAILOVER, _FAILOVER.c.name == _GROUPS.c.failover_cluster
         )
     )
-    .where(_GROUPS.c.name == bindparam("name"))
+    .where(_GROUPS.c.name.in_(bindparam("names", expanding=True)))
 )
 
 
-def artifact_roots_of_group(session: Session, group: str) -> dict[str, tuple[str, ...]]:
-    """cluster name -> its artifact roots, for the group's primary and failover clusters."""
-    row = session.connection().execute(_GROUP_ROOTS, {"name": group}).first()  # plain rows
-    if row is None:
-        raise NotFound(f"no group named {group!r}")
-    roots: dict[str, tuple[str, ...]] = {}
-    for name, found, artifact_roots in (
-        (row.primary_cluster, row.primary_found, row.primary_roots),
-        (row.failover_cluster, row.failover_found, row.failover_roots),
-    ):
-        if not name:
-            continue
-        if found is None:
-            raise NotFound(f"no cluster named {name!r}")
-        roots[name] = tuple(artifact_roots or ())
-    return roots
+def artifact_roots_of_groups(
+    session: Session, groups: Iterable[str]
+) -> dict[str, dict[str, tuple[str, ...]]]:
+    """group -> cluster -> artifact roots, for the primary and failover clusters of those of
+    ``groups`` that exist (one statement). A group naming a cluster the catalog lacks maps to
+    no clusters: the submission policy has no roots to check a job against."""
+    rows = session.connection().execute(_GROUP_ROOTS, {"names": sorted(set(groups))}).all()
+    found: dict[str, dict[str, tuple[str, ...]]] = {}
+    for row in rows:
+        roots: dict[str, tuple[str, ...]] = {}
+        for name, cluster, artifact_roots in (
+            (row.primary_cluster, row.primary_found, row.primary_roots),
+            (row.failover_cluster, row.failover_found, row.failover_roots),
+        ):
+            if not name:
+                continue
+            if cluster is None:
+                roots = {}
+                break
+            roots[name] = tuple(artifact_roots or ())
+        found[row.name] = roots
+    return found

@@ -6,13 +6,24 @@ in :mod:`scheduler.store.ledger`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, bindparam, delete, exists, func, insert, select
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    bindparam,
+    delete,
+    exists,
+    func,
+    insert,
+    literal_column,
+    select,
+    union_all,
+)
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -20,6 +31,7 @@ from scheduler import revisions
 from scheduler.errors import (
     AlreadyExists,
     Conflict,
+    DroverError,
     InvalidInput,
     NotFound,
 )
@@ -38,8 +50,8 @@ from scheduler.store.catalog import validate_checkpoint_location
 from scheduler.store.journal import add_event
 from scheduler.store.mapping import job_record, run_record
 from scheduler.store.models import Group, Job, JobEvent, JobLabel, Run, utcnow
-from scheduler.store.quotas import check_job_placement
-from scheduler.store.revisions import add_revision
+from scheduler.store.quotas import Placements, check_job_placement, placements
+from scheduler.store.revisions import add_revision, add_revisions, revision_values
 
 
 def load_job(session: Session, name: str, *, for_update: bool = False) -> Job:
@@ -93,33 +105,90 @@ def get_job(session: Session, name: str) -> JobRecord:
 
 #: what a creation runs, built once (Core: no ORM objects to make, track and flush)
 _JOBS = Job.__table__
-#: whether the group exists and whether the name is taken, in one statement
-_GROUP_AND_NAME = select(
-    select(Group.__table__.c.name)
-    .where(Group.__table__.c.name == bindparam("group"))
-    .scalar_subquery()
-    .label("group_found"),
-    select(_JOBS.c.id).where(_JOBS.c.name == bindparam("name")).scalar_subquery().label("taken"),
+_GROUPS = Group.__table__
+#: of some groups and job names, those that exist (one statement): kind 1 a group, 2 a job
+_GROUPS_AND_NAMES = union_all(
+    select(literal_column("1").label("kind"), _GROUPS.c.name.label("name")).where(
+        _GROUPS.c.name.in_(bindparam("groups", expanding=True))
+    ),
+    select(literal_column("2").label("kind"), _JOBS.c.name.label("name")).where(
+        _JOBS.c.name.in_(bindparam("names", expanding=True))
+    ),
+)
+_IDS_OF_NAMES = select(_JOBS.c.name, _JOBS.c.id).where(
+    _JOBS.c.name.in_(bindparam("names", expanding=True))
 )
 _INSERT_JOB = insert(Job)
 _INSERT_LABEL = insert(JobLabel)
 _INSERT_EVENT = insert(JobEvent)
 
 
-def create_job(session: Session, spec: JobSpec, *, cause: str, node_id: str) -> JobRecord:
-    connection = session.connection()
-    group_found, taken = connection.execute(
-        _GROUP_AND_NAME, {"group": spec.group, "name": spec.name}
-    ).one()
-    if group_found is None:
-        raise InvalidInput(f"no group named {spec.group!r}")
-    if taken is not None:
-        raise AlreadyExists(f"a job named {spec.name!r} already exists")
-    check_job_placement(session, spec.business, spec.group)  # dedicated groups
+@dataclass
+class CreationFacts:
+    """What the checks of some creations read (:func:`creation_facts`, two statements for any
+    number of them); :meth:`refusal` decides one creation, :meth:`accept` records it so that a
+    later one in the same batch finds its name taken."""
+
+    #: of the groups named, those that exist
+    groups: frozenset[str]
+    #: of the names, those taken (and those accepted since)
+    taken: set[str]
+    placements: Placements
+
+    def refusal(self, spec: JobSpec) -> DroverError | None:
+        """Why ``spec`` may not be created (None: it may), checked in this order: its group,
+        its name, its placement (dedicated groups)."""
+        if spec.group not in self.groups:
+            return InvalidInput(f"no group named {spec.group!r}")
+        if spec.name in self.taken:
+            return AlreadyExists(f"a job named {spec.name!r} already exists")
+        placement = self.placements.refusal(spec.business, spec.group)
+        return InvalidInput(placement) if placement is not None else None
+
+    def accept(self, spec: JobSpec) -> None:
+        self.taken.add(spec.name)
+
+
+def creation_facts(session: Session, specs: Sequence[JobSpec]) -> CreationFacts:
+    groups = sorted({s.group for s in specs})
+    rows = (
+        session.connection()
+        .execute(_GROUPS_AND_NAMES, {"groups": groups, "names": sorted({s.name for s in specs})})
+        .all()
+    )
+    return CreationFacts(
+        groups=frozenset(name for kind, name in rows if int(kind) == 1),
+        taken={name for kind, name in rows if int(kind) == 2},
+        placements=placements(session, {s.business for s in specs}, groups),
+    )
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A creation its checks accepted: the spec, its checkpoint location as stored, and the
+    cause its event and first revision record."""
+
+    spec: JobSpec
+    checkpoint: str
+    cause: str
+
+
+def plan_creation(session: Session, facts: CreationFacts, spec: JobSpec, *, cause: str) -> Planned:
+    """``spec`` checked against ``facts``, then its checkpoint location (a read, only when it
+    names one), then its labels; the error that refuses it raised; accepted into ``facts``."""
+    refusal = facts.refusal(spec)
+    if refusal is not None:
+        raise refusal
     checkpoint = validate_checkpoint_location(session, spec.group, spec.checkpoint_location)
-    now = utcnow()
+    validate_labels(spec.labels)
+    facts.accept(spec)
+    return Planned(spec, checkpoint, cause)
+
+
+def _job_values(planned: Planned, now: datetime) -> dict[str, Any]:
+    spec = planned.spec
     state = JobState.QUEUED if spec.desired_state == DesiredState.RUNNING else JobState.STOPPED
-    values: dict[str, Any] = {
+    return {
         "name": spec.name,
         "group_name": spec.group,
         "team": spec.team,
@@ -128,9 +197,9 @@ def create_job(session: Session, spec: JobSpec, *, cause: str, node_id: str) -> 
         "entrypoint": spec.entrypoint,
         "args": list(spec.args),
         "conf": dict(spec.conf),
-        "checkpoint_location": checkpoint,
+        "checkpoint_location": planned.checkpoint,
         "replicate": spec.replicate,
-        "labels": validate_labels(spec.labels),
+        "labels": dict(spec.labels),
         "desired_state": spec.desired_state.value,
         "stall_after": spec.stall_after,
         "on_stall": spec.on_stall.value,
@@ -144,38 +213,73 @@ def create_job(session: Session, spec: JobSpec, *, cause: str, node_id: str) -> 
         "created_at": now,
         "updated_at": now,
     }
+
+
+def insert_jobs(session: Session, planned: Sequence[Planned], *, node_id: str) -> list[JobRecord]:
+    """Write the jobs :func:`plan_creation` accepted, with their labels, first revisions and
+    creation events: a statement per kind of row, however many jobs. A name taken meanwhile
+    by another node is an IntegrityError (AlreadyExists for a single job)."""
+    if not planned:
+        return []
+    connection = session.connection()
+    now = utcnow()
+    values = [_job_values(p, now) for p in planned]
     try:
-        inserted = connection.execute(_INSERT_JOB, values)
+        if len(values) == 1:
+            key = connection.execute(_INSERT_JOB, values[0]).inserted_primary_key
+            assert key is not None
+            ids = {values[0]["name"]: int(key[0])}
+        else:
+            connection.execute(_INSERT_JOB, values)
+            found = connection.execute(_IDS_OF_NAMES, {"names": [v["name"] for v in values]})
+            ids = {name: int(job_id) for name, job_id in found}
     except IntegrityError as exc:  # a concurrent create of the same name
-        raise AlreadyExists(f"a job named {spec.name!r} already exists") from exc
-    key = inserted.inserted_primary_key
-    assert key is not None
-    job_id = int(key[0])
-    if spec.labels:
-        connection.execute(
-            _INSERT_LABEL,
-            [{"job_id": job_id, "key": k, "value": v} for k, v in sorted(spec.labels.items())],
+        if len(values) == 1:
+            raise AlreadyExists(f"a job named {values[0]['name']!r} already exists") from exc
+        raise
+    labels = [
+        {"job_id": ids[p.spec.name], "key": k, "value": v}
+        for p in planned
+        for k, v in sorted(p.spec.labels.items())
+    ]
+    if labels:
+        connection.execute(_INSERT_LABEL, labels)
+    records: list[JobRecord] = []
+    revision_rows: list[dict[str, Any]] = []
+    events: list[dict[str, Any]] = []
+    for p, row_values in zip(planned, values, strict=True):
+        job_id = ids[p.spec.name]
+        # the row as the ORM would hold it after its insert: every other column unset (None)
+        row = SimpleNamespace(**dict.fromkeys(_COLUMN_NAMES))
+        row.__dict__.update(row_values, id=job_id)
+        record = job_record(row)  # type: ignore[arg-type]
+        records.append(record)
+        revision_rows.append(
+            revision_values(job_id, 1, revisions.spec_of(record), cause=p.cause, message="created")
         )
-    # the row as the ORM would hold it after its insert: every other column unset (None)
-    row = SimpleNamespace(**{column.name: None for column in _JOBS.c})
-    row.__dict__.update(values, id=job_id)
-    record = job_record(row)  # type: ignore[arg-type]
-    add_revision(
-        session, job_id, 1, revisions.spec_of(record), cause=cause, message="created", core=True
-    )
-    connection.execute(
-        _INSERT_EVENT,
-        {
-            "job_id": job_id,
-            "run_id": None,
-            "from_state": None,
-            "to_state": state.value,
-            "cause": cause,
-            "message": "created",
-            "node_id": node_id,
-        },
-    )
-    return record
+        events.append(
+            {
+                "job_id": job_id,
+                "run_id": None,
+                "from_state": None,
+                "to_state": row_values["state"],
+                "cause": p.cause,
+                "message": "created",
+                "node_id": node_id,
+            }
+        )
+    add_revisions(session, revision_rows)
+    connection.execute(_INSERT_EVENT, events[0] if len(events) == 1 else events)
+    return records
+
+
+_COLUMN_NAMES = tuple(column.name for column in _JOBS.c)
+
+
+def create_job(session: Session, spec: JobSpec, *, cause: str, node_id: str) -> JobRecord:
+    """One job created (a batch of one: ``api/creations.py`` makes batches)."""
+    planned = plan_creation(session, creation_facts(session, [spec]), spec, cause=cause)
+    return insert_jobs(session, [planned], node_id=node_id)[0]
 
 
 def list_jobs(

@@ -140,20 +140,54 @@ def add_audit(
 
     Inserted at once on the session's connection (an audit row refers to nothing by key, so it
     need not wait for the ORM's flush; a statement built once, no ORM object)."""
-    session.connection().execute(
-        _INSERT_AUDIT,
-        {
-            "actor": actor,
-            "action": action,
-            "target_kind": target_kind,
-            "target_name": target_name,
-            "detail": dict(detail or {}),
-            "node_id": node_id,
-            "team": team,
-            "before": None if before is None else dict(before),
-            "after": None if after is None else dict(after),
-        },
+    add_audits(
+        session,
+        [
+            audit_values(
+                actor=actor,
+                action=action,
+                target_kind=target_kind,
+                target_name=target_name,
+                detail=detail,
+                node_id=node_id,
+                team=team,
+                before=before,
+                after=after,
+            )
+        ],
     )
+
+
+def audit_values(
+    *,
+    actor: str,
+    action: str,
+    target_kind: str,
+    target_name: str,
+    detail: Mapping[str, Any] | None = None,
+    node_id: str = "",
+    team: str = "",
+    before: Mapping[str, Any] | None = None,
+    after: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """An audit row, as :func:`add_audits` inserts it."""
+    return {
+        "actor": actor,
+        "action": action,
+        "target_kind": target_kind,
+        "target_name": target_name,
+        "detail": dict(detail or {}),
+        "node_id": node_id,
+        "team": team,
+        "before": None if before is None else dict(before),
+        "after": None if after is None else dict(after),
+    }
+
+
+def add_audits(session: Session, rows: list[dict[str, Any]]) -> None:
+    """Audit rows (of :func:`audit_values`) in one statement, in the caller's transaction."""
+    if rows:
+        session.connection().execute(_INSERT_AUDIT, rows[0] if len(rows) == 1 else rows)
 
 
 def list_audit(

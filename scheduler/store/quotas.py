@@ -10,9 +10,10 @@ gate holds back). The decisions are ``scheduler.gate`` (pure); the tick's use of
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import bindparam, delete, exists, func, insert, select, update
+from sqlalchemy import bindparam, delete, func, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from scheduler import quotas
@@ -180,34 +181,63 @@ def _check_dedication(session: Session, business: str, group: str) -> None:
 
 
 _QUOTAS = BusinessQuota.__table__
-#: what a placement check reads, in one statement (every creation runs it): the group the
-#: business is bound to (NULL: none), and whether the group is dedicated to any business
-_PLACEMENT = select(
-    select(_QUOTAS.c.dedicated_group)
-    .where(_QUOTAS.c.business == bindparam("business"))
-    .scalar_subquery()
-    .label("bound_to"),
-    exists().where(_QUOTAS.c.dedicated_group == bindparam("group")).label("dedicated"),
+#: the dedications that concern some businesses and groups, in one statement (every creation,
+#: or batch of creations, runs it): the businesses' own, and any binding to the groups
+_DEDICATIONS = select(_QUOTAS.c.business, _QUOTAS.c.dedicated_group).where(
+    _QUOTAS.c.dedicated_group.is_not(None),
+    or_(
+        _QUOTAS.c.business.in_(bindparam("businesses", expanding=True)),
+        _QUOTAS.c.dedicated_group.in_(bindparam("groups", expanding=True)),
+    ),
 )
 
 
-def check_job_placement(session: Session, business: str, group: str) -> None:
-    """A job of ``business`` may live in ``group`` (InvalidInput otherwise): a business bound to
-    a dedicated group has its jobs there, and a dedicated group takes no other business's jobs."""
+@dataclass(frozen=True)
+class Placements:
+    """What decides where jobs of some businesses may live (:func:`placements`)."""
+
+    #: business -> the dedicated group it is bound to (absent: bound to none)
+    bound_to: dict[str, str]
+    #: of the groups asked about, those some business is bound to
+    dedicated: frozenset[str]
+
+    def refusal(self, business: str, group: str) -> str | None:
+        """Why a job of ``business`` may not live in ``group`` (None: it may): a business bound
+        to a dedicated group has its jobs there, and a dedicated group takes no other
+        business's jobs."""
+        bound_to = self.bound_to.get(business)
+        if bound_to is not None and bound_to != group:
+            return (
+                f"business {business!r} is bound to the dedicated group {bound_to!r}: its jobs "
+                "belong there"
+            )
+        if bound_to is None and group in self.dedicated:
+            return (
+                f"group {group!r} is dedicated to other businesses; business "
+                f"{business or '(none)'!r} is not bound to it"
+            )
+        return None
+
+
+def placements(session: Session, businesses: Iterable[str], groups: Iterable[str]) -> Placements:
+    """The dedications of ``businesses`` and to ``groups`` (one statement)."""
     connection = session.connection()  # quotas change in their own requests: nothing to flush
-    bound_to, dedicated = connection.execute(
-        _PLACEMENT, {"business": business, "group": group}
-    ).one()
-    if bound_to is not None and bound_to != group:
-        raise InvalidInput(
-            f"business {business!r} is bound to the dedicated group {bound_to!r}: its jobs "
-            "belong there"
-        )
-    if bound_to is None and dedicated:
-        raise InvalidInput(
-            f"group {group!r} is dedicated to other businesses; business "
-            f"{business or '(none)'!r} is not bound to it"
-        )
+    wanted = set(groups)
+    rows = connection.execute(
+        _DEDICATIONS, {"businesses": sorted(set(businesses)), "groups": sorted(wanted)}
+    ).all()
+    return Placements(
+        bound_to={business: group for business, group in rows},
+        dedicated=frozenset(group for _, group in rows if group in wanted),
+    )
+
+
+def check_job_placement(session: Session, business: str, group: str) -> None:
+    """A job of ``business`` may live in ``group`` (InvalidInput otherwise: see
+    :meth:`Placements.refusal`)."""
+    refusal = placements(session, [business], [group]).refusal(business, group)
+    if refusal is not None:
+        raise InvalidInput(refusal)
 
 
 def dedicated_groups(session: Session) -> dict[str, list[str]]:

@@ -46,7 +46,27 @@ def add_revision(
 ) -> None:
     """``core``: insert it at once on the session's connection (the caller's job row is already
     there, not a pending ORM object), not through an ORM object and a flush."""
-    values: dict[str, Any] = {
+    values = revision_values(
+        job_id, revision, spec, cause=cause, message=message, rollback_of=rollback_of
+    )
+    if core:
+        session.connection().execute(_INSERT_REVISION, values)
+        return
+    session.add(JobRevision(**values))
+    session.flush()
+
+
+def revision_values(
+    job_id: int,
+    revision: int,
+    spec: dict[str, Any],
+    *,
+    cause: str,
+    message: str = "",
+    rollback_of: int | None = None,
+) -> dict[str, Any]:
+    """A revision's row, as :func:`add_revision` and :func:`add_revisions` insert it."""
+    return {
         "job_id": job_id,
         "revision": revision,
         "spec": spec,
@@ -55,11 +75,13 @@ def add_revision(
         "rollback_of": rollback_of,
         "created_at": utcnow(),
     }
-    if core:
-        session.connection().execute(_INSERT_REVISION, values)
-        return
-    session.add(JobRevision(**values))
-    session.flush()
+
+
+def add_revisions(session: Session, rows: list[dict[str, Any]]) -> None:
+    """Revision rows (of :func:`revision_values`) in one statement, at once on the session's
+    connection (a batch of creations)."""
+    if rows:
+        session.connection().execute(_INSERT_REVISION, rows[0] if len(rows) == 1 else rows)
 
 
 def _job_id(session: Session, name: str) -> int:

@@ -1,0 +1,194 @@
+"""Creations in batches (``api/creations.py``) on SQLite and MariaDB: each creation of a batch
+gets the answer it would get alone, refused ones leave the others alone, what is written is
+what a creation alone writes, and a batch whose writes fail runs again one by one."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import func, select
+
+from api.app import create_app
+from api.creations import Creation, Creations
+from api.deps import NodeContext
+from api.schemas import JobPublic
+from scheduler.config import Settings
+from scheduler.errors import AlreadyExists, InvalidInput, RefusedSubmission
+from scheduler.identity import Principal, Role
+from scheduler.records import JobSpec
+from scheduler.store import jobs as jobs_store
+from scheduler.store.db import Store
+from scheduler.store.models import AuditEntry, Job, JobEvent, JobLabel, JobRevision
+
+pytestmark = pytest.mark.integration
+
+ADMIN = Principal(subject="user:root", roles={"*": Role.ADMIN})
+OPERATOR = Principal(subject="user:op", roles={"ads": Role.OPERATOR})
+
+
+def _creation(name: str, principal: Principal = ADMIN, **spec: Any) -> Creation:
+    fields: dict[str, Any] = {"entrypoint": "/opt/pipelines/p.py", "team": "ads", **spec}
+    return Creation(JobSpec(name=name, **fields), principal, principal.subject, {"name": name})
+
+
+def _counts(store: Store) -> dict[str, int]:
+    with store.session() as session:
+        return {
+            model.__tablename__: int(session.scalar(select(func.count()).select_from(model)) or 0)
+            for model in (Job, JobLabel, JobRevision, JobEvent, AuditEntry)
+        }
+
+
+def test_a_batch_answers_each_creation_as_alone(store: Store, settings: Settings) -> None:
+    with store.transaction() as session:
+        jobs_store.create_job(
+            session,
+            JobSpec(name="old", entrypoint="/opt/pipelines/p.py", team="ads"),
+            cause="t",
+            node_id="n",
+        )
+    before = _counts(store)
+    batch = [
+        _creation("a", labels={"tier": "gold", "env": "prod"}),
+        _creation("a"),  # taken by the one before it in the batch
+        _creation("old"),  # taken before the batch
+        _creation("b", group="nowhere"),
+        _creation("c", entrypoint="/etc/evil.py"),
+        _creation("d", OPERATOR, conf={"spark.driver.extraJavaOptions": "-Dx"}),
+        _creation("e", args=("--x", "1"), conf={"spark.executor.cores": "2"}),
+        _creation("f", labels={"bad key!": "x"}),
+    ]
+    outcomes = Creations(store, settings).run_batch(batch)
+    kinds = [type(o) for o in outcomes]
+    assert kinds == [
+        JobPublic,
+        AlreadyExists,
+        AlreadyExists,
+        InvalidInput,
+        RefusedSubmission,
+        RefusedSubmission,
+        JobPublic,
+        InvalidInput,
+    ]
+    assert "outside the artifact roots" in str(outcomes[4])
+    assert "extraJavaOptions" in str(outcomes[5])
+    # what was written is what a creation alone writes: the record read back, its labels,
+    # one revision and one event each, and an audit row each
+    with store.session() as session:
+        for made in (outcomes[0], outcomes[6]):
+            assert isinstance(made, JobPublic)
+            assert JobPublic.of(jobs_store.get_job(session, made.name)) == made
+    after = _counts(store)
+    assert {k: after[k] - before[k] for k in after} == {
+        "jobs": 2,
+        "job_labels": 2,
+        "job_revisions": 2,
+        "job_events": 2,
+        "audit_log": 2,
+    }
+
+
+def test_a_batch_whose_writes_fail_runs_again_one_by_one(
+    store: Store, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another node creates one of the names between the batch's checks and its writes: the
+    batch's insert fails (an IntegrityError), nothing of it stays, and run again one by one the
+    others are created and that one is told its name is taken."""
+    with store.transaction() as session:
+        jobs_store.create_job(
+            session,
+            JobSpec(name="raced", entrypoint="/opt/pipelines/p.py", team="ads"),
+            cause="another node",
+            node_id="other",
+        )
+    real = jobs_store.creation_facts
+
+    def blind(session: Any, specs: Any) -> jobs_store.CreationFacts:
+        facts = real(session, specs)
+        facts.taken.discard("raced")  # read before the other node's commit
+        return facts
+
+    monkeypatch.setattr(jobs_store, "creation_facts", blind)
+    before = _counts(store)
+    outcomes = Creations(store, settings).run_batch(
+        [_creation("x1"), _creation("raced"), _creation("x2")]
+    )
+    assert [type(o) for o in outcomes] == [JobPublic, AlreadyExists, JobPublic]
+    after = _counts(store)
+    assert {k: after[k] - before[k] for k in after} == {
+        "jobs": 2,
+        "job_labels": 0,
+        "job_revisions": 2,
+        "job_events": 2,
+        "audit_log": 2,
+    }
+
+
+def test_concurrent_creations_through_the_api(
+    store: Store, settings: Settings, admin_headers: dict[str, str]
+) -> None:
+    """Requests at once, some for the same names: each name is created once (201), every other
+    request for it is a 409, and each created job has its one audit row."""
+    names = [f"burst-{i % 10}" for i in range(30)]
+    statuses: list[tuple[str, int]] = []
+    lock = threading.Lock()
+    start = threading.Barrier(len(names))
+    app = create_app(NodeContext(settings, store))
+    with TestClient(app, base_url="http://127.0.0.1", headers=admin_headers) as client:
+
+        def post(name: str) -> None:
+            start.wait(timeout=30)
+            answer = client.post(
+                "/v1/jobs",
+                json={"name": name, "entrypoint": "/opt/pipelines/p.py", "team": "ads"},
+            )
+            with lock:
+                statuses.append((name, answer.status_code))
+
+        threads = [threading.Thread(target=post, args=(n,)) for n in names]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+            assert not t.is_alive()
+    per_name = Counter((name, status) for name, status in statuses)
+    for name in set(names):
+        assert per_name[(name, 201)] == 1
+        assert per_name[(name, 409)] == names.count(name) - 1
+    with store.session() as session:
+        created = session.scalars(
+            select(AuditEntry.target_name).where(AuditEntry.action == "job.create")
+        ).all()
+    assert sorted(created) == sorted(set(names))
+
+
+def test_only_a_created_job_marks_its_request_key(store: Store, settings: Settings) -> None:
+    """Each creation's commit hook (its ``Idempotency-Key``) runs in the transaction that
+    commits it, and only if it is created; the hook of the thread that happens to run the
+    batch runs for nothing but its own creation."""
+    from scheduler.store.db import COMMIT_HOOK
+
+    marked: list[str] = []
+    leading: list[str] = []
+
+    def mark(name: str) -> Callable[[Any], None]:
+        return lambda session: marked.append(name)
+
+    def creation(name: str, key: str) -> Creation:
+        made = _creation(name)
+        return Creation(made.spec, made.principal, made.actor, made.detail, mark(key))
+
+    token = COMMIT_HOOK.set(lambda session: leading.append("leader"))
+    try:
+        outcomes = Creations(store, settings).run_batch(
+            [creation("k1", "first"), creation("k1", "second"), creation("k2", "third")]
+        )
+    finally:
+        COMMIT_HOOK.reset(token)
+    assert [type(o) for o in outcomes] == [JobPublic, AlreadyExists, JobPublic]
+    assert marked == ["first", "third"] and leading == []
