@@ -564,12 +564,14 @@ def update_job_spec(
             job.state_reason = f"upgrade to revision {job.spec_version}"
     add_revision(
         session,
-        job.id,
-        job.spec_version,
-        new_spec,
-        cause=cause,
-        message=message,
-        rollback_of=rollback_of,
+        revision_values(
+            job.id,
+            job.spec_version,
+            new_spec,
+            cause=cause,
+            message=message,
+            rollback_of=rollback_of,
+        ),
     )
     add_event(
         session,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Required, TypedDict, Unpack
 
 from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session
@@ -123,62 +123,40 @@ def count_events(session: Session, name: str) -> int:
 _INSERT_AUDIT = insert(AuditEntry)
 
 
-def add_audit(
-    session: Session,
-    *,
-    actor: str,
-    action: str,
-    target_kind: str,
-    target_name: str,
-    detail: Mapping[str, Any] | None = None,
-    node_id: str = "",
-    team: str = "",
-    before: Mapping[str, Any] | None = None,
-    after: Mapping[str, Any] | None = None,
-) -> None:
+class AuditFields(TypedDict, total=False):
+    """What an audit row says: who did what to what, the request's detail, the target before
+    and after (JSON documents), the node that did it and the team the target belongs to."""
+
+    actor: Required[str]
+    action: Required[str]
+    target_kind: Required[str]
+    target_name: Required[str]
+    detail: Mapping[str, Any] | None
+    node_id: str
+    team: str
+    before: Mapping[str, Any] | None
+    after: Mapping[str, Any] | None
+
+
+def add_audit(session: Session, **fields: Unpack[AuditFields]) -> None:
     """One audit row, in the caller's transaction (so it commits, or not, with the change).
 
     Inserted at once on the session's connection (an audit row refers to nothing by key, so it
     need not wait for the ORM's flush; a statement built once, no ORM object)."""
-    add_audits(
-        session,
-        [
-            audit_values(
-                actor=actor,
-                action=action,
-                target_kind=target_kind,
-                target_name=target_name,
-                detail=detail,
-                node_id=node_id,
-                team=team,
-                before=before,
-                after=after,
-            )
-        ],
-    )
+    add_audits(session, [audit_values(**fields)])
 
 
-def audit_values(
-    *,
-    actor: str,
-    action: str,
-    target_kind: str,
-    target_name: str,
-    detail: Mapping[str, Any] | None = None,
-    node_id: str = "",
-    team: str = "",
-    before: Mapping[str, Any] | None = None,
-    after: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+def audit_values(**fields: Unpack[AuditFields]) -> dict[str, Any]:
     """An audit row, as :func:`add_audits` inserts it."""
+    detail, before, after = fields.get("detail"), fields.get("before"), fields.get("after")
     return {
-        "actor": actor,
-        "action": action,
-        "target_kind": target_kind,
-        "target_name": target_name,
+        "actor": fields["actor"],
+        "action": fields["action"],
+        "target_kind": fields["target_kind"],
+        "target_name": fields["target_name"],
         "detail": dict(detail or {}),
-        "node_id": node_id,
-        "team": team,
+        "node_id": fields.get("node_id", ""),
+        "team": fields.get("team", ""),
         "before": None if before is None else dict(before),
         "after": None if after is None else dict(after),
     }

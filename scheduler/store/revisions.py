@@ -33,25 +33,9 @@ def _record(row: JobRevision, job_name: str) -> RevisionRecord:
 _INSERT_REVISION = insert(JobRevision)
 
 
-def add_revision(
-    session: Session,
-    job_id: int,
-    revision: int,
-    spec: dict[str, Any],
-    *,
-    cause: str,
-    message: str = "",
-    rollback_of: int | None = None,
-    core: bool = False,
-) -> None:
-    """``core``: insert it at once on the session's connection (the caller's job row is already
-    there, not a pending ORM object), not through an ORM object and a flush."""
-    values = revision_values(
-        job_id, revision, spec, cause=cause, message=message, rollback_of=rollback_of
-    )
-    if core:
-        session.connection().execute(_INSERT_REVISION, values)
-        return
+def add_revision(session: Session, values: dict[str, Any]) -> None:
+    """A revision row (of :func:`revision_values`) through the ORM, flushed: the caller's job
+    is an ORM object whose changes go first."""
     session.add(JobRevision(**values))
     session.flush()
 

@@ -44,6 +44,11 @@ def _counts(store: Store) -> dict[str, int]:
         }
 
 
+def _added_since(before: dict[str, int], store: Store) -> dict[str, int]:
+    after = _counts(store)
+    return {table: after[table] - before[table] for table in after}
+
+
 def test_a_batch_answers_each_creation_as_alone(store: Store, settings: Settings) -> None:
     with store.transaction() as session:
         jobs_store.create_job(
@@ -83,8 +88,7 @@ def test_a_batch_answers_each_creation_as_alone(store: Store, settings: Settings
         for made in (outcomes[0], outcomes[6]):
             assert isinstance(made, JobPublic)
             assert JobPublic.of(jobs_store.get_job(session, made.name)) == made
-    after = _counts(store)
-    assert {k: after[k] - before[k] for k in after} == {
+    assert _added_since(before, store) == {
         "jobs": 2,
         "job_labels": 2,
         "job_revisions": 2,
@@ -119,8 +123,7 @@ def test_a_batch_whose_writes_fail_runs_again_one_by_one(
         [_creation("x1"), _creation("raced"), _creation("x2")]
     )
     assert [type(o) for o in outcomes] == [JobPublic, AlreadyExists, JobPublic]
-    after = _counts(store)
-    assert {k: after[k] - before[k] for k in after} == {
+    assert _added_since(before, store) == {
         "jobs": 2,
         "job_labels": 0,
         "job_revisions": 2,
