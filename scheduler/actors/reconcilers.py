@@ -40,6 +40,11 @@ log = logging.getLogger("drover.actors.reconcilers")
 TICK_THREADS = 8
 #: how soon the next tick comes after a tick that acted (its actions usually changed state)
 AFTER_ACTION = 0.2
+#: a nudged tick starts at least this long after the previous one ended. A nudge after a quiet
+#: spell runs a tick at once; a burst of API writes (hundreds of creations a second) makes a
+#: tick every NUDGE_GAP at most instead of one after another, each reading what all the writes
+#: before it changed (measured: back-to-back ticks took half a CPU under a burst of creations)
+NUDGE_GAP = 0.05
 
 
 class GroupLoop:
@@ -119,11 +124,15 @@ class GroupLoop:
             except Exception:  # the loop never dies
                 with log_context(group=self.group):
                     log.exception("reconcile tick of group %s failed", self.group)
+            ended = loop.time()
             timeout = AFTER_ACTION if self.last_tick.get("actions") else self._interval
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=timeout)
             except TimeoutError:
-                pass
+                continue
+            gap = ended + NUDGE_GAP - loop.time()
+            if gap > 0 and not self._stopping:
+                await asyncio.sleep(gap)  # nudges meanwhile are covered by the coming tick
 
     async def _check_stalls(self, loop: asyncio.AbstractEventLoop) -> None:
         """The stall check, every ``stall_interval`` seconds (its own guard: a failing check
