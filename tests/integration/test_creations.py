@@ -4,6 +4,7 @@ what a creation alone writes, and a batch whose writes fail runs again one by on
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -11,6 +12,9 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given
+from hypothesis import settings as examples
+from hypothesis import strategies as st
 from sqlalchemy import func, select
 
 from api.app import create_app
@@ -26,6 +30,9 @@ from scheduler.store.db import Store
 from scheduler.store.models import AuditEntry, Job, JobEvent, JobLabel, JobRevision
 
 pytestmark = pytest.mark.integration
+
+#: a fresh prefix per example of the equivalence test (the store is the test's, not the example's)
+_EXAMPLES = itertools.count()
 
 ADMIN = Principal(subject="user:root", roles={"*": Role.ADMIN})
 OPERATOR = Principal(subject="user:op", roles={"ads": Role.OPERATOR})
@@ -195,3 +202,50 @@ def test_only_a_created_job_marks_its_request_key(store: Store, settings: Settin
         COMMIT_HOOK.reset(token)
     assert [type(o) for o in outcomes] == [JobPublic, AlreadyExists, JobPublic]
     assert marked == ["first", "third"] and leading == []
+
+
+#: what a creation in the equivalence test may vary: (name, group, entrypoint, conf, who asks)
+_VARIANTS = st.tuples(
+    st.sampled_from(["a", "b", "c", "old"]),
+    st.sampled_from(["default", "nowhere"]),
+    st.sampled_from(["/opt/pipelines/p.py", "/etc/evil.py"]),
+    st.sampled_from([{}, {"spark.executor.cores": "2"}, {"spark.driver.extraJavaOptions": "-D"}]),
+    st.sampled_from([ADMIN, OPERATOR]),
+)
+
+
+@examples(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(variants=st.lists(_VARIANTS, min_size=1, max_size=8))
+def test_a_batch_answers_what_the_creations_one_by_one_answer(
+    store: Store, settings: Settings, variants: list[tuple[Any, ...]]
+) -> None:
+    """The same creations, once as one batch and once one by one (each a batch of one), under
+    two prefixes of the same store: the same outcomes, in the same order."""
+    run = next(_EXAMPLES)
+    creations = Creations(store, settings)
+
+    def answers(prefix: str, batched: bool) -> list[tuple[str, str]]:
+        with store.transaction() as session:  # a name taken before
+            jobs_store.create_job(
+                session,
+                JobSpec(name=f"{prefix}-old", entrypoint="/opt/pipelines/p.py", team="ads"),
+                cause="t",
+                node_id="n",
+            )
+        batch = [
+            _creation(f"{prefix}-{name}", who, group=group, entrypoint=entrypoint, conf=conf)
+            for name, group, entrypoint, conf, who in variants
+        ]
+        outcomes = (
+            creations.run_batch(batch)
+            if batched
+            else [creations.run_batch([creation])[0] for creation in batch]
+        )
+        return [
+            (type(o).__name__, str(o).replace(prefix, "*") if not isinstance(o, JobPublic) else "")
+            for o in outcomes
+        ]
+
+    assert answers(f"b{run}", batched=True) == answers(f"s{run}", batched=False)
