@@ -51,19 +51,24 @@ def _counts(store: Store) -> dict[str, int]:
         }
 
 
+def _exists(store: Store, name: str) -> None:
+    """A job named ``name``, created before the test's creations."""
+    with store.transaction() as session:
+        jobs_store.create_job(
+            session,
+            JobSpec(name=name, entrypoint="/opt/pipelines/p.py", team="ads"),
+            cause="before",
+            node_id="n",
+        )
+
+
 def _added_since(before: dict[str, int], store: Store) -> dict[str, int]:
     after = _counts(store)
     return {table: after[table] - before[table] for table in after}
 
 
 def test_a_batch_answers_each_creation_as_alone(store: Store, settings: Settings) -> None:
-    with store.transaction() as session:
-        jobs_store.create_job(
-            session,
-            JobSpec(name="old", entrypoint="/opt/pipelines/p.py", team="ads"),
-            cause="t",
-            node_id="n",
-        )
+    _exists(store, "old")
     before = _counts(store)
     batch = [
         _creation("a", labels={"tier": "gold", "env": "prod"}),
@@ -110,13 +115,7 @@ def test_a_batch_whose_writes_fail_runs_again_one_by_one(
     """Another node creates one of the names between the batch's checks and its writes: the
     batch's insert fails (an IntegrityError), nothing of it stays, and run again one by one the
     others are created and that one is told its name is taken."""
-    with store.transaction() as session:
-        jobs_store.create_job(
-            session,
-            JobSpec(name="raced", entrypoint="/opt/pipelines/p.py", team="ads"),
-            cause="another node",
-            node_id="other",
-        )
+    _exists(store, "raced")  # another node's
     real = jobs_store.creation_facts
 
     def blind(session: Any, specs: Any) -> jobs_store.CreationFacts:
@@ -227,13 +226,7 @@ def test_a_batch_answers_what_the_creations_one_by_one_answer(
     creations = Creations(store, settings)
 
     def answers(prefix: str, batched: bool) -> list[tuple[str, str]]:
-        with store.transaction() as session:  # a name taken before
-            jobs_store.create_job(
-                session,
-                JobSpec(name=f"{prefix}-old", entrypoint="/opt/pipelines/p.py", team="ads"),
-                cause="t",
-                node_id="n",
-            )
+        _exists(store, f"{prefix}-old")  # a name taken before
         batch = [
             _creation(f"{prefix}-{name}", who, group=group, entrypoint=entrypoint, conf=conf)
             for name, group, entrypoint, conf, who in variants
