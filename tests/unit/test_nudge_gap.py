@@ -7,10 +7,10 @@ from __future__ import annotations
 import asyncio
 import time
 from concurrent.futures import ThreadPoolExecutor
-from types import SimpleNamespace
 from typing import Any
 
 from scheduler.actors.reconcilers import NUDGE_GAP, GroupLoop
+from scheduler.reconciler import TickStats
 
 DEADLINE = 10.0
 
@@ -21,23 +21,11 @@ class Ticks:
     def __init__(self) -> None:
         self.spans: list[tuple[float, float]] = []
 
-    def tick(self) -> Any:
+    def tick(self) -> TickStats:
         started = time.monotonic()
         time.sleep(0.002)
         self.spans.append((started, time.monotonic()))
-        return SimpleNamespace(
-            jobs=0,
-            actions=0,
-            errors=0,
-            claimed=0,
-            paused=0,
-            seconds=0.0,
-            epoch=None,
-            full_read=False,
-            rows_read=0,
-            submissions=0,
-            complete=False,
-        )
+        return TickStats()
 
 
 async def _until(condition: Any, what: str) -> None:
