@@ -22,6 +22,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Hashable
 from datetime import UTC, datetime
+from typing import TypeGuard
 
 from prometheus_client import Counter
 
@@ -60,7 +61,9 @@ def job_document(
     )
 
 
-def _good(entry: tuple[bytes, datetime | None] | None, now: datetime) -> bool:
+def _good(
+    entry: tuple[bytes, datetime | None] | None, now: datetime
+) -> TypeGuard[tuple[bytes, datetime | None]]:
     """``entry`` (a document and when it may read differently) still shows what it would now."""
     return entry is not None and (entry[1] is None or now < entry[1])
 
@@ -86,7 +89,7 @@ class JobDocuments:
         its JSON, and when it may read differently (None: never) -- when there is no good one."""
         now = now or datetime.now(UTC)
         entry = self._documents.get(key)
-        if entry is not None and _good(entry, now):
+        if _good(entry, now):
             _HITS.inc()
             return entry[0]
         entry = make(now)
@@ -108,7 +111,7 @@ class JobDocuments:
         known = self._documents
         for row in rows:
             entry = known.get(row)
-            if entry is None or not _good(entry, now):
+            if not _good(entry, now):
                 entry = job_document(*record(row), now)
                 made.append((row, entry))
             documents.append(entry[0])

@@ -104,6 +104,11 @@ def is_sqlite_file(url: URL) -> bool:
     return url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:")
 
 
+def is_mysql(url: URL) -> bool:
+    """A MySQL or MariaDB database."""
+    return url.get_backend_name() in ("mysql", "mariadb")
+
+
 def make_engine(
     url: str,
     *,
@@ -141,7 +146,7 @@ def make_engine(
             engine = create_engine(url, connect_args={"timeout": 10})
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    if parsed.get_backend_name() in ("mysql", "mariadb"):
+    if is_mysql(parsed):
         query = dict(parsed.query)
         query.setdefault("charset", "utf8mb4")
         parsed = parsed.set(query=query)
@@ -271,7 +276,7 @@ class Store:
         """What :meth:`connection` reads through: on MySQL an engine of its own whose
         connections commit every statement by themselves (``make_engine``'s ``autocommit``);
         elsewhere :attr:`engine`."""
-        if make_url(self.url).get_backend_name() not in ("mysql", "mariadb"):
+        if not is_mysql(make_url(self.url)):
             return self.engine
         return make_engine(
             self.url,
