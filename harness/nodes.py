@@ -8,7 +8,6 @@ goes to all of them at once, as when a machine dies.
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 import socket
@@ -22,7 +21,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from harness.procs import session_pids
+from harness.procs import session_pids, signal_all
 
 DROVER = str(Path(sys.executable).with_name("drover"))
 T = TypeVar("T")
@@ -204,33 +203,23 @@ class NodeProcess:
     def kill9(self) -> None:
         """Every process of the node dies at once (a machine crash)."""
         assert self.proc is not None
-        for pid in session_pids(self.proc.pid):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        signal_all(session_pids(self.proc.pid))
         self.proc.wait(timeout=30)
         self._reap_session()
 
     def freeze(self) -> None:
         """SIGSTOP every process of the node (a paused VM, a long GC pause)."""
         assert self.proc is not None
-        for pid in session_pids(self.proc.pid):
-            os.kill(pid, signal.SIGSTOP)
+        signal_all(session_pids(self.proc.pid), signal.SIGSTOP)
 
     def thaw(self) -> None:
         assert self.proc is not None
-        for pid in session_pids(self.proc.pid):
-            os.kill(pid, signal.SIGCONT)
+        signal_all(session_pids(self.proc.pid), signal.SIGCONT)
 
     def _reap_session(self) -> None:
         assert self.proc is not None
         sid = self.proc.pid
         deadline = time.monotonic() + 20
         while session_pids(sid) and time.monotonic() < deadline:
-            for pid in session_pids(sid):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+            signal_all(session_pids(sid))
             time.sleep(0.1)

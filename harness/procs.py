@@ -3,8 +3,10 @@ command-line fragment. One place for benches and tests (no pytest here)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable, Iterator
+import signal
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,3 +71,11 @@ def pids_with_env_prefix(prefix: bytes) -> list[int]:
 def pids_with_cmdline(fragment: bytes) -> list[int]:
     """Live processes whose command line contains ``fragment``."""
     return live_pids(lambda p: fragment in p.cmdline())
+
+
+def signal_all(pids: Iterable[int], sig: signal.Signals = signal.SIGKILL) -> None:
+    """Send ``sig`` to each of ``pids``; one already gone is no error (killing a driver's JVM
+    can take its Python child with it before its own turn comes)."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)

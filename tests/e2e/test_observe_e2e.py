@@ -28,7 +28,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness.procs import pids_with_env
+from harness.procs import pids_with_env, signal_all
 from scheduler.store import jobs as jobs_store
 from scheduler.store.db import Store
 from tests.conftest import SparkStandalone, wait_until
@@ -170,14 +170,6 @@ def driver_pids(database_url: str, job: str) -> list[int]:
         store.dispose()
     assert run is not None
     return pids_with_env(f"DROVER_FENCING_TOKEN={run.fencing_token}".encode())
-
-
-def signal_all(pids: list[int], sig: signal.Signals) -> None:
-    for pid in pids:
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            pass
 
 
 def metric(node: NodeProcess, name: str, **labels: str) -> float:

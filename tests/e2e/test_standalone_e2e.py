@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -35,7 +34,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from harness.nodes import free_port as api_port
-from harness.procs import pids_with_env, pids_with_env_prefix
+from harness.procs import pids_with_env, pids_with_env_prefix, signal_all
 from scheduler.backends.standalone import StandaloneRestBackend
 from scheduler.store import jobs as jobs_store
 from scheduler.store.db import Store
@@ -312,12 +311,9 @@ def _tear_down(stack: Stack) -> None:
             what="the drivers of the test to exit",
         )
     finally:
-        for pid in live_pids(marker):
-            leftovers.append(f"process {pid}")
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        left = live_pids(marker)
+        leftovers.extend(f"process {pid}" for pid in left)
+        signal_all(left)
     assert not leftovers, f"left behind by the test (killed now): {leftovers}"
 
 
@@ -376,8 +372,7 @@ def test_lifecycle_checkpoint_and_driver_crash(stack_factory: Callable[..., Stac
     token = current_token(stack, name)
     pids = driver_pids(token)
     assert len(pids) >= 2, f"expected the driver JVM and the Python driver, found {pids}"
-    for pid in pids:
-        os.kill(pid, signal.SIGKILL)
+    signal_all(pids)  # the JVM's death may take the Python driver with it first
     crashed_at = time.monotonic()
     wait_until(lambda: not driver_pids(token), timeout=GONE_TIMEOUT_S, what="the killed driver")
     second = written(output)  # everything run 2 wrote; anything newer is run 3's

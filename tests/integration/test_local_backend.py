@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -23,7 +22,7 @@ from typing import Any, TypeVar
 import pyspark
 import pytest
 
-from harness.procs import pids_with_env_prefix, processes
+from harness.procs import pids_with_env_prefix, processes, signal_all
 from scheduler.backends.base import AppState, AppStatus, SubmitRequest
 from scheduler.backends.local import LocalSparkSubmitBackend
 from scheduler.errors import SubmissionRejected
@@ -104,11 +103,7 @@ def runs_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     runs = tmp_path / "runs"
     yield runs
     # teardown, also after failures: nothing a test started may outlive it
-    for pid in pids_with_run_dir_under(runs):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    signal_all(pids_with_run_dir_under(runs))
     deadline = time.monotonic() + GONE_TIMEOUT_S
     while pids_with_run_dir_under(runs) and time.monotonic() < deadline:
         time.sleep(POLL_S)

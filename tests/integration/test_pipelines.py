@@ -9,9 +9,7 @@ fixture SIGKILLs every process a test's runs started, even when the test fails.
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import socket
 import statistics
 import sys
@@ -33,7 +31,7 @@ import uvicorn
 
 from api.app import create_app
 from api.deps import NodeContext
-from harness.procs import pids_with_env_prefix
+from harness.procs import pids_with_env_prefix, signal_all
 from pipelines.drover_runtime import FENCED_LINE_PREFIX, HttpFence, Verdict, progress_report
 from scheduler.backends.base import AppState, SubmitRequest, app_name_for
 from scheduler.backends.local import LocalSparkSubmitBackend
@@ -108,11 +106,7 @@ def runs_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     def leftovers() -> list[int]:
         return pids_with_env_prefix(f"DROVER_RUN_DIR={runs}/".encode())
 
-    for pid in leftovers():  # also after failures: nothing may outlive the test
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    signal_all(leftovers())  # also after failures: nothing may outlive the test
     deadline = time.monotonic() + GONE_TIMEOUT_S
     while leftovers() and time.monotonic() < deadline:
         time.sleep(0.2)

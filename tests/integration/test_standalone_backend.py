@@ -8,8 +8,6 @@ alive at a time; every driver a test submitted is killed in a finaliser, even on
 from __future__ import annotations
 
 import json
-import os
-import signal
 import sys
 import textwrap
 from collections.abc import Callable, Iterator
@@ -19,7 +17,7 @@ from typing import Any
 import pytest
 
 from harness.nodes import free_port
-from harness.procs import pids_with_cmdline
+from harness.procs import pids_with_cmdline, signal_all
 from scheduler.backends.base import AppState, SubmitRequest
 from scheduler.backends.standalone import StandaloneRestBackend
 from scheduler.errors import ClusterUnreachable
@@ -72,8 +70,7 @@ def pipeline(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
             what="the Python drivers to exit after the kill",
         )
     finally:
-        for pid in pids_with_cmdline(str(tmp_path).encode()):
-            os.kill(pid, signal.SIGKILL)
+        signal_all(pids_with_cmdline(str(tmp_path).encode()))
 
 
 @pytest.fixture

@@ -29,9 +29,7 @@ shows the application with its run's tag and job.
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import textwrap
 import time
 from collections.abc import Callable, Iterator
@@ -40,7 +38,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.procs import pids_with_env_prefix
+from harness.procs import pids_with_env_prefix, signal_all
 from harness.simcluster import SimCluster
 from scheduler.backends.base import (
     AppState,
@@ -269,11 +267,7 @@ def _spark_submit(kind: str, variant: str, tmp_path: Path) -> Iterator[Cluster]:
             backend.close()
         if runs.is_file():
             heals()
-        for pid in pids_with_env_prefix(f"DROVER_RUN_DIR={runs.resolve()}/".encode()):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        signal_all(pids_with_env_prefix(f"DROVER_RUN_DIR={runs.resolve()}/".encode()))
         shutil.rmtree(home, ignore_errors=True)
 
 

@@ -8,8 +8,6 @@ The real thing is covered by tests/integration/test_local_backend.py.
 
 from __future__ import annotations
 
-import os
-import signal
 import textwrap
 import time
 from collections.abc import Callable, Iterator
@@ -18,7 +16,7 @@ from typing import TypeVar
 
 import pytest
 
-from harness.procs import pids_with_env_prefix, session_pids
+from harness.procs import pids_with_env_prefix, session_pids, signal_all
 from scheduler.backends.base import AppState, SubmitRequest
 from scheduler.backends.local import (
     INDEX_DIR,
@@ -70,11 +68,7 @@ def backend(spark_home: Path, tmp_path: Path) -> Iterator[LocalSparkSubmitBacken
     backend = LocalSparkSubmitBackend(spark_home, runs, kill_grace_s=0.5)
     yield backend
     backend.close()
-    for pid in pids_with_env_prefix(f"DROVER_RUN_DIR={backend.runs_dir}/".encode()):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    signal_all(pids_with_env_prefix(f"DROVER_RUN_DIR={backend.runs_dir}/".encode()))
 
 
 def pipeline(tmp_path: Path, name: str, body: str) -> str:
