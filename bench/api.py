@@ -16,7 +16,9 @@ The load comes from a separate process (a small asyncio HTTP/1.1 client, keep-al
 connection per concurrent client, default 16), pinned to its own CPU while the servers share the
 other one, so the client does not dominate. Bare and node phases alternate (``--rounds``); each
 phase runs ``--duration`` seconds after a short warm-up. Printed: requests/s, p50 and p99 in ms,
-and the node's ratio to the bare endpoint. Targets (issue 11; figures, never test assertions):
+the node's ratio to the bare endpoint, and the node's CPU over its phases as shares of one CPU:
+its API process and the rest of its session (the actors; all of it pinned to the servers' CPU,
+so what the rest takes the API lacks). Targets (issue 11; figures, never test assertions):
 GET >= 0.5x with p99 <= 25 ms, list page >= 0.3x with p99 <= 50 ms, create >= 0.3x.
 
     set -a; . var/services/env; set +a
@@ -51,7 +53,7 @@ from typing import Any
 import httpx
 
 from harness.nodes import NodeProcess, free_port, poll
-from harness.procs import session_pids
+from harness.procs import cpu_seconds, session_pids
 
 CONCURRENCY = 16
 #: jobs created before the measurements (GET reads them in turn; the list pages over them)
@@ -360,19 +362,43 @@ def bench_store(
                         duration=duration,
                         prefix=f"load-{side}-{round_no}-{secrets.token_hex(3)}",
                     )
-                    totals[endpoint][side].append(run_load(spec, load_cpu))
+                    sid = node.proc.pid if node.proc else 0
+                    before, started = _session_cpu(sid), time.monotonic()
+                    result = run_load(spec, load_cpu)
+                    if side == "drover":
+                        result.update(_cpu_shares(sid, before, time.monotonic() - started))
+                    totals[endpoint][side].append(result)
         return {e: {s: _combine(r) for s, r in sides_.items()} for e, sides_ in totals.items()}
 
 
+def _session_cpu(sid: int) -> dict[int, float]:
+    """CPU seconds so far of each process of the node's session."""
+    return {pid: cpu_seconds(pid) for pid in session_pids(sid)}
+
+
+def _cpu_shares(sid: int, before: dict[int, float], wall: float) -> dict[str, float]:
+    """The node's CPU over a phase, as shares of one CPU: its API process (the session's
+    leader, where uvicorn serves) and the rest of its session (Ray's actors and daemons)."""
+    after = _session_cpu(sid)
+    used = {pid: cpu - before.get(pid, 0.0) for pid, cpu in after.items()}
+    api = used.pop(sid, 0.0)
+    return {"api_cpu": api / wall, "rest_cpu": sum(used.values()) / wall}
+
+
 def _combine(results: list[dict[str, Any]]) -> dict[str, float]:
-    """Rounds together: mean rate, the worst p99, the mean p50, every error."""
+    """Rounds together: mean rate, the worst p99, the mean p50, every error, the mean CPU
+    shares (the node's side only)."""
     n = len(results)
-    return {
+    out = {
         "rps": sum(r["rps"] for r in results) / n,
         "p50_ms": sum(r["p50_ms"] for r in results) / n,
         "p99_ms": max(r["p99_ms"] for r in results),
         "errors": float(sum(r["errors"] for r in results)),
     }
+    for share in ("api_cpu", "rest_cpu"):
+        if all(share in r for r in results):
+            out[share] = sum(r[share] for r in results) / n
+    return out
 
 
 # -- figures ------------------------------------------------------------------------------------
@@ -389,6 +415,8 @@ def figures(store: str, measured: dict[str, dict[str, dict[str, float]]]) -> dic
         out[f"api_{endpoint}_p50_ms_{store}"] = round(node["p50_ms"], 2)
         out[f"api_{endpoint}_p99_ms_{store}"] = round(node["p99_ms"], 2)
         out[f"api_{endpoint}_errors_{store}"] = node["errors"]
+        out[f"api_{endpoint}_node_api_cpu_{store}"] = round(node.get("api_cpu", 0.0), 3)
+        out[f"api_{endpoint}_node_rest_cpu_{store}"] = round(node.get("rest_cpu", 0.0), 3)
     return out
 
 
@@ -409,7 +437,7 @@ def print_table(
     print(f"\n{store}: concurrency {concurrency}, requests/s and latency (ms)")
     print(
         f"  {'endpoint':<8} {'bare rps':>9} {'node rps':>9} {'ratio':>6} {'target':>7} "
-        f"{'p50':>7} {'p99':>7} {'p99 max':>7} {'errors':>6}"
+        f"{'p50':>7} {'p99':>7} {'p99 max':>7} {'errors':>6} {'cpu api':>7} {'rest':>5}"
     )
     for endpoint, sides in measured.items():
         bare, node = sides["bare"], sides["drover"]
@@ -420,6 +448,7 @@ def print_table(
             f"  {endpoint:<8} {bare['rps']:9.0f} {node['rps']:9.0f} {ratio:6.2f} "
             f"{'>=' + format(least, '.1f'):>7} {node['p50_ms']:7.1f} {node['p99_ms']:7.1f} "
             f"{'-' if p99_max is None else format(p99_max, '.0f'):>7} {node['errors']:6.0f}"
+            f" {node.get('api_cpu', 0.0):7.0%} {node.get('rest_cpu', 0.0):5.0%}"
             f"  {'ok' if ok else 'BELOW TARGET'}"
         )
 

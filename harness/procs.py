@@ -36,6 +36,16 @@ class Proc:
             return b""
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU ``pid`` has used so far (0.0 when it is gone)."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return 0.0
+    fields = raw[raw.rindex(b")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def processes() -> Iterator[Proc]:
     """Every process in /proc, zombies included."""
     for entry in os.scandir("/proc"):
