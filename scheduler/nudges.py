@@ -17,6 +17,17 @@ from __future__ import annotations
 import threading
 from collections.abc import Hashable
 
+from scheduler.states import DesiredState
+
+
+def creation_wakes_owner(desired: DesiredState) -> bool:
+    """Whether creating a job with ``desired`` nudges its owner. A job to run, yes: the owner
+    submits it at once. A stopped one, no: the owner has nothing to do for it but claim it, and
+    its next periodic tick does that. A burst of stopped creations (a service registering its
+    jobs, an import) used to make the owner tick every ``NUDGE_GAP`` to claim a few new jobs each
+    time: a quarter of a CPU beside the API under 16 creating clients, a twentieth without."""
+    return desired is DesiredState.RUNNING
+
 
 class Coalescer:
     """The keys with a nudge on its way (thread-safe)."""

@@ -1,7 +1,9 @@
 """``/v1/jobs``: create, list, read, change, delete jobs; start, stop, restart; runs and events.
 
 Every mutation is one transaction that also writes the audit log, and then nudges the reconciler
-of the job's group so the change is acted on at once, not at the next tick.
+of the job's group so the change is acted on at once, not at the next tick. A job created
+stopped is the exception (``nudges.creation_wakes_owner``): there is nothing to act on, and the
+owner's next tick claims it.
 
 Versions: the job's ``ETag`` is its ``spec_version``, which only spec changes (``PATCH`` of spec
 fields) move. ``If-Match`` on ``PATCH``, ``DELETE`` and the commands (start, stop, restart) is
@@ -55,6 +57,7 @@ from scheduler.config import Settings
 from scheduler.errors import InvalidInput
 from scheduler.identity import Principal
 from scheduler.names import MAX_NAME_LENGTH, validate_name
+from scheduler.nudges import creation_wakes_owner
 from scheduler.paging import Sort
 from scheduler.records import ClusterRecord, JobRecord, JobSpec
 from scheduler.states import Command, DesiredState, JobState, Priority, command_effect
@@ -206,7 +209,8 @@ def create_job(
     creations: Creations = request.app.state.creations  # batched (api/creations.py)
     creation = Creation.of_request(spec, principal, actor, body.model_dump(mode="json"))
     public = creations.create(creation)
-    request.app.state.context.nudge(public.group, public.name)
+    if creation_wakes_owner(spec.desired_state):
+        request.app.state.context.nudge(public.group, public.name)
     response.headers["Location"] = f"/v1/jobs/{quote(public.name, safe='')}"
     _etag(response, public.spec_version)
     return json_answer(public, response, status.HTTP_201_CREATED)

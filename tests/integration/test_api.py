@@ -322,6 +322,18 @@ BAD_REQUESTS: list[tuple[str, str, str, dict[str, Any] | None, int, str]] = [
 ]
 
 
+def test_only_a_job_created_to_run_wakes_its_owner(client: TestClient, nudged: list[str]) -> None:
+    """A stopped job asks nothing of its owner at once (its next tick claims it): a burst of
+    them makes no nudge; one created to run nudges its group's owner, as a start does."""
+    for i in range(3):
+        create(client, f"registered-{i}")
+    assert nudged == []
+    create(client, "runs-at-once", desired_state="RUNNING")
+    assert nudged == ["default"]
+    assert client.post("/v1/jobs/registered-0/start").status_code == 202
+    assert nudged == ["default", "default"]
+
+
 @pytest.mark.parametrize(
     ("method", "path", "body", "status", "kind"),
     [pytest.param(*case[1:], id=case[0]) for case in BAD_REQUESTS],
