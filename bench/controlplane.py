@@ -62,6 +62,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 
 from bench import takeover as tk
+from harness.procs import cpu_seconds
 from scheduler.backends.base import (
     AppInfo,
     AppState,
@@ -441,18 +442,6 @@ def measure_steady_standalone(mysql_url: str, jobs: int, ticks: int = 5) -> dict
 
 # -- where the CPU went ---------------------------------------------------------------------------
 
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def _cpu_of(pid: int) -> float:
-    """User + system CPU seconds of one process so far (0 when it is gone)."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return 0.0
-    fields = raw[raw.rindex(b")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-
 
 def _label(pid: int) -> str:
     try:
@@ -499,7 +488,7 @@ class CpuMeter:
         self._groups[group] = pids
 
     def _sample(self) -> dict[tuple[str, int], float]:
-        return {(g, pid): _cpu_of(pid) for g, pids in self._groups.items() for pid in pids()}
+        return {(g, pid): cpu_seconds(pid) for g, pids in self._groups.items() for pid in pids()}
 
     def start(self) -> None:
         self._before = self._sample()
