@@ -53,7 +53,7 @@ from typing import Any
 import httpx
 
 from harness.nodes import NodeProcess, free_port, poll
-from harness.procs import cpu_seconds, session_pids
+from harness.procs import CpuMeter, session_pids
 
 CONCURRENCY = 16
 #: jobs created before the measurements (GET reads them in turn; the list pages over them)
@@ -326,7 +326,13 @@ def bench_store(
         stack.callback(node.stop)
         node.wait_ready()
         token = node.headers()["Authorization"].removeprefix("Bearer ")
-        _pin_session(node.proc.pid if node.proc else 0, server_cpu)
+        sid = node.proc.pid if node.proc else 0
+        _pin_session(sid, server_cpu)
+        # the node's CPU: its API process (the session's leader, where uvicorn serves) and the
+        # rest of its session (Ray's actors and daemons)
+        meter = CpuMeter()
+        meter.add("api", lambda: [sid])
+        meter.add("rest", lambda: [pid for pid in session_pids(sid) if pid != sid])
 
         names = [f"seed-{i:05d}" for i in range(SEED_JOBS)]
         with httpx.Client(base_url=node.url, headers=node.headers(), trust_env=False) as http:
@@ -362,27 +368,16 @@ def bench_store(
                         duration=duration,
                         prefix=f"load-{side}-{round_no}-{secrets.token_hex(3)}",
                     )
-                    sid = node.proc.pid if node.proc else 0
-                    before, started = _session_cpu(sid), time.monotonic()
+                    if side == "bare":
+                        totals[endpoint][side].append(run_load(spec, load_cpu))
+                        continue
+                    meter.start()
                     result = run_load(spec, load_cpu)
-                    if side == "drover":
-                        result.update(_cpu_shares(sid, before, time.monotonic() - started))
+                    spent = meter.stop()
+                    for group, used in spent.items():  # api_cpu, rest_cpu: shares of one CPU
+                        result[f"{group}_cpu"] = sum(used.values()) / meter.wall
                     totals[endpoint][side].append(result)
         return {e: {s: _combine(r) for s, r in sides_.items()} for e, sides_ in totals.items()}
-
-
-def _session_cpu(sid: int) -> dict[int, float]:
-    """CPU seconds so far of each process of the node's session."""
-    return {pid: cpu_seconds(pid) for pid in session_pids(sid)}
-
-
-def _cpu_shares(sid: int, before: dict[int, float], wall: float) -> dict[str, float]:
-    """The node's CPU over a phase, as shares of one CPU: its API process (the session's
-    leader, where uvicorn serves) and the rest of its session (Ray's actors and daemons)."""
-    after = _session_cpu(sid)
-    used = {pid: cpu - before.get(pid, 0.0) for pid, cpu in after.items()}
-    api = used.pop(sid, 0.0)
-    return {"api_cpu": api / wall, "rest_cpu": sum(used.values()) / wall}
 
 
 def _combine(results: list[dict[str, Any]]) -> dict[str, float]:

@@ -62,7 +62,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 
 from bench import takeover as tk
-from harness.procs import cpu_seconds
+from harness.procs import CpuMeter
 from scheduler.backends.base import (
     AppInfo,
     AppState,
@@ -471,39 +471,17 @@ def _label(pid: int) -> str:
     return Path(argv[0]).name
 
 
-class CpuMeter:
-    """CPU seconds spent by groups of processes between ``start`` and ``stop``, from /proc.
-
-    Groups: each node's session (by process kind: API/driver, each actor, Ray's own), the
-    simulator, the database server (found by its listening port's process name), this bench.
-    Processes that exited in between are missed (none should, in a run)."""
-
-    def __init__(self) -> None:
-        self._groups: dict[str, Callable[[], list[int]]] = {}
-        self._before: dict[tuple[str, int], float] = {}
-        self.wall = 0.0
-        self._started = 0.0
-
-    def add(self, group: str, pids: Callable[[], list[int]]) -> None:
-        self._groups[group] = pids
-
-    def _sample(self) -> dict[tuple[str, int], float]:
-        return {(g, pid): cpu_seconds(pid) for g, pids in self._groups.items() for pid in pids()}
-
-    def start(self) -> None:
-        self._before = self._sample()
-        self._started = time.monotonic()
-
-    def stop(self) -> dict[str, dict[str, float]]:
-        after = self._sample()
-        self.wall = time.monotonic() - self._started
-        spent: dict[str, dict[str, float]] = {}
-        for (group, pid), cpu in after.items():
-            used = cpu - self._before.get((group, pid), 0.0)
-            kinds = spent.setdefault(group, {})
+def _by_kind(spent: dict[str, dict[int, float]]) -> dict[str, dict[str, float]]:
+    """A :class:`CpuMeter`'s figures per group by process kind (:func:`_label`) instead of pid.
+    Groups: each node's session (API/driver, each actor, Ray's own), the simulator, the
+    database server, this bench."""
+    kinds: dict[str, dict[str, float]] = {}
+    for group, used in spent.items():
+        of_group = kinds.setdefault(group, {})
+        for pid, seconds in used.items():
             label = _label(pid)
-            kinds[label] = kinds.get(label, 0.0) + used
-        return spent
+            of_group[label] = of_group.get(label, 0.0) + seconds
+    return kinds
 
 
 def _database_pids() -> list[int]:
@@ -646,7 +624,7 @@ def measure_running(
                 tk.seed_jobs(store, tk.job_names(jobs), str(entry))
                 meter.start()
                 marks = tk.wait_converged(store, sim, jobs, timeout=120.0 + jobs * 0.05)
-                cpu = meter.stop()
+                cpu = _by_kind(meter.stop())
                 for spy in profilers:  # py-spy writes what it has on SIGINT
                     spy.send_signal(signal.SIGINT)
                 for spy in profilers:

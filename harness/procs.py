@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,14 +37,55 @@ class Proc:
             return b""
 
 
-def cpu_seconds(pid: int) -> float:
-    """User and system CPU ``pid`` has used so far (0.0 when it is gone)."""
+def _stat(pid: int) -> list[bytes] | None:
+    """The fields of /proc/<pid>/stat after the command name (the state first), or None when
+    the process is gone. The name may hold spaces and parentheses: split after the last ')'."""
     try:
         raw = Path(f"/proc/{pid}/stat").read_bytes()
     except OSError:
+        return None
+    return raw[raw.rindex(b")") + 2 :].split()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU ``pid`` has used so far (0.0 when it is gone)."""
+    fields = _stat(pid)
+    if fields is None:
         return 0.0
-    fields = raw[raw.rindex(b")") + 2 :].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """CPU seconds spent by groups of processes between :meth:`start` and :meth:`stop`. Each
+    group is a function listing its processes, called at both ends: a process that exits in
+    between is missed, one born in between counts in full."""
+
+    def __init__(self) -> None:
+        self._groups: dict[str, Callable[[], Iterable[int]]] = {}
+        self._before: dict[tuple[str, int], float] = {}
+        self._started = 0.0
+        #: seconds between the last start and stop
+        self.wall = 0.0
+
+    def add(self, group: str, pids: Callable[[], Iterable[int]]) -> None:
+        self._groups[group] = pids
+
+    def _sample(self) -> dict[tuple[str, int], float]:
+        return {(g, pid): cpu_seconds(pid) for g, pids in self._groups.items() for pid in pids()}
+
+    def start(self) -> None:
+        self._before = self._sample()
+        self._started = time.monotonic()
+
+    def stop(self) -> dict[str, dict[int, float]]:
+        """Per group (every group added, even one with no process), per process: CPU seconds
+        since :meth:`start`."""
+        after = self._sample()
+        self.wall = time.monotonic() - self._started
+        spent: dict[str, dict[int, float]] = {group: {} for group in self._groups}
+        for (group, pid), cpu in after.items():
+            spent[group][pid] = cpu - self._before.get((group, pid), 0.0)
+        return spent
 
 
 def processes() -> Iterator[Proc]:
@@ -51,11 +93,9 @@ def processes() -> Iterator[Proc]:
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
-        try:
-            raw = Path(entry.path, "stat").read_bytes()
-        except OSError:
+        fields = _stat(int(entry.name))
+        if fields is None:
             continue
-        fields = raw[raw.rindex(b")") + 2 :].split()
         yield Proc(int(entry.name), fields[0].decode(), int(fields[3]))
 
 
