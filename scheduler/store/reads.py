@@ -280,41 +280,6 @@ RawJobRow = Hashable
 
 #: a page's rows, read raw
 _PAGE_CODEC = RowCodec(_JOB_ROWS.columns)
-#: a page's jobs (by id) with their runs, progress and queue rows. One statement object for every
-#: page, so SQLAlchemy makes its cache key (a walk over ~100 columns, several times the cost of
-#: the query on SQLite) once, not on every request: what varies (filters, order, cursor, limit)
-#: goes into a small statement of ids first
-_PAGE_OF_IDS = Statements(
-    lambda columns: (
-        select(_JOBS.c.id, *columns)
-        .select_from(_JOBS_JOINED)
-        .where(_JOBS.c.id.in_(bindparam("ids", expanding=True)))
-    ),
-    _PAGE_CODEC,
-)
-
-
-#: an id no table holds, compiled into :data:`_PAGE_OF_IDS` to find where its id list goes
-_ID_LIST_MARK = 8_070_450_532_247_928_831
-#: dialect name -> :data:`_PAGE_OF_IDS` as SQL text before and after its id list
-_PAGE_OF_IDS_TEXT: dict[str, tuple[str, str]] = {}
-
-
-def _page_of_ids_sql(dialect: Dialect, ids: list[int]) -> str:
-    """:data:`_PAGE_OF_IDS` for ``ids`` as SQL text, the ids written into it as integers. A page
-    of 50 ids was 50 bound parameters: SQLAlchemy rendered the expanded list and the driver
-    escaped each, on every request; the ids are integers the store handed out, so written
-    in they need no escaping (``int()`` makes sure) and the rest of the text is made once."""
-    parts = _PAGE_OF_IDS_TEXT.get(dialect.name)
-    if parts is None:
-        statement = _PAGE_OF_IDS.of(dialect).params(ids=[_ID_LIST_MARK])
-        text = str(statement.compile(dialect=dialect, compile_kwargs={"literal_binds": True}))
-        before, mark, after = text.partition(str(_ID_LIST_MARK))
-        # no other literal, no parameter marker or escaped percent sign for a driver to read
-        if not mark or str(_ID_LIST_MARK) in after or "%" in text or "?" in text:
-            raise RuntimeError(f"unexpected SQL for a page's rows on {dialect.name}: {text}")
-        parts = _PAGE_OF_IDS_TEXT[dialect.name] = (before, after)
-    return parts[0] + ", ".join(str(int(i)) for i in ids) + parts[1]
 
 
 @dataclass(frozen=True)
@@ -338,26 +303,24 @@ def page_job_rows(session: Reader, selector: Any, window: Window) -> JobRows:
     runs' progress and the jobs' queue rows, as raw rows: a record is made of a row only when
     someone needs one (the API's documents are memoized on the raw rows).
 
-    Two statements: the page's ids and sort keys (filters, order, cursor, limit), then their
-    rows (:data:`_PAGE_OF_IDS`). A job deleted in between is left out of the page; one changed
-    in between is shown as it is now (its place in the page is where its key put it)."""
+    One statement: the filters, order, cursor and limit over the joined rows, each row's columns
+    packed (``RowCodec.select_list_text``). Built anew for every page, it costs SQLAlchemy a
+    cache key of a few columns and the array's text; the driver a row per job and no more."""
     from scheduler.store import paging
 
     connection = connection_of(session)
     dialect = connection.dialect
     columns = JOB_SORT_COLUMNS[window.sort.field]
-    keys, next_key = paging.read_page(
+    keys_end = 1 + len(columns)
+    rows, next_key = paging.read_page(
         session,
-        select(_JOBS.c.id, *columns).where(*selector.conditions()),
+        select(_JOBS.c.id, *columns, *_PAGE_CODEC.select_list_text(dialect))
+        .select_from(_JOBS_JOINED)
+        .where(*selector.conditions()),
         columns,
         window,
-        lambda row: tuple(row)[1:],
+        lambda row: tuple(row)[1:keys_end],
         scalars=False,
         connection=connection,
     )
-    if not keys:
-        return JobRows([], next_key, dialect)
-    ids = [key[0] for key in keys]
-    rows = connection.exec_driver_sql(_page_of_ids_sql(dialect, ids)).all()
-    found = {row[0]: _PAGE_CODEC.raw(dialect, row[1:]) for row in rows}
-    return JobRows([found[i] for i in ids if i in found], next_key, dialect)
+    return JobRows([_PAGE_CODEC.raw(dialect, row[keys_end:]) for row in rows], next_key, dialect)
