@@ -153,17 +153,20 @@ def bare_app(bodies: dict[str, Any]) -> ASGIApp:
 async def main_async(args: argparse.Namespace) -> None:
     from api.app import create_app
     from api.deps import NodeContext
+    from drover.node import api_store
     from scheduler.bootstrap import ensure_defaults
     from scheduler.config import Settings
-    from scheduler.store.db import Store
     from tests.support.auth import admin_token
 
     workdir = Path(tempfile.mkdtemp(prefix="drover-apicpu-"))
     url = args.store or f"sqlite:///{workdir / 'drover.db'}"
     settings = Settings(
-        data_dir=workdir / "data", node_id="cpu-node", artifact_roots="/opt/pipelines/"
+        data_dir=workdir / "data",
+        node_id="cpu-node",
+        artifact_roots="/opt/pipelines/",
+        database_url=url,
     )
-    store = Store(url, pool_size=settings.api_threads + 2)
+    store = api_store(settings)  # the node's, as the node makes it
     store.upgrade()
     ensure_defaults(store, settings)
     token = admin_token(store)

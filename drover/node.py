@@ -14,6 +14,17 @@ log = logging.getLogger("drover.node")
 API_PING_AFTER_IDLE_S = 1.0
 
 
+def api_store(settings: Settings) -> Store:
+    """The API's store: a connection per API thread (plus the progress sink's writer), kept
+    open; a connection is pinged before use only after a second idle (MySQL: not a round trip
+    more per request)."""
+    return Store(
+        settings.resolved_database_url,
+        pool_size=settings.api_threads + 2,
+        ping_after_idle=API_PING_AFTER_IDLE_S,
+    )
+
+
 def settle_heap() -> None:
     """Take what start-up made out of the garbage collector's full passes.
 
@@ -37,14 +48,7 @@ def run_node(settings: Settings) -> None:
     from api.deps import NodeContext
     from scheduler.actors import NodeRuntime
 
-    # the API's store: a connection per API thread (plus the progress sink's writer), kept open;
-    # a connection is pinged before use only after a second idle (MySQL: not a round trip more
-    # per request)
-    store = Store(
-        settings.resolved_database_url,
-        pool_size=settings.api_threads + 2,
-        ping_after_idle=API_PING_AFTER_IDLE_S,
-    )
+    store = api_store(settings)
     store.check_schema()
     ensure_defaults(store, settings)
     runtime = NodeRuntime(settings)
