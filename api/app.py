@@ -11,7 +11,7 @@ from fastapi import Depends, FastAPI
 
 from api import console, glossary, idempotency, metrics, problems, security
 from api.creations import Creations
-from api.deps import NodeContext, check_request
+from api.deps import NodeContext, every_route
 from api.documents import JobDocuments
 from api.routes import (
     audit,
@@ -33,7 +33,7 @@ from api.routes.overview import router as overview_router
 from api.routes.progress import router as progress_router
 from api.routes.quotas import router as quotas_router
 from api.routes.replication import router as replication_router
-from api.security.rules import authorize, unruled_routes
+from api.security.rules import unruled_routes
 from scheduler.config import Settings
 from scheduler.progress import ProgressSink
 
@@ -71,7 +71,7 @@ def create_app(context: NodeContext) -> FastAPI:
         description=DESCRIPTION,
         # every route: the one authorization function (api/security/rules.py), then the request
         # checks (undeclared query parameters are a 400, non-JSON bodies a 415)
-        dependencies=[Depends(authorize), Depends(check_request)],
+        dependencies=[Depends(every_route)],
         responses=problems.COMMON_RESPONSES,
     )
     app.state.context = context

@@ -13,7 +13,7 @@ from fastapi import Depends, Header, Path, Query, Request
 from fastapi.routing import APIRoute
 
 from api.paging import PageLimitQuery
-from api.security.rules import principal_of
+from api.security.rules import authorize, principal_of
 from scheduler.config import Settings
 from scheduler.errors import InvalidInput, MalformedRequest, UnsupportedMediaType
 from scheduler.identity import Principal
@@ -69,14 +69,20 @@ class NodeContext:
     set_draining: Callable[[bool], dict[str, Any]] = field(default=_no_draining)
 
 
-async def get_context(request: Request) -> NodeContext:
+def context_of(request: Request) -> NodeContext:
+    """The node's context, from the request: what :func:`get_context` answers, for the hottest
+    routes to read without a dependency (FastAPI's machinery costs ~10 µs a dependency a
+    request, a few per cent of a ``GET /v1/jobs/{name}``)."""
     context: NodeContext = request.app.state.context
     return context
 
 
+async def get_context(request: Request) -> NodeContext:
+    return context_of(request)
+
+
 async def get_store(request: Request) -> Store:
-    store: Store = request.app.state.context.store
-    return store
+    return context_of(request).store
 
 
 async def get_principal(request: Request) -> Principal:
@@ -141,6 +147,14 @@ def _is_json(content_type: str) -> bool:
     return message.get_content_maintype() == "application" and (
         subtype == "json" or subtype.endswith("+json")
     )
+
+
+async def every_route(request: Request) -> None:
+    """What every route runs before its own dependencies (installed on the app in
+    ``api.app``): the one authorization function (``api/security/rules.py``), then the request
+    checks. One dependency rather than two: each costs FastAPI's machinery ~10 µs a request."""
+    await authorize(request)
+    await check_request(request)
 
 
 async def check_request(request: Request) -> None:

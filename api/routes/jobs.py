@@ -33,6 +33,7 @@ from api.deps import (
     PrincipalDep,
     SearchQuery,
     StoreDep,
+    context_of,
 )
 from api.documents import JobDocuments, job_document
 from api.idempotency import Idempotent
@@ -52,6 +53,7 @@ from api.schemas import (
     RunPublic,
     audit_doc,
 )
+from api.security.rules import principal_of
 from scheduler import labels as label_rules
 from scheduler.config import Settings
 from scheduler.errors import InvalidInput
@@ -183,13 +185,9 @@ def change_spec(
     responses=problem_responses(409, 415),
     dependencies=[Idempotent],
 )
-def create_job(
-    body: JobCreate,
-    request: Request,
-    actor: ActorDep,
-    principal: PrincipalDep,
-    response: Response,
-) -> Response:
+def create_job(body: JobCreate, request: Request, response: Response) -> Response:
+    # the caller from the request, not from dependencies (``deps.context_of``: a hot route)
+    principal = principal_of(request)
     spec = JobSpec(
         name=body.name,
         entrypoint=body.entrypoint,
@@ -207,7 +205,7 @@ def create_job(
         on_stall=body.on_stall,
     )
     creations: Creations = request.app.state.creations  # batched (api/creations.py)
-    creation = Creation.of_request(spec, principal, actor, body.model_dump(mode="json"))
+    creation = Creation.of_request(spec, principal, principal.subject, body.model_dump(mode="json"))
     public = creations.create(creation)
     if creation_wakes_owner(spec.desired_state):
         request.app.state.context.nudge(public.group, public.name)
@@ -258,8 +256,6 @@ PrefixQuery = Annotated[
 def list_jobs(
     request: Request,
     response: Response,
-    store: StoreDep,
-    principal: PrincipalDep,
     state: JobState | None = None,
     desired_state: DesiredState | None = None,
     team: Label | None = None,
@@ -277,6 +273,8 @@ def list_jobs(
 ) -> Response:
     """The jobs the caller may see that match every filter given, one page at a time; ``q``
     keeps those whose name contains it, ignoring case (the console's search box)."""
+    # the store and the caller from the request, not from dependencies (``deps.context_of``)
+    store, principal = context_of(request).store, principal_of(request)
     order = Sort.parse(sort, JOB_SORTS)
     filters = {
         "state": state,
@@ -325,13 +323,15 @@ def list_jobs(
     response_model=JobPublic,
     responses=problem_responses(404),
 )
-async def get_job(
-    name: NamePath, ctx: ContextDep, store: StoreDep, request: Request, response: Response
-) -> Response:
+async def get_job(name: NamePath, request: Request, response: Response) -> Response:
     # the job's authorization check and the read in one thread (rules.DEFERRED): the check
-    # reads the job, the route answers with it
+    # reads the job, the route answers with it. The context from the request, not from
+    # dependencies (``deps.context_of``: a hot route)
+    ctx = context_of(request)
     documents: JobDocuments = request.app.state.job_documents
-    return await deferred.run_in_route_thread(request, _read_job, ctx, store, documents, response)
+    return await deferred.run_in_route_thread(
+        request, _read_job, ctx, ctx.store, documents, response
+    )
 
 
 def _read_job(
