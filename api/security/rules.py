@@ -183,7 +183,8 @@ def principal_of(request: Request) -> Principal:
 
 
 async def authorize(request: Request) -> None:
-    """The one authorization function every route goes through (an app-wide dependency)."""
+    """The one authorization function every route goes through (first in
+    ``api.deps.every_route``, the app-wide dependency)."""
     method = "GET" if request.method == "HEAD" else request.method
     route = request.scope.get("route")
     rule = rule_for(route, method)
