@@ -329,15 +329,12 @@ async def get_job(name: NamePath, request: Request, response: Response) -> Respo
     # dependencies (``deps.context_of``: a hot route)
     ctx = context_of(request)
     documents: JobDocuments = request.app.state.job_documents
-    return await deferred.run_in_route_thread(
-        request, _read_job, ctx, ctx.store, documents, response
-    )
+    return await deferred.run_in_route_thread(request, _read_job, ctx, documents, response)
 
 
 def _read_job(
     found: reads.ViewRow,
     ctx: NodeContext,
-    store: Store,
     documents: JobDocuments,
     response: Response,
 ) -> Response:
@@ -349,7 +346,7 @@ def _read_job(
         view = found.view()
 
         def clusters() -> list[ClusterRecord]:
-            with store.connection() as connection:
+            with ctx.store.connection() as connection:
                 return reads.clusters(connection)
 
         replication = replication_of(view, ctx.settings, clusters)
