@@ -34,6 +34,7 @@ from api.routes.progress import router as progress_router
 from api.routes.quotas import router as quotas_router
 from api.routes.replication import router as replication_router
 from api.security.rules import unruled_routes
+from api.threads import WorkerThreads
 from scheduler.config import Settings
 from scheduler.progress import ProgressSink
 
@@ -54,8 +55,8 @@ its states. A job's `version` moves on every change of the row (state changes, c
 def _lifespan(settings: Settings) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        # the threads that run plain ``def`` routes and the store reads of the security edge:
-        # as many as the API's store keeps connections for (``DROVER_API_THREADS``)
+        # the threads that run the other plain ``def`` routes (FastAPI's, through anyio): as
+        # many as the API's own (api/threads.py); the API's store keeps a connection for each
         anyio.to_thread.current_default_thread_limiter().total_tokens = settings.api_threads
         yield
 
@@ -76,6 +77,8 @@ def create_app(context: NodeContext) -> FastAPI:
     )
     app.state.context = context
     settings = context.settings
+    # the hot routes' and the security edge's blocking work (api/threads.py)
+    app.state.threads = WorkerThreads(settings.api_threads)
     # what pipelines report with their fence checks, written in batches (scheduler/progress.py)
     app.state.progress = ProgressSink(
         context.store,

@@ -24,8 +24,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
+
+from api.threads import in_thread
 
 T = TypeVar("T")
 
@@ -73,7 +74,7 @@ async def run_in_route_thread(request: Request, func: Callable[..., T], *args: A
     if pending is None:  # the route is not in rules.DEFERRED: nothing checked its job
         raise RuntimeError(f"{request.method} {request.url.path}: no deferred check to run")
     store = request.app.state.context.store
-    return await run_in_threadpool(_checked_then, store, pending, func, *args)
+    return await in_thread(request, _checked_then, store, pending, func, *args)
 
 
 async def settle(request: Request) -> Exception | None:
@@ -83,7 +84,7 @@ async def settle(request: Request) -> Exception | None:
     if pending is None or pending.done:
         return None
     try:
-        await run_in_threadpool(pending.run)
+        await in_thread(request, pending.run)
     except Exception as exc:  # noqa: BLE001 - handed to the exception handlers
         return exc
     return None

@@ -46,10 +46,10 @@ from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Header, Request
 from fastapi.responses import Response
-from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.security.rules import principal_of
+from api.threads import WorkerThreads, in_thread
 from scheduler.errors import IdempotencyKeyInUse, IdempotencyKeyReused
 from scheduler.idempotency import KEY_PATTERN, Decision
 from scheduler.store import idempotency as keys_store
@@ -148,8 +148,7 @@ async def idempotency_key(
     subject = principal_of(request).subject
     deadline = time.monotonic() + WAIT_S
     while True:
-        outcome = await run_in_threadpool(
-            _without_hook,
+        reserve = functools.partial(
             _reserve,
             store,
             ttl_s,
@@ -159,6 +158,7 @@ async def idempotency_key(
             operation=operation,
             now=datetime.now(UTC),
         )
+        outcome = await in_thread(request, _without_hook, reserve)
         if outcome.reservation is not None:
             request.scope.setdefault("state", {})[_STATE] = outcome.reservation
             # the handler's commits run in a copy of this context
@@ -209,8 +209,8 @@ class Recorder:
     """ASGI middleware: keeps the answer of a request that reserved a key, before sending it (so
     a retry arriving right after the answer finds it)."""
 
-    def __init__(self, app: ASGIApp, store: Store) -> None:
-        self.app, self.store = app, store
+    def __init__(self, app: ASGIApp, store: Store, threads: WorkerThreads) -> None:
+        self.app, self.store, self.threads = app, store, threads
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
@@ -245,7 +245,7 @@ class Recorder:
                 {k: v for k, v in headers.items() if k in KEPT_HEADERS},
                 body.decode("utf-8", "replace"),
             )
-            await run_in_threadpool(_without_hook, _finish, self.store, reservation, answer)
+            await self.threads.run(_without_hook, _finish, self.store, reservation, answer)
             finished = True
             await send(start)
             await send({"type": "http.response.body", "body": body})
@@ -256,7 +256,7 @@ class Recorder:
             reservation = state.get(_STATE)
             if reservation is not None and not finished:  # no answer (an error escaped)
                 try:
-                    await run_in_threadpool(
+                    await self.threads.run(
                         _without_hook, _release_unless_applied, self.store, reservation
                     )
                 except Exception:  # noqa: BLE001 - the lease frees the key anyway
@@ -283,4 +283,4 @@ async def _replay(request: Request, exc: Exception) -> Response:
 
 def install(app: FastAPI) -> None:
     app.add_exception_handler(_Replay, _replay)
-    app.add_middleware(Recorder, store=app.state.context.store)
+    app.add_middleware(Recorder, store=app.state.context.store, threads=app.state.threads)

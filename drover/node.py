@@ -17,7 +17,10 @@ API_PING_AFTER_IDLE_S = 1.0
 def api_store(settings: Settings) -> Store:
     """The API's store: a connection per API thread (plus the progress sink's writer), kept
     open; a connection is pinged before use only after a second idle (MySQL: not a round trip
-    more per request)."""
+    more per request). The API has two sets of threads of ``api_threads`` each (its own for the
+    hot routes and the security edge, ``api/threads.py``; anyio's for the other routes): when
+    both are full at once, the connections beyond the pool's are opened for one use (the
+    engine's overflow, which has room for both)."""
     return Store(
         settings.resolved_database_url,
         pool_size=settings.api_threads + 2,

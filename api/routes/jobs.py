@@ -54,13 +54,14 @@ from api.schemas import (
     audit_doc,
 )
 from api.security.rules import principal_of
+from api.threads import in_thread
 from scheduler import labels as label_rules
 from scheduler.config import Settings
 from scheduler.errors import InvalidInput
 from scheduler.identity import Principal
 from scheduler.names import MAX_NAME_LENGTH, validate_name
 from scheduler.nudges import creation_wakes_owner
-from scheduler.paging import Sort
+from scheduler.paging import Sort, Window
 from scheduler.records import ClusterRecord, JobRecord, JobSpec
 from scheduler.states import Command, DesiredState, JobState, Priority, command_effect
 from scheduler.store import catalog as catalog_store
@@ -185,8 +186,9 @@ def change_spec(
     responses=problem_responses(409, 415),
     dependencies=[Idempotent],
 )
-def create_job(body: JobCreate, request: Request, response: Response) -> Response:
-    # the caller from the request, not from dependencies (``deps.context_of``: a hot route)
+async def create_job(body: JobCreate, request: Request, response: Response) -> Response:
+    # the caller from the request, not from dependencies (``deps.context_of``: a hot route);
+    # the store's work in the API's threads (``api/threads.py``: a hot route)
     principal = principal_of(request)
     spec = JobSpec(
         name=body.name,
@@ -204,14 +206,21 @@ def create_job(body: JobCreate, request: Request, response: Response) -> Respons
         stall_after=body.stall_after,
         on_stall=body.on_stall,
     )
-    creations: Creations = request.app.state.creations  # batched (api/creations.py)
     creation = Creation.of_request(spec, principal, principal.subject, body.model_dump(mode="json"))
-    public = creations.create(creation)
-    if creation_wakes_owner(spec.desired_state):
-        request.app.state.context.nudge(public.group, public.name)
+    public = await in_thread(request, _create, request.app.state, creation)
     response.headers["Location"] = f"/v1/jobs/{quote(public.name, safe='')}"
     _etag(response, public.spec_version)
     return json_answer(public, response, status.HTTP_201_CREATED)
+
+
+def _create(state: Any, creation: Creation) -> JobPublic:
+    """The job ``creation`` made (batched: ``api/creations.py``), its owner woken if it should
+    start."""
+    creations: Creations = state.creations
+    public = creations.create(creation)
+    if creation_wakes_owner(creation.spec.desired_state):
+        state.context.nudge(public.group, public.name)
+    return public
 
 
 #: the sorts of ``GET /v1/jobs`` (``-`` first: descending)
@@ -253,7 +262,7 @@ PrefixQuery = Annotated[
     summary="List jobs (filtered, one page at a time)",
     response_model=JobPage,
 )
-def list_jobs(
+async def list_jobs(
     request: Request,
     response: Response,
     state: JobState | None = None,
@@ -273,7 +282,8 @@ def list_jobs(
 ) -> Response:
     """The jobs the caller may see that match every filter given, one page at a time; ``q``
     keeps those whose name contains it, ignoring case (the console's search box)."""
-    # the store and the caller from the request, not from dependencies (``deps.context_of``)
+    # the store and the caller from the request, not from dependencies (``deps.context_of``),
+    # the reads in the API's threads (``api/threads.py``): a hot route
     store, principal = context_of(request).store, principal_of(request)
     order = Sort.parse(sort, JOB_SORTS)
     filters = {
@@ -302,13 +312,21 @@ def list_jobs(
         teams=principal.teams(),  # only the teams the caller may see
     )
     window = paging.window(order, cursor, limit, filters, jobs_store.JOB_SORT_KINDS[order.field])
-    with store.connection() as session:
-        rows = reads.page_job_rows(session, selector, window)
-        total = jobs_store.count_jobs(session, selector) if count else None
+    rows, total = await in_thread(request, _page_of_jobs, store, selector, window, count)
     documents: JobDocuments = request.app.state.job_documents
     next_cursor, next_url = paging.links(request, response, order, rows.next_key, filters)
     page = JobPage(data=[], limit=limit, next_cursor=next_cursor, next=next_url, count=total)
     return json_answer(page, response, data=documents.of_rows(rows.rows, rows.record))
+
+
+def _page_of_jobs(
+    store: Store, selector: jobs_store.JobFilter, window: Window, count: bool
+) -> tuple[reads.JobRows, int | None]:
+    """A page of the jobs ``selector`` keeps, and how many it keeps in all when ``count``."""
+    with store.connection() as session:
+        rows = reads.page_job_rows(session, selector, window)
+        total = jobs_store.count_jobs(session, selector) if count else None
+    return rows, total
 
 
 @router.get(

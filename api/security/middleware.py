@@ -22,7 +22,6 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import FastAPI, Response
-from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -31,6 +30,7 @@ from api import deferred
 from api.console import CONSOLE_CSP, is_console_path
 from api.problems import problem
 from api.security.authn import JwtVerifier, TokenCache, authenticate, bearer_token
+from api.threads import WorkerThreads
 from scheduler.config import Settings
 from scheduler.errors import DroverError, Unauthenticated
 from scheduler.identity import ANONYMOUS, FENCING_TOKEN_HEADER, NODE_SECRET_HEADER, Principal
@@ -90,8 +90,9 @@ class SecurityEdge:
         store: Store,
         verifier: JwtVerifier,
         tokens: TokenCache,
+        threads: WorkerThreads,
     ) -> None:
-        self.app = app
+        self.app, self.threads = app, threads
         self.settings, self.store = settings, store
         self.verifier, self.tokens = verifier, tokens
         self.trusted = {h.lower() for h in settings.resolved_trusted_hosts}
@@ -159,7 +160,7 @@ class SecurityEdge:
         principal = self.tokens.get(token) if token is not None else None
         if principal is None:  # verify it (reads the store: off the event loop)
             try:
-                principal = await run_in_threadpool(
+                principal = await self.threads.run(
                     authenticate, headers, self.settings, self.store, self.verifier, self.tokens
                 )
             except Unauthenticated as exc:
@@ -185,7 +186,12 @@ def install(app: FastAPI) -> None:
     tokens = TokenCache(settings.token_cache_seconds)
     app.state.token_cache = tokens
     app.add_middleware(
-        SecurityEdge, settings=settings, store=context.store, verifier=verifier, tokens=tokens
+        SecurityEdge,
+        settings=settings,
+        store=context.store,
+        verifier=verifier,
+        tokens=tokens,
+        threads=app.state.threads,
     )
     origins = [o.strip() for o in settings.cors_origins.split(",") if o.strip()]
     if origins:

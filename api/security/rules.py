@@ -22,15 +22,16 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from fastapi import Request
 from fastapi.routing import APIRoute
-from starlette.concurrency import run_in_threadpool
 from starlette.routing import BaseRoute
 
 from api import deferred
 from api.security.authz import Authorizer
+from api.threads import in_thread
 from scheduler.errors import Forbidden, InvalidInput, NotFound, Unauthenticated
 from scheduler.identity import ANONYMOUS, Action, Principal
 from scheduler.names import name_problem
@@ -215,7 +216,7 @@ async def authorize(request: Request) -> None:
         return
     if rule.target is Target.JOB:
         name = str(params.get("name", ""))
-        team = await run_in_threadpool(_team_of_job, context.store, name)
+        team = await in_thread(request, _team_of_job, context.store, name)
         checks.append((team, f"job/{name}", name))
         if method == "PATCH":
             body = await _json_body(request)
@@ -235,7 +236,7 @@ async def authorize(request: Request) -> None:
             wanted = body.get("identity") or principal.identity
             mine = principal.identity is not None and wanted == principal.identity
         else:
-            mine = await run_in_threadpool(_owns_token, request, principal)
+            mine = await in_thread(request, _owns_token, request, principal)
         if mine:
             return
         checks.append((None, "tokens", None))
@@ -243,14 +244,8 @@ async def authorize(request: Request) -> None:
         checks.append((None, request.url.path, None))
     for on_team, resource, on_job in checks:
         if authorizer.may_block(principal):
-            decision = await run_in_threadpool(
-                authorizer.decide,
-                principal,
-                rule.action,
-                resource=resource,
-                team=on_team,
-                job=on_job,
-            )
+            decide = partial(authorizer.decide, resource=resource, team=on_team, job=on_job)
+            decision = await in_thread(request, decide, principal, rule.action)
         else:  # the built-in bindings: a pure function, no hand-over to a thread
             decision = authorizer.decide(
                 principal, rule.action, resource=resource, team=on_team, job=on_job
