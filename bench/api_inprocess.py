@@ -27,6 +27,8 @@ from typing import Any
 from bench.api import ENDPOINTS, PAGE, SEED_JOBS, job_body
 
 ASGIApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
+#: the apps' lifespan tasks, running until the process ends
+_LIFESPANS: set[asyncio.Task[None]] = set()
 
 
 async def call(
@@ -82,9 +84,10 @@ async def lifespan(app: ASGIApp) -> None:
         if message["type"].startswith("lifespan.startup"):
             started.set()
 
-    asyncio.get_running_loop().create_task(
+    task = asyncio.get_running_loop().create_task(
         app({"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, queue.get, send)
     )
+    _LIFESPANS.add(task)  # kept: a task nobody holds is collected, and its app shut down
     await started.wait()
 
 
