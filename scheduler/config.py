@@ -121,8 +121,10 @@ class Settings(BaseSettings):
     token_cache_seconds: float = Field(default=2.0, ge=0, le=60)
 
     # API
-    #: threads serving the API's blocking work at once (route handlers, store reads); the API's
-    #: store keeps as many connections open, so no request opens one (see ``make_engine``)
+    #: threads serving the API's blocking work at once (route handlers, store reads), in each of
+    #: its two sets (its own for the hot routes and the checks, ``api/threads.py``; anyio's for
+    #: the other routes); the API's store keeps as many connections open, so no request opens one
+    #: (see ``make_engine``)
     api_threads: int = Field(default=32, ge=1, le=256)
     #: job documents a node's API keeps made (``api/documents.py``: pages of ``GET /v1/jobs`` and
     #: ``GET /v1/jobs/{name}`` answer an unchanged job from there; 2-5 KB each with its key,

@@ -20,6 +20,7 @@ from typing import Annotated, Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Query, Request, Response, status
+from starlette.datastructures import State
 
 from api import deferred, paging
 from api.answers import bytes_answer, json_answer
@@ -213,7 +214,7 @@ async def create_job(body: JobCreate, request: Request, response: Response) -> R
     return json_answer(public, response, status.HTTP_201_CREATED)
 
 
-def _create(state: Any, creation: Creation) -> JobPublic:
+def _create(state: State, creation: Creation) -> JobPublic:
     """The job ``creation`` made (batched: ``api/creations.py``), its owner woken if it should
     start."""
     creations: Creations = state.creations
