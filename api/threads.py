@@ -102,18 +102,23 @@ class WorkerThreads:
 
     def _hand_over(self, work: _Work) -> None:
         with self._lock:
-            self._queue.put(work)
-            if self._idle:
-                self._idle -= 1  # an idle thread takes it
+            if self._idle or len(self._threads) >= self.size:
+                if self._idle:
+                    self._idle -= 1  # an idle thread takes it
+                self._queue.put(work)  # or the first thread to be free does
                 return
-            if len(self._threads) >= self.size:
-                return  # it waits for the first thread to be free
             self._started += 1
             thread = threading.Thread(
                 target=self._work, name=f"{self._name}-{self._started}", daemon=True
             )
             self._threads.add(thread)
-        thread.start()
+        try:
+            thread.start()
+        except BaseException:  # no thread to be had: the request fails, nothing was queued
+            with self._lock:
+                self._threads.discard(thread)
+            raise
+        self._queue.put(work)  # for the new thread, or any that is free first
 
     def _work(self) -> None:
         me = threading.current_thread()

@@ -123,3 +123,24 @@ def test_a_cancelled_request_waits_for_its_work_to_end() -> None:
 def test_a_pool_needs_a_thread() -> None:
     with pytest.raises(ValueError, match="at least one thread"):
         WorkerThreads(0)
+
+
+def test_when_no_thread_can_start_the_request_fails_and_nothing_runs_later(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pool = WorkerThreads(2)
+    ran: list[int] = []
+
+    def refuse(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    async def main() -> None:
+        with monkeypatch.context() as patched:
+            patched.setattr(threading.Thread, "start", refuse)
+            with pytest.raises(RuntimeError, match="can't start new thread"):
+                await pool.run(ran.append, 1)
+        assert pool.running == 0
+        await pool.run(ran.append, 2)  # threads start again once they can
+
+    asyncio.run(main())
+    assert ran == [2]
