@@ -21,6 +21,7 @@ from sqlalchemy import (
     func,
     insert,
     literal_column,
+    null,
     select,
     union_all,
 )
@@ -49,8 +50,13 @@ from scheduler.store import progress as progress_store
 from scheduler.store.catalog import validate_checkpoint_location
 from scheduler.store.journal import add_event
 from scheduler.store.mapping import job_record, run_record
-from scheduler.store.models import Group, Job, JobEvent, JobLabel, Run, utcnow
-from scheduler.store.quotas import Placements, check_job_placement, placements
+from scheduler.store.models import BusinessQuota, Group, Job, JobEvent, JobLabel, Run, utcnow
+from scheduler.store.quotas import (
+    DEDICATIONS_WHERE,
+    Placements,
+    check_job_placement,
+    placements_of,
+)
 from scheduler.store.revisions import add_revision, add_revisions, revision_values
 
 
@@ -106,13 +112,19 @@ def get_job(session: Session, name: str) -> JobRecord:
 #: what a creation runs, built once (Core: no ORM objects to make, track and flush)
 _JOBS = Job.__table__
 _GROUPS = Group.__table__
-#: of some groups and job names, those that exist (one statement): kind 1 a group, 2 a job
-_GROUPS_AND_NAMES = union_all(
-    select(literal_column("1").label("kind"), _GROUPS.c.name.label("name")).where(
-        _GROUPS.c.name.in_(bindparam("groups", expanding=True))
-    ),
-    select(literal_column("2").label("kind"), _JOBS.c.name.label("name")).where(
+_QUOTAS = BusinessQuota.__table__
+#: what the checks of some creations read, in one statement: of the groups and job names, those
+#: that exist (kind 1 a group, 2 a job), and the dedications that concern the businesses and
+#: groups (kind 3: the business, and the group it is bound to)
+_CREATION_FACTS = union_all(
+    select(
+        literal_column("1").label("kind"), _GROUPS.c.name.label("name"), null().label("bound")
+    ).where(_GROUPS.c.name.in_(bindparam("groups", expanding=True))),
+    select(literal_column("2"), _JOBS.c.name, null()).where(
         _JOBS.c.name.in_(bindparam("names", expanding=True))
+    ),
+    select(literal_column("3"), _QUOTAS.c.business, _QUOTAS.c.dedicated_group).where(
+        *DEDICATIONS_WHERE
     ),
 )
 _IDS_OF_NAMES = select(_JOBS.c.name, _JOBS.c.id).where(
@@ -125,7 +137,7 @@ _INSERT_EVENT = insert(JobEvent)
 
 @dataclass
 class CreationFacts:
-    """What the checks of some creations read (:func:`creation_facts`, two statements for any
+    """What the checks of some creations read (:func:`creation_facts`, one statement for any
     number of them); :meth:`refusal` decides one creation, :meth:`accept` records it so that a
     later one in the same batch finds its name taken."""
 
@@ -151,15 +163,21 @@ class CreationFacts:
 
 def creation_facts(session: Session, specs: Sequence[JobSpec]) -> CreationFacts:
     groups = sorted({s.group for s in specs})
-    rows = (
-        session.connection()
-        .execute(_GROUPS_AND_NAMES, {"groups": groups, "names": sorted({s.name for s in specs})})
-        .all()
-    )
+    wanted = {
+        "groups": groups,
+        "names": sorted({s.name for s in specs}),
+        "businesses": sorted({s.business for s in specs}),
+    }
+    rows = [
+        (int(kind), name, bound)
+        for kind, name, bound in session.connection().execute(_CREATION_FACTS, wanted)
+    ]
     return CreationFacts(
-        groups=frozenset(name for kind, name in rows if int(kind) == 1),
-        taken={name for kind, name in rows if int(kind) == 2},
-        placements=placements(session, {s.business for s in specs}, groups),
+        groups=frozenset(name for kind, name, _ in rows if kind == 1),
+        taken={name for kind, name, _ in rows if kind == 2},
+        placements=placements_of(
+            [(name, bound) for kind, name, bound in rows if kind == 3], groups
+        ),
     )
 
 

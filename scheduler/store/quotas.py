@@ -183,13 +183,15 @@ def _check_dedication(session: Session, business: str, group: str) -> None:
 _QUOTAS = BusinessQuota.__table__
 #: the dedications that concern some businesses and groups, in one statement (every creation,
 #: or batch of creations, runs it): the businesses' own, and any binding to the groups
-_DEDICATIONS = select(_QUOTAS.c.business, _QUOTAS.c.dedicated_group).where(
+#: (``DEDICATIONS_WHERE``: a creation's other reads join it in one statement, ``jobs.py``)
+DEDICATIONS_WHERE = (
     _QUOTAS.c.dedicated_group.is_not(None),
     or_(
         _QUOTAS.c.business.in_(bindparam("businesses", expanding=True)),
         _QUOTAS.c.dedicated_group.in_(bindparam("groups", expanding=True)),
     ),
 )
+_DEDICATIONS = select(_QUOTAS.c.business, _QUOTAS.c.dedicated_group).where(*DEDICATIONS_WHERE)
 
 
 @dataclass(frozen=True)
@@ -226,6 +228,13 @@ def placements(session: Session, businesses: Iterable[str], groups: Iterable[str
     rows = connection.execute(
         _DEDICATIONS, {"businesses": sorted(set(businesses)), "groups": sorted(wanted)}
     ).all()
+    return placements_of(((business, group) for business, group in rows), wanted)
+
+
+def placements_of(dedications: Iterable[tuple[str, str]], groups: Iterable[str]) -> Placements:
+    """The placements of the (business, dedicated group) rows that ``DEDICATIONS_WHERE`` keeps
+    for some businesses and ``groups``."""
+    wanted, rows = set(groups), list(dedications)
     return Placements(
         bound_to={business: group for business, group in rows},
         dedicated=frozenset(group for _, group in rows if group in wanted),
