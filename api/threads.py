@@ -17,7 +17,7 @@ hand-over was an eighth of it. :class:`WorkerThreads` is the plain version:
   dropped, one served again by a second test client) leaves no thread behind for long;
 - a request cancelled while its work runs waits for that work to end before the cancellation
   goes on (anyio's default too): what the route started in the store is finished, never left
-  half-way while the request's answer is already decided;
+  half-way while the request's answer is already decided.
 
 FastAPI still runs the other plain ``def`` routes and their dependencies through anyio's threads
 (``api/app.py`` sizes that limiter to the same figure): only the hot routes and the checks of
@@ -102,10 +102,12 @@ class WorkerThreads:
 
     def _hand_over(self, work: _Work) -> None:
         with self._lock:
-            if self._idle or len(self._threads) >= self.size:
-                if self._idle:
-                    self._idle -= 1  # an idle thread takes it
-                self._queue.put(work)  # or the first thread to be free does
+            if self._idle:  # an idle thread takes it
+                self._idle -= 1
+                self._queue.put(work)
+                return
+            if len(self._threads) >= self.size:  # the first thread to be free takes it
+                self._queue.put(work)
                 return
             self._started += 1
             thread = threading.Thread(

@@ -9,7 +9,7 @@ gate holds back). The decisions are ``scheduler.gate`` (pure); the tick's use of
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -181,9 +181,9 @@ def _check_dedication(session: Session, business: str, group: str) -> None:
 
 
 _QUOTAS = BusinessQuota.__table__
-#: the dedications that concern some businesses and groups, in one statement (every creation,
-#: or batch of creations, runs it): the businesses' own, and any binding to the groups
-#: (``DEDICATIONS_WHERE``: a creation's other reads join it in one statement, ``jobs.py``)
+#: the dedications that concern some businesses and groups: the businesses' own, and any
+#: binding to the groups (a batch of creations reads them with its other facts, in one
+#: statement of ``jobs.py``; a single check, :func:`placements`, alone)
 DEDICATIONS_WHERE = (
     _QUOTAS.c.dedicated_group.is_not(None),
     or_(
@@ -228,10 +228,10 @@ def placements(session: Session, businesses: Iterable[str], groups: Iterable[str
     rows = connection.execute(
         _DEDICATIONS, {"businesses": sorted(set(businesses)), "groups": sorted(wanted)}
     ).all()
-    return placements_of(((business, group) for business, group in rows), wanted)
+    return placements_of(rows, wanted)
 
 
-def placements_of(dedications: Iterable[tuple[str, str]], groups: Iterable[str]) -> Placements:
+def placements_of(dedications: Iterable[Sequence[str]], groups: Iterable[str]) -> Placements:
     """The placements of the (business, dedicated group) rows that ``DEDICATIONS_WHERE`` keeps
     for some businesses and ``groups``."""
     wanted, rows = set(groups), list(dedications)

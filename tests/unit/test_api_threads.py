@@ -12,17 +12,11 @@ import time
 import pytest
 
 from api.threads import WorkerThreads
+from harness.nodes import poll
 
 DEADLINE = 10.0
 
 CALLER: contextvars.ContextVar[str] = contextvars.ContextVar("caller", default="nobody")
-
-
-def _poll(condition: object, what: str) -> None:
-    deadline = time.monotonic() + DEADLINE
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"not in {DEADLINE} s: {what}"
-        time.sleep(0.01)
 
 
 def test_results_and_errors_come_back_to_the_request() -> None:
@@ -91,9 +85,9 @@ def test_idle_threads_end_and_the_pool_starts_again() -> None:
         await asyncio.gather(*(pool.run(time.sleep, 0.01) for _ in range(8)))
 
     asyncio.run(burst())
-    _poll(lambda: pool.running == 0, "the idle threads end")
+    poll(lambda: pool.running == 0, timeout=DEADLINE, what="the idle threads end")
     asyncio.run(burst())  # threads start again when work comes
-    _poll(lambda: pool.running == 0, "the idle threads end again")
+    poll(lambda: pool.running == 0, timeout=DEADLINE, what="the idle threads end again")
 
 
 def test_a_cancelled_request_waits_for_its_work_to_end() -> None:
