@@ -1,11 +1,11 @@
 """Job creations (``POST /v1/jobs``), a batch per transaction.
 
-A creation alone reads three rows and writes five (job, labels, first revision, creation event,
-audit) in its own transaction. Under a burst (a service registering its jobs, an import) most
-of that cost is per *statement*, not per row. So the requests' threads hand their creations to a
-:class:`~scheduler.combining.Combiner`: those that arrive while a batch is in its transaction
-queue up and go together in the next one, with a statement per kind of row for all of them. A
-creation alone still runs at once, a batch of one.
+A creation alone reads what its checks need in one statement and writes five kinds of row (job,
+labels, first revision, creation event, audit) in its own transaction. Under a burst (a service
+registering its jobs, an import) most of that cost is per *statement*, not per row. So the
+requests' threads hand their creations to a :class:`~scheduler.combining.Combiner`: those that
+arrive while a batch is in its transaction queue up and go together in the next one, with a
+statement per kind of row for all of them. A creation alone still runs at once, a batch of one.
 
 Nothing about a creation changes with its company:
 
@@ -35,7 +35,6 @@ from scheduler.config import Settings
 from scheduler.errors import DroverError
 from scheduler.identity import Principal, Role
 from scheduler.records import JobSpec
-from scheduler.store import catalog as catalog_store
 from scheduler.store import jobs as jobs_store
 from scheduler.store import journal
 from scheduler.store.db import COMMIT_HOOK, Store
@@ -132,7 +131,6 @@ class Creations:
         settings, node = self._settings, self._settings.node_id
         outcomes: list[Outcome | None] = [None] * len(batch)
         with self._store.transaction() as session:
-            roots = catalog_store.artifact_roots_of_groups(session, {c.spec.group for c in batch})
             facts = jobs_store.creation_facts(session, [c.spec for c in batch])
             planned: list[jobs_store.Planned] = []
             accepted: list[int] = []
@@ -140,7 +138,7 @@ class Creations:
                 spec = creation.spec
                 try:
                     policy_check(
-                        roots.get(spec.group, {}),
+                        facts.groups.get(spec.group, {}),
                         settings,
                         creation.principal,
                         team=spec.team,

@@ -358,46 +358,50 @@ def set_artifact_roots(
 _GROUPS = Group.__table__
 _PRIMARY = Cluster.__table__.alias("primary_of_group")
 _FAILOVER = Cluster.__table__.alias("failover_of_group")
-#: groups' clusters and their artifact roots, one statement (the submission check of every
-#: creation, or batch of them, runs it); a cluster's name is None when the catalog has none such
+#: a group's clusters and their artifact roots, as columns beside its name (:func:`roots_of_group`
+#: reads them from a row); a cluster's name is None when the catalog has none such
+GROUP_ROOTS_COLUMNS = (
+    _GROUPS.c.primary_cluster,
+    _PRIMARY.c.name.label("primary_found"),
+    _PRIMARY.c.artifact_roots.label("primary_roots"),
+    _GROUPS.c.failover_cluster,
+    _FAILOVER.c.name.label("failover_found"),
+    _FAILOVER.c.artifact_roots.label("failover_roots"),
+)
+#: what :data:`GROUP_ROOTS_COLUMNS` select from
+GROUP_ROOTS_FROM = _GROUPS.outerjoin(
+    _PRIMARY, _PRIMARY.c.name == _GROUPS.c.primary_cluster
+).outerjoin(_FAILOVER, _FAILOVER.c.name == _GROUPS.c.failover_cluster)
+#: groups' clusters and their artifact roots, one statement (the submission check of a spec
+#: change runs it; a batch of creations reads the same columns among its facts)
 _GROUP_ROOTS = (
-    select(
-        _GROUPS.c.name,
-        _GROUPS.c.primary_cluster,
-        _PRIMARY.c.name.label("primary_found"),
-        _PRIMARY.c.artifact_roots.label("primary_roots"),
-        _GROUPS.c.failover_cluster,
-        _FAILOVER.c.name.label("failover_found"),
-        _FAILOVER.c.artifact_roots.label("failover_roots"),
-    )
-    .select_from(
-        _GROUPS.outerjoin(_PRIMARY, _PRIMARY.c.name == _GROUPS.c.primary_cluster).outerjoin(
-            _FAILOVER, _FAILOVER.c.name == _GROUPS.c.failover_cluster
-        )
-    )
+    select(_GROUPS.c.name, *GROUP_ROOTS_COLUMNS)
+    .select_from(GROUP_ROOTS_FROM)
     .where(_GROUPS.c.name.in_(bindparam("names", expanding=True)))
 )
+
+
+def roots_of_group(row: Any) -> dict[str, tuple[str, ...]]:
+    """cluster -> artifact roots of a group's primary and failover clusters, from a row with the
+    columns of :data:`GROUP_ROOTS_COLUMNS`. A group naming a cluster the catalog lacks maps to no
+    clusters: the submission policy has no roots to check a job against."""
+    roots: dict[str, tuple[str, ...]] = {}
+    for name, cluster, artifact_roots in (
+        (row.primary_cluster, row.primary_found, row.primary_roots),
+        (row.failover_cluster, row.failover_found, row.failover_roots),
+    ):
+        if not name:
+            continue
+        if cluster is None:
+            return {}
+        roots[name] = tuple(artifact_roots or ())
+    return roots
 
 
 def artifact_roots_of_groups(
     session: Session, groups: Iterable[str]
 ) -> dict[str, dict[str, tuple[str, ...]]]:
-    """group -> cluster -> artifact roots, for the primary and failover clusters of those of
-    ``groups`` that exist (one statement). A group naming a cluster the catalog lacks maps to
-    no clusters: the submission policy has no roots to check a job against."""
-    rows = session.connection().execute(_GROUP_ROOTS, {"names": sorted(set(groups))}).all()
-    found: dict[str, dict[str, tuple[str, ...]]] = {}
-    for row in rows:
-        roots: dict[str, tuple[str, ...]] = {}
-        for name, cluster, artifact_roots in (
-            (row.primary_cluster, row.primary_found, row.primary_roots),
-            (row.failover_cluster, row.failover_found, row.failover_roots),
-        ):
-            if not name:
-                continue
-            if cluster is None:
-                roots = {}
-                break
-            roots[name] = tuple(artifact_roots or ())
-        found[row.name] = roots
-    return found
+    """group -> cluster -> artifact roots (:func:`roots_of_group`), for those of ``groups`` that
+    exist (one statement)."""
+    rows = session.connection().execute(_GROUP_ROOTS, {"names": sorted(set(groups))})
+    return {row.name: roots_of_group(row) for row in rows}

@@ -47,7 +47,12 @@ from scheduler.stalls import OnStall
 from scheduler.states import DesiredState, JobState, Priority, transition
 from scheduler.store import paging
 from scheduler.store import progress as progress_store
-from scheduler.store.catalog import validate_checkpoint_location
+from scheduler.store.catalog import (
+    GROUP_ROOTS_COLUMNS,
+    GROUP_ROOTS_FROM,
+    roots_of_group,
+    validate_checkpoint_location,
+)
 from scheduler.store.journal import add_event
 from scheduler.store.mapping import job_record, run_record
 from scheduler.store.models import BusinessQuota, Group, Job, JobEvent, JobLabel, Run, utcnow
@@ -114,23 +119,33 @@ _JOBS = Job.__table__
 _GROUPS = Group.__table__
 _QUOTAS = BusinessQuota.__table__
 #: what the checks of some creations read, in one statement: of the groups and job names, those
-#: that exist (kind 1 a group, 2 a job), and the dedications that concern the businesses and
-#: groups (kind 3: the business, and the group it is bound to)
+#: that exist (kind 1 a group, with its clusters' artifact roots for the submission policy; 2 a
+#: job), and the dedications that concern the businesses and groups (kind 3: the business, and
+#: the group it is bound to)
+_NO_ROOTS = [null()] * len(GROUP_ROOTS_COLUMNS)
 _CREATION_FACTS = union_all(
     select(
-        literal_column("1").label("kind"), _GROUPS.c.name.label("name"), null().label("bound")
-    ).where(_GROUPS.c.name.in_(bindparam("groups", expanding=True))),
-    select(literal_column("2"), _JOBS.c.name, null()).where(
+        literal_column("1").label("kind"),
+        _GROUPS.c.name.label("name"),
+        null().label("bound"),
+        *GROUP_ROOTS_COLUMNS,
+    )
+    .select_from(GROUP_ROOTS_FROM)
+    .where(_GROUPS.c.name.in_(bindparam("groups", expanding=True))),
+    select(literal_column("2"), _JOBS.c.name, null(), *_NO_ROOTS).where(
         _JOBS.c.name.in_(bindparam("names", expanding=True))
     ),
-    select(literal_column("3"), _QUOTAS.c.business, _QUOTAS.c.dedicated_group).where(
+    select(literal_column("3"), _QUOTAS.c.business, _QUOTAS.c.dedicated_group, *_NO_ROOTS).where(
         *DEDICATIONS_WHERE
     ),
 )
+#: the ids of jobs just inserted, by name, where the store cannot return them from the insert
 _IDS_OF_NAMES = select(_JOBS.c.name, _JOBS.c.id).where(
     _JOBS.c.name.in_(bindparam("names", expanding=True))
 )
 _INSERT_JOB = insert(Job)
+#: several jobs inserted, their ids returned (one statement, where the store can)
+_INSERT_JOBS_RETURNING = insert(Job).returning(_JOBS.c.name, _JOBS.c.id)
 _INSERT_LABEL = insert(JobLabel)
 _INSERT_EVENT = insert(JobEvent)
 
@@ -141,8 +156,9 @@ class CreationFacts:
     number of them); :meth:`refusal` decides one creation, :meth:`accept` records it so that a
     later one in the same batch finds its name taken."""
 
-    #: of the groups named, those that exist
-    groups: frozenset[str]
+    #: of the groups named, those that exist: cluster -> artifact roots of each
+    #: (:func:`~scheduler.store.catalog.roots_of_group`)
+    groups: Mapping[str, Mapping[str, tuple[str, ...]]]
     #: of the names, those taken (and those accepted since)
     taken: set[str]
     placements: Placements
@@ -168,16 +184,19 @@ def creation_facts(session: Session, specs: Sequence[JobSpec]) -> CreationFacts:
         "names": sorted({s.name for s in specs}),
         "businesses": sorted({s.business for s in specs}),
     }
-    rows = [
-        (int(kind), name, bound)
-        for kind, name, bound in session.connection().execute(_CREATION_FACTS, wanted)
-    ]
+    groups_found: dict[str, Mapping[str, tuple[str, ...]]] = {}
+    taken: set[str] = set()
+    dedications: list[tuple[str, str]] = []
+    for row in session.connection().execute(_CREATION_FACTS, wanted):
+        kind = int(row.kind)
+        if kind == 1:
+            groups_found[row.name] = roots_of_group(row)
+        elif kind == 2:
+            taken.add(row.name)
+        else:
+            dedications.append((row.name, row.bound))
     return CreationFacts(
-        groups=frozenset(name for kind, name, _ in rows if kind == 1),
-        taken={name for kind, name, _ in rows if kind == 2},
-        placements=placements_of(
-            [(name, bound) for kind, name, bound in rows if kind == 3], groups
-        ),
+        groups=groups_found, taken=taken, placements=placements_of(dedications, groups)
     )
 
 
@@ -247,7 +266,10 @@ def insert_jobs(session: Session, planned: Sequence[Planned], *, node_id: str) -
             key = connection.execute(_INSERT_JOB, values[0]).inserted_primary_key
             assert key is not None
             ids = {values[0]["name"]: int(key[0])}
-        else:
+        elif connection.dialect.insert_executemany_returning:
+            found = connection.execute(_INSERT_JOBS_RETURNING, values)
+            ids = {name: int(job_id) for name, job_id in found}
+        else:  # MySQL proper: no RETURNING
             connection.execute(_INSERT_JOB, values)
             found = connection.execute(_IDS_OF_NAMES, {"names": [v["name"] for v in values]})
             ids = {name: int(job_id) for name, job_id in found}

@@ -109,6 +109,40 @@ def test_a_batch_answers_each_creation_as_alone(store: Store, settings: Settings
     }
 
 
+@pytest.mark.parametrize("returning", [True, False], ids=["insert-returning", "ids-read-back"])
+def test_a_batch_knows_the_ids_of_its_jobs(
+    store: Store, settings: Settings, monkeypatch: pytest.MonkeyPatch, returning: bool
+) -> None:
+    """The jobs of a batch get their ids from the insert where the store returns them
+    (MariaDB, SQLite), read back by name where it cannot (MySQL proper): either way each job's
+    labels, revision and event carry its own id."""
+    if not returning:
+        monkeypatch.setattr(store.engine.dialect, "insert_executemany_returning", False)
+    names = [f"ids-{returning}-{i}" for i in range(4)]
+    outcomes = Creations(store, settings).run_batch(
+        [_creation(name, labels={"n": name}) for name in names]
+    )
+    assert all(isinstance(o, JobPublic) for o in outcomes)
+    with store.session() as session:
+        ids = dict(session.execute(select(Job.name, Job.id).where(Job.name.in_(names))).all())
+        assert sorted(ids) == sorted(names)
+        for table in (JobLabel, JobRevision, JobEvent):
+            of_job = dict(
+                session.execute(
+                    select(table.job_id, func.count())
+                    .where(table.job_id.in_(ids.values()))
+                    .group_by(table.job_id)
+                ).all()
+            )
+            assert of_job == dict.fromkeys(ids.values(), 1), table.__tablename__
+        labelled = dict(
+            session.execute(
+                select(JobLabel.job_id, JobLabel.value).where(JobLabel.job_id.in_(ids.values()))
+            ).all()
+        )
+    assert labelled == {job_id: name for name, job_id in ids.items()}
+
+
 def test_a_batch_whose_writes_fail_runs_again_one_by_one(
     store: Store, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
