@@ -3,7 +3,6 @@ the request checks every route gets (``check_request``)."""
 
 from __future__ import annotations
 
-import email.message
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -12,6 +11,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Header, Path, Query, Request
 from fastapi.routing import APIRoute
 
+from api.media import is_json
 from api.paging import PageLimitQuery
 from api.security.rules import authorize, principal_of
 from scheduler.config import Settings
@@ -140,15 +140,6 @@ def _declared_query(route: APIRoute) -> frozenset[str]:
     return frozenset(names)
 
 
-def _is_json(content_type: str) -> bool:
-    message = email.message.Message()
-    message["content-type"] = content_type
-    subtype = message.get_content_subtype()
-    return message.get_content_maintype() == "application" and (
-        subtype == "json" or subtype.endswith("+json")
-    )
-
-
 async def every_route(request: Request) -> None:
     """What every route runs before its own dependencies (installed on the app in
     ``api.app``): the one authorization function (``api/security/rules.py``), then the request
@@ -184,7 +175,7 @@ async def check_request(request: Request) -> None:
         if content_type is None:
             if await request.body():
                 raise UnsupportedMediaType("a request body needs Content-Type: application/json")
-        elif not _is_json(content_type):
+        elif not is_json(content_type):
             raise UnsupportedMediaType(
                 f"request bodies are JSON (application/json), not {content_type!r}"
             )

@@ -58,6 +58,8 @@ from scheduler.store.db import COMMIT_HOOK, Store
 log = logging.getLogger(__name__)
 
 HEADER = "Idempotency-Key"
+#: the header as the ASGI scope spells it
+_HEADER = HEADER.lower().encode("latin-1")
 REPLAYED_HEADER = "Idempotent-Replayed"
 #: how long a retry waits for the first request with its key to finish
 WAIT_S = 10.0
@@ -213,7 +215,11 @@ class Recorder:
         self.app, self.store, self.threads = app, store, threads
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+        if (
+            scope["type"] != "http"
+            or scope["method"] in ("GET", "HEAD", "OPTIONS")
+            or not any(name == _HEADER for name, _ in scope["headers"])
+        ):  # nothing can reserve a key: the answer goes out as it is
             await self.app(scope, receive, send)
             return
         state: dict[str, Any] = scope.setdefault("state", {})

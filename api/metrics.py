@@ -92,10 +92,23 @@ class ApiMetrics:
             _help("drover_api_requests_in_flight"),
             registry=registry,
         )
+        #: the series of each (method, route, status) seen, looked up once (the label sets are
+        #: bounded: templates, not paths)
+        self._series: dict[tuple[str, str, int], tuple[Any, Any]] = {}
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
-        self.requests.labels(method, route, str(status)).inc()
-        self.latency.labels(method, route).observe(seconds)
+        series = self._series.get((method, route, status))
+        if series is None:
+            series = self._series.setdefault(
+                (method, route, status),
+                (
+                    self.requests.labels(method, route, str(status)),
+                    self.latency.labels(method, route),
+                ),
+            )
+        count, latency = series
+        count.inc()
+        latency.observe(seconds)
 
 
 #: request ids made here: this process's random half, then a counter (32 hex digits, like a

@@ -28,6 +28,8 @@ def name_problem(name: str) -> str | None:
     """Why ``name`` is not a valid name, or None when it is."""
     if not isinstance(name, str):
         return "must be a string"
+    if _NAME.fullmatch(name) is not None:  # the rule below at C speed (the unit tests agree)
+        return None
     if not 1 <= len(name) <= MAX_NAME_LENGTH:
         return f"must be 1 to {MAX_NAME_LENGTH} characters long"
     if name in (".", ".."):

@@ -14,20 +14,23 @@ U+007F, C1 controls U+0080–U+009F) and ``Cs`` (surrogates). Names are stricter
 
 from __future__ import annotations
 
-import unicodedata
+import re
 
-_REFUSED_CATEGORIES = {"Cc": "control character", "Cs": "lone surrogate"}
+#: the refused code points: category ``Cc`` (C0, DEL, C1: fixed by Unicode's stability policy)
+#: and ``Cs`` (the surrogates); the unit tests hold them to the categories for every code point
+_REFUSED = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 def text_problem(value: str) -> str | None:
     """Why ``value`` is not acceptable free text, or None when it is."""
     if not isinstance(value, str):
         return "must be a string"
-    for position, char in enumerate(value):
-        what = _REFUSED_CATEGORIES.get(unicodedata.category(char))
-        if what is not None:
-            return f"must not contain a {what} (U+{ord(char):04X} at position {position})"
-    return None
+    found = _REFUSED.search(value)
+    if found is None:
+        return None
+    code = ord(found.group())
+    what = "lone surrogate" if 0xD800 <= code <= 0xDFFF else "control character"
+    return f"must not contain a {what} (U+{code:04X} at position {found.start()})"
 
 
 def is_clean_text(value: str) -> bool:

@@ -28,6 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api import deferred
 from api.console import CONSOLE_CSP, is_console_path
+from api.media import is_json
 from api.problems import problem
 from api.security.authn import JwtVerifier, TokenCache, authenticate, bearer_token
 from api.threads import WorkerThreads
@@ -60,13 +61,6 @@ def _host_of(header: str) -> str:
         end = header.find("]")
         return header[: end + 1] if end > 0 else header
     return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
-
-
-def _is_json(content_type: str) -> bool:
-    media = content_type.split(";", 1)[0].strip().lower()
-    return media == "application/json" or (
-        media.startswith("application/") and media.endswith("+json")
-    )
 
 
 #: mutations under these paths may change who a token is (revocations, role bindings): the
@@ -129,7 +123,7 @@ class SecurityEdge:
             refusal = problem(400, "untrusted-host", "this node does not serve that Host", path)
         elif (
             method in MUTATING
-            and not _is_json(headers.get("content-type", ""))
+            and not is_json(headers.get("content-type", ""))
             and CLIENT_HEADER.lower() not in headers
         ):
             refusal = problem(

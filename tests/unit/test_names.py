@@ -78,15 +78,20 @@ def test_non_string_is_refused() -> None:
 
 
 def test_the_published_pattern_is_the_rule_for_every_code_point() -> None:
-    """NAME_PATTERN (in the OpenAPI document) and name_problem agree on all of Unicode."""
+    """NAME_PATTERN (in the OpenAPI document), name_problem and the rule in words (letters
+    ``L*``, digits ``N*`` and ``-_``; ``.`` alone is no name) agree on all of Unicode."""
     import sys
+    import unicodedata
 
     from scheduler.names import matches_pattern
+
+    def in_words(char: str) -> bool:
+        return char in "-_" or unicodedata.category(char)[0] in "LN"
 
     disagree = [
         hex(cp)
         for cp in range(sys.maxunicode + 1)
-        if (name_problem(chr(cp)) is None) != matches_pattern(chr(cp))
+        if not (name_problem(chr(cp)) is None) == matches_pattern(chr(cp)) == in_words(chr(cp))
     ]
     assert disagree == []
     for name in VALID + INVALID:

@@ -15,6 +15,8 @@ def test_each_refused_code_point_is_named_with_its_position() -> None:
     for char in ["\x00", "\t", "\n", "\r", "\x1b", "\x7f", "\x85", "\x9f", "\ud800", "\udfff"]:
         problem = text_problem(f"ab{char}c")
         assert problem is not None and f"U+{ord(char):04X} at position 2" in problem
+        surrogate = unicodedata.category(char) == "Cs"
+        assert ("lone surrogate" if surrogate else "control character") in problem
 
 
 def test_exactly_the_control_and_surrogate_categories_are_refused() -> None:
