@@ -222,6 +222,9 @@ def _bare_main(port: int, bodies_path: str) -> None:
         return {**job, **body}
 
     # what drover.node.run_node does
+    from drover.node import GIL_SWITCH_INTERVAL_S
+
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
     ).run()

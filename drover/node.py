@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 
 from scheduler.bootstrap import ensure_defaults
 from scheduler.config import Settings
@@ -26,6 +27,15 @@ def api_store(settings: Settings) -> Store:
         pool_size=settings.api_threads + 2,
         ping_after_idle=API_PING_AFTER_IDLE_S,
     )
+
+
+#: how long a thread may hold the GIL while another waits for it. The API's event loop thread
+#: is busy under load; the threads it hands store work to (a batch of creations, a job read)
+#: wait for the GIL after each database round trip, by default up to 5 ms each time, and a
+#: batch of creations makes seven. Meanwhile the requests queued behind that batch wait too,
+#: and the loop runs out of work: under a creation burst on MariaDB the API process used 85-88 %
+#: of its CPU at 5 ms and 91 % at 0.5 ms (bench/api.py, issue 11's note)
+GIL_SWITCH_INTERVAL_S = 0.0005
 
 
 def settle_heap() -> None:
@@ -88,6 +98,7 @@ def run_node(settings: Settings) -> None:
         )
         log.info("node %s serving on %s", settings.node_id, settings.resolved_api_url)
         settle_heap()
+        sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
         try:
             server.run()
         finally:
