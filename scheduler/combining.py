@@ -1,7 +1,7 @@
 """Work items from many threads run together, a batch at a time (flat combining).
 
 The API creates jobs from as many threads as it serves requests. Each creation alone is a
-transaction of eight statements, and on either store the statements, not the work in them,
+transaction of seven statements, and on either store the statements, not the work in them,
 are most of its cost. A :class:`Combiner` lets the threads that arrive while a batch is running
 queue up; the next batch takes them all, and one transaction with a statement per *kind* of
 row (not per row) serves them (``api/creations.py``).
