@@ -97,14 +97,12 @@ class ApiMetrics:
         self._series: dict[tuple[str, str, int], tuple[Any, Any]] = {}
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
-        series = self._series.get((method, route, status))
-        if series is None:
-            series = self._series.setdefault(
-                (method, route, status),
-                (
-                    self.requests.labels(method, route, str(status)),
-                    self.latency.labels(method, route),
-                ),
+        key = (method, route, status)
+        series = self._series.get(key)
+        if series is None:  # only the event loop's thread observes: no race to fill it
+            series = self._series[key] = (
+                self.requests.labels(method, route, str(status)),
+                self.latency.labels(method, route),
             )
         count, latency = series
         count.inc()
