@@ -18,8 +18,15 @@ other one, so the client does not dominate. Bare and node phases alternate (``--
 phase runs ``--duration`` seconds after a short warm-up. Printed: requests/s, p50 and p99 in ms,
 the node's ratio to the bare endpoint, and the node's CPU over its phases as shares of one CPU:
 its API process and the rest of its session (the actors; all of it pinned to the servers' CPU,
-so what the rest takes the API lacks). Targets (issue 11; figures, never test assertions):
-GET >= 0.5x with p99 <= 25 ms, list page >= 0.3x with p99 <= 50 ms, create >= 0.3x.
+so what the rest takes the API lacks), then the bare endpoint's p50 and p99. Targets (issue 11;
+figures, never test assertions): GET >= 0.5x with p99 <= 25 ms, list page >= 0.3x with p99 <= 50
+ms, create >= 0.3x.
+
+The p99 targets are milliseconds, so they move with the machine: with a closed loop of
+``--concurrency`` clients the mean latency is concurrency / throughput (Little's law), and on
+the 2-core test machine both apps' p99 ran at about 2-2.5x their p50 (the bare app's too), so a
+p99 follows the node's requests per second. The bare columns show what the same machine gives a
+bare endpoint in the same run.
 
     set -a; . var/services/env; set +a
     flock -o /work/.heavy.lock nice -n 5 .venv/bin/python -m bench.api [--stores sqlite,mysql]
@@ -410,6 +417,8 @@ def figures(store: str, measured: dict[str, dict[str, dict[str, float]]]) -> dic
         out[f"api_{endpoint}_ratio_to_bare_{store}"] = round(ratio, 3)
         out[f"api_{endpoint}_rps_{store}"] = round(node["rps"], 1)
         out[f"api_{endpoint}_bare_rps_{store}"] = round(bare["rps"], 1)
+        out[f"api_{endpoint}_bare_p50_ms_{store}"] = round(bare["p50_ms"], 2)
+        out[f"api_{endpoint}_bare_p99_ms_{store}"] = round(bare["p99_ms"], 2)
         out[f"api_{endpoint}_p50_ms_{store}"] = round(node["p50_ms"], 2)
         out[f"api_{endpoint}_p99_ms_{store}"] = round(node["p99_ms"], 2)
         out[f"api_{endpoint}_errors_{store}"] = node["errors"]
@@ -435,7 +444,8 @@ def print_table(
     print(f"\n{store}: concurrency {concurrency}, requests/s and latency (ms)")
     print(
         f"  {'endpoint':<8} {'bare rps':>9} {'node rps':>9} {'ratio':>6} {'target':>7} "
-        f"{'p50':>7} {'p99':>7} {'p99 max':>7} {'errors':>6} {'cpu api':>7} {'rest':>5}"
+        f"{'p50':>7} {'p99':>7} {'p99 max':>7} {'errors':>6} {'cpu api':>7} {'rest':>5} "
+        f"{'bare p50':>8} {'bare p99':>8}"
     )
     for endpoint, sides in measured.items():
         bare, node = sides["bare"], sides["drover"]
@@ -447,6 +457,7 @@ def print_table(
             f"{'>=' + format(least, '.1f'):>7} {node['p50_ms']:7.1f} {node['p99_ms']:7.1f} "
             f"{'-' if p99_max is None else format(p99_max, '.0f'):>7} {node['errors']:6.0f}"
             f" {node.get('api_cpu', 0.0):7.0%} {node.get('rest_cpu', 0.0):5.0%}"
+            f" {bare['p50_ms']:8.1f} {bare['p99_ms']:8.1f}"
             f"  {'ok' if ok else 'BELOW TARGET'}"
         )
 

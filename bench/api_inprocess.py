@@ -18,6 +18,7 @@ import argparse
 import asyncio
 import json
 import os
+import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -156,7 +157,7 @@ def bare_app(bodies: dict[str, Any]) -> ASGIApp:
 async def main_async(args: argparse.Namespace) -> None:
     from api.app import create_app
     from api.deps import NodeContext
-    from drover.node import api_store
+    from drover.node import GIL_SWITCH_INTERVAL_S, api_store, settle_heap
     from scheduler.bootstrap import ensure_defaults
     from scheduler.config import Settings
     from tests.support.auth import admin_token
@@ -192,6 +193,9 @@ async def main_async(args: argparse.Namespace) -> None:
         "page": json.loads((await call(app, "GET", f"/v1/jobs?limit={PAGE}", headers))[1]),
     }
     bare = bare_app(bodies)
+    # the process as drover.node.run_node leaves it before serving (both apps live in it)
+    settle_heap()
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     kinds = [k for k in ENDPOINTS if not args.only or k in args.only.split(",")]
     print(f"in process, concurrency {args.concurrency}: CPU microseconds per request")
     for kind in kinds:
