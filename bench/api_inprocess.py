@@ -18,7 +18,6 @@ import argparse
 import asyncio
 import json
 import os
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -157,7 +156,7 @@ def bare_app(bodies: dict[str, Any]) -> ASGIApp:
 async def main_async(args: argparse.Namespace) -> None:
     from api.app import create_app
     from api.deps import NodeContext
-    from drover.node import GIL_SWITCH_INTERVAL_S, api_store, settle_heap
+    from drover.node import api_store, ready_to_serve
     from scheduler.bootstrap import ensure_defaults
     from scheduler.config import Settings
     from tests.support.auth import admin_token
@@ -193,9 +192,7 @@ async def main_async(args: argparse.Namespace) -> None:
         "page": json.loads((await call(app, "GET", f"/v1/jobs?limit={PAGE}", headers))[1]),
     }
     bare = bare_app(bodies)
-    # the process as drover.node.run_node leaves it before serving (both apps live in it)
-    settle_heap()
-    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+    ready_to_serve()  # the process as the node serves from (both apps live in it)
     kinds = [k for k in ENDPOINTS if not args.only or k in args.only.split(",")]
     print(f"in process, concurrency {args.concurrency}: CPU microseconds per request")
     for kind in kinds:

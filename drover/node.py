@@ -53,6 +53,14 @@ def settle_heap() -> None:
     gc.freeze()
 
 
+def ready_to_serve() -> None:
+    """Leave the process as the node serves from: start-up's heap out of the collector's full
+    passes, the GIL handed between threads every ``GIL_SWITCH_INTERVAL_S`` (``run_node`` calls
+    it last before serving; ``bench/api_inprocess.py`` too, so its figures are the node's)."""
+    settle_heap()
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+
+
 def run_node(settings: Settings) -> None:
     """Run until SIGINT/SIGTERM. Refuses to start on an out-of-date schema (SchemaOutOfDate)."""
     import uvicorn
@@ -97,8 +105,7 @@ def run_node(settings: Settings) -> None:
             )
         )
         log.info("node %s serving on %s", settings.node_id, settings.resolved_api_url)
-        settle_heap()
-        sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+        ready_to_serve()
         try:
             server.run()
         finally:
