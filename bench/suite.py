@@ -276,7 +276,7 @@ STEPS = [
 @dataclass(frozen=True)
 class Target:
     figure: str
-    op: str  # "<=" or "=="
+    op: str  # "<=", ">=" or "=="
     bound: float | str  # a number, or the name of another figure plus an offset ("x+2")
     source: str
 
@@ -303,7 +303,11 @@ class Target:
             return None
         if isinstance(value, float) and math.isnan(value):
             return None
-        return value <= bound if self.op == "<=" else value == bound
+        if self.op == "<=":
+            return value <= bound
+        if self.op == ">=":
+            return value >= bound
+        return value == bound
 
 
 TARGETS = [
@@ -322,6 +326,12 @@ TARGETS = [
     Target("takeover_kill9_10k_app_creates", "==", 0.0, "DESIGN §3"),
     Target("failover_1k_double_runs", "==", 0.0, "DESIGN §3"),
     Target("failover_real_succeeded", "==", 1.0, "issue 9"),
+    # bench/api.py: the worst store's figure (lowest ratio, highest p99); it prints these too
+    Target("api_get_ratio_to_bare", ">=", 0.5, "issue 11"),
+    Target("api_get_p99_ms", "<=", 25.0, "issue 11"),
+    Target("api_list_ratio_to_bare", ">=", 0.3, "issue 11"),
+    Target("api_list_p99_ms", "<=", 50.0, "issue 11"),
+    Target("api_create_ratio_to_bare", ">=", 0.3, "issue 11"),
 ]
 TARGET_OF = {t.figure: t for t in TARGETS}
 

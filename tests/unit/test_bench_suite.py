@@ -29,6 +29,21 @@ def test_targets_compare_with_numbers_and_other_figures() -> None:
     real = suite.TARGET_OF["failover_real_succeeded"]
     assert real.met({"failover_real_succeeded": True}) is True
     assert real.met({"failover_real_succeeded": False}) is False
+    get_ratio = suite.TARGET_OF["api_get_ratio_to_bare"]
+    assert get_ratio.text() == ">= 0.5"
+    assert get_ratio.met({"api_get_ratio_to_bare": 0.5}) is True
+    assert get_ratio.met({"api_get_ratio_to_bare": 0.49}) is False
+
+
+def test_the_api_bench_prints_the_suites_targets() -> None:
+    """bench/api.py's "target" columns come from the suite's list, so the two cannot disagree."""
+    from bench import api
+
+    assert {e: api.target(e) for e in api.ENDPOINTS} == {
+        "get": (0.5, 25.0),
+        "list": (0.3, 50.0),
+        "create": (0.3, None),
+    }
 
 
 def test_results_are_one_flat_object_and_a_table(tmp_path: Path) -> None:
