@@ -36,7 +36,7 @@ from api.routes.replication import router as replication_router
 from api.security.rules import unruled_routes
 from api.threads import WorkerThreads
 from scheduler.config import Settings
-from scheduler.progress import ProgressSink
+from scheduler.loops.progress import ProgressSink
 
 DESCRIPTION = """
 Errors are RFC 9457 problem documents (`application/problem+json`: `type`, `title`, `status`,
@@ -79,7 +79,8 @@ def create_app(context: NodeContext) -> FastAPI:
     settings = context.settings
     # the hot routes' and the security edge's blocking work (api/threads.py)
     app.state.threads = WorkerThreads(settings.api_threads)
-    # what pipelines report with their fence checks, written in batches (scheduler/progress.py)
+    # what pipelines report with their fence checks, written in batches
+    # (scheduler/loops/progress.py)
     app.state.progress = ProgressSink(
         context.store,
         flush_interval=settings.progress_flush_interval,

@@ -3,7 +3,7 @@
 A creation alone reads what its checks need in one statement and writes five kinds of row (job,
 labels, first revision, creation event, audit) in its own transaction. Under a burst (a service
 registering its jobs, an import) most of that cost is per *statement*, not per row. So the
-requests' threads hand their creations to a :class:`~scheduler.combining.Combiner`: those that
+requests' threads hand their creations to a :class:`~scheduler.core.combining.Combiner`: those that
 arrive while a batch is in its transaction queue up and go together in the next one, with a
 statement per kind of row for all of them. A creation alone still runs at once, a batch of one.
 
@@ -28,13 +28,13 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from api.schemas import JobPublic, audit_doc
-from scheduler import submission
-from scheduler.combining import Combiner
+from api.schemas.resources import JobPublic, audit_doc
 from scheduler.config import Settings
-from scheduler.errors import DroverError
-from scheduler.identity import Principal, Role
-from scheduler.records import JobSpec
+from scheduler.core.combining import Combiner
+from scheduler.core.errors import DroverError
+from scheduler.core.records import JobSpec
+from scheduler.decisions import submission
+from scheduler.decisions.identity import Principal, Role
 from scheduler.store import jobs as jobs_store
 from scheduler.store import journal
 from scheduler.store.db import COMMIT_HOOK, Store
@@ -76,8 +76,8 @@ def policy_check(
     entrypoint: str | None,
     conf: Mapping[str, str] | None,
 ) -> None:
-    """The submission policy (:func:`scheduler.submission.check`) for ``principal`` under this
-    node's settings, on the job's clusters' artifact roots as read."""
+    """The submission policy (:func:`scheduler.decisions.submission.check`) for ``principal`` under
+    this node's settings, on the job's clusters' artifact roots as read."""
     submission.check(
         clusters,
         default_roots=tuple(settings.resolved_artifact_roots),

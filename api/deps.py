@@ -15,11 +15,11 @@ from api.media import is_json
 from api.paging import PageLimitQuery
 from api.security.rules import authorize, principal_of
 from scheduler.config import Settings
-from scheduler.errors import InvalidInput, MalformedRequest, UnsupportedMediaType
-from scheduler.identity import Principal
-from scheduler.membership import MembershipSnapshot, Mode, NodeCard, unavailable
-from scheduler.metrics import ActorMetrics
-from scheduler.names import MAX_NAME_LENGTH, NAME_PATTERN
+from scheduler.core.errors import InvalidInput, MalformedRequest, UnsupportedMediaType
+from scheduler.core.metrics import ActorMetrics
+from scheduler.core.names import MAX_NAME_LENGTH, NAME_PATTERN
+from scheduler.decisions.identity import Principal
+from scheduler.decisions.membership import MembershipSnapshot, Mode, NodeCard, unavailable
 from scheduler.store.db import Store
 
 
@@ -41,7 +41,7 @@ def _no_actor_metrics() -> ActorMetrics | None:
 
 
 def _no_draining(draining: bool) -> dict[str, Any]:
-    from scheduler.errors import Conflict
+    from scheduler.core.errors import Conflict
 
     raise Conflict("this node runs no actors (no membership): nothing to drain")
 

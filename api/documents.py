@@ -26,11 +26,11 @@ from typing import TypeGuard
 
 from prometheus_client import Counter
 
-from api.schemas import JobPublic, ReplicationPublic
-from scheduler.gating import QueueRow
-from scheduler.records import JobRecord
-from scheduler.selffencing import self_fencing_settles_at
-from scheduler.states import JobState
+from api.schemas.resources import JobPublic, ReplicationPublic
+from scheduler.core.records import JobRecord
+from scheduler.core.states import JobState
+from scheduler.decisions.selffencing import self_fencing_settles_at
+from scheduler.loops.gate import QueueRow
 from scheduler.store.reads import RawJobRow
 
 DOCUMENTS = Counter(

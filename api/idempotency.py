@@ -6,7 +6,7 @@ A route opts in with one line, ``dependencies=[Idempotent]`` in its decorator (o
     @router.post("/{name}/upgrade", dependencies=[Idempotent], ...)
     def upgrade_job(...): ...
 
-Nothing else changes in the handler. What a client gets (``scheduler.idempotency`` has the
+Nothing else changes in the handler. What a client gets (``scheduler.decisions.idempotency`` has the
 states and the decision):
 
 - no header: the request runs as always;
@@ -24,8 +24,8 @@ retry runs afresh. Exactly once holds across nodes and crashes because "the chan
 written *in the change's own transaction* (every commit of a store session while the request runs
 marks the key ``applied``: ``scheduler.store.db.COMMIT_HOOK``), so a retry after a crash between
 the commit and the recording of the answer gets a 409 instead of a second change; and a request
-that outlives its key's lease (``scheduler.idempotency.LEASE_S``) cannot commit once a retry has
-taken the key over.
+that outlives its key's lease (``scheduler.decisions.idempotency.LEASE_S``) cannot commit once a
+retry has taken the key over.
 
 Keys are read by handlers running in the request's own context (the threadpool carries it). A
 handler that hands its store writes to another thread must mark the key there itself: creations
@@ -50,8 +50,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.security.rules import principal_of
 from api.threads import WorkerThreads, in_thread
-from scheduler.errors import IdempotencyKeyInUse, IdempotencyKeyReused
-from scheduler.idempotency import KEY_PATTERN, Decision
+from scheduler.core.errors import IdempotencyKeyInUse, IdempotencyKeyReused
+from scheduler.decisions.idempotency import KEY_PATTERN, Decision
 from scheduler.store import idempotency as keys_store
 from scheduler.store.db import COMMIT_HOOK, Store
 

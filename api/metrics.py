@@ -1,7 +1,7 @@
 """``GET /metrics`` (Prometheus text format) and what every request leaves behind: its id in the
 logs and the ``X-Request-ID`` header, and its count and latency by route template.
 
-What ``/metrics`` serves (``scheduler/metrics.py`` lists every metric):
+What ``/metrics`` serves (``scheduler/core/metrics.py`` lists every metric):
 
 - this process's own figures: API requests by method, route template and status, their latency
   histograms, requests in flight;
@@ -36,11 +36,11 @@ from prometheus_client.registry import Collector
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from scheduler.logs import log_context
-from scheduler.metrics import BY_NAME, ActorMetrics
-from scheduler.progress import ProgressSink
-from scheduler.replicas import ReplicaState
-from scheduler.states import JobState
+from scheduler.core.logs import log_context
+from scheduler.core.metrics import BY_NAME, ActorMetrics
+from scheduler.core.states import JobState
+from scheduler.decisions.replication import ReplicaState
+from scheduler.loops.progress import ProgressSink
 from scheduler.store import telemetry
 
 log = logging.getLogger("drover.api.metrics")

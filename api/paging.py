@@ -1,4 +1,4 @@
-"""Cursor pages at the API edge (``scheduler.paging`` says how they work).
+"""Cursor pages at the API edge (``scheduler.core.paging`` says how they work).
 
 Every list route takes ``limit`` (1 to 1000), ``cursor`` (the ``next_cursor`` of the previous
 page) and ``count`` (also count every matching item: one more query, so only on request), and
@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 from fastapi import Query, Request, Response
 from pydantic import BaseModel, Field
 
-from scheduler.paging import (
+from scheduler.core.paging import (
     CURSOR_PATTERN,
     MAX_CURSOR_LENGTH,
     KeyPart,

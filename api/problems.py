@@ -3,7 +3,7 @@
 Every error response is ``application/problem+json`` with ``type``, ``title``, ``status``,
 ``detail`` and ``instance``. What maps to what:
 
-- ``scheduler.errors`` (the one exception tree): by class, most specific first (``_STATUS``);
+- ``scheduler.core.errors`` (the one exception tree): by class, most specific first (``_STATUS``);
 - request validation: 422 ``invalid-input`` with an ``errors`` list; a body that is not valid
   JSON (or not UTF-8): 400 ``malformed-request``;
 - routing: 404 ``not-found``; 405 ``method-not-allowed`` with an ``Allow`` header naming every
@@ -32,7 +32,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from api import deferred
-from scheduler import errors
+from scheduler.core import errors
 
 log = logging.getLogger(__name__)
 

@@ -157,8 +157,8 @@ async def main_async(args: argparse.Namespace) -> None:
     from api.app import create_app
     from api.deps import NodeContext
     from drover.node import api_store, ready_to_serve
-    from scheduler.bootstrap import ensure_defaults
     from scheduler.config import Settings
+    from scheduler.store.bootstrap import ensure_defaults
     from tests.support.auth import admin_token
 
     workdir = Path(tempfile.mkdtemp(prefix="drover-apicpu-"))

@@ -63,7 +63,7 @@ from sqlalchemy import event
 
 from bench import takeover as tk
 from harness.procs import CpuMeter
-from scheduler.backends.base import (
+from scheduler.core.backend import (
     AppInfo,
     AppState,
     AppStatus,
@@ -72,10 +72,10 @@ from scheduler.backends.base import (
     SubmitRequest,
     app_name_for,
 )
-from scheduler.ownership import Claim, Fence
-from scheduler.planning import RestartPolicy
-from scheduler.records import ClusterRecord
-from scheduler.states import DesiredState, JobState, RunState
+from scheduler.core.ownership import Claim, Fence
+from scheduler.core.records import ClusterRecord
+from scheduler.core.states import DesiredState, JobState, RunState
+from scheduler.decisions.planning import RestartPolicy
 from scheduler.store.db import Store
 from scheduler.store.models import Job, Run, utcnow
 
@@ -217,7 +217,7 @@ class Backends:
 
 def make_reconciler(store: Store, backend: InstantCluster) -> Any:
     """This checkout's reconciler on ``store`` (a ledger over it, where there is one)."""
-    from scheduler.reconciler import Reconciler
+    from scheduler.loops.reconciler import Reconciler
 
     claim = Claim(tk.GROUP, NODE, 0, 1)
     target: Any = store

@@ -54,9 +54,9 @@ from bench.takeover import (
     zk_namespace,
 )
 from harness.nodes import NodeProcess, poll
-from scheduler import storage
-from scheduler.catalog import ClusterSpec
-from scheduler.states import JobState
+from scheduler.core.states import JobState
+from scheduler.decisions import storage
+from scheduler.decisions.catalog import ClusterSpec
 from scheduler.store import catalog as catalog_store
 from scheduler.store import jobs as jobs_store
 from scheduler.store.db import Store

@@ -34,7 +34,7 @@ import sqlalchemy as sa
 from bench import takeover as tk
 from harness.nodes import NodeProcess, poll
 from pipelines.drover_runtime import HttpFence, Verdict, progress_report
-from scheduler.states import JobState
+from scheduler.core.states import JobState
 from scheduler.store.db import Store
 from scheduler.store.models import Job, Run
 

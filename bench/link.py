@@ -39,8 +39,8 @@ from pathlib import Path
 import httpx
 
 from harness.nodes import free_port, poll
-from scheduler.backends.base import AppState, AppStatus, SubmitRequest
 from scheduler.backends.standalone import StandaloneRestBackend
+from scheduler.core.backend import AppState, AppStatus, SubmitRequest
 
 ROOT = Path(__file__).resolve().parents[1]
 

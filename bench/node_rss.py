@@ -37,9 +37,9 @@ from pathlib import Path
 from bench.takeover import fresh_database, migrate, zk_namespace
 from harness.nodes import NodeProcess
 from harness.procs import session_pids
-from scheduler.bootstrap import LOCAL_CLUSTER, ensure_defaults
 from scheduler.config import Settings
 from scheduler.store import catalog as catalog_store
+from scheduler.store.bootstrap import LOCAL_CLUSTER, ensure_defaults
 from scheduler.store.db import Store
 
 MIB = 1024 * 1024

@@ -31,8 +31,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from scheduler.backends.base import SubmitRequest
 from scheduler.backends.standalone import StandaloneRestBackend
+from scheduler.core.backend import SubmitRequest
 
 PIPELINE = """\
 import time

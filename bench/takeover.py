@@ -56,11 +56,11 @@ from sqlalchemy.engine import URL, make_url
 
 from harness.nodes import DROVER, NodeProcess, poll
 from harness.simcluster import SimProcess, sim_process
-from scheduler import storage
-from scheduler.catalog import ClusterSpec
-from scheduler.errors import StoreError
-from scheduler.ownership import Member, owner_of, pool_of
-from scheduler.states import DesiredState, JobState
+from scheduler.core.errors import StoreError
+from scheduler.core.ownership import Member, owner_of, pool_of
+from scheduler.core.states import DesiredState, JobState
+from scheduler.decisions import storage
+from scheduler.decisions.catalog import ClusterSpec
 from scheduler.store import catalog as catalog_store
 from scheduler.store import inspection, ledger
 from scheduler.store import jobs as jobs_store

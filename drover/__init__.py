@@ -1,3 +1,3 @@
 """The composition root: wires ``scheduler`` (actors, store, backends) and ``api`` into a node
-process (``drover.node``) and the ``drover`` command line (``drover.cli``). Nothing in ``scheduler``
-or ``api`` imports this package."""
+process (``drover.node``) and the ``drover`` command line (``drover.cli.main``). Nothing in
+``scheduler`` or ``api`` imports this package."""

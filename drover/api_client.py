@@ -1500,9 +1500,9 @@ class ReplicationPage(TypedDict):
 
 class ReplicationPublic(TypedDict):
     """
-    A job's checkpoint replica (``scheduler.replicas``): where it is, how far behind its source it
-    is, what the replicator last did. Lag: ``lag_batches`` = source batch - replica batch;
-    ``lag_seconds`` = age of the oldest committed source batch the replica lacks (0: none).
+    A job's checkpoint replica (``scheduler.decisions.replication``): where it is, how far behind
+    its source it is, what the replicator last did. Lag: ``lag_batches`` = source batch - replica
+    batch; ``lag_seconds`` = age of the oldest committed source batch the replica lacks (0: none).
     """
 
     #: the job

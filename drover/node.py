@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 import sys
 
-from scheduler.bootstrap import ensure_defaults
 from scheduler.config import Settings
+from scheduler.store.bootstrap import ensure_defaults
 from scheduler.store.db import Store
 
 log = logging.getLogger("drover.node")

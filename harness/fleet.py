@@ -14,8 +14,8 @@ from datetime import timedelta
 
 import sqlalchemy as sa
 
-from scheduler.planning import GAVE_UP
-from scheduler.states import DesiredState, JobState
+from scheduler.core.states import DesiredState, JobState
+from scheduler.decisions.planning import GAVE_UP
 from scheduler.store.db import Store
 from scheduler.store.models import Job, utcnow
 

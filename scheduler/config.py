@@ -22,12 +22,12 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from scheduler.errors import ClusterError, InvalidInput
-from scheduler.health import HealthPolicy
-from scheduler.stalls import StallPolicy
+from scheduler.core.errors import ClusterError, InvalidInput
+from scheduler.decisions.health import HealthPolicy
+from scheduler.decisions.stalls import StallPolicy
 
 if TYPE_CHECKING:
-    from scheduler.operations.failover import Timing as FailoverTiming
+    from scheduler.decisions.operations.failover import Timing as FailoverTiming
 
 Role = Literal["active", "backup"]
 
@@ -155,7 +155,7 @@ class Settings(BaseSettings):
     #: graceful by default
     upgrade_grace_seconds: float = Field(default=30.0, ge=0, le=86400)
 
-    # Cluster monitor (scheduler.health): every node probes the clusters its groups use
+    # Cluster monitor (scheduler.decisions.health): every node probes the clusters its groups use
     #: probe the clusters at all (off: this node never votes nor decides health)
     health_monitor: bool = True
     #: seconds between two probe rounds (each round is jittered by +-20 %)
@@ -170,7 +170,7 @@ class Settings(BaseSettings):
     #: an automatic abnormal state returns to NORMAL after this many seconds without a failure
     health_quiet_period: float = Field(default=60.0, ge=0)
 
-    # Checkpoint replication (scheduler.replication): each node mirrors the checkpoints of the
+    # Checkpoint replication (scheduler.loops.replication): each node mirrors the checkpoints of the
     # replicated jobs it owns into their other cluster's storage root
     #: run the replication loop at all (off: this node replicates nothing)
     replication: bool = True
@@ -197,7 +197,7 @@ class Settings(BaseSettings):
     progress_sample_interval: float = Field(default=30.0, gt=0)
     progress_history: float = Field(default=3600.0, gt=0)
     #: a job without its own stall_after is stalled after no progress for the longer of this
-    #: many seconds and this many of its observed trigger intervals (scheduler.stalls)
+    #: many seconds and this many of its observed trigger intervals (scheduler.decisions.stalls)
     stall_after_min: float = Field(default=60.0, ge=5.0)
     stall_after_triggers: float = Field(default=5.0, gt=0)
     #: seconds between two stall checks of a group's jobs by their owner
@@ -207,7 +207,7 @@ class Settings(BaseSettings):
     #: seconds between two rounds of the alert loop
     alert_interval: float = Field(default=2.0, gt=0)
 
-    # Failovers (scheduler/operations/): every node executes the operations of its groups
+    # Failovers (scheduler/decisions/operations/): every node executes the operations of its groups
     #: run the operations executor on this node (off: it never executes nor starts failovers)
     failover_executor: bool = True
     #: seconds between two rounds of the executor
@@ -353,7 +353,7 @@ class Settings(BaseSettings):
 
     @property
     def failover_timing(self) -> FailoverTiming:
-        from scheduler.operations.failover import Timing
+        from scheduler.decisions.operations.failover import Timing
 
         return Timing(
             fence_exit_grace=self.failover_fence_exit_grace,

@@ -1,4 +1,4 @@
-"""Alert channels and alerts (``scheduler.alerting`` says what is alerted, folded, routed).
+"""Alert channels and alerts (``scheduler.decisions.alerts`` says what is alerted, folded, routed).
 
 - ``/v1/alert-channels``: the platform's channels (team ``*``: every team's job alerts, and the
   clusters'); platform admins only.
@@ -17,7 +17,6 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response, status
 
-from api.alert_schemas import AlertChannelCreate, AlertChannelPublic, AlertPublic
 from api.deps import ActorDep, ContextDep, NamePath, PrincipalDep, StoreDep
 from api.paging import (
     DEFAULT_LIMIT,
@@ -29,10 +28,11 @@ from api.paging import (
     window,
 )
 from api.problems import problem_responses
-from scheduler.alerting import PLATFORM, AlertKind, ChannelRecord, Event, Severity
-from scheduler.errors import NotFound
-from scheduler.names import validate_name
-from scheduler.paging import Sort
+from api.schemas.alerts import AlertChannelCreate, AlertChannelPublic, AlertPublic
+from scheduler.core.errors import NotFound
+from scheduler.core.names import validate_name
+from scheduler.core.paging import Sort
+from scheduler.decisions.alerts import PLATFORM, AlertKind, ChannelRecord, Event, Severity
 from scheduler.store import alerts as alert_store
 from scheduler.store import journal
 from scheduler.store.models import utcnow

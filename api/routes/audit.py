@@ -17,9 +17,9 @@ from pydantic import BaseModel, BeforeValidator
 from api import paging
 from api.deps import PrincipalDep, StoreDep
 from api.paging import CursorQuery, Page, PageLimitQuery
-from scheduler.errors import InvalidInput
-from scheduler.identity import Role
-from scheduler.paging import Sort
+from scheduler.core.errors import InvalidInput
+from scheduler.core.paging import Sort
+from scheduler.decisions.identity import Role
 from scheduler.store import journal
 
 router = APIRouter(prefix="/v1/audit", tags=["audit"])

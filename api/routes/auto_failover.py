@@ -3,8 +3,8 @@
 When enabled, a cluster of the group that the monitors find ``VOTE_ABNORMAL`` or
 ``THRESHOLD_ABNORMAL`` for ``after_seconds`` fails over the group's jobs at or above
 ``min_priority`` to the group's other cluster, through the same persisted plans as an operator's
-failover, at most once per incident (``scheduler/operations/auto.py``). Reading it needs a role
-on some team; changing it is a platform admin's (a catalog change), audited, and takes
+failover, at most once per incident (``scheduler/decisions/operations/auto.py``). Reading it needs a
+role on some team; changing it is a platform admin's (a catalog change), audited, and takes
 ``If-Match: "<version>"``.
 """
 
@@ -14,8 +14,8 @@ from fastapi import APIRouter, Response
 
 from api.deps import ActorDep, ContextDep, ExpectedVersionDep, NamePath, StoreDep
 from api.problems import problem_responses
-from api.schemas_operations import AutoFailoverPolicy, AutoFailoverPublic
-from scheduler.catalog import validate_group_name
+from api.schemas.operations import AutoFailoverPolicy, AutoFailoverPublic
+from scheduler.decisions.catalog import validate_group_name
 from scheduler.store import journal
 from scheduler.store import operations as ops_store
 

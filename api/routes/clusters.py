@@ -1,4 +1,5 @@
-"""``/v1/clusters``: the Spark clusters jobs run on (``scheduler.catalog`` says what is valid).
+"""``/v1/clusters``: the Spark clusters jobs run on (``scheduler.decisions.catalog`` says what is
+valid).
 
 Every mutation is one transaction that also writes the audit log. ``health`` is read-only here:
 the cluster monitor sets it. ``PATCH`` takes ``If-Match: "<version>"``.
@@ -21,11 +22,11 @@ from api.deps import (
 )
 from api.paging import CountQuery, CursorQuery, PageLimitQuery
 from api.problems import problem_responses
-from api.schemas import ClusterCreate, ClusterPage, ClusterPublic, ClusterUpdate
-from scheduler.catalog import ClusterSpec, validate_cluster_name
-from scheduler.errors import InvalidInput
-from scheduler.paging import Sort
-from scheduler.records import ClusterRecord
+from api.schemas.resources import ClusterCreate, ClusterPage, ClusterPublic, ClusterUpdate
+from scheduler.core.errors import InvalidInput
+from scheduler.core.paging import Sort
+from scheduler.core.records import ClusterRecord
+from scheduler.decisions.catalog import ClusterSpec, validate_cluster_name
 from scheduler.store import catalog as catalog_store
 from scheduler.store import journal
 

@@ -2,9 +2,9 @@
 
 A failover moves the selected jobs on a source cluster to a target cluster (default: each job's
 group's other cluster), each resumed from its checkpoint, never running twice
-(``scheduler/operations/failover.py`` says how). ``POST`` plans it: with ``dry_run`` it answers
-the plan and stores nothing; without, it stores the plan as an operation that the executor of
-its home group's pool runs (``scheduler/operations/executor.py``) and answers 201 at once.
+(``scheduler/decisions/operations/failover.py`` says how). ``POST`` plans it: with ``dry_run`` it
+answers the plan and stores nothing; without, it stores the plan as an operation that the executor
+of its home group's pool runs (``scheduler/loops/operations.py``) and answers 201 at once.
 Follow it with ``GET /v1/failovers/{id}`` (each item's step, what it waits for, its history);
 ``POST /v1/failovers/{id}/cancel`` stops it after the current steps. Both writes take an
 ``Idempotency-Key``: a retried request (a CLI that timed out) starts no second failover.
@@ -27,15 +27,15 @@ from api.deps import ActorDep, ContextDep, StoreDep
 from api.idempotency import Idempotent
 from api.paging import CursorQuery, PageLimitQuery
 from api.problems import problem_responses
-from api.schemas_operations import FailoverCreate, FailoverPage, FailoverPublic
+from api.schemas.operations import FailoverCreate, FailoverPage, FailoverPublic
 from scheduler.backends.registry import BackendRegistry
 from scheduler.config import Settings
-from scheduler.errors import Conflict, NotFound
-from scheduler.operations import failover as fo
-from scheduler.operations.executor import persist_failover
-from scheduler.operations.model import OperationKind, OperationState
-from scheduler.paging import Sort
-from scheduler.records import ClusterRecord
+from scheduler.core.errors import Conflict, NotFound
+from scheduler.core.paging import Sort
+from scheduler.core.records import ClusterRecord
+from scheduler.decisions.operations import failover as fo
+from scheduler.decisions.operations.model import OperationKind, OperationState
+from scheduler.loops.operations import persist_failover
 from scheduler.store import catalog as catalog_store
 from scheduler.store import journal
 from scheduler.store import operations as ops_store

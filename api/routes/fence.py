@@ -11,17 +11,17 @@ Cheap (the job by its unique name, its current run by primary key), so it is not
 every micro-batch of every pipeline may call it. The first check a run *proves* to be the job's
 current open run (its own token) is recorded as the run's ``fence_checked_at``, one conditional
 UPDATE per run and never again: that is how the job shows that its pipeline fences itself
-(``self_fencing``, scheduler/selffencing.py). Likewise the first check of one of the job's runs
-that is *not* current (closed, or replaced) is recorded as that run's ``fence_superseded_at``:
+(``self_fencing``, scheduler/decisions/selffencing.py). Likewise the first check of one of the job's
+runs that is *not* current (closed, or replaced) is recorded as that run's ``fence_superseded_at``:
 its driver was told to stop, which a failover's fence step waits for
-(scheduler/operations/failover.py). The answer is the same either way. An unknown job
+(scheduler/decisions/operations/failover.py). The answer is the same either way. An unknown job
 is a 404 problem document with the extension member ``job``, which tells the runtime "this job is
 gone" apart from "this URL is not a Drover fence endpoint".
 
 A run's pipeline may send its streaming progress with the check (``X-Drover-Progress``, one
-small JSON object: ``scheduler.stalls``). It is taken only from the current run itself,
+small JSON object: ``scheduler.decisions.stalls``). It is taken only from the current run itself,
 buffered in memory and written in batches by the node's progress sink
-(``scheduler/progress.py``), so the answer never waits on it; a malformed one is ignored.
+(``scheduler/loops/progress.py``), so the answer never waits on it; a malformed one is ignored.
 """
 
 from __future__ import annotations
@@ -36,12 +36,12 @@ from pydantic import BaseModel
 
 from api.deps import NamePath, PrincipalDep, StoreDep
 from api.problems import problem, problem_responses
-from scheduler.errors import NotFound
-from scheduler.identity import FENCING_TOKEN_HEADER, same_secret
-from scheduler.names import validate_name
-from scheduler.progress import ProgressSink
-from scheduler.stalls import parse_report
-from scheduler.states import DesiredState, RunState
+from scheduler.core.errors import NotFound
+from scheduler.core.names import validate_name
+from scheduler.core.states import DesiredState, RunState
+from scheduler.decisions.identity import FENCING_TOKEN_HEADER, same_secret
+from scheduler.decisions.stalls import parse_report
+from scheduler.loops.progress import ProgressSink
 from scheduler.store import jobs as jobs_store
 from scheduler.store.fence_checks import record_fence_check, record_stop_batch
 from scheduler.store.operations import record_superseded_check
@@ -50,7 +50,8 @@ log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/v1/jobs", tags=["fence"])
 
-#: the header a run's pipeline sends its progress in, with its fence check (scheduler.stalls)
+#: the header a run's pipeline sends its progress in, with its fence check
+#: (scheduler.decisions.stalls)
 PROGRESS_HEADER = "X-Drover-Progress"
 #: the header a gracefully stopped run's pipeline names the last batch it committed in
 STOPPED_HEADER = "X-Drover-Stopped-At-Batch"
@@ -58,7 +59,7 @@ STOPPED_HEADER = "X-Drover-Stopped-At-Batch"
 
 def take_progress(request: Request, run_id: int, job_id: int, raw: str) -> None:
     """Hand the run's progress report to the node's sink (no I/O here: see
-    scheduler/progress.py); a malformed report is counted and ignored, never an error."""
+    scheduler/loops/progress.py); a malformed report is counted and ignored, never an error."""
     sink: ProgressSink = request.app.state.progress
     try:
         report = parse_report(raw)

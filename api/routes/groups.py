@@ -6,7 +6,7 @@ membership view fills them. ``PATCH`` and ``DELETE`` take ``If-Match: "<version>
 
 ``DELETE`` removes an empty group: it is refused (409) while any job belongs to the group, and
 always for the ``default`` group, which jobs created without a group join and which every node
-creates at start (``scheduler.bootstrap``): deleting it would only last until the next start.
+creates at start (``scheduler.store.bootstrap``): deleting it would only last until the next start.
 """
 
 from __future__ import annotations
@@ -27,15 +27,15 @@ from api.deps import (
 )
 from api.paging import CountQuery, CursorQuery, PageLimitQuery
 from api.problems import problem_responses
-from api.schemas import GroupCreate, GroupPage, GroupPublic, GroupUpdate
-from scheduler.bootstrap import DEFAULT_GROUP
-from scheduler.catalog import validate_group_name
-from scheduler.errors import Conflict, InvalidInput
-from scheduler.membership import MembershipSnapshot
-from scheduler.paging import Sort
-from scheduler.records import GroupRecord
+from api.schemas.resources import GroupCreate, GroupPage, GroupPublic, GroupUpdate
+from scheduler.core.errors import Conflict, InvalidInput
+from scheduler.core.paging import Sort
+from scheduler.core.records import GroupRecord
+from scheduler.decisions.catalog import validate_group_name
+from scheduler.decisions.membership import MembershipSnapshot
 from scheduler.store import catalog as catalog_store
 from scheduler.store import journal, ledger
+from scheduler.store.bootstrap import DEFAULT_GROUP
 
 router = APIRouter(prefix="/v1/groups", tags=["groups"])
 

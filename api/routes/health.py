@@ -7,7 +7,7 @@ from fastapi.responses import JSONResponse
 
 from api.deps import ContextDep
 from api.problems import problem, problem_responses, store_problem
-from scheduler.errors import StoreError
+from scheduler.core.errors import StoreError
 
 router = APIRouter(tags=["health"], responses=problem_responses(400, 500, 503))
 

@@ -1,10 +1,10 @@
 """``/v1/clusters/{name}/health``, ``mark-abnormal`` and ``clear``: a cluster's health.
 
 The ClusterMonitor of every node decides NORMAL / VOTE_ABNORMAL / THRESHOLD_ABNORMAL from the
-nodes' votes (``scheduler.health``); an operator marks a cluster MANUAL_ABNORMAL with a reason and
-clears that mark. A mark or clear is one transaction with its health event, a job event for each
-job on the cluster and an audit entry. Clearing an automatic state is a 409: it clears itself
-once the cluster has been quiet.
+nodes' votes (``scheduler.decisions.health``); an operator marks a cluster MANUAL_ABNORMAL with a
+reason and clears that mark. A mark or clear is one transaction with its health event, a job event
+for each job on the cluster and an audit entry. Clearing an automatic state is a 409: it clears
+itself once the cluster has been quiet.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from api.deps import ActorDep, ContextDep, NamePath, StoreDep
 from api.problems import problem_responses
-from api.schemas import (
+from api.schemas.resources import (
     AssessmentPublic,
     ClearAbnormal,
     ClusterHealthPublic,
@@ -25,8 +25,8 @@ from api.schemas import (
     MarkAbnormal,
     VotePublic,
 )
-from scheduler.catalog import validate_cluster_name
-from scheduler.health import HealthEvent, assess, live_votes
+from scheduler.decisions.catalog import validate_cluster_name
+from scheduler.decisions.health import HealthEvent, assess, live_votes
 from scheduler.store import catalog as catalog_store
 from scheduler.store import health as health_store
 from scheduler.store import journal

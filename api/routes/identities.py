@@ -16,12 +16,12 @@ from api import paging
 from api.deps import ActorDep, ContextDep, NamePath, PrincipalDep, StoreDep
 from api.paging import CountQuery, CursorQuery, Page, PageLimitQuery
 from api.problems import problem_responses
-from api.schemas import TEXT_SCHEMA, CleanText
+from api.schemas.resources import TEXT_SCHEMA, CleanText
 from api.security.authz import Authorizer
-from scheduler.errors import InvalidInput
-from scheduler.identity import ALL_TEAMS, Action, Decision, Role, Scope, grants
-from scheduler.names import MAX_NAME_LENGTH, NAME_PATTERN, validate_name
-from scheduler.paging import Sort
+from scheduler.core.errors import InvalidInput
+from scheduler.core.names import MAX_NAME_LENGTH, NAME_PATTERN, validate_name
+from scheduler.core.paging import Sort
+from scheduler.decisions.identity import ALL_TEAMS, Action, Decision, Role, Scope, grants
 from scheduler.store import identities, journal
 
 router = APIRouter(tags=["identities"])

@@ -41,7 +41,7 @@ from api.idempotency import Idempotent
 from api.paging import CountQuery, CursorQuery, PageLimitQuery
 from api.problems import problem_responses
 from api.routes.replication import replication_of
-from api.schemas import (
+from api.schemas.resources import (
     EventPage,
     EventPublic,
     JobCreate,
@@ -56,15 +56,15 @@ from api.schemas import (
 )
 from api.security.rules import principal_of
 from api.threads import in_thread
-from scheduler import labels as label_rules
 from scheduler.config import Settings
-from scheduler.errors import InvalidInput
-from scheduler.identity import Principal
-from scheduler.names import MAX_NAME_LENGTH, validate_name
-from scheduler.nudges import creation_wakes_owner
-from scheduler.paging import Sort, Window
-from scheduler.records import ClusterRecord, JobRecord, JobSpec
-from scheduler.states import Command, DesiredState, JobState, Priority, command_effect
+from scheduler.core.errors import InvalidInput
+from scheduler.core.names import MAX_NAME_LENGTH, validate_name
+from scheduler.core.nudges import creation_wakes_owner
+from scheduler.core.paging import Sort, Window
+from scheduler.core.records import ClusterRecord, JobRecord, JobSpec
+from scheduler.core.states import Command, DesiredState, JobState, Priority, command_effect
+from scheduler.decisions import labels as label_rules
+from scheduler.decisions.identity import Principal
 from scheduler.store import catalog as catalog_store
 from scheduler.store import jobs as jobs_store
 from scheduler.store import journal, reads
@@ -122,7 +122,7 @@ def check_submission(
     entrypoint: str | None,
     conf: dict[str, str] | None,
 ) -> None:
-    """The submission policy (``scheduler.submission``) for a job of ``group``, on its
+    """The submission policy (``scheduler.decisions.submission``) for a job of ``group``, on its
     clusters' artifact roots as read (only when there is an entrypoint to check)."""
     clusters = (
         catalog_store.artifact_roots_of_groups(session, [group]).get(group, {})

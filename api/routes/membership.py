@@ -22,10 +22,10 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from api.deps import ActorDep, ContextDep, NodeContext, StoreDep
 from api.problems import problem_responses
-from scheduler.coordination import DRAINING
-from scheduler.errors import Conflict, CoordinationUnavailable, NotFound
-from scheduler.membership import MembershipSnapshot
-from scheduler.names import validate_name
+from scheduler.coordination.zookeeper import DRAINING
+from scheduler.core.errors import Conflict, CoordinationUnavailable, NotFound
+from scheduler.core.names import validate_name
+from scheduler.decisions.membership import MembershipSnapshot
 from scheduler.store import jobs as jobs_store
 from scheduler.store import journal
 from scheduler.store.db import Store
@@ -184,7 +184,7 @@ def _check_drain(snapshot: MembershipSnapshot, node_id: str) -> None:
 def _forward(ctx: NodeContext, api_url: str, node_id: str, draining: bool) -> None:
     import httpx
 
-    from scheduler.identity import NODE_SECRET_HEADER
+    from scheduler.decisions.identity import NODE_SECRET_HEADER
 
     url = f"{api_url.rstrip('/')}/v1/internal/drain"
     try:

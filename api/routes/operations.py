@@ -4,7 +4,7 @@ cancelled in one place.
 ``POST`` plans a bulk operation over the jobs a selector picks (teams, businesses, groups,
 clusters, states, priorities, a name prefix, labels, job names): with ``dry_run`` it answers the
 ordered plan and stores nothing; without, it stores the plan as an operation that the executor of
-its home group's pool runs item by item (``scheduler/operations/executor.py``, the machinery of
+its home group's pool runs item by item (``scheduler/loops/operations.py``, the machinery of
 failovers) and answers 201 at once. Each item applies the job command (what ``POST
 /v1/jobs/{name}/start|stop|restart`` does) and waits until the job reached it; the job's owner
 submits through the submission gate, so a bulk start is paced by the businesses' quotas.
@@ -32,15 +32,15 @@ from api.deps import ActorDep, ContextDep, PrincipalDep, StoreDep
 from api.idempotency import Idempotent
 from api.paging import CursorQuery, PageLimitQuery
 from api.problems import problem_responses
-from api.schemas_bulk import BulkCreate, OperationPage, OperationPublic
+from api.schemas.bulk import BulkCreate, OperationPage, OperationPublic
 from api.security.authz import Authorizer
-from scheduler.errors import Conflict, Forbidden, InvalidInput, NotFound
-from scheduler.identity import Action, Principal
-from scheduler.operations import bulk
-from scheduler.operations.executor import persist_bulk
-from scheduler.operations.model import OperationKind, OperationRecord, OperationState
-from scheduler.paging import Sort
-from scheduler.records import JobRecord
+from scheduler.core.errors import Conflict, Forbidden, InvalidInput, NotFound
+from scheduler.core.paging import Sort
+from scheduler.core.records import JobRecord
+from scheduler.decisions.identity import Action, Principal
+from scheduler.decisions.operations import bulk
+from scheduler.decisions.operations.model import OperationKind, OperationRecord, OperationState
+from scheduler.loops.operations import persist_bulk
 from scheduler.store import catalog as catalog_store
 from scheduler.store import journal
 from scheduler.store import operations as ops_store

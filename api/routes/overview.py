@@ -14,9 +14,9 @@ from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
 from api.deps import PrincipalDep, SearchQuery, StoreDep
-from api.schemas import Label, Name
-from scheduler.health import ClusterHealth
-from scheduler.states import DesiredState, JobState
+from api.schemas.resources import Label, Name
+from scheduler.core.states import DesiredState, JobState
+from scheduler.decisions.health import ClusterHealth
 from scheduler.store import overview as overview_store
 from scheduler.store.models import utcnow
 

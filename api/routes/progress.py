@@ -1,7 +1,7 @@
 """``GET /v1/jobs/{name}/progress``: a job's streaming progress now and its recent history.
 
 The progress is what the job's pipeline reports with its fence checks (``drover_runtime``;
-``scheduler/stalls.py`` says what it means); the history keeps one sample per job every
+``scheduler/decisions/stalls.py`` says what it means); the history keeps one sample per job every
 ``DROVER_PROGRESS_SAMPLE_INTERVAL`` seconds for ``DROVER_PROGRESS_HISTORY`` seconds, enough for
 a sparkline.
 """
@@ -15,9 +15,9 @@ from fastapi import APIRouter, Query
 
 from api.deps import ContextDep, NamePath, StoreDep
 from api.problems import problem_responses
-from api.progress_schemas import JobProgressPublic, ProgressPublic, SamplePublic
-from scheduler.names import validate_name
-from scheduler.stalls import effective_stall_after
+from api.schemas.progress import JobProgressPublic, ProgressPublic, SamplePublic
+from scheduler.core.names import validate_name
+from scheduler.decisions.stalls import effective_stall_after
 from scheduler.store import jobs as jobs_store
 from scheduler.store import progress as progress_store
 from scheduler.store.models import utcnow

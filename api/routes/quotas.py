@@ -1,4 +1,5 @@
-"""``/v1/quotas``: per-business submission quotas (``scheduler/quotas.py``, ``scheduler/gate.py``).
+"""``/v1/quotas``: per-business submission quotas (``scheduler/decisions/quotas.py``,
+``scheduler/decisions/gate.py``).
 
 A quota limits how fast a business's jobs are submitted (a token bucket shared by every node),
 and may bind the business to a dedicated group. Per-cluster caps are the cluster's own
@@ -17,9 +18,9 @@ from api import paging
 from api.deps import ActorDep, ContextDep, ExpectedVersionDep, NamePath, StoreDep
 from api.paging import CountQuery, CursorQuery, PageLimitQuery
 from api.problems import problem_responses
-from api.schemas_quotas import QuotaPage, QuotaPublic, QuotaPut
-from scheduler.paging import Sort
-from scheduler.quotas import QuotaRecord, QuotaSpec, validate_business
+from api.schemas.quotas import QuotaPage, QuotaPublic, QuotaPut
+from scheduler.core.paging import Sort
+from scheduler.decisions.quotas import QuotaRecord, QuotaSpec, validate_business
 from scheduler.store import journal
 from scheduler.store import quotas as quotas_store
 from scheduler.store.models import utcnow

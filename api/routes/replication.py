@@ -1,7 +1,7 @@
 """``/v1/jobs/{name}/replication`` and ``/v1/replication``: checkpoint replicas and their lag.
 
-Read-only: the replicator of each job's owner writes the figures (``scheduler.replication``), a
-failover takes a replica over (``make_available``). A job's replica is also shown in
+Read-only: the replicator of each job's owner writes the figures (``scheduler.loops.replication``),
+a failover takes a replica over (``make_available``). A job's replica is also shown in
 ``GET /v1/jobs/{name}`` (``replication``).
 """
 
@@ -15,14 +15,14 @@ from api import paging
 from api.deps import ContextDep, NamePath, PrincipalDep, StoreDep
 from api.paging import CountQuery, CursorQuery, Page, PageLimitQuery
 from api.problems import problem_responses
-from api.schemas import Label, Name, ReplicationPublic
+from api.schemas.resources import Label, Name, ReplicationPublic
 from scheduler.config import Settings
-from scheduler.errors import NotFound
-from scheduler.names import validate_name
-from scheduler.paging import Sort
-from scheduler.records import ClusterRecord, GroupRecord, JobRecord
-from scheduler.replicas import ReplicaRecord, ReplicaState, replica_target
-from scheduler.replication import stale_after
+from scheduler.core.errors import NotFound
+from scheduler.core.names import validate_name
+from scheduler.core.paging import Sort
+from scheduler.core.records import ClusterRecord, GroupRecord, JobRecord
+from scheduler.decisions.replication import ReplicaRecord, ReplicaState, replica_target
+from scheduler.loops.replication import stale_after
 from scheduler.store import catalog as catalog_store
 from scheduler.store import reads
 from scheduler.store import replicas as replicas_store

@@ -1,7 +1,7 @@
 """``/v1/jobs/{name}/revisions`` and ``/v1/jobs/{name}/rollback``: a job's spec history.
 
-Every spec change of a job is a revision (``scheduler.revisions``): revision ``n`` is the whole
-spec as it was once the job's ``spec_version`` became ``n``. The history is read a page at a
+Every spec change of a job is a revision (``scheduler.decisions.revisions``): revision ``n`` is the
+whole spec as it was once the job's ``spec_version`` became ``n``. The history is read a page at a
 time, one revision alone (optionally with its diff against another), or as a diff between two.
 A rollback applies an earlier revision's spec as a new spec change -- a new revision, an upgrade
 when the job runs (graceful stop, then the old spec from the same checkpoint) -- and is guarded
@@ -22,11 +22,11 @@ from api.idempotency import Idempotent
 from api.paging import CountQuery, CursorQuery, PageLimitQuery
 from api.problems import problem_responses
 from api.routes.jobs import GraceQuery, _etag, _name, change_spec
-from api.schemas import JobPublic, audit_doc
-from scheduler import revisions
-from scheduler.errors import Conflict
-from scheduler.paging import Sort
-from scheduler.records import RevisionRecord
+from api.schemas.resources import JobPublic, audit_doc
+from scheduler.core.errors import Conflict
+from scheduler.core.paging import Sort
+from scheduler.core.records import RevisionRecord
+from scheduler.decisions import revisions
 from scheduler.store import jobs as jobs_store
 from scheduler.store import journal
 from scheduler.store import revisions as revisions_store

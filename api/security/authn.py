@@ -25,8 +25,8 @@ from typing import Any
 from sqlalchemy import select
 
 from scheduler.config import Settings
-from scheduler.errors import IdentityProviderUnavailable, Unauthenticated
-from scheduler.identity import (
+from scheduler.core.errors import IdentityProviderUnavailable, Unauthenticated
+from scheduler.decisions.identity import (
     ANONYMOUS,
     FENCING_TOKEN_HEADER,
     NODE_SECRET_HEADER,

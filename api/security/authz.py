@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.config import Settings
-from scheduler.errors import PermissionCenterUnavailable
-from scheduler.identity import READ_ACTIONS, Action, Decision, Principal, Scope, decide
+from scheduler.core.errors import PermissionCenterUnavailable
+from scheduler.decisions.identity import READ_ACTIONS, Action, Decision, Principal, Scope, decide
 
 
 @dataclass

@@ -33,8 +33,13 @@ from api.problems import problem
 from api.security.authn import JwtVerifier, TokenCache, authenticate, bearer_token
 from api.threads import WorkerThreads
 from scheduler.config import Settings
-from scheduler.errors import DroverError, Unauthenticated
-from scheduler.identity import ANONYMOUS, FENCING_TOKEN_HEADER, NODE_SECRET_HEADER, Principal
+from scheduler.core.errors import DroverError, Unauthenticated
+from scheduler.decisions.identity import (
+    ANONYMOUS,
+    FENCING_TOKEN_HEADER,
+    NODE_SECRET_HEADER,
+    Principal,
+)
 from scheduler.store.db import Store
 
 #: paths anyone may call (probes, metrics, the API's own description)

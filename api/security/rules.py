@@ -32,9 +32,9 @@ from starlette.routing import BaseRoute
 from api import deferred
 from api.security.authz import Authorizer
 from api.threads import in_thread
-from scheduler.errors import Forbidden, InvalidInput, NotFound, Unauthenticated
-from scheduler.identity import ANONYMOUS, Action, Principal
-from scheduler.names import name_problem
+from scheduler.core.errors import Forbidden, InvalidInput, NotFound, Unauthenticated
+from scheduler.core.names import name_problem
+from scheduler.decisions.identity import ANONYMOUS, Action, Principal
 from scheduler.store import reads
 
 

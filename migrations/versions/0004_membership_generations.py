@@ -19,7 +19,7 @@ depends_on = None
 def upgrade() -> None:
     # No rows: the first node that reads a group's members znode records its incarnation under
     # the generation that keeps the group's stored epochs claimable (0 when ZooKeeper kept its
-    # data, so epochs stay what they were; see scheduler.epochs.generation_for).
+    # data, so epochs stay what they were; see scheduler.decisions.epochs.generation_for).
     op.create_table(
         "membership_generations",
         sa.Column(

@@ -1,9 +1,9 @@
 """jobs: labels (a JSON map on the job, and job_labels for selectors); keyset-page indexes
 
-Labels are key/value pairs (``scheduler.labels``). The job's ``labels`` column is what reads
-return; ``job_labels`` holds the same pairs, one row each, so that a selector (``env=prod``,
+Labels are key/value pairs (``scheduler.decisions.labels``). The job's ``labels`` column is what
+reads return; ``job_labels`` holds the same pairs, one row each, so that a selector (``env=prod``,
 ``!canary``) is an indexed EXISTS in SQL. The two indexes on ``jobs`` serve the API's keyset pages
-sorted by state and by last change (``scheduler.paging``).
+sorted by state and by last change (``scheduler.core.paging``).
 
 Revision ID: 0011
 Revises: 0010

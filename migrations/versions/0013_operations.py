@@ -2,8 +2,8 @@
 automatic failover policies
 
 - ``operations`` / ``operation_items``: an operation over many jobs (kind ``failover`` first)
-  and, per job, its planned action, step and step history (scheduler/operations/);
-- ``jobs.directive``: what an operation asks of the job's owner (scheduler/directive.py);
+  and, per job, its planned action, step and step history (scheduler/decisions/operations/);
+- ``jobs.directive``: what an operation asks of the job's owner (scheduler/core/directive.py);
 - ``runs.fenced_at`` / ``runs.fence_superseded_at``: a run closed by fencing (its cluster could
   not be reached), and when its driver was first answered "superseded";
 - ``group_failover_policies``: a group's automatic failover (off unless enabled).

@@ -7,10 +7,11 @@
      │                                  on stop (reconcilers and hosted loops first, then
      │                                  membership). THE place that hosts the node's loops:
      │   ClusterMonitor monitor.py      probes the clusters of the node's groups, votes, decides
-     │                                  their health (``scheduler.monitor``, ``scheduler.health``)
+     │                                  their health (``scheduler.loops.monitor``,
+     │                                  ``scheduler.decisions.health``)
      │   ReplicationLoop replicator.py  mirrors the checkpoints of the replicated jobs this node
      │                                  owns into their other cluster's root
-     │                                  (``scheduler.replication``)
+     │                                  (``scheduler.loops.replication``)
      ├── Membership     membership.py   Ray actor (its own process: the ZooKeeper session)
      └── JobReconciler  reconcilers.py  Ray actor: one reconcile loop per group, all in one
                                         process (a group costs a loop, not a process); also
@@ -25,13 +26,13 @@ components hosted in an existing process, each with its own loop that never dies
 what the API and the CLI call. ``common.py`` holds what the actors share (names, timeouts, the
 Ray import with loopback binding).
 
-Membership holds the node's ZooKeeper session (all of it in ``scheduler.coordination``) and hands
-each reconcile loop its current :class:`~scheduler.ownership.Claim` at the start of every tick,
-decided by the pure :func:`scheduler.membership.decide_claim`. Actors are restartable
-(``max_restarts=-1``): a restarted actor reruns its constructor with no state and recovers what it
-needs from the store. Their loops start lazily on the first call (``ping``/``nudge``), so a
-supervisor ping after a restart brings them back. Blocking work (store, clusters) runs in worker
-threads; the event loops only wait and wake.
+Membership holds the node's ZooKeeper session (all of it in ``scheduler.coordination.zookeeper``)
+and hands each reconcile loop its current :class:`~scheduler.core.ownership.Claim` at the start of
+every tick, decided by the pure :func:`scheduler.decisions.membership.decide_claim`. Actors are
+restartable (``max_restarts=-1``): a restarted actor reruns its constructor with no state and
+recovers what it needs from the store. Their loops start lazily on the first call
+(``ping``/``nudge``), so a supervisor ping after a restart brings them back. Blocking work (store,
+clusters) runs in worker threads; the event loops only wait and wake.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # not at run time: the Membership worker loads no pydantic (membership.py)
     from scheduler.config import Role, Settings
-    from scheduler.membership import MembershipSettings
+    from scheduler.decisions.membership import MembershipSettings
 
 # Ray must bind to loopback only; it reads this before it starts (see RUNTIME-NOTES).
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
@@ -19,7 +19,7 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 # Python allocates small objects itself; a few MiB less resident per node (issue 8,
 # bench/node_rss.py).
 os.environ.setdefault("MALLOC_ARENA_MAX", "2")
-# The actors' log lines are the node's (scheduler/logs.py): Ray ships them to the node process
+# The actors' log lines are the node's (scheduler/core/logs.py): Ray ships them to the node process
 # as they are -- no "(Actor pid=...)" prefix, no colour codes, no "[repeated 3x]" folding of
 # similar lines (which would also hold lines back for seconds).
 os.environ.setdefault("RAY_DISABLE_WORKER_LOG_PREFIX", "1")

@@ -20,7 +20,7 @@ from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
 from scheduler.actors.common import MEMBERSHIP, PING_TIMEOUT, ray
-from scheduler.ownership import Claim
+from scheduler.core.ownership import Claim
 
 
 class HostedLoop(ABC):

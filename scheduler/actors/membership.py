@@ -1,11 +1,12 @@
 """The Membership actor: the node's ZooKeeper session, its views of its groups, and claims.
 
-The session and every ZooKeeper call live in :mod:`scheduler.coordination`; the decisions (which
-claim, degraded or not) are the pure functions of :mod:`scheduler.membership`. This actor only
-keeps the inputs of those decisions current: the connection state (the coordinator's
-:class:`~scheduler.coordination.Connection`, in the order the events happened), the views, and the
-lease — renewed by one cheap ZooKeeper round trip every quarter session timeout and valid for
-``LEASE_SHARE`` of the session timeout, on the monotonic clock so a thawed node finds it expired.
+The session and every ZooKeeper call live in :mod:`scheduler.coordination.zookeeper`; the decisions
+(which claim, degraded or not) are the pure functions of :mod:`scheduler.decisions.membership`. This
+actor only keeps the inputs of those decisions current: the connection state (the coordinator's
+:class:`~scheduler.coordination.zookeeper.Connection`, in the order the events happened), the views,
+and the lease — renewed by one cheap ZooKeeper round trip every quarter session timeout and valid
+for ``LEASE_SHARE`` of the session timeout, on the monotonic clock so a thawed node finds it
+expired.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 from ray.exceptions import RayError, RayTaskError
 
 from scheduler.actors.common import LEASE_SHARE, RECONCILER, managed_groups, ray
-from scheduler.coordination import (
+from scheduler.coordination.zookeeper import (
     Connection,
     ConnectionChanged,
     Coordinator,
@@ -27,10 +28,11 @@ from scheduler.coordination import (
     Registered,
     ViewChanged,
 )
-from scheduler.epochs import Incarnation
-from scheduler.errors import Conflict, CoordinationUnavailable, DroverError
-from scheduler.logs import configure_from
-from scheduler.membership import (
+from scheduler.core.errors import Conflict, CoordinationUnavailable, DroverError
+from scheduler.core.logs import configure_from
+from scheduler.core.ownership import Claim
+from scheduler.decisions.epochs import Incarnation
+from scheduler.decisions.membership import (
     LeaseState,
     MembershipSettings,
     MembershipSnapshot,
@@ -39,7 +41,6 @@ from scheduler.membership import (
     decide_claim,
     degraded_now,
 )
-from scheduler.ownership import Claim
 
 log = logging.getLogger("drover.actors.membership")
 
@@ -308,7 +309,8 @@ class Membership:
         )
 
     async def snapshot(self) -> MembershipSnapshot:
-        """Membership as this node sees it now (one typed value; see scheduler.membership)."""
+        """Membership as this node sees it now (one typed value; see
+        scheduler.decisions.membership)."""
         self._ensure_loop()
         return self._snapshot()
 

@@ -1,6 +1,6 @@
 """The ClusterMonitor: every probe interval (±20 % jitter, so the nodes do not probe in step)
-one :meth:`scheduler.monitor.HealthMonitor.round` over the clusters of this node's groups, with
-the live nodes membership sees (see :mod:`scheduler.monitor`). The loop never dies.
+one :meth:`scheduler.loops.monitor.HealthMonitor.round` over the clusters of this node's groups,
+with the live nodes membership sees (see :mod:`scheduler.loops.monitor`). The loop never dies.
 
 A loop hosted by the NodeSupervisor in the node process (:mod:`scheduler.actors.hosted`); its
 probes and store writes run in worker threads, so the supervisor's event loop only waits.
@@ -18,9 +18,9 @@ from scheduler.actors.common import MEMBERSHIP, PING_TIMEOUT, ray
 from scheduler.actors.hosted import HostedLoop
 from scheduler.backends.registry import BackendRegistry
 from scheduler.config import Settings
-from scheduler.membership import MembershipSnapshot
-from scheduler.metrics import MonitorMetrics
-from scheduler.monitor import HealthMonitor
+from scheduler.core.metrics import MonitorMetrics
+from scheduler.decisions.membership import MembershipSnapshot
+from scheduler.loops.monitor import HealthMonitor
 from scheduler.store.db import Store
 
 log = logging.getLogger("drover.actors.monitor")

@@ -3,8 +3,8 @@
 A loop hosted by the NodeSupervisor in the node process (:mod:`scheduler.actors.hosted`).
 Every ``DROVER_FAILOVER_INTERVAL`` seconds it asks Membership for this node's claim in each group
 (an operation is executed by the node holding the slot ``crc32(str(id)) % len(pool)`` of its home
-group's pool: :mod:`scheduler.operations.executor`), runs one
-:meth:`~scheduler.operations.executor.Executor.round` in a worker thread, then wakes the owners of
+group's pool: :mod:`scheduler.loops.operations`), runs one
+:meth:`~scheduler.loops.operations.Executor.round` in a worker thread, then wakes the owners of
 the jobs the round wrote to: this node's reconcile loop of their group, or the owning node's over
 ``POST /v1/internal/nudge``, once per group and node.
 """
@@ -22,8 +22,8 @@ from scheduler.actors.common import MEMBERSHIP, PING_TIMEOUT, RECONCILER, ray
 from scheduler.actors.hosted import HostedLoop, current_claims
 from scheduler.backends.registry import BackendRegistry
 from scheduler.config import Settings
-from scheduler.membership import MembershipSnapshot
-from scheduler.operations.executor import Executor
+from scheduler.decisions.membership import MembershipSnapshot
+from scheduler.loops.operations import Executor
 from scheduler.store.db import Store
 
 log = logging.getLogger("drover.actors.operations")
@@ -117,7 +117,7 @@ class OperationsExecutor(HostedLoop):
 def _forward_nudge(api_url: str, group: str, job: str, secret: str) -> None:
     import httpx
 
-    from scheduler.identity import NODE_SECRET_HEADER
+    from scheduler.decisions.identity import NODE_SECRET_HEADER
 
     try:
         httpx.post(

@@ -1,6 +1,6 @@
 """The JobReconciler actor: one reconcile loop per group this node manages, in one process.
 
-A group costs a loop (an asyncio task and a :class:`~scheduler.reconciler.Reconciler`), not a
+A group costs a loop (an asyncio task and a :class:`~scheduler.loops.reconciler.Reconciler`), not a
 Ray worker process: a node in 50 groups runs 50 loops here. Each loop runs ``Reconciler.tick``
 every interval and at once when nudged; ticks run in a bounded pool of worker threads (blocking
 store and cluster I/O never runs on the event loop). One group's failing tick never stops another
@@ -18,17 +18,17 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
 from scheduler.actors.common import CLAIM_TIMEOUT, MEMBERSHIP, ray, runtime_py_files
-from scheduler.backends.base import app_name_for
 from scheduler.backends.registry import BackendRegistry
 from scheduler.config import Settings
-from scheduler.epochs import Incarnation
-from scheduler.gating import SubmissionGate
-from scheduler.logs import configure_from, log_context
-from scheduler.metrics import ReconcilerMetrics
-from scheduler.ownership import Claim
-from scheduler.planning import RestartPolicy
-from scheduler.reconciler import SUBMIT_WORKERS, Reconciler
-from scheduler.stallwatch import StallRound, StallWatcher
+from scheduler.core.backend import app_name_for
+from scheduler.core.logs import configure_from, log_context
+from scheduler.core.metrics import ReconcilerMetrics
+from scheduler.core.ownership import Claim
+from scheduler.decisions.epochs import Incarnation
+from scheduler.decisions.planning import RestartPolicy
+from scheduler.loops.gate import SubmissionGate
+from scheduler.loops.reconciler import SUBMIT_WORKERS, Reconciler
+from scheduler.loops.stalls import StallRound, StallWatcher
 from scheduler.store.db import Store
 from scheduler.store.generations import GenerationResolver
 from scheduler.store.ledger import SqlLedger
@@ -63,7 +63,7 @@ class GroupLoop:
     ) -> None:
         self.group = group
         self._metrics = metrics
-        #: the owner's stall check of the group (scheduler.stallwatch), after a tick when due
+        #: the owner's stall check of the group (scheduler.loops.stalls), after a tick when due
         self._stall_check = stall_check
         self._stall_interval = stall_interval
         self._stall_checked = -float("inf")
@@ -280,7 +280,7 @@ class JobReconciler:
         self._metrics.forget(group)
 
     async def metrics(self) -> list[Any]:
-        """The loops' figures (Prometheus metric families; see scheduler.metrics)."""
+        """The loops' figures (Prometheus metric families; see scheduler.core.metrics)."""
         return self._metrics.collect()
 
     async def resolve_generation(self, group: str, incarnation: Incarnation, cversion: int) -> int:

@@ -1,5 +1,5 @@
 """The replication loop: every ``replication_interval`` (±20 % jitter) one
-:meth:`scheduler.replication.Replicator.round` over the jobs this node owns, with the claims
+:meth:`scheduler.loops.replication.Replicator.round` over the jobs this node owns, with the claims
 Membership hands out (a node replicates exactly the jobs it owns: ``crc32(name) % pool``). The
 loop never dies; a round is bounded by ``replication_round_seconds``.
 
@@ -18,7 +18,7 @@ from typing import Any
 
 from scheduler.actors.hosted import HostedLoop, current_claims
 from scheduler.config import Settings
-from scheduler.replication import Replicator
+from scheduler.loops.replication import Replicator
 from scheduler.store.db import Store
 
 log = logging.getLogger("drover.actors.replicator")

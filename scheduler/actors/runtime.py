@@ -15,13 +15,13 @@ from ray.exceptions import RayTaskError
 from scheduler.actors.common import PING_TIMEOUT, ray
 from scheduler.actors.host import LoopThread
 from scheduler.actors.supervisor import NodeSupervisor
+from scheduler.actors.worker_output import WorkerOutputTail
 from scheduler.config import Settings
-from scheduler.errors import CoordinationUnavailable, DroverError
-from scheduler.logs import configure_from, worker_output_printer
-from scheduler.membership import MembershipSnapshot, Mode, NodeCard, unavailable
-from scheduler.metrics import ActorMetrics
-from scheduler.nudges import Coalescer
-from scheduler.worker_output import WorkerOutputTail
+from scheduler.core.errors import CoordinationUnavailable, DroverError
+from scheduler.core.logs import configure_from, worker_output_printer
+from scheduler.core.metrics import ActorMetrics
+from scheduler.core.nudges import Coalescer
+from scheduler.decisions.membership import MembershipSnapshot, Mode, NodeCard, unavailable
 
 log = logging.getLogger("drover.actors.runtime")
 
@@ -33,8 +33,8 @@ SNAPSHOT_MAX_AGE = PING_TIMEOUT + 1.0
 #
 # Drover uses named, restartable async actors (``max_restarts``, ``ray.get_actor`` by name in the
 # node's namespace), calls on them with timeouts, and the workers' log lines in the node's log
-# (read from their files by a thread of the node process, scheduler/worker_output.py, instead of
-# Ray's log monitor process; actor errors reach their callers with the calls). It does not use
+# (read from their files by a thread of the node process, scheduler/actors/worker_output.py, instead
+# of Ray's log monitor process; actor errors reach their callers with the calls). It does not use
 # the dashboard, the state/observability API (``ray list``, timeline), metrics, runtime
 # environments, the autoscaler, job submission or usage statistics. What is switched off below
 # costs none of the former (bench/node_rss.py measures the result). The dashboard agent and the
@@ -81,7 +81,7 @@ def switch_off_unused_helpers() -> None:
       Drover node is one fixed-size local Ray instance;
     - the log monitor: it tails the workers' output files and publishes their lines through
       the GCS to drivers started with ``log_to_driver`` (the node starts Ray without it and
-      follows the same files itself, :class:`~scheduler.worker_output.WorkerOutputTail`).
+      follows the same files itself, :class:`~scheduler.actors.worker_output.WorkerOutputTail`).
       Nothing else in Ray reads from it.
 
     Any may already be gone (a failed start); that is not an error.
@@ -155,7 +155,7 @@ class NodeRuntime:
         self._supervisor: NodeSupervisor | None = None
         self._host: LoopThread | None = None
         self._forwarder = ThreadPoolExecutor(max_workers=4, thread_name_prefix="nudge-forward")
-        #: nudges on their way (scheduler/nudges.py): to this node's loops, by group; to other
+        #: nudges on their way (scheduler/core/nudges.py): to this node's loops, by group; to other
         #: nodes, by (API URL, group)
         self._local_nudges = Coalescer()
         self._forwarded_nudges = Coalescer()
@@ -165,7 +165,7 @@ class NodeRuntime:
         """Start Ray and the actors; raises DroverError (e.g. DuplicateNode) with its own text."""
         self._start_ray()
         # ray.init (and importing ray) set up Ray's own logging: ours again, and the actors'
-        # output printed as our records (scheduler/logs.py) before any actor starts
+        # output printed as our records (scheduler/core/logs.py) before any actor starts
         configure_from(self._settings, "api")
         self._output = follow_worker_output(self._settings.log_format)
         switch_off_unused_helpers()
@@ -219,7 +219,7 @@ class NodeRuntime:
 
     def nudge_local(self, group: str) -> None:
         """Fire and forget: this node's reconcile loop of ``group`` runs a tick now (one nudge
-        of a burst: scheduler/nudges.py)."""
+        of a burst: scheduler/core/nudges.py)."""
         if self._supervisor is None or self._host is None:
             return
         if not self._local_nudges.claim(group):
@@ -266,8 +266,8 @@ class NodeRuntime:
         return NodeCard(s.node_id, s.resolved_api_url, s.az, s.cloud)
 
     def views(self) -> MembershipSnapshot:
-        """Membership as this node sees it (see scheduler.membership.MembershipSnapshot): the
-        supervisor's last read of it, at most ``SNAPSHOT_INTERVAL`` old while Membership
+        """Membership as this node sees it (see scheduler.decisions.membership.MembershipSnapshot):
+        the supervisor's last read of it, at most ``SNAPSHOT_INTERVAL`` old while Membership
         answers. Never waits on an actor (the API calls this on request paths: a create finds
         the job's owner here to nudge it); a snapshot older than ``SNAPSHOT_MAX_AGE`` is not
         trusted (Membership is not answering) and the mode is UNKNOWN."""
@@ -343,7 +343,7 @@ class NodeRuntime:
 def _forward_nudge(api_url: str, group: str, job: str, secret: str) -> None:
     import httpx
 
-    from scheduler.identity import NODE_SECRET_HEADER
+    from scheduler.decisions.identity import NODE_SECRET_HEADER
 
     try:
         httpx.post(

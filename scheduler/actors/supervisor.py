@@ -28,6 +28,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 from ray.exceptions import ActorUnavailableError, RayActorError
 
+from scheduler.actors.alerts import AlertLoop
 from scheduler.actors.common import (
     LEASE_SHARE,
     MEMBERSHIP,
@@ -43,10 +44,8 @@ from scheduler.actors.monitor import ClusterMonitor
 from scheduler.actors.operations import OperationsExecutor
 from scheduler.actors.reconcilers import JobReconciler
 from scheduler.actors.replicator import ReplicationLoop
-from scheduler.alertloop import AlertLoop
 from scheduler.config import Settings
-from scheduler.membership import MembershipSettings, MembershipSnapshot
-from scheduler.metrics import (
+from scheduler.core.metrics import (
     ActorMetrics,
     AlertMetrics,
     MonitorMetrics,
@@ -54,6 +53,7 @@ from scheduler.metrics import (
     families_of,
     membership_families,
 )
+from scheduler.decisions.membership import MembershipSettings, MembershipSnapshot
 from scheduler.store import catalog as catalog_store
 from scheduler.store.db import Store
 

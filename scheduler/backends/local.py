@@ -80,7 +80,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from scheduler.backends.base import (
+from scheduler.backends.driverlog import app_id_in
+from scheduler.core.backend import (
     AppInfo,
     AppState,
     AppStatus,
@@ -88,9 +89,8 @@ from scheduler.backends.base import (
     Submission,
     SubmitRequest,
 )
-from scheduler.backends.driverlog import app_id_in
-from scheduler.errors import ClusterError, ClusterUnreachable, SubmissionRejected
-from scheduler.submission import OWNED_PROPERTIES
+from scheduler.core.errors import ClusterError, ClusterUnreachable, SubmissionRejected
+from scheduler.decisions.submission import OWNED_PROPERTIES
 
 log = logging.getLogger(__name__)
 
@@ -323,7 +323,7 @@ class _LogScan:
 
 
 class LocalSparkSubmitBackend:
-    """:class:`~scheduler.backends.base.ClusterBackend` for Spark local mode via spark-submit.
+    """:class:`~scheduler.core.backend.ClusterBackend` for Spark local mode via spark-submit.
 
     Thread-safe. Calls block only briefly (a /proc scan, small file reads); :meth:`kill` returns
     at once and escalates to SIGKILL in the background after ``kill_grace_s``.

@@ -16,11 +16,11 @@ import threading
 from dataclasses import replace
 from urllib.parse import urlsplit
 
-from scheduler.backends.base import ClusterBackend
 from scheduler.config import Settings
-from scheduler.errors import ClusterError
-from scheduler.records import ClusterRecord
-from scheduler.states import ClusterKind
+from scheduler.core.backend import ClusterBackend
+from scheduler.core.errors import ClusterError
+from scheduler.core.records import ClusterRecord
+from scheduler.core.states import ClusterKind
 
 _LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 

@@ -91,8 +91,8 @@ yet, failed, not linked yet). A reconciler asks :meth:`status` only about those:
 over 10,000 running jobs costs one listing, not 10,000 calls.
 
 Errors: connection errors, timeouts, 5xx and garbled answers raise
-:class:`~scheduler.errors.ClusterUnreachable` (chained); a 4xx or ``success: false`` on create
-raises :class:`~scheduler.errors.SubmissionRejected`. A create that times out may still have
+:class:`~scheduler.core.errors.ClusterUnreachable` (chained); a 4xx or ``success: false`` on create
+raises :class:`~scheduler.core.errors.SubmissionRejected`. A create that times out may still have
 created a driver: callers :meth:`find` the app name before submitting again.
 
 Kill: ``POST kill/<id>``; ``success: false`` ("already finished or does not exist") counts as
@@ -119,14 +119,6 @@ from typing import Any, NamedTuple
 
 import httpx
 
-from scheduler.backends.base import (
-    AppInfo,
-    AppState,
-    AppStatus,
-    ProbeResult,
-    Submission,
-    SubmitRequest,
-)
 from scheduler.backends.changes import ChangeLog, Changes, Mark
 from scheduler.backends.driverlog import (
     APP_TAG_PROPERTY,
@@ -136,8 +128,16 @@ from scheduler.backends.driverlog import (
     app_tag,
     parse_log_page,
 )
-from scheduler.errors import ClusterError, ClusterUnreachable, SubmissionRejected
-from scheduler.submission import OWNED_PROPERTIES
+from scheduler.core.backend import (
+    AppInfo,
+    AppState,
+    AppStatus,
+    ProbeResult,
+    Submission,
+    SubmitRequest,
+)
+from scheduler.core.errors import ClusterError, ClusterUnreachable, SubmissionRejected
+from scheduler.decisions.submission import OWNED_PROPERTIES
 
 __all__ = [
     "APP_TAG_PROPERTY",
@@ -331,7 +331,7 @@ class _Cache:
 
 
 class StandaloneRestBackend:
-    """:class:`~scheduler.backends.base.ClusterBackend` for one Spark standalone master.
+    """:class:`~scheduler.core.backend.ClusterBackend` for one Spark standalone master.
 
     Thread-safe; every call is a few short HTTP requests (``timeout_s`` each).
     """

@@ -1,7 +1,7 @@
 """Alerts in the store: channels, alerts (raised, folded, resolved) and the delivery outbox.
 
-What to raise, folding and routing are :mod:`scheduler.alerting`'s decisions; this module keeps
-their results, each change with its outbox rows in the caller's transaction (so a node crash
+What to raise, folding and routing are :mod:`scheduler.decisions.alerts`'s decisions; this module
+keeps their results, each change with its outbox rows in the caller's transaction (so a node crash
 loses no message, and two nodes never raise the same alert twice: ``alerts.open_key`` is
 unique while an alert fires).
 """
@@ -17,7 +17,8 @@ from sqlalchemy import and_, exists, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, aliased
 
-from scheduler.alerting import (
+from scheduler.core.errors import AlreadyExists, NotFound
+from scheduler.decisions.alerts import (
     SEVERITY,
     AlertKind,
     AlertRecord,
@@ -30,7 +31,6 @@ from scheduler.alerting import (
     key_of,
     routes,
 )
-from scheduler.errors import AlreadyExists, NotFound
 from scheduler.store.models import Job, Run, utcnow
 from scheduler.store.models_observe import Alert, AlertChannel, AlertDelivery
 

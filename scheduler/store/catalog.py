@@ -11,19 +11,19 @@ from sqlalchemy import bindparam, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from scheduler import catalog, storage
-from scheduler.errors import (
+from scheduler.core.errors import (
     AlreadyExists,
     Conflict,
     InvalidInput,
     NotFound,
 )
-from scheduler.paging import KeyPart, Window
-from scheduler.records import (
+from scheduler.core.paging import KeyPart, Window
+from scheduler.core.records import (
     ClusterRecord,
     GroupRecord,
 )
-from scheduler.states import JobState
+from scheduler.core.states import JobState
+from scheduler.decisions import catalog, storage
 from scheduler.store import paging
 from scheduler.store.mapping import cluster_record, cluster_spec, group_record
 from scheduler.store.models import Cluster, Group, Job, utcnow
@@ -35,7 +35,7 @@ def _spec_values(spec: catalog.ClusterSpec) -> dict[str, Any]:
 
 def _check_catalog_version(kind: str, row: Cluster | Group, expected_version: int | None) -> None:
     if expected_version is not None and row.version != expected_version:
-        from scheduler.errors import PreconditionFailed
+        from scheduler.core.errors import PreconditionFailed
 
         raise PreconditionFailed(
             f"{kind} {row.name!r} is at version {row.version}, not {expected_version}"

@@ -21,7 +21,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from scheduler.errors import SchemaOutOfDate, StoreError, StoreUnavailable
+from scheduler.core.errors import SchemaOutOfDate, StoreError, StoreUnavailable
 from scheduler.store import schema
 
 if TYPE_CHECKING:

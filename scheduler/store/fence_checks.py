@@ -1,7 +1,8 @@
 """Fence check-ins: the first time a run's pipeline asked the fence endpoint as itself.
 
 Written by ``GET /v1/jobs/{name}/fence?run_id=<id>`` (api/routes/fence.py) once per run, read
-back as ``runs.fence_checked_at`` (scheduler/selffencing.py says what it means for the job).
+back as ``runs.fence_checked_at`` (scheduler/decisions/selffencing.py says what it means for the
+job).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from datetime import datetime
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
-from scheduler.states import RunState
+from scheduler.core.states import RunState
 from scheduler.store.models import Job, Run
 
 _FINAL = [s.value for s in RunState if s.is_final]

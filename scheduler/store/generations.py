@@ -1,8 +1,8 @@
 """Membership generations: one record per incarnation of a group's members znode.
 
 The rule (which generation a new incarnation gets, and why the epochs it makes never go down) is
-the pure :func:`scheduler.epochs.generation_for`; this module reads its inputs and records its
-answer. A record is written once and never changed. Two nodes recording at the same time cannot
+the pure :func:`scheduler.decisions.epochs.generation_for`; this module reads its inputs and records
+its answer. A record is written once and never changed. Two nodes recording at the same time cannot
 both win: the primary key (group, generation) and the unique key (group, czxid, ctime) make the
 second insert fail, and the loser reads again and finds the winner's record
 (:func:`resolve_generation`).
@@ -17,8 +17,8 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from scheduler.epochs import GenerationChoice, Incarnation, generation_for
-from scheduler.errors import AlreadyExists, StoreError
+from scheduler.core.errors import AlreadyExists, StoreError
+from scheduler.decisions.epochs import GenerationChoice, Incarnation, generation_for
 from scheduler.store.db import Store
 from scheduler.store.models import Job, MembershipGeneration
 

@@ -15,8 +15,8 @@ from datetime import datetime
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
-from scheduler.errors import InvalidInput, StaleWrite
-from scheduler.health import (
+from scheduler.core.errors import InvalidInput, StaleWrite
+from scheduler.decisions.health import (
     ClusterHealth,
     Decider,
     Decision,
@@ -80,7 +80,8 @@ def health_of(session: Session, cluster: str) -> tuple[ClusterHealth, str, datet
 def _health(value: str) -> ClusterHealth:
     try:
         return ClusterHealth(value)
-    except ValueError:  # an unknown stored value is abnormal (see scheduler.health.is_abnormal)
+    # an unknown stored value is abnormal (see scheduler.decisions.health.is_abnormal)
+    except ValueError:
         return ClusterHealth.MANUAL_ABNORMAL
 
 

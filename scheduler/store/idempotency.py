@@ -1,4 +1,4 @@
-"""Idempotency keys in the store (``scheduler.idempotency`` says what they are for).
+"""Idempotency keys in the store (``scheduler.decisions.idempotency`` says what they are for).
 
 Each function takes a session; the caller owns the transaction. :func:`reserve` runs in a
 transaction of its own before the request's work; :func:`mark_applied` runs inside the work's own
@@ -17,8 +17,8 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from scheduler.errors import StaleWrite
-from scheduler.idempotency import LEASE_S, Decision, KeyState, StoredKey, decide
+from scheduler.core.errors import StaleWrite
+from scheduler.decisions.idempotency import LEASE_S, Decision, KeyState, StoredKey, decide
 from scheduler.store.models import IdempotencyKey
 
 
@@ -64,9 +64,9 @@ def reserve(
     ttl_s: float,
     lease_s: float = LEASE_S,
 ) -> Outcome:
-    """What to do with a request carrying ``key`` (``scheduler.idempotency.decide``), reserving
-    the key for it when it is to do its work. Raises KeyRace when another request inserted the
-    same new key in the meantime (ask again in a new transaction)."""
+    """What to do with a request carrying ``key`` (``scheduler.decisions.idempotency.decide``),
+    reserving the key for it when it is to do its work. Raises KeyRace when another request inserted
+    the same new key in the meantime (ask again in a new transaction)."""
     row = session.scalars(
         select(IdempotencyKey)
         .where(IdempotencyKey.subject == subject, IdempotencyKey.key == key)

@@ -12,8 +12,10 @@ from sqlalchemy import Connection, bindparam, delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from scheduler.errors import AlreadyExists, Conflict, InvalidInput, NotFound
-from scheduler.identity import (
+from scheduler.core.errors import AlreadyExists, Conflict, InvalidInput, NotFound
+from scheduler.core.names import validate_name
+from scheduler.core.paging import KeyPart, Window
+from scheduler.decisions.identity import (
     ALL_TEAMS,
     NewToken,
     Role,
@@ -21,8 +23,6 @@ from scheduler.identity import (
     mint_token,
     token_digest,
 )
-from scheduler.names import validate_name
-from scheduler.paging import KeyPart, Window
 from scheduler.store import paging
 from scheduler.store.models import ApiToken, Identity, RoleBinding, Team, utcnow
 

@@ -28,23 +28,23 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from scheduler import revisions
-from scheduler.errors import (
+from scheduler.core.errors import (
     AlreadyExists,
     Conflict,
     DroverError,
     InvalidInput,
     NotFound,
 )
-from scheduler.labels import Op, Requirement, validate_labels
-from scheduler.paging import KeyPart, Sort, Window
-from scheduler.records import (
+from scheduler.core.paging import KeyPart, Sort, Window
+from scheduler.core.records import (
     JobRecord,
     JobSpec,
     RunRecord,
 )
-from scheduler.stalls import OnStall
-from scheduler.states import DesiredState, JobState, Priority, transition
+from scheduler.core.states import DesiredState, JobState, Priority, transition
+from scheduler.decisions import revisions
+from scheduler.decisions.labels import Op, Requirement, validate_labels
+from scheduler.decisions.stalls import OnStall
 from scheduler.store import paging
 from scheduler.store import progress as progress_store
 from scheduler.store.catalog import (
@@ -494,7 +494,7 @@ def _check_version(job: Job, expected_version: int | None) -> None:
     (a PATCH with the ETag just read must not fail because the job went from QUEUED to
     STARTING meanwhile)."""
     if expected_version is not None and job.spec_version != expected_version:
-        from scheduler.errors import PreconditionFailed
+        from scheduler.core.errors import PreconditionFailed
 
         raise PreconditionFailed(
             f"job {job.name!r} is at spec version {job.spec_version}, not {expected_version}"
@@ -530,7 +530,7 @@ def update_job_spec(
     rollback_after: float | None = None,
     rollback_of: int | None = None,
 ) -> JobRecord:
-    """Apply spec changes as a new revision (``scheduler.revisions``).
+    """Apply spec changes as a new revision (``scheduler.decisions.revisions``).
 
     A change of a field the application was started with, on a job that runs, is an upgrade:
     the generation is bumped so the job's owner replaces the live run (a graceful stop waiting

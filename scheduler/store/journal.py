@@ -10,14 +10,14 @@ from typing import Any, Required, TypedDict, Unpack
 from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session
 
-from scheduler.errors import NotFound
-from scheduler.paging import KeyPart, Window
-from scheduler.records import (
+from scheduler.core.errors import NotFound
+from scheduler.core.paging import KeyPart, Window
+from scheduler.core.records import (
     AuditRecord,
     EventRecord,
     JobRecord,
 )
-from scheduler.states import JobState
+from scheduler.core.states import JobState
 from scheduler.store import paging
 from scheduler.store.models import AuditEntry, Job, JobEvent
 

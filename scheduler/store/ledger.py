@@ -19,19 +19,19 @@ from sqlalchemy import case, func, insert, or_, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from scheduler.errors import (
+from scheduler.core.errors import (
     NotFound,
     NotOwner,
     StaleWrite,
 )
-from scheduler.ledger import FailureQuery, Intent, LedgerView, Observation, Submitted
-from scheduler.ownership import Claim, Fence
-from scheduler.planning import Failures
-from scheduler.records import (
+from scheduler.core.ledger import FailureQuery, Intent, LedgerView, Observation, Submitted
+from scheduler.core.ownership import Claim, Fence
+from scheduler.core.records import (
     JobRecord,
     RunRecord,
 )
-from scheduler.states import DesiredState, JobState, RunState, transition
+from scheduler.core.states import DesiredState, JobState, RunState, transition
+from scheduler.decisions.planning import Failures
 from scheduler.store import reads
 from scheduler.store.db import Store
 from scheduler.store.mapping import run_record
@@ -83,10 +83,10 @@ def claim_jobs(
     view can never take a job back. The version is not bumped: ownership is not a spec change.
     ``only_unowned``: only jobs nobody owns (new jobs), found through the owner index.
 
-    Dedicated groups (``scheduler.quotas``): the jobs of ``bound_elsewhere`` (businesses bound
-    to another group: :func:`businesses_bound_elsewhere`) are never claimed here, whatever group
-    row they sit in. (A list, not a subquery: an UPDATE's subquery on MariaDB takes shared locks
-    on the quota rows that the submission gate's token writes then deadlock with.)
+    Dedicated groups (``scheduler.decisions.quotas``): the jobs of ``bound_elsewhere`` (businesses
+    bound to another group: :func:`businesses_bound_elsewhere`) are never claimed here, whatever
+    group row they sit in. (A list, not a subquery: an UPDATE's subquery on MariaDB takes shared
+    locks on the quota rows that the submission gate's token writes then deadlock with.)
     """
     fence = claim.fence
     candidates = (
@@ -275,7 +275,8 @@ def failures_since(
     return int(row[0]), last
 
 
-# -- the ledger the reconciler acts through (scheduler.ledger.Ledger) --------------------------
+# -- the ledger the reconciler acts through (scheduler.core.ledger.Ledger)
+# --------------------------
 
 
 class _Unset:
@@ -294,7 +295,7 @@ BINDINGS_TTL = 5.0
 
 
 class SqlLedger:
-    """:class:`scheduler.ledger.Ledger` in SQL: one transaction per method, few statements.
+    """:class:`scheduler.core.ledger.Ledger` in SQL: one transaction per method, few statements.
 
     A write is one fenced ``UPDATE jobs ... WHERE id AND version AND owner AND owner_epoch``
     (bumping the version and ``updated_at``), the run's ``UPDATE ... WHERE state is open`` and
@@ -1028,7 +1029,7 @@ class SqlLedger:
         return replace(written, current_run=replace(run, drain_deadline=deadline))
 
     def roll_back(self, job: JobRecord, fence: Fence, *, revision: int, reason: str) -> JobRecord:
-        from scheduler import revisions
+        from scheduler.decisions import revisions
         from scheduler.store import jobs as jobs_store
         from scheduler.store.revisions import revision_of
 

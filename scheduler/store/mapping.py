@@ -1,18 +1,18 @@
-"""Rows to records: the store hands out frozen records (scheduler.records), never ORM rows."""
+"""Rows to records: the store hands out frozen records (scheduler.core.records), never ORM rows."""
 
 from __future__ import annotations
 
-from scheduler import catalog
-from scheduler.backends.base import app_name_for
-from scheduler.directive import Directive
-from scheduler.records import (
+from scheduler.core.backend import app_name_for
+from scheduler.core.directive import Directive
+from scheduler.core.records import (
     ClusterRecord,
     GroupRecord,
     JobRecord,
     RunRecord,
 )
-from scheduler.stalls import OnStall
-from scheduler.states import DesiredState, JobState, Priority, RunState
+from scheduler.core.states import DesiredState, JobState, Priority, RunState
+from scheduler.decisions import catalog
+from scheduler.decisions.stalls import OnStall
 from scheduler.store.models import Cluster, Group, Job, Run
 
 

@@ -95,7 +95,7 @@ class Cluster(Base):
     health_reason: Mapped[str] = mapped_column(Text, default="")
     #: when the cluster entered its health state (None: NORMAL since it was created)
     health_since: Mapped[datetime | None] = mapped_column(UtcDateTime())
-    #: capacity limits, 0 = unlimited (see scheduler.catalog):
+    #: capacity limits, 0 = unlimited (see scheduler.decisions.catalog):
     #: submissions in flight at once on this cluster
     max_concurrent_submissions: Mapped[int] = mapped_column(Integer, default=0)
     #: live applications Drover keeps on this cluster
@@ -127,7 +127,7 @@ class MembershipGeneration(Base):
     """One incarnation of a group's ZooKeeper members znode and the generation it was given.
 
     Written once, never changed (``scheduler.store.generations``; the rule is in
-    ``scheduler.epochs``). Not tied to the group catalog: a node's groups come from its
+    ``scheduler.decisions.epochs``). Not tied to the group catalog: a node's groups come from its
     configuration and may precede their catalog record, and a recreated group keeps growing
     epochs.
     """
@@ -150,7 +150,7 @@ class Job(Base):
     __table_args__ = (
         #: a reconciler's incremental read: its jobs changed since a time (and unowned jobs)
         Index("ix_jobs_owner_owner_epoch_updated_at", "owner", "owner_epoch", "updated_at"),
-        #: the API's keyset pages sorted by state or by last change (``scheduler.paging``)
+        #: the API's keyset pages sorted by state or by last change (``scheduler.core.paging``)
         Index("ix_jobs_state_name", "state", "name"),
         Index("ix_jobs_updated_at_name", "updated_at", "name"),
     )
@@ -166,10 +166,11 @@ class Job(Base):
     conf: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
     #: explicit checkpoint location; empty = ``<cluster storage root>/<job name>``
     checkpoint_location: Mapped[str] = mapped_column(String(1024), default="")
-    #: mirror the checkpoint into the other cluster's root (``scheduler.replicas``); null = only
-    #: if the job is high priority
+    #: mirror the checkpoint into the other cluster's root (``scheduler.decisions.replication``);
+    #: null = only if the job is high priority
     replicate: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
-    #: key -> value (``scheduler.labels``); ``job_labels`` holds the same pairs for selectors
+    #: key -> value (``scheduler.decisions.labels``); ``job_labels`` holds the same pairs for
+    #: selectors
     labels: Mapped[dict[str, str] | None] = mapped_column(JSON, nullable=True)
 
     desired_state: Mapped[str] = mapped_column(String(16), index=True)
@@ -185,7 +186,7 @@ class Job(Base):
     #: restart backoff: do not submit before this instant
     not_before: Mapped[datetime | None] = mapped_column(UtcDateTime())
     #: seconds without a committed batch before a RUNNING job is stalled (None: automatic,
-    #: scheduler.stalls); what to do then: ``alert`` or ``restart``
+    #: scheduler.decisions.stalls); what to do then: ``alert`` or ``restart``
     stall_after: Mapped[float | None] = mapped_column(Float, nullable=True)
     on_stall: Mapped[str] = mapped_column(String(16), default="alert", server_default="alert")
 
@@ -198,13 +199,13 @@ class Job(Base):
     spec_version: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
-    #: what an operation (a failover) asks of the job's owner (scheduler/directive.py)
+    #: what an operation (a failover) asks of the job's owner (scheduler/core/directive.py)
     directive: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     #: seconds a graceful stop waits before a kill, as the last stop/restart/upgrade asked
     #: (null: the node's setting; 0: kill at once)
     grace_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
     #: a pending upgrade: rolled back to revision ``upgrade_from`` unless the job's generation
-    #: is RUNNING by ``upgrade_deadline`` (scheduler.revisions)
+    #: is RUNNING by ``upgrade_deadline`` (scheduler.decisions.revisions)
     upgrade_deadline: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
     upgrade_from: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
@@ -214,7 +215,7 @@ class Job(Base):
 
 
 class JobLabel(Base):
-    """One label of a job (``scheduler.labels``), for label selectors in SQL; the job's
+    """One label of a job (``scheduler.decisions.labels``), for label selectors in SQL; the job's
     ``labels`` column holds the same map for reading."""
 
     __tablename__ = "job_labels"
@@ -256,10 +257,11 @@ class Run(Base):
     started_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     ended_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     #: when the run's pipeline first asked the fence endpoint with its run id (None: never,
-    #: e.g. a plain PySpark pipeline without drover_runtime; see scheduler/selffencing.py)
+    #: e.g. a plain PySpark pipeline without drover_runtime; see scheduler/decisions/selffencing.py)
     fence_checked_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     #: the run was fenced: closed in the store while its cluster could not be reached (its token
-    #: superseded), and when its driver was first answered "superseded" (scheduler/steering.py)
+    #: superseded), and when its driver was first answered "superseded"
+    #: (scheduler/decisions/steering.py)
     fenced_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     fence_superseded_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     #: a graceful stop was asked (the fence answer tells the pipeline); killed after this instant
@@ -271,8 +273,8 @@ class Run(Base):
 
 
 class JobRevision(Base):
-    """One revision of a job's spec (``scheduler.revisions``): the whole spec as it was once the
-    job's ``spec_version`` became ``revision``. Written once, never changed."""
+    """One revision of a job's spec (``scheduler.decisions.revisions``): the whole spec as it was
+    once the job's ``spec_version`` became ``revision``. Written once, never changed."""
 
     __tablename__ = "job_revisions"
     __table_args__ = (UniqueConstraint("job_id", "revision"),)
@@ -358,8 +360,8 @@ class IdempotencyKey(Base):
 
 
 class ClusterVote(Base):
-    """One node's probe of one cluster (``scheduler.health.Vote``); pruned after the history the
-    monitor's decision looks at."""
+    """One node's probe of one cluster (``scheduler.decisions.health.Vote``); pruned after the
+    history the monitor's decision looks at."""
 
     __tablename__ = "cluster_votes"
     __table_args__ = (Index("ix_cluster_votes_cluster_name_at", "cluster_name", "at"),)
@@ -383,7 +385,7 @@ class ClusterHealthEvent(Base):
     at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
     from_state: Mapped[str] = mapped_column(String(32))
     to_state: Mapped[str] = mapped_column(String(32))
-    #: ``monitor`` or ``operator`` (``scheduler.health.Decider``)
+    #: ``monitor`` or ``operator`` (``scheduler.decisions.health.Decider``)
     decided_by: Mapped[str] = mapped_column(String(16))
     #: the operator's name, or the deciding monitor's node id
     actor: Mapped[str] = mapped_column(String(128))
@@ -447,15 +449,16 @@ class ApiToken(Base):
 
 class CheckpointReplica(Base):
     """A job's checkpoint replica in its other cluster's storage root, and how far behind the
-    source it is (``scheduler.replicas``; written by the replicator of the job's owner and by
-    ``make_available``). One per job; gone with the job."""
+    source it is (``scheduler.decisions.replication``; written by the replicator of the job's owner
+    and by ``make_available``). One per job; gone with the job."""
 
     __tablename__ = "checkpoint_replicas"
 
     job_id: Mapped[int] = mapped_column(
         ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True, autoincrement=False
     )
-    #: PENDING | CURRENT | LAGGING | ERROR | PROMOTED (``scheduler.replicas.ReplicaState``)
+    #: PENDING | CURRENT | LAGGING | ERROR | PROMOTED
+    #: (``scheduler.decisions.replication.ReplicaState``)
     state: Mapped[str] = mapped_column(String(16), default="PENDING")
     source_cluster: Mapped[str] = mapped_column(Name())
     source_location: Mapped[str] = mapped_column(String(1024))
@@ -484,7 +487,8 @@ class CheckpointReplica(Base):
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
-# -- operations: persisted plans executed item by item (scheduler/operations/) -------------------
+# -- operations: persisted plans executed item by item (scheduler/decisions/operations/)
+# -------------------
 
 
 class Operation(Base):
@@ -499,7 +503,7 @@ class Operation(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     kind: Mapped[str] = mapped_column(String(32))
-    #: PENDING | RUNNING | SUCCEEDED | FAILED | CANCELLED (scheduler.operations.model)
+    #: PENDING | RUNNING | SUCCEEDED | FAILED | CANCELLED (scheduler.decisions.operations.model)
     state: Mapped[str] = mapped_column(String(16))
     #: the group whose pool executes it (crc32 of the id over that pool)
     home_group: Mapped[str] = mapped_column(Name())
@@ -591,7 +595,7 @@ class BusinessQuota(Base):
     ``dedicated_group``: the group whose nodes alone own the business's jobs (null: any group).
     The bucket (``tokens`` counted at ``refilled_at``) is taken from by a conditional write on
     ``bucket_version`` (``scheduler.store.quotas.take_tokens``); ``version`` is the quota's
-    ``If-Match``. See ``scheduler/gate.py``.
+    ``If-Match``. See ``scheduler/decisions/gate.py``.
     """
 
     __tablename__ = "business_quotas"

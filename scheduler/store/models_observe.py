@@ -99,7 +99,8 @@ class AlertChannel(Base):
 
 
 class Alert(Base):
-    """One alert: raised when a condition appears, resolved when it ends (scheduler.alerting)."""
+    """One alert: raised when a condition appears, resolved when it ends
+    (scheduler.decisions.alerts)."""
 
     __tablename__ = "alerts"
 

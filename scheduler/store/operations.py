@@ -22,9 +22,12 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
-from scheduler.directive import Directive
-from scheduler.errors import AlreadyExists, Conflict, NotFound, NotOwner, StaleWrite
-from scheduler.operations.model import (
+from scheduler.core.directive import Directive
+from scheduler.core.errors import AlreadyExists, Conflict, NotFound, NotOwner, StaleWrite
+from scheduler.core.ownership import Fence
+from scheduler.core.records import JobRecord, RunRecord
+from scheduler.core.states import DesiredState, JobState, Priority, transition
+from scheduler.decisions.operations.model import (
     ACTIVE_STATES,
     FINAL_STEP_NAMES,
     ItemRecord,
@@ -34,9 +37,6 @@ from scheduler.operations.model import (
     StepEntry,
     transition_operation,
 )
-from scheduler.ownership import Fence
-from scheduler.records import JobRecord, RunRecord
-from scheduler.states import DesiredState, JobState, Priority, transition
 from scheduler.store.jobs import with_current_runs
 from scheduler.store.mapping import run_record
 from scheduler.store.models import (
@@ -692,7 +692,7 @@ def put_policy(
     by: str,
     expected_version: int | None = None,
 ) -> PolicyRecord:
-    from scheduler.errors import PreconditionFailed
+    from scheduler.core.errors import PreconditionFailed
     from scheduler.store.catalog import load_group
 
     load_group(session, group)

@@ -1,4 +1,4 @@
-"""Keyset pages in SQL (``scheduler.paging`` holds the cursors and says why keysets).
+"""Keyset pages in SQL (``scheduler.core.paging`` holds the cursors and says why keysets).
 
 ``read_page`` reads one page of a select: ordered by the key columns (the sort field, then a
 unique tie-breaker), strictly after the window's key, ``limit + 1`` rows to learn whether another
@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from sqlalchemy import ColumnElement, Connection, Select, and_, func, or_, select
 from sqlalchemy.orm import Session
 
-from scheduler.paging import KeyPart, Window
+from scheduler.core.paging import KeyPart, Window
 
 T = TypeVar("T")
 

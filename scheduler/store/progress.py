@@ -1,5 +1,5 @@
 """Streaming progress in the store: the latest report per run, the short history, and the
-owner's stall verdicts (fenced). The decisions are :mod:`scheduler.stalls`'s.
+owner's stall verdicts (fenced). The decisions are :mod:`scheduler.decisions.stalls`'s.
 
 Each function takes a session; the caller owns the transaction.
 """
@@ -14,10 +14,10 @@ from sqlalchemy import delete, func, insert, or_, select, update
 from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.orm import Session
 
-from scheduler.alerting import AlertKind, Signal, key_of
-from scheduler.ownership import Fence
-from scheduler.stalls import OnStall, ProgressRecord, StallChange
-from scheduler.states import JobState
+from scheduler.core.ownership import Fence
+from scheduler.core.states import JobState
+from scheduler.decisions.alerts import AlertKind, Signal, key_of
+from scheduler.decisions.stalls import OnStall, ProgressRecord, StallChange
 from scheduler.store.alerts import raise_alert, resolve_alert
 from scheduler.store.journal import add_event
 from scheduler.store.models import Job, JobEvent, Run

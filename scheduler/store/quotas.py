@@ -3,8 +3,8 @@
 Every SQL statement of the submission gate: the quota catalog (``/v1/quotas``), the dedicated
 groups' rules, what a reconcile tick's gate reads (buckets, cluster loads), the conditional
 write that takes tokens from a bucket, and the queue rows (position and reason of each job the
-gate holds back). The decisions are ``scheduler.gate`` (pure); the tick's use of them is
-``scheduler.gating``.
+gate holds back). The decisions are ``scheduler.decisions.gate`` (pure); the tick's use of them is
+``scheduler.loops.gate``.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from datetime import datetime
 from sqlalchemy import bindparam, delete, func, insert, or_, select, update
 from sqlalchemy.orm import Session
 
-from scheduler import quotas
-from scheduler.errors import Conflict, InvalidInput, NotFound, PreconditionFailed
-from scheduler.gate import Bucket
-from scheduler.gating import Loads, QueueRow
-from scheduler.paging import KeyPart, Window
-from scheduler.quotas import QuotaRecord, QuotaSpec
-from scheduler.states import RunState
+from scheduler.core.errors import Conflict, InvalidInput, NotFound, PreconditionFailed
+from scheduler.core.paging import KeyPart, Window
+from scheduler.core.states import RunState
+from scheduler.decisions import quotas
+from scheduler.decisions.gate import Bucket
+from scheduler.decisions.quotas import QuotaRecord, QuotaSpec
+from scheduler.loops.gate import Loads, QueueRow
 from scheduler.store import paging
 from scheduler.store.db import Store
 from scheduler.store.models import (
@@ -405,7 +405,7 @@ def queue_of(session: Session, job_ids: Iterable[int]) -> dict[int, QueueRow]:
 
 
 class SqlGateStore:
-    """The gate's interface to the store (``scheduler.gating.GateStore``)."""
+    """The gate's interface to the store (``scheduler.loops.gate.GateStore``)."""
 
     def __init__(self, store: Store, node_id: str) -> None:
         self._store = store

@@ -28,10 +28,10 @@ from typing import Any
 from sqlalchemy import Connection, Dialect, FromClause, Row, bindparam, select
 from sqlalchemy.orm import Session
 
-from scheduler.gating import QueueRow
-from scheduler.paging import KeyPart, Window
-from scheduler.records import ClusterRecord, GroupRecord, JobRecord
-from scheduler.replicas import ReplicaRecord
+from scheduler.core.paging import KeyPart, Window
+from scheduler.core.records import ClusterRecord, GroupRecord, JobRecord
+from scheduler.decisions.replication import ReplicaRecord
+from scheduler.loops.gate import QueueRow
 from scheduler.store.mapping import cluster_record, group_record, job_record
 from scheduler.store.models import CheckpointReplica, Cluster, Group, Job, QueueEntry, Run
 from scheduler.store.models_observe import RunProgress

@@ -2,7 +2,7 @@
 
 The lease says who may write into the replica's location right now: the replicator of the
 job's owner for one round (its node id), or a failover that took the replica over
-(``failover:<id>``, state PROMOTED, see :func:`scheduler.replication.make_available`). It is
+(``failover:<id>``, state PROMOTED, see :func:`scheduler.loops.replication.make_available`). It is
 taken by one conditional write -- free, already ours, expired, or a PROMOTED replica at another
 location than the one asked for -- and given back by the write that records what was done.
 Each function takes a session; the caller owns the transaction.
@@ -17,18 +17,18 @@ from sqlalchemy import ColumnElement, and_, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from scheduler.checkpoints import Lag
-from scheduler.errors import NotFound, StaleWrite
-from scheduler.paging import KeyPart, Window
-from scheduler.records import JobRecord
-from scheduler.replicas import (
+from scheduler.core.errors import NotFound, StaleWrite
+from scheduler.core.paging import KeyPart, Window
+from scheduler.core.records import JobRecord
+from scheduler.core.states import Priority
+from scheduler.decisions.checkpoints import Lag
+from scheduler.decisions.replication import (
     ReplicaRecord,
     ReplicaState,
     ReplicaTarget,
     observed_state,
     replica_transition,
 )
-from scheduler.states import Priority
 from scheduler.store import journal, paging
 from scheduler.store.jobs import with_current_runs
 from scheduler.store.models import CheckpointReplica, Job, utcnow
@@ -210,7 +210,8 @@ def _replica_conditions(
 
 def candidates(session: Session, group: str, *, index: int, size: int) -> list[JobRecord]:
     """The jobs of ``group`` the pool slot ``index`` of ``size`` owns that are replicated:
-    ``replicate`` set, or unset and high priority (``scheduler.replicas.replicates``)."""
+    ``replicate`` set, or unset and high priority
+    (``scheduler.decisions.replication.replicates``)."""
     jobs = list(
         session.scalars(
             select(Job)

@@ -1,4 +1,4 @@
-"""Job revisions in SQL: every spec change of a job is kept (``scheduler.revisions``).
+"""Job revisions in SQL: every spec change of a job is kept (``scheduler.decisions.revisions``).
 
 Each function takes a session; the caller owns the transaction (a revision is written in the
 spec change's own transaction, so the history never misses or invents one).
@@ -11,9 +11,9 @@ from typing import Any
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
-from scheduler.errors import NotFound
-from scheduler.paging import KeyPart, Window
-from scheduler.records import RevisionRecord
+from scheduler.core.errors import NotFound
+from scheduler.core.paging import KeyPart, Window
+from scheduler.core.records import RevisionRecord
 from scheduler.store import paging
 from scheduler.store.models import Job, JobRevision, utcnow
 

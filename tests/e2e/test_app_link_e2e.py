@@ -41,7 +41,7 @@ from typing import Any
 import pytest
 
 from scheduler.backends.standalone import StandaloneRestBackend
-from scheduler.ownership import owner_of
+from scheduler.core.ownership import owner_of
 from tests.conftest import SparkStandalone, wait_until
 from tests.support.nodes import DROVER, NodeProcess
 

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from harness.spark import PrivateSparkCluster
-from scheduler import catalog
+from scheduler.decisions import catalog
 from scheduler.store import catalog as catalog_store
 from scheduler.store import journal
 from scheduler.store.db import Store

@@ -26,7 +26,7 @@ import pytest
 
 from harness.fleet import seed_fleet
 from harness.simcluster import SimCluster
-from scheduler import catalog
+from scheduler.decisions import catalog
 from scheduler.store import catalog as catalog_store
 from scheduler.store.db import Store
 from tests.conftest import wait_until

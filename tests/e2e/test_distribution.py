@@ -26,8 +26,8 @@ import pytest
 import sqlalchemy as sa
 
 from harness.procs import live_pids
-from scheduler.epochs import split_epoch
-from scheduler.ownership import owner_of
+from scheduler.core.ownership import owner_of
+from scheduler.decisions.epochs import split_epoch
 from scheduler.store.db import Store
 from scheduler.store.models import Job
 from tests.conftest import SparkStandalone, require_env, wait_until

@@ -7,8 +7,8 @@ One real node (``drover node run``, fresh MariaDB database, a ZooKeeper namespac
   them), and one worker per actor (Membership, JobReconciler): no dashboard, autoscaler monitor
   or log monitor, and no idle worker kept;
 - the actors' records (their start, their ZooKeeper registration) reach the node's log, though
-  Ray's log monitor does not run (``scheduler/worker_output.py`` follows their files), as JSON
-  with their process names; and what they log while the node stops is there after it stopped.
+  Ray's log monitor does not run (``scheduler/actors/worker_output.py`` follows their files), as
+  JSON with their process names; and what they log while the node stops is there after it stopped.
 
 Memory figures are the bench's (``bench/node_rss.py``), not asserted here.
 """

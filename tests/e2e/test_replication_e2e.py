@@ -35,10 +35,10 @@ from typing import Any
 
 import pytest
 
-from scheduler import faults
-from scheduler.checkpoint_storage import LocalStorage
-from scheduler.checkpoints import Kind, classify, cut, last_complete_batch
-from scheduler.replication import MID_BATCH_FAULT, REPLICA, make_available
+from scheduler.core import faults
+from scheduler.decisions.checkpoints import Kind, classify, cut, last_complete_batch
+from scheduler.loops.replication import MID_BATCH_FAULT, REPLICA, make_available
+from scheduler.storage.local import LocalStorage
 from scheduler.store.db import Store
 from scheduler.store.models import Job
 from tests.conftest import SparkStandalone, wait_until
@@ -221,7 +221,9 @@ def test_a_job_resumes_on_b_from_its_replica_when_a_storage_is_gone(
     wait_until(ahead, timeout=BATCH_TIMEOUT_S, interval=0.5, what="two more batches on A")
     before = {p: b for p, b in files(replica).items() if p in cut(files(replica), copied)}
     once = stack.tmp / "fault-fired"
-    code = "from scheduler.replication import sync; import sys; sync(sys.argv[1], sys.argv[2])"
+    code = (
+        "from scheduler.loops.replication import sync; import sys; sync(sys.argv[1], sys.argv[2])"
+    )
     env = {**os.environ, faults.ENV: f"{MID_BATCH_FAULT}:{once}", "PYTHONPATH": str(ROOT)}
     killed = subprocess.run(
         [sys.executable, "-c", code, source.as_uri(), replica.as_uri()],

@@ -10,8 +10,8 @@ from datetime import timedelta
 import httpx
 import pytest
 
-from scheduler.alerting import AlertKind, ChannelKind, ChannelRecord, Signal, key_of
-from scheduler.alertloop import AlertLoop
+from scheduler.actors.alerts import AlertLoop
+from scheduler.decisions.alerts import AlertKind, ChannelKind, ChannelRecord, Signal, key_of
 from scheduler.store import alerts as alert_store
 from scheduler.store.db import Store
 from scheduler.store.models import utcnow

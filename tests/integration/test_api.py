@@ -58,8 +58,8 @@ def create(client: TestClient, name: str = "orders-enrich", **extra: Any) -> dic
 def submit_elsewhere(session: Any, name: str, node_id: str) -> tuple[Any, Any, int]:
     """What node ``node_id`` writes when it submits job ``name`` (wanted RUNNING): a run, and the
     job SUBMITTING with it as its current run. (The job read before, the run, the new version.)"""
-    from scheduler.backends.base import app_name_for
-    from scheduler.states import JobState
+    from scheduler.core.backend import app_name_for
+    from scheduler.core.states import JobState
     from scheduler.store import ledger
 
     job = jobs_store.get_job(session, name)
@@ -398,8 +398,8 @@ def test_fence_check_in_shows_whether_the_job_fences_itself(
     from dataclasses import replace
     from datetime import UTC, datetime, timedelta
 
-    from scheduler.selffencing import CHECK_IN_GRACE_S
-    from scheduler.states import JobState, RunState
+    from scheduler.core.states import JobState, RunState
+    from scheduler.decisions.selffencing import CHECK_IN_GRACE_S
     from scheduler.store import ledger
 
     def running_job(name: str, started_ago: float) -> str:
@@ -467,11 +467,11 @@ def test_a_list_shows_every_change_another_node_makes(
 
     from prometheus_client import REGISTRY
 
-    from api.schemas import JobPublic
-    from scheduler.gating import QueueRow
-    from scheduler.paging import Sort, Window
-    from scheduler.stalls import ProgressRecord
-    from scheduler.states import JobState
+    from api.schemas.resources import JobPublic
+    from scheduler.core.paging import Sort, Window
+    from scheduler.core.states import JobState
+    from scheduler.decisions.stalls import ProgressRecord
+    from scheduler.loops.gate import QueueRow
     from scheduler.store import fence_checks, ledger
     from scheduler.store import progress as progress_store
     from scheduler.store import quotas as quotas_store

@@ -22,7 +22,7 @@ from api.app import create_app
 from api.deps import NodeContext
 from api.paging import MAX_LIMIT
 from scheduler.config import Settings
-from scheduler.errors import StoreError
+from scheduler.core.errors import StoreError
 from scheduler.store import catalog as catalog_store
 from scheduler.store import inspection, journal
 from scheduler.store import jobs as jobs_store

@@ -21,15 +21,15 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from api.deps import NodeContext
 from api.security.rules import RULES, api_routes
-from scheduler.alerting import ChannelKind, ChannelRecord
-from scheduler.bootstrap import ensure_defaults
 from scheduler.config import Settings
-from scheduler.identity import Role
-from scheduler.operations.model import OperationKind
-from scheduler.quotas import QuotaSpec
-from scheduler.records import JobSpec
+from scheduler.core.records import JobSpec
+from scheduler.decisions.alerts import ChannelKind, ChannelRecord
+from scheduler.decisions.identity import Role
+from scheduler.decisions.operations.model import OperationKind
+from scheduler.decisions.quotas import QuotaSpec
 from scheduler.store import alerts, identities, operations, quotas
 from scheduler.store import jobs as jobs_store
+from scheduler.store.bootstrap import ensure_defaults
 from scheduler.store.db import Store
 from tests.support.auth import (
     CLIENT_HEADERS,

@@ -16,16 +16,16 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from api.deps import NodeContext
-from scheduler import catalog
-from scheduler.backends.base import app_name_for
 from scheduler.config import Settings
-from scheduler.identity import Role
-from scheduler.ledger import Backends
-from scheduler.operations import failover as fo
-from scheduler.operations.executor import Executor
-from scheduler.ownership import Claim, Fence
-from scheduler.planning import RestartPolicy
-from scheduler.reconciler import Reconciler
+from scheduler.core.backend import app_name_for
+from scheduler.core.ledger import Backends
+from scheduler.core.ownership import Claim, Fence
+from scheduler.decisions import catalog
+from scheduler.decisions.identity import Role
+from scheduler.decisions.operations import failover as fo
+from scheduler.decisions.planning import RestartPolicy
+from scheduler.loops.operations import Executor
+from scheduler.loops.reconciler import Reconciler
 from scheduler.store import catalog as catalog_store
 from scheduler.store.db import Store
 from scheduler.store.ledger import SqlLedger

@@ -18,14 +18,14 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from api.deps import NodeContext
 from harness.simcluster import SimCluster
-from scheduler.backends.base import app_name_for
 from scheduler.backends.registry import BackendRegistry
 from scheduler.config import Settings
-from scheduler.operations import failover as fo
-from scheduler.operations.executor import Executor
-from scheduler.ownership import Claim, Fence
-from scheduler.planning import RestartPolicy
-from scheduler.reconciler import Reconciler
+from scheduler.core.backend import app_name_for
+from scheduler.core.ownership import Claim, Fence
+from scheduler.decisions.operations import failover as fo
+from scheduler.decisions.planning import RestartPolicy
+from scheduler.loops.operations import Executor
+from scheduler.loops.reconciler import Reconciler
 from scheduler.store.db import Store
 from scheduler.store.ledger import SqlLedger
 

@@ -13,10 +13,10 @@ from typer.testing import CliRunner
 
 from api.app import create_app
 from api.deps import NodeContext
-from drover.cli import app
+from drover.cli.main import app
 from harness.nodes import free_port as _free_port
-from scheduler.bootstrap import ensure_defaults
 from scheduler.config import Settings
+from scheduler.store.bootstrap import ensure_defaults
 from scheduler.store.db import Store
 from tests.conftest import wait_until
 from tests.support.auth import admin_token

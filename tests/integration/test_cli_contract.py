@@ -1,7 +1,7 @@
 """The CLI's contract (issue 11, acceptance 5) against a real node API (uvicorn on loopback and
 a SQLite store): every command of the typer app — found by walking it, so a new command is
 covered — takes ``--json`` and prints exactly one parseable JSON document on stdout; every class
-of failure exits with its own code (``drover.cli_output.Exit``), with one line on stderr and
+of failure exits with its own code (``drover.cli.output.Exit``), with one line on stderr and
 nothing on stdout."""
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from typer.testing import CliRunner
 
 from api.app import create_app
 from api.deps import NodeContext
-from drover.cli import app
-from drover.cli_output import Exit
+from drover.cli.main import app
+from drover.cli.output import Exit
 from harness.nodes import free_port
-from scheduler.bootstrap import ensure_defaults
 from scheduler.config import Settings
+from scheduler.store.bootstrap import ensure_defaults
 from scheduler.store.db import Store
 from tests.conftest import wait_until
 from tests.support.auth import admin_token, member_token

@@ -15,14 +15,14 @@ from sqlalchemy import select
 
 from api.app import create_app
 from api.deps import NodeContext
-from scheduler.bootstrap import ensure_defaults
 from scheduler.config import Settings
-from scheduler.errors import StaleWrite
-from scheduler.health import ClusterHealth, HealthPolicy, Vote, decide
-from scheduler.records import JobSpec
+from scheduler.core.errors import StaleWrite
+from scheduler.core.records import JobSpec
+from scheduler.decisions.health import ClusterHealth, HealthPolicy, Vote, decide
 from scheduler.store import health as health_store
 from scheduler.store import jobs as jobs_store
 from scheduler.store import journal
+from scheduler.store.bootstrap import ensure_defaults
 from scheduler.store.db import Store
 from scheduler.store.models import utcnow
 from tests.integration.test_catalog_cli import api_url, drover

@@ -14,7 +14,7 @@ from api.app import create_app
 from api.console import CONSOLE_CSP, STATIC_DIR
 from api.deps import NodeContext
 from scheduler.config import Settings
-from scheduler.identity import Role, Scope
+from scheduler.decisions.identity import Role, Scope
 from scheduler.store import identities
 from scheduler.store.db import Store
 from tests.support.auth import admin_token, auth_headers, member_token

@@ -1,4 +1,4 @@
-"""scheduler.coordination against real ZooKeeper.
+"""scheduler.coordination.zookeeper against real ZooKeeper.
 
 The shared server (DROVER_TEST_ZK_HOSTS, tickTime 500) carries registration, views, duplicates,
 graceful stop, session expiry and namespaces, each test in its own namespace. Tests that stop,
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from scheduler.coordination import (
+from scheduler.coordination.zookeeper import (
     Connection,
     ConnectionChanged,
     Coordinator,
@@ -29,8 +29,8 @@ from scheduler.coordination import (
     Role,
     ViewChanged,
 )
-from scheduler.epochs import compose_epoch
-from scheduler.errors import DuplicateNode
+from scheduler.core.errors import DuplicateNode
+from scheduler.decisions.epochs import compose_epoch
 from scheduler.store.db import Store
 from scheduler.store.generations import GenerationResolver as StoreResolver
 from scheduler.store.generations import recorded_generations

@@ -20,11 +20,11 @@ from sqlalchemy import func, select
 from api.app import create_app
 from api.creations import Creation, Creations
 from api.deps import NodeContext
-from api.schemas import JobPublic
+from api.schemas.resources import JobPublic
 from scheduler.config import Settings
-from scheduler.errors import AlreadyExists, InvalidInput, RefusedSubmission
-from scheduler.identity import Principal, Role
-from scheduler.records import JobSpec
+from scheduler.core.errors import AlreadyExists, InvalidInput, RefusedSubmission
+from scheduler.core.records import JobSpec
+from scheduler.decisions.identity import Principal, Role
 from scheduler.store import jobs as jobs_store
 from scheduler.store.db import Store
 from scheduler.store.models import AuditEntry, Job, JobEvent, JobLabel, JobRevision

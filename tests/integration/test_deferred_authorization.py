@@ -13,7 +13,7 @@ from api.app import create_app
 from api.deps import NodeContext
 from api.security import rules
 from scheduler.config import Settings
-from scheduler.identity import Role
+from scheduler.decisions.identity import Role
 from scheduler.store.db import Store
 from tests.support.auth import auth_headers, member_token
 

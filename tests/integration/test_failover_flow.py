@@ -18,18 +18,18 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from api.deps import NodeContext
 from api.routes import failovers as failover_routes
-from scheduler import catalog
-from scheduler.backends.base import app_name_for
 from scheduler.config import Settings
-from scheduler.errors import NotOwner
-from scheduler.health import ClusterHealth, Decision, HealthPolicy, Vote, assess
-from scheduler.ledger import Backends
-from scheduler.operations import failover as fo
-from scheduler.operations.executor import Executor
-from scheduler.ownership import Claim, Fence
-from scheduler.planning import RestartPolicy
-from scheduler.reconciler import Reconciler
-from scheduler.states import RunState
+from scheduler.core.backend import app_name_for
+from scheduler.core.errors import NotOwner
+from scheduler.core.ledger import Backends
+from scheduler.core.ownership import Claim, Fence
+from scheduler.core.states import RunState
+from scheduler.decisions import catalog
+from scheduler.decisions.health import ClusterHealth, Decision, HealthPolicy, Vote, assess
+from scheduler.decisions.operations import failover as fo
+from scheduler.decisions.planning import RestartPolicy
+from scheduler.loops.operations import Executor
+from scheduler.loops.reconciler import Reconciler
 from scheduler.store import catalog as catalog_store
 from scheduler.store import health as health_store
 from scheduler.store import operations as ops_store

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.errors import NotOwner, StaleWrite
-from scheduler.ownership import Claim, Fence, owner_index
-from scheduler.records import JobSpec
-from scheduler.states import DesiredState, JobState
+from scheduler.core.errors import NotOwner, StaleWrite
+from scheduler.core.ownership import Claim, Fence, owner_index
+from scheduler.core.records import JobSpec
+from scheduler.core.states import DesiredState, JobState
 from scheduler.store import catalog as catalog_store
 from scheduler.store import jobs as jobs_store
 from scheduler.store import journal, ledger

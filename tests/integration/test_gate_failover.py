@@ -25,18 +25,18 @@ from api.app import create_app
 from api.deps import NodeContext
 from api.routes import failovers as failover_routes
 from harness.simcluster import SimCluster
-from scheduler import catalog
-from scheduler.backends.base import ClusterBackend
 from scheduler.backends.registry import BackendRegistry
 from scheduler.config import Settings
-from scheduler.directive import Directive, Phase
-from scheduler.operations import failover as fo
-from scheduler.operations.executor import Executor
-from scheduler.operations.model import OperationKind
-from scheduler.ownership import Claim, Fence
-from scheduler.reconciler import Reconciler
-from scheduler.records import ClusterRecord
-from scheduler.states import Priority
+from scheduler.core.backend import ClusterBackend
+from scheduler.core.directive import Directive, Phase
+from scheduler.core.ownership import Claim, Fence
+from scheduler.core.records import ClusterRecord
+from scheduler.core.states import Priority
+from scheduler.decisions import catalog
+from scheduler.decisions.operations import failover as fo
+from scheduler.decisions.operations.model import OperationKind
+from scheduler.loops.operations import Executor
+from scheduler.loops.reconciler import Reconciler
 from scheduler.store import catalog as catalog_store
 from scheduler.store import jobs as jobs_store
 from scheduler.store import operations as ops_store

@@ -9,10 +9,10 @@ import threading
 import pytest
 import sqlalchemy as sa
 
-from scheduler.epochs import Incarnation, compose_epoch
-from scheduler.errors import AlreadyExists
-from scheduler.ownership import Claim, Fence
-from scheduler.records import JobSpec
+from scheduler.core.errors import AlreadyExists
+from scheduler.core.ownership import Claim, Fence
+from scheduler.core.records import JobSpec
+from scheduler.decisions.epochs import Incarnation, compose_epoch
 from scheduler.store import generations, ledger
 from scheduler.store.db import Store
 from scheduler.store.jobs import create_job

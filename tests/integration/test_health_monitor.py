@@ -9,11 +9,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from scheduler import catalog
-from scheduler.backends.base import ProbeResult
-from scheduler.health import ClusterHealth, HealthPolicy
-from scheduler.monitor import HealthMonitor
-from scheduler.records import ClusterRecord
+from scheduler.core.backend import ProbeResult
+from scheduler.core.records import ClusterRecord
+from scheduler.decisions import catalog
+from scheduler.decisions.health import ClusterHealth, HealthPolicy
+from scheduler.loops.monitor import HealthMonitor
 from scheduler.store import catalog as catalog_store
 from scheduler.store import health as health_store
 from scheduler.store.db import Store

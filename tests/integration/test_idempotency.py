@@ -23,10 +23,10 @@ from api.app import create_app
 from api.deps import NodeContext
 from api.idempotency import idempotency_key
 from api.routes import failovers as failover_routes
-from scheduler.catalog import ClusterSpec
 from scheduler.config import Settings
-from scheduler.errors import StaleWrite
-from scheduler.idempotency import Decision
+from scheduler.core.errors import StaleWrite
+from scheduler.decisions.catalog import ClusterSpec
+from scheduler.decisions.idempotency import Decision
 from scheduler.store import catalog as catalog_store
 from scheduler.store import idempotency as keys_store
 from scheduler.store.db import Store

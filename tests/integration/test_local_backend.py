@@ -23,9 +23,9 @@ import pyspark
 import pytest
 
 from harness.procs import pids_with_env_prefix, processes, signal_all
-from scheduler.backends.base import AppState, AppStatus, SubmitRequest
 from scheduler.backends.local import LocalSparkSubmitBackend
-from scheduler.errors import SubmissionRejected
+from scheduler.core.backend import AppState, AppStatus, SubmitRequest
+from scheduler.core.errors import SubmissionRejected
 
 pytestmark = pytest.mark.e2e
 

@@ -20,13 +20,13 @@ from sqlalchemy import insert
 from api.app import create_app
 from api.deps import NodeContext
 from harness.simcluster import SimCluster
-from scheduler.backends.base import app_name_for
 from scheduler.backends.registry import BackendRegistry
 from scheduler.config import Settings
-from scheduler.metrics import BY_NAME, ActorMetrics, ReconcilerMetrics
-from scheduler.ownership import Claim, Fence
-from scheduler.planning import RestartPolicy
-from scheduler.reconciler import Reconciler
+from scheduler.core.backend import app_name_for
+from scheduler.core.metrics import BY_NAME, ActorMetrics, ReconcilerMetrics
+from scheduler.core.ownership import Claim, Fence
+from scheduler.decisions.planning import RestartPolicy
+from scheduler.loops.reconciler import Reconciler
 from scheduler.store.db import Store
 from scheduler.store.ledger import SqlLedger
 from scheduler.store.models import Job, utcnow

@@ -21,13 +21,13 @@ from typer.testing import CliRunner
 
 from api.app import create_app
 from api.deps import NodeContext
-from drover.cli import app
-from drover.cli_output import Exit
+from drover.cli.main import app
+from drover.cli.output import Exit
 from harness.nodes import free_port
-from scheduler.bootstrap import ensure_defaults
 from scheduler.config import Settings
-from scheduler.coordination import GroupView, MemberInfo
-from scheduler.membership import MembershipSnapshot, Mode, NodeCard
+from scheduler.coordination.zookeeper import GroupView, MemberInfo
+from scheduler.decisions.membership import MembershipSnapshot, Mode, NodeCard
+from scheduler.store.bootstrap import ensure_defaults
 from scheduler.store.db import Store
 from tests.conftest import wait_until
 from tests.support.auth import admin_token, member_token

@@ -33,15 +33,15 @@ from api.app import create_app
 from api.deps import NodeContext
 from harness.procs import pids_with_env_prefix, signal_all
 from pipelines.drover_runtime import FENCED_LINE_PREFIX, HttpFence, Verdict, progress_report
-from scheduler.backends.base import AppState, SubmitRequest, app_name_for
 from scheduler.backends.local import LocalSparkSubmitBackend
 from scheduler.backends.standalone import StandaloneRestBackend
-from scheduler.bootstrap import ensure_defaults
 from scheduler.config import Settings
-from scheduler.records import JobSpec, RunRecord
-from scheduler.states import DesiredState, JobState, RunState
+from scheduler.core.backend import AppState, SubmitRequest, app_name_for
+from scheduler.core.records import JobSpec, RunRecord
+from scheduler.core.states import DesiredState, JobState, RunState
 from scheduler.store import jobs as jobs_store
 from scheduler.store import ledger
+from scheduler.store.bootstrap import ensure_defaults
 from scheduler.store.db import Store
 from tests.conftest import SparkStandalone, wait_until
 from tests.support.auth import admin_token

@@ -15,11 +15,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from api.app import create_app
 from api.deps import NodeContext
-from scheduler.checkpoint_storage import LocalStorage
-from scheduler.checkpoints import lag
 from scheduler.config import Settings
-from scheduler.ownership import Claim, Fence
-from scheduler.replication import Replicator
+from scheduler.core.ownership import Claim, Fence
+from scheduler.decisions.checkpoints import lag
+from scheduler.loops.replication import Replicator
+from scheduler.storage.local import LocalStorage
 from scheduler.store import jobs as jobs_store
 from scheduler.store import replicas as replicas_store
 from scheduler.store.db import Store

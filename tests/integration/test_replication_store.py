@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from scheduler import storage
-from scheduler.catalog import ClusterSpec
-from scheduler.errors import StaleWrite
-from scheduler.ownership import Claim, Fence, owner_index
-from scheduler.records import JobSpec
-from scheduler.replicas import ReplicaState, ReplicaTarget
-from scheduler.replication import REPLICA, SOURCE, Replicator, make_available, release
-from scheduler.states import Priority
+from scheduler.core.errors import StaleWrite
+from scheduler.core.ownership import Claim, Fence, owner_index
+from scheduler.core.records import JobSpec
+from scheduler.core.states import Priority
+from scheduler.decisions import storage
+from scheduler.decisions.catalog import ClusterSpec
+from scheduler.decisions.replication import ReplicaState, ReplicaTarget
+from scheduler.loops.replication import REPLICA, SOURCE, Replicator, make_available, release
 from scheduler.store import catalog as catalog_store
 from scheduler.store import jobs as jobs_store
 from scheduler.store import journal

@@ -40,11 +40,11 @@ from schemathesis.engine import events, from_schema
 
 from api.app import create_app
 from api.deps import NodeContext
-from scheduler.backends.base import app_name_for
-from scheduler.catalog import ClusterSpec
 from scheduler.config import Settings
-from scheduler.records import JobSpec
-from scheduler.states import DesiredState, JobState, Priority, RunState
+from scheduler.core.backend import app_name_for
+from scheduler.core.records import JobSpec
+from scheduler.core.states import DesiredState, JobState, Priority, RunState
+from scheduler.decisions.catalog import ClusterSpec
 from scheduler.store import catalog as catalog_store
 from scheduler.store import jobs as jobs_store
 from scheduler.store import ledger

@@ -26,10 +26,10 @@ from hypothesis import HealthCheck, Phase, settings
 
 from api.app import create_app
 from api.deps import NodeContext
-from scheduler.bootstrap import ensure_defaults
 from scheduler.config import Settings
-from scheduler.records import JobSpec
+from scheduler.core.records import JobSpec
 from scheduler.store import jobs as jobs_store
+from scheduler.store.bootstrap import ensure_defaults
 from scheduler.store.db import Store
 from tests.support.auth import CLIENT_HEADERS, auth_headers, member_token, store_fingerprint
 

@@ -29,8 +29,8 @@ from typer.testing import CliRunner
 from api.app import create_app
 from api.deps import NodeContext
 from scheduler.config import DEVELOPMENT_SECRET, Settings, load_settings
-from scheduler.errors import InvalidInput
-from scheduler.identity import token_digest
+from scheduler.core.errors import InvalidInput
+from scheduler.decisions.identity import token_digest
 from scheduler.store import models
 from scheduler.store.db import Store
 from tests.conftest import wait_until
@@ -529,8 +529,8 @@ def test_secrets_from_files_and_production_refuses_defaults(
 def test_cli_bootstrap_and_login(
     store: Store, settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from drover import credentials
-    from drover.cli import app
+    from drover.cli import credentials
+    from drover.cli.main import app
 
     monkeypatch.setenv("DROVER_DATABASE_URL", store.url)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))

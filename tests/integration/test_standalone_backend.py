@@ -18,9 +18,9 @@ import pytest
 
 from harness.nodes import free_port
 from harness.procs import pids_with_cmdline, signal_all
-from scheduler.backends.base import AppState, SubmitRequest
 from scheduler.backends.standalone import StandaloneRestBackend
-from scheduler.errors import ClusterUnreachable
+from scheduler.core.backend import AppState, SubmitRequest
+from scheduler.core.errors import ClusterUnreachable
 from tests.conftest import SparkStandalone, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.serial]

@@ -9,11 +9,11 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
-from scheduler.backends.base import app_name_for
-from scheduler.errors import AlreadyExists, Conflict, NotFound, StaleWrite
-from scheduler.ownership import name_crc32
-from scheduler.records import JobSpec
-from scheduler.states import DesiredState, JobState, RunState
+from scheduler.core.backend import app_name_for
+from scheduler.core.errors import AlreadyExists, Conflict, NotFound, StaleWrite
+from scheduler.core.ownership import name_crc32
+from scheduler.core.records import JobSpec
+from scheduler.core.states import DesiredState, JobState, RunState
 from scheduler.store import catalog as catalog_store
 from scheduler.store import inspection, journal, ledger
 from scheduler.store import jobs as jobs_store
@@ -76,7 +76,7 @@ def test_migrations_match_the_models(store: Store) -> None:
 
 
 def test_out_of_date_schema_is_refused_with_the_command_to_run(empty_store: Store) -> None:
-    from scheduler.errors import SchemaOutOfDate
+    from scheduler.core.errors import SchemaOutOfDate
 
     with pytest.raises(SchemaOutOfDate, match="drover db upgrade"):
         empty_store.check_schema()
@@ -224,7 +224,7 @@ def test_catalog_migration_keeps_existing_clusters_and_groups(empty_store: Store
 
 
 def _cluster(store: Store, name: str, root: str) -> None:
-    from scheduler.catalog import ClusterSpec
+    from scheduler.decisions.catalog import ClusterSpec
 
     with store.transaction() as s:
         catalog_store.create_cluster(
@@ -233,7 +233,7 @@ def _cluster(store: Store, name: str, root: str) -> None:
 
 
 def test_explicit_checkpoint_locations_lie_under_the_primary_clusters_root(store: Store) -> None:
-    from scheduler.errors import InvalidInput
+    from scheduler.core.errors import InvalidInput
 
     _cluster(store, "a", "s3a://ck-a/drover")
     _cluster(store, "b", "s3a://ck-b/drover")
@@ -300,8 +300,8 @@ def test_only_runs_flagged_as_failures_use_the_restart_budget(store: Store) -> N
 def test_only_spec_changes_move_the_spec_version(store: Store) -> None:
     """State changes, commands and ownership move ``version`` (the reconciler's concurrency
     counter) and leave ``spec_version`` (what If-Match protects) alone."""
-    from scheduler.errors import PreconditionFailed
-    from scheduler.ownership import Claim, Fence
+    from scheduler.core.errors import PreconditionFailed
+    from scheduler.core.ownership import Claim, Fence
 
     _create(store, "j", desired_state=DesiredState.RUNNING)
     with store.transaction() as s:
@@ -389,7 +389,7 @@ def test_spec_version_migration_starts_from_the_row_version(empty_store: Store) 
 
 
 def test_a_group_is_deleted_only_when_empty(store: Store) -> None:
-    from scheduler.errors import PreconditionFailed
+    from scheduler.core.errors import PreconditionFailed
 
     with store.transaction() as s:
         catalog_store.create_group(s, "g", primary_cluster="local")

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 import sqlalchemy as sa
 
-from scheduler.errors import StoreUnavailable
+from scheduler.core.errors import StoreUnavailable
 from scheduler.store.db import Store
 
 pytestmark = pytest.mark.integration

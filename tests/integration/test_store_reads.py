@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from scheduler.config import Settings
-from scheduler.gating import QueueRow
-from scheduler.identity import Role
-from scheduler.paging import Sort, Window
-from scheduler.records import JobRecord, JobSpec
-from scheduler.states import DesiredState, JobState
+from scheduler.core.paging import Sort, Window
+from scheduler.core.records import JobRecord, JobSpec
+from scheduler.core.states import DesiredState, JobState
+from scheduler.decisions.identity import Role
+from scheduler.loops.gate import QueueRow
 from scheduler.store import catalog as catalog_store
 from scheduler.store import identities, reads
 from scheduler.store import jobs as jobs_store
@@ -258,7 +258,7 @@ def test_a_reading_is_one_connection(store: Store) -> None:
     still a StoreError."""
     from sqlalchemy import text
 
-    from scheduler.errors import StoreError
+    from scheduler.core.errors import StoreError
 
     with store.reading():
         with store.connection() as first, store.connection() as second:

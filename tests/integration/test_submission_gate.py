@@ -25,21 +25,21 @@ import pytest
 from sqlalchemy import select, update
 
 from harness.simcluster import SimCluster
-from scheduler import catalog
-from scheduler.backends.base import app_name_for
 from scheduler.backends.registry import BackendRegistry
-from scheduler.bootstrap import ensure_defaults
 from scheduler.config import Settings
-from scheduler.gating import SubmissionGate
-from scheduler.ownership import Claim, Fence
-from scheduler.planning import RestartPolicy
-from scheduler.quotas import QuotaSpec
-from scheduler.reconciler import Reconciler
-from scheduler.records import JobSpec
-from scheduler.states import DesiredState, Priority
+from scheduler.core.backend import app_name_for
+from scheduler.core.ownership import Claim, Fence
+from scheduler.core.records import JobSpec
+from scheduler.core.states import DesiredState, Priority
+from scheduler.decisions import catalog
+from scheduler.decisions.planning import RestartPolicy
+from scheduler.decisions.quotas import QuotaSpec
+from scheduler.loops.gate import SubmissionGate
+from scheduler.loops.reconciler import Reconciler
 from scheduler.store import catalog as catalog_store
 from scheduler.store import jobs as jobs_store
 from scheduler.store import quotas as quotas_store
+from scheduler.store.bootstrap import ensure_defaults
 from scheduler.store.db import Store
 from scheduler.store.ledger import SqlLedger
 from scheduler.store.models import Job, Run

@@ -19,12 +19,12 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from api.deps import NodeContext
 from harness.simcluster import SimCluster
-from scheduler.backends.base import app_name_for
 from scheduler.backends.registry import BackendRegistry
 from scheduler.config import Settings
-from scheduler.ownership import Claim, Fence
-from scheduler.planning import RestartPolicy
-from scheduler.reconciler import Reconciler
+from scheduler.core.backend import app_name_for
+from scheduler.core.ownership import Claim, Fence
+from scheduler.decisions.planning import RestartPolicy
+from scheduler.loops.reconciler import Reconciler
 from scheduler.store import jobs as jobs_store
 from scheduler.store.db import Store
 from scheduler.store.ledger import SqlLedger

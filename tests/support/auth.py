@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scheduler.identity import Role
+from scheduler.decisions.identity import Role
 from scheduler.store import identities
 from scheduler.store.db import Store
 

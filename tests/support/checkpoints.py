@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from scheduler.checkpoints import cut, last_complete_batch
+from scheduler.decisions.checkpoints import cut, last_complete_batch
 
 
 class Checkpoint:

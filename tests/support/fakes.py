@@ -1,9 +1,9 @@
 """In-memory stand-ins for the reconciler's two interfaces: a ledger and cluster backends.
 
-:class:`FakeLedger` honours the ledger's rules (``scheduler.ledger``): every write is conditional
-on the job's version and on the claim's fence (NotOwner / StaleWrite otherwise, nothing changed),
-bumps the version and ``updated_at``, and records one event per state passed through. It also
-plays the other writers (an operator through the API, another node's claim) and can crash right
+:class:`FakeLedger` honours the ledger's rules (``scheduler.core.ledger``): every write is
+conditional on the job's version and on the claim's fence (NotOwner / StaleWrite otherwise, nothing
+changed), bumps the version and ``updated_at``, and records one event per state passed through. It
+also plays the other writers (an operator through the API, another node's claim) and can crash right
 before or after a method (``crash``), to test what a restarted reconciler does.
 
 :class:`FakeBackend` is one cluster: applications by submission id, looked up by name, killed
@@ -22,7 +22,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from scheduler.backends.base import (
+from scheduler.backends.changes import ChangeLog, Changes, Mark
+from scheduler.core.backend import (
     AppInfo,
     AppState,
     AppStatus,
@@ -32,13 +33,12 @@ from scheduler.backends.base import (
     SubmitRequest,
     app_name_for,
 )
-from scheduler.backends.changes import ChangeLog, Changes, Mark
-from scheduler.errors import ClusterUnreachable, NotOwner, StaleWrite, SubmissionRejected
-from scheduler.ledger import FailureQuery, Intent, LedgerView, Observation, Submitted
-from scheduler.ownership import Claim, Fence, owner_index
-from scheduler.planning import Failures
-from scheduler.records import ClusterRecord, JobRecord, RunRecord
-from scheduler.states import DesiredState, JobState, Priority, RunState, transition
+from scheduler.core.errors import ClusterUnreachable, NotOwner, StaleWrite, SubmissionRejected
+from scheduler.core.ledger import FailureQuery, Intent, LedgerView, Observation, Submitted
+from scheduler.core.ownership import Claim, Fence, owner_index
+from scheduler.core.records import ClusterRecord, JobRecord, RunRecord
+from scheduler.core.states import DesiredState, JobState, Priority, RunState, transition
+from scheduler.decisions.planning import Failures
 
 START = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -113,7 +113,7 @@ class FakeLedger:
         self.writes = 0
         #: closed runs that counted as failures
         self._failed_runs: set[int] = set()
-        #: (job id, revision) -> spec (scheduler.revisions), for roll_back
+        #: (job id, revision) -> spec (scheduler.decisions.revisions), for roll_back
         self.revisions: dict[tuple[int, int], dict[str, Any]] = {}
         self._ids = itertools.count(1)
         self._run_ids = itertools.count(100)
@@ -533,7 +533,7 @@ class FakeLedger:
             return self._with_run(self._write(job, path, f"stopping gracefully: {reason}", run.id))
 
     def roll_back(self, job: JobRecord, fence: Fence, *, revision: int, reason: str) -> JobRecord:
-        from scheduler import revisions as rev
+        from scheduler.decisions import revisions as rev
 
         with self._call("roll_back"):
             self._check(job, fence)
@@ -860,7 +860,7 @@ class FakeBackend:
 
 
 class FakeBackends:
-    """``scheduler.ledger.Backends`` over one fake backend per cluster name."""
+    """``scheduler.core.ledger.Backends`` over one fake backend per cluster name."""
 
     def __init__(self, **backends: FakeBackend) -> None:
         self.backends = backends

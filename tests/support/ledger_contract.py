@@ -1,4 +1,5 @@
-"""The ledger's contract (``scheduler.ledger``), one function per rule, for every implementation.
+"""The ledger's contract (``scheduler.core.ledger``), one function per rule, for every
+implementation.
 
 A test module parametrizes over :data:`CONTRACT` with a :class:`Harness` of its ledger: the SQL
 ledger on SQLite (unit) and on SQLite and MariaDB (integration), and the in-memory fake the
@@ -13,11 +14,11 @@ from typing import Protocol
 
 import pytest
 
-from scheduler.errors import IllegalTransition, NotOwner, StaleWrite
-from scheduler.ledger import FailureQuery, Intent, Ledger, Observation, Submitted
-from scheduler.ownership import Claim, Fence, owner_index
-from scheduler.records import JobRecord
-from scheduler.states import DesiredState, JobState, RunState
+from scheduler.core.errors import IllegalTransition, NotOwner, StaleWrite
+from scheduler.core.ledger import FailureQuery, Intent, Ledger, Observation, Submitted
+from scheduler.core.ownership import Claim, Fence, owner_index
+from scheduler.core.records import JobRecord
+from scheduler.core.states import DesiredState, JobState, RunState
 from scheduler.store.db import Store
 
 ME = Fence("node-a", 4)
@@ -432,7 +433,7 @@ class SqlHarness:
     the default group."""
 
     def __init__(self, store: Store) -> None:
-        from scheduler.backends.base import app_name_for
+        from scheduler.core.backend import app_name_for
         from scheduler.store.ledger import SqlLedger
 
         self.store = store
@@ -441,7 +442,7 @@ class SqlHarness:
         self._writes = 0
 
     def add_job(self, name: str, *, desired: DesiredState = DesiredState.RUNNING) -> JobRecord:
-        from scheduler.records import JobSpec
+        from scheduler.core.records import JobSpec
         from scheduler.store import jobs as jobs_store
 
         spec = JobSpec(name=name, entrypoint="file:///pipelines/p.py", desired_state=desired)

@@ -1,4 +1,5 @@
-"""Alerts, the pure decisions: folding, routing, messages, retries (scheduler/alerting.py)."""
+"""Alerts, the pure decisions: folding, routing, messages, retries
+(scheduler/decisions/alerts.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import hmac
 import json
 from datetime import UTC, datetime
 
-from scheduler.alerting import (
+from scheduler.decisions.alerts import (
     AlertKind,
     AlertRecord,
     ChannelKind,

@@ -40,17 +40,17 @@ import pytest
 
 from harness.procs import pids_with_env_prefix, signal_all
 from harness.simcluster import SimCluster
-from scheduler.backends.base import (
+from scheduler.backends.changes import Mark, feed_of
+from scheduler.backends.local import LocalSparkSubmitBackend
+from scheduler.backends.standalone import StandaloneRestBackend
+from scheduler.core.backend import (
     AppState,
     AppStatus,
     ClusterBackend,
     SubmitRequest,
     parse_app_name,
 )
-from scheduler.backends.changes import Mark, feed_of
-from scheduler.backends.local import LocalSparkSubmitBackend
-from scheduler.backends.standalone import StandaloneRestBackend
-from scheduler.errors import ClusterUnreachable
+from scheduler.core.errors import ClusterUnreachable
 from tests.conftest import wait_until
 from tests.support.fakes import FakeBackend
 

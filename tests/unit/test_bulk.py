@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.directive import Directive, Phase
-from scheduler.errors import IllegalTransition, InvalidInput
-from scheduler.operations import bulk
-from scheduler.operations.model import ItemRecord, OperationKind, StepEntry
-from scheduler.states import DesiredState, JobState, Priority
+from scheduler.core.directive import Directive, Phase
+from scheduler.core.errors import IllegalTransition, InvalidInput
+from scheduler.core.states import DesiredState, JobState, Priority
+from scheduler.decisions.operations import bulk
+from scheduler.decisions.operations.model import ItemRecord, OperationKind, StepEntry
 from tests.unit.test_failover import CLUSTERS, GROUPS, NOW, cluster, job, run
 
 K = OperationKind

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.checkpoints import (
+from scheduler.decisions.checkpoints import (
     Entry,
     FileInfo,
     Kind,

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 import typer
 
-from drover import cli_output as out
-from drover.cli import _judge
-from drover.cli_output import Exit
+from drover.cli import output as out
+from drover.cli.main import _judge
+from drover.cli.output import Exit
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The combiner (``scheduler/combining.py``): batches never overlap, every item runs in exactly
+"""The combiner (``scheduler/core/combining.py``): batches never overlap, every item runs in exactly
 one batch and gets its own answer, in the order the items arrived."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.combining import Combiner
+from scheduler.core.combining import Combiner
 
 DEADLINE = 10.0
 

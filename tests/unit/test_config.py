@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from scheduler.config import Settings, load_settings, parse_groups
-from scheduler.errors import InvalidInput
+from scheduler.core.errors import InvalidInput
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,5 @@
-"""The pure parts of scheduler.coordination: member data, views, the state table, names."""
+"""The pure parts of scheduler.coordination.zookeeper: member data, views, the state table,
+names."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.coordination import (
+from scheduler.coordination.zookeeper import (
     _TRANSITIONS,
     Connection,
     Coordinator,
@@ -23,9 +24,9 @@ from scheduler.coordination import (
     normalize_namespace,
     stuck_verdict,
 )
-from scheduler.epochs import Incarnation
-from scheduler.errors import IllegalTransition, InvalidInput
-from scheduler.ownership import Member, owner_of, pool_of
+from scheduler.core.errors import IllegalTransition, InvalidInput
+from scheduler.core.ownership import Member, owner_of, pool_of
+from scheduler.decisions.epochs import Incarnation
 
 texts = st.text(min_size=1, max_size=20)
 members = st.builds(
@@ -198,7 +199,7 @@ def test_coordinator_from_settings() -> None:
 def test_start_without_a_server_fails_clearly_and_leaves_nothing_running() -> None:
     import threading
 
-    from scheduler.coordination import CoordinationUnavailable
+    from scheduler.coordination.zookeeper import CoordinationUnavailable
     from tests.support.zkserver import free_port
 
     coordinator = Coordinator(

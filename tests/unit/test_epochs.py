@@ -1,4 +1,4 @@
-"""scheduler.epochs: the epoch's composition and the membership generation decision."""
+"""scheduler.decisions.epochs: the epoch's composition and the membership generation decision."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.epochs import (
+from scheduler.core.errors import InvalidInput
+from scheduler.decisions.epochs import (
     CVERSION_MASK,
     GENERATION_LIMIT,
     Incarnation,
@@ -14,7 +15,6 @@ from scheduler.epochs import (
     generation_for,
     split_epoch,
 )
-from scheduler.errors import InvalidInput
 
 generations = st.integers(min_value=0, max_value=GENERATION_LIMIT - 1)
 cversions = st.integers(min_value=0, max_value=CVERSION_MASK)

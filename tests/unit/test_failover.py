@@ -12,13 +12,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler import steering
-from scheduler.backends.base import AppState, AppStatus, app_name_for
-from scheduler.directive import Directive, Phase
-from scheduler.errors import IllegalTransition, InvalidInput
-from scheduler.operations import auto
-from scheduler.operations import failover as fo
-from scheduler.operations.model import (
+from scheduler.core.backend import AppState, AppStatus, app_name_for
+from scheduler.core.directive import Directive, Phase
+from scheduler.core.errors import IllegalTransition, InvalidInput
+from scheduler.core.ownership import owner_index
+from scheduler.core.records import ClusterRecord, GroupRecord, JobRecord, RunRecord
+from scheduler.core.states import DesiredState, JobState, Priority, RunState
+from scheduler.decisions import steering
+from scheduler.decisions.operations import auto
+from scheduler.decisions.operations import failover as fo
+from scheduler.decisions.operations.model import (
     OPERATION_TRANSITIONS,
     ItemRecord,
     OperationState,
@@ -27,8 +30,7 @@ from scheduler.operations.model import (
     final_state,
     transition_operation,
 )
-from scheduler.ownership import owner_index
-from scheduler.planning import (
+from scheduler.decisions.planning import (
     CloseRun,
     Failures,
     FenceRun,
@@ -39,9 +41,7 @@ from scheduler.planning import (
     Submit,
     plan,
 )
-from scheduler.planning import RestartPolicy as Policy
-from scheduler.records import ClusterRecord, GroupRecord, JobRecord, RunRecord
-from scheduler.states import DesiredState, JobState, Priority, RunState
+from scheduler.decisions.planning import RestartPolicy as Policy
 
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 

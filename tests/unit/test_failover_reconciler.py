@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from scheduler.directive import Directive, Phase
-from scheduler.ownership import Claim, Fence
-from scheduler.planning import RestartPolicy
-from scheduler.reconciler import Reconciler
-from scheduler.records import JobRecord
-from scheduler.states import JobState, RunState
+from scheduler.core.directive import Directive, Phase
+from scheduler.core.ownership import Claim, Fence
+from scheduler.core.records import JobRecord
+from scheduler.core.states import JobState, RunState
+from scheduler.decisions.planning import RestartPolicy
+from scheduler.loops.reconciler import Reconciler
 from tests.support.fakes import Clock, FakeBackend, FakeBackends, FakeLedger, cluster
 
 ME = Fence("node-a", 4)

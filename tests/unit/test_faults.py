@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-CODE = "from scheduler import faults; faults.hit('after-submit'); print('went on')"
+CODE = "from scheduler.core import faults; faults.hit('after-submit'); print('went on')"
 
 
 def _run(env_value: str | None) -> subprocess.CompletedProcess[str]:

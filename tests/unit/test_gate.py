@@ -1,4 +1,4 @@
-"""The submission gate's decisions (scheduler/gate.py): rates, caps, order, fairness."""
+"""The submission gate's decisions (scheduler/decisions/gate.py): rates, caps, order, fairness."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.gate import Bucket, Candidate, ClusterLoad, admit, serving_order
-from scheduler.states import Priority
+from scheduler.core.states import Priority
+from scheduler.decisions.gate import Bucket, Candidate, ClusterLoad, admit, serving_order
 
 H, N, L = Priority.HIGH, Priority.NORMAL, Priority.LOW
 

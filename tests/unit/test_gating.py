@@ -1,4 +1,4 @@
-"""The submission gate in a tick (scheduler/gating.py) against an in-memory gate store, and the
+"""The submission gate in a tick (scheduler/loops/gate.py) against an in-memory gate store, and the
 reconciler holding back what the gate does not admit (the fake ledger of tests/support)."""
 
 from __future__ import annotations
@@ -7,12 +7,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from scheduler.gate import Bucket
-from scheduler.gating import Loads, QueueRow, SubmissionGate
-from scheduler.ownership import Claim, Fence
-from scheduler.planning import RestartPolicy
-from scheduler.reconciler import Reconciler
-from scheduler.states import JobState
+from scheduler.core.ownership import Claim, Fence
+from scheduler.core.states import JobState
+from scheduler.decisions.gate import Bucket
+from scheduler.decisions.planning import RestartPolicy
+from scheduler.loops.gate import Loads, QueueRow, SubmissionGate
+from scheduler.loops.reconciler import Reconciler
 from tests.support.fakes import Clock, FakeBackend, FakeBackends, FakeLedger, cluster
 
 ME = Fence("node-a", 4)

@@ -1,8 +1,9 @@
-"""``scheduler.identity.grants``: what ``GET /v1/whoami`` tells clients a principal may do."""
+"""``scheduler.decisions.identity.grants``: what ``GET /v1/whoami`` tells clients a principal may
+do."""
 
 from __future__ import annotations
 
-from scheduler.identity import Action, Decision, Principal, Role, Scope, decide, grants
+from scheduler.decisions.identity import Action, Decision, Principal, Role, Scope, decide, grants
 
 
 def built_in(principal: Principal):  # type: ignore[no-untyped-def]

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.errors import Conflict, IllegalTransition
-from scheduler.health import (
+from scheduler.core.errors import Conflict, IllegalTransition
+from scheduler.decisions.health import (
     HEALTH_TRANSITIONS,
     ClusterHealth,
     Decider,

@@ -1,4 +1,4 @@
-"""The pure decisions of scheduler.identity and scheduler.submission."""
+"""The pure decisions of scheduler.decisions.identity and scheduler.decisions.submission."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.identity import (
+from scheduler.decisions.identity import (
     ALL_TEAMS,
     ANONYMOUS,
     Action,
@@ -18,7 +18,7 @@ from scheduler.identity import (
     parse_bindings,
     token_digest,
 )
-from scheduler.submission import artifact_allowed, property_allowed, refused_properties
+from scheduler.decisions.submission import artifact_allowed, property_allowed, refused_properties
 
 teams = st.sampled_from(["ads", "web", "etl", ""])
 roles = st.sampled_from(list(Role))

@@ -9,11 +9,11 @@ from datetime import timedelta
 
 from api.answers import json_answer
 from api.documents import JobDocuments, job_document
-from api.schemas import JobPage, JobPublic
-from scheduler.gating import QueueRow
-from scheduler.records import JobRecord
-from scheduler.selffencing import CHECK_IN_GRACE_S
-from scheduler.states import JobState
+from api.schemas.resources import JobPage, JobPublic
+from scheduler.core.records import JobRecord
+from scheduler.core.states import JobState
+from scheduler.decisions.selffencing import CHECK_IN_GRACE_S
+from scheduler.loops.gate import QueueRow
 from tests.unit.test_planning import NOW, make_job, make_run
 
 

@@ -1,4 +1,5 @@
-"""Labels and label selectors (scheduler.labels): the rules, the published patterns, parsing."""
+"""Labels and label selectors (scheduler.decisions.labels): the rules, the published patterns,
+parsing."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.errors import InvalidInput
-from scheduler.labels import (
+from scheduler.core.errors import InvalidInput
+from scheduler.decisions.labels import (
     KEY_PATTERN,
     MAX_LABELS,
     REQUIREMENT_PATTERN,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.bootstrap import ensure_defaults
 from scheduler.config import Settings
+from scheduler.store.bootstrap import ensure_defaults
 from scheduler.store.db import Store
 from tests.support.ledger_contract import CONTRACT, FakeHarness, Harness, SqlHarness
 from tests.support.schema import install_head_schema

@@ -17,7 +17,6 @@ from typing import TypeVar
 import pytest
 
 from harness.procs import pids_with_env_prefix, session_pids, signal_all
-from scheduler.backends.base import AppState, SubmitRequest
 from scheduler.backends.local import (
     INDEX_DIR,
     LocalSparkSubmitBackend,
@@ -25,7 +24,8 @@ from scheduler.backends.local import (
     _last_error_line,
     _LogScan,
 )
-from scheduler.errors import ClusterUnreachable, SubmissionRejected
+from scheduler.core.backend import AppState, SubmitRequest
+from scheduler.core.errors import ClusterUnreachable, SubmissionRejected
 
 T = TypeVar("T")
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from scheduler.logs import (
+from scheduler.core.logs import (
     JsonFormatter,
     TextFormatter,
     bound,

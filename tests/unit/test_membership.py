@@ -1,4 +1,5 @@
-"""The claim decision and the membership snapshot (scheduler.membership): pure, no ZooKeeper."""
+"""The claim decision and the membership snapshot (scheduler.decisions.membership): pure, no
+ZooKeeper."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.coordination import Connection, GroupView, MemberInfo
-from scheduler.membership import (
+from scheduler.coordination.zookeeper import Connection, GroupView, MemberInfo
+from scheduler.core.ownership import owner_of
+from scheduler.decisions.membership import (
     LeaseState,
     MembershipSnapshot,
     Mode,
@@ -16,7 +18,6 @@ from scheduler.membership import (
     decide_claim,
     degraded_now,
 )
-from scheduler.ownership import owner_of
 
 LEASE = 2.0
 NODE_IDS = st.sampled_from(["a1", "a2", "a3", "b1", "b2"])

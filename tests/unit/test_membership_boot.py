@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from scheduler.actors import membership as actor_module
-from scheduler.errors import CoordinationUnavailable, DuplicateNode
+from scheduler.core.errors import CoordinationUnavailable, DuplicateNode
 
 
 def bare_membership(failures: list[BaseException]) -> tuple[Any, list[bool]]:

@@ -9,16 +9,16 @@ import re
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from scheduler.coordination import GroupView, MemberInfo
-from scheduler.membership import MembershipSnapshot, Mode, NodeCard
-from scheduler.metrics import (
+from scheduler.coordination.zookeeper import GroupView, MemberInfo
+from scheduler.core.metrics import (
     CATALOG,
     ReconcilerMetrics,
     actor_up_family,
     membership_families,
     names_in,
 )
-from scheduler.reconciler import TickStats
+from scheduler.decisions.membership import MembershipSnapshot, Mode, NodeCard
+from scheduler.loops.reconciler import TickStats
 
 NAME = re.compile(r"^drover_[a-z0-9_]+$")
 UNBOUNDED = {"job", "run", "name", "app_id", "submission_id", "token"}

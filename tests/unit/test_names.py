@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.errors import InvalidInput
-from scheduler.names import MAX_NAME_LENGTH, name_problem, validate_name
+from scheduler.core.errors import InvalidInput
+from scheduler.core.names import MAX_NAME_LENGTH, name_problem, validate_name
 
 VALID = [
     "a",
@@ -83,7 +83,7 @@ def test_the_published_pattern_is_the_rule_for_every_code_point() -> None:
     import sys
     import unicodedata
 
-    from scheduler.names import matches_pattern
+    from scheduler.core.names import matches_pattern
 
     def in_words(char: str) -> bool:
         return char in "-_" or unicodedata.category(char)[0] in "LN"

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from scheduler.actors.reconcilers import NUDGE_GAP, GroupLoop
-from scheduler.reconciler import TickStats
+from scheduler.loops.reconciler import TickStats
 
 DEADLINE = 10.0
 

@@ -1,4 +1,4 @@
-"""scheduler/nudges.py: one nudge to a place on its way at a time, and none lost."""
+"""scheduler/core/nudges.py: one nudge to a place on its way at a time, and none lost."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import threading
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.nudges import Coalescer
+from scheduler.core.nudges import Coalescer
 
 
 def test_a_nudge_asked_for_while_one_is_on_its_way_is_covered_by_it() -> None:

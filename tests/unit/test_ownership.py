@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.ownership import Member, claim_for, name_crc32, owner_index, owner_of, pool_of
+from scheduler.core.ownership import Member, claim_for, name_crc32, owner_index, owner_of, pool_of
 
 #: the project's copy of the shared vectors, so that a clone anywhere runs them ...
 VECTORS = Path(__file__).parents[1] / "vectors" / "ownership.json"

@@ -1,4 +1,4 @@
-"""Cursors and sorts (scheduler.paging): round trips, and refusal of foreign cursors."""
+"""Cursors and sorts (scheduler.core.paging): round trips, and refusal of foreign cursors."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.errors import InvalidInput
-from scheduler.paging import Sort, decode, encode, filters_digest
+from scheduler.core.errors import InvalidInput
+from scheduler.core.paging import Sort, decode, encode, filters_digest
 
 
 def test_sorts_parse() -> None:

@@ -10,9 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.backends.base import AppState, AppStatus, app_name_for
-from scheduler.health import abnormal_job_reason
-from scheduler.planning import (
+from scheduler.core.backend import AppState, AppStatus, app_name_for
+from scheduler.core.records import JobRecord, RunRecord
+from scheduler.core.states import DesiredState, JobState, Priority, RunState, can_transition
+from scheduler.decisions.health import abnormal_job_reason
+from scheduler.decisions.planning import (
     CLUSTER_ABNORMAL,
     Action,
     CloseRun,
@@ -28,8 +30,6 @@ from scheduler.planning import (
     Submit,
     plan,
 )
-from scheduler.records import JobRecord, RunRecord
-from scheduler.states import DesiredState, JobState, Priority, RunState, can_transition
 
 NOW = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 POLICY = RestartPolicy(

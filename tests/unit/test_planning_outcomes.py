@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from scheduler.backends.base import AppState, AppStatus
-from scheduler.planning import (
+from scheduler.core.backend import AppState, AppStatus
+from scheduler.core.states import DesiredState, JobState, RunState
+from scheduler.decisions.planning import (
     CloseRun,
     Failures,
     GiveUp,
@@ -14,7 +15,6 @@ from scheduler.planning import (
     on_unreachable,
     retry_not_before,
 )
-from scheduler.states import DesiredState, JobState, RunState
 from tests.unit.test_planning import NOW, POLICY, do_plan, make_job, make_run
 
 

@@ -1,5 +1,5 @@
 """The example Prometheus configuration and alert rules in docs/prometheus/ are valid and only
-name metrics Drover exports (scheduler/metrics.py).
+name metrics Drover exports (scheduler/core/metrics.py).
 
 With ``promtool`` on PATH (Debian's ``prometheus`` package; ``scripts/test.sh`` installs it)
 the files are checked by Prometheus's own validator and the rules' unit tests run; the names
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from scheduler.metrics import CATALOG
+from scheduler.core.metrics import CATALOG
 from tests.conftest import require_tool
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "prometheus"

@@ -13,14 +13,14 @@ from datetime import timedelta
 
 import pytest
 
-from scheduler.backends.base import AppState
-from scheduler.health import abnormal_job_reason
-from scheduler.ledger import FailureQuery
-from scheduler.ownership import Claim, Fence
-from scheduler.planning import GAVE_UP, RestartPolicy
-from scheduler.reconciler import Reconciler
-from scheduler.records import JobRecord
-from scheduler.states import DesiredState, JobState, RunState
+from scheduler.core.backend import AppState
+from scheduler.core.ledger import FailureQuery
+from scheduler.core.ownership import Claim, Fence
+from scheduler.core.records import JobRecord
+from scheduler.core.states import DesiredState, JobState, RunState
+from scheduler.decisions.health import abnormal_job_reason
+from scheduler.decisions.planning import GAVE_UP, RestartPolicy
+from scheduler.loops.reconciler import Reconciler
 from tests.support.fakes import Clock, Crash, FakeBackend, FakeBackends, FakeLedger, cluster
 
 ME = Fence("node-a", 4)

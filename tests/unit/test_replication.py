@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from scheduler import faults
-from scheduler.checkpoint_storage import TEMP_SUFFIX, LocalStorage, storage_for
-from scheduler.checkpoints import last_complete_batch
-from scheduler.errors import InvalidInput, StorageError, StorageUnavailable
-from scheduler.replication import (
+from scheduler.core import faults
+from scheduler.core.errors import InvalidInput, StorageError, StorageUnavailable
+from scheduler.decisions.checkpoints import last_complete_batch
+from scheduler.loops.replication import (
     FRESH_START,
     MID_BATCH_FAULT,
     REPLICA,
@@ -22,6 +21,7 @@ from scheduler.replication import (
     make_available,
     sync,
 )
+from scheduler.storage.local import TEMP_SUFFIX, LocalStorage, storage_for
 from tests.support.checkpoints import Checkpoint, files, visible_cut
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -149,7 +149,8 @@ def test_a_copy_killed_mid_batch_is_still_an_earlier_complete_batch(
     source.run(2)
     once = tmp_path / "fired"
     code = (
-        f"from scheduler.replication import sync; sync({source.url!r}, {'file://' + str(target)!r})"
+        "from scheduler.loops.replication import sync; "
+        f"sync({source.url!r}, {'file://' + str(target)!r})"
     )
     env = {**os.environ, faults.ENV: f"{MID_BATCH_FAULT}:{once}", "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, timeout=60)

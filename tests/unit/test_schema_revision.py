@@ -8,7 +8,7 @@ import pytest
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from scheduler.errors import SchemaOutOfDate
+from scheduler.core.errors import SchemaOutOfDate
 from scheduler.store import schema
 from scheduler.store.db import MIGRATIONS_DIR, Store, alembic_config
 

@@ -1,4 +1,4 @@
-"""scheduler/selffencing.py: whether the job's current run fences itself."""
+"""scheduler/decisions/selffencing.py: whether the job's current run fences itself."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.records import RunRecord
-from scheduler.selffencing import CHECK_IN_GRACE_S, self_fencing, self_fencing_settles_at
-from scheduler.states import RunState
+from scheduler.core.records import RunRecord
+from scheduler.core.states import RunState
+from scheduler.decisions.selffencing import CHECK_IN_GRACE_S, self_fencing, self_fencing_settles_at
 
 NOW = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)
 

@@ -1,4 +1,4 @@
-"""Streaming progress and stalls, the pure decisions (scheduler/stalls.py)."""
+"""Streaming progress and stalls, the pure decisions (scheduler/decisions/stalls.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.stalls import (
+from scheduler.decisions.stalls import (
     START_CHECK,
     OnStall,
     ProgressReport,

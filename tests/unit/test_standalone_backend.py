@@ -12,7 +12,6 @@ import pytest
 
 from harness.nodes import free_port
 from harness.simcluster import SimCluster, control
-from scheduler.backends.base import AppState, ClusterBackend, SubmitRequest
 from scheduler.backends.local import LocalSparkSubmitBackend
 from scheduler.backends.registry import BackendRegistry, is_loopback_master
 from scheduler.backends.standalone import (
@@ -23,8 +22,9 @@ from scheduler.backends.standalone import (
     app_tag,
 )
 from scheduler.config import Settings
-from scheduler.errors import ClusterError, ClusterUnreachable, SubmissionRejected
-from scheduler.records import ClusterRecord
+from scheduler.core.backend import AppState, ClusterBackend, SubmitRequest
+from scheduler.core.errors import ClusterError, ClusterUnreachable, SubmissionRejected
+from scheduler.core.records import ClusterRecord
 from tests.conftest import wait_until
 
 APP_START = 0.3

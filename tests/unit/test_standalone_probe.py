@@ -12,7 +12,7 @@ import pytest
 from scheduler.backends.registry import BackendRegistry
 from scheduler.backends.standalone import StandaloneRestBackend
 from scheduler.config import Settings
-from scheduler.records import ClusterRecord
+from scheduler.core.records import ClusterRecord
 
 
 def backend(readyz: Any, listing: Any) -> StandaloneRestBackend:

@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from scheduler.errors import Conflict, IllegalTransition
-from scheduler.states import (
+from scheduler.core.errors import Conflict, IllegalTransition
+from scheduler.core.states import (
     JOB_TRANSITIONS,
     Command,
     DesiredState,

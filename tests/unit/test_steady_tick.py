@@ -13,14 +13,14 @@ from dataclasses import dataclass, field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.backends.base import AppState, AppStatus
 from scheduler.backends.changes import ChangeLog, Mark, feed_of
-from scheduler.ownership import Claim, Fence
-from scheduler.planning import RestartPolicy
-from scheduler.quiet import KeptJobs
-from scheduler.reconciler import Reconciler
-from scheduler.records import JobRecord
-from scheduler.states import DesiredState, JobState
+from scheduler.core.backend import AppState, AppStatus
+from scheduler.core.ownership import Claim, Fence
+from scheduler.core.records import JobRecord
+from scheduler.core.states import DesiredState, JobState
+from scheduler.decisions.planning import RestartPolicy
+from scheduler.loops.quiet import KeptJobs
+from scheduler.loops.reconciler import Reconciler
 from tests.support.fakes import Clock, FakeBackend, FakeBackends, FakeLedger
 
 ME = Fence("node-a", 4)

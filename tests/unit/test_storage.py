@@ -1,4 +1,5 @@
-"""``scheduler.storage``: checkpoints under their cluster's root, nothing writable elsewhere."""
+"""``scheduler.decisions.storage``: checkpoints under their cluster's root, nothing writable
+elsewhere."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from scheduler import storage
-from scheduler.errors import InvalidInput
+from scheduler.core.errors import InvalidInput
+from scheduler.decisions import storage
 
 
 @dataclass(frozen=True)

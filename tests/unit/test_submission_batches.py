@@ -8,10 +8,10 @@ up on the cluster at the next tick, never blindly resubmitted).
 
 from __future__ import annotations
 
-from scheduler.ownership import Claim, Fence
-from scheduler.planning import RestartPolicy
-from scheduler.reconciler import PROOF_TTL, SUBMIT_BATCH, Reconciler
-from scheduler.states import JobState, RunState
+from scheduler.core.ownership import Claim, Fence
+from scheduler.core.states import JobState, RunState
+from scheduler.decisions.planning import RestartPolicy
+from scheduler.loops.reconciler import PROOF_TTL, SUBMIT_BATCH, Reconciler
 from tests.support.fakes import Clock, FakeBackend, FakeBackends, FakeLedger
 
 ME = Fence("node-a", 4)

@@ -8,7 +8,7 @@ import unicodedata
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.text import is_clean_text, text_problem
+from scheduler.core.text import is_clean_text, text_problem
 
 
 def test_each_refused_code_point_is_named_with_its_position() -> None:

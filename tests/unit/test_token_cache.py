@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from api.security.authn import TokenCache, bearer_token
-from scheduler.identity import FENCING_TOKEN_HEADER, NODE_SECRET_HEADER, Principal
+from scheduler.decisions.identity import FENCING_TOKEN_HEADER, NODE_SECRET_HEADER, Principal
 
 ALICE = Principal(subject="user:alice", identity="alice")
 SECRET = "drv_" + "a" * 43

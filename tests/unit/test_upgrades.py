@@ -1,5 +1,5 @@
-"""Graceful stops, revisions and upgrades: the pure decisions (``scheduler.planning``,
-``scheduler.revisions``) and the runtime's side (``pipelines/drover_runtime.py``)."""
+"""Graceful stops, revisions and upgrades: the pure decisions (``scheduler.decisions.planning``,
+``scheduler.decisions.revisions``) and the runtime's side (``pipelines/drover_runtime.py``)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pipelines import drover_runtime as rt
-from scheduler import revisions
-from scheduler.backends.base import AppState, AppStatus
-from scheduler.planning import (
+from scheduler.core.backend import AppState, AppStatus
+from scheduler.core.states import DesiredState, JobState, RunState
+from scheduler.decisions import revisions
+from scheduler.decisions.planning import (
     CloseRun,
     Drain,
     Kill,
@@ -26,7 +27,6 @@ from scheduler.planning import (
     UpgradeDone,
     timed,
 )
-from scheduler.states import DesiredState, JobState, RunState
 from tests.unit.test_planning import NOW, POLICY, do_plan, make_job, make_run
 
 GRACEFUL = replace(POLICY, stop_grace=30.0)
@@ -201,7 +201,7 @@ def test_an_upgrade_past_its_deadline_rolls_back() -> None:
     assert revisions.upgrade_step(job, late, given_up=False) == revisions.UpgradeStep.ROLL_BACK
     action = do_plan(job, AppStatus(AppState.STARTING), policy=POLICY)
     assert not isinstance(action, RollBack)  # not yet
-    from scheduler.planning import Failures, plan
+    from scheduler.decisions.planning import Failures, plan
 
     action = plan(job, AppStatus(AppState.STARTING), failures=Failures(), policy=POLICY, now=late)
     assert isinstance(action, RollBack) and action.revision == 1

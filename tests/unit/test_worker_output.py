@@ -1,4 +1,5 @@
-"""The node's reading of its actors' output files (scheduler/worker_output.py), without Ray."""
+"""The node's reading of its actors' output files (scheduler/actors/worker_output.py), without
+Ray."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from scheduler.logs import worker_output_printer
-from scheduler.worker_output import WorkerOutputTail, follows
+from scheduler.actors.worker_output import WorkerOutputTail, follows
+from scheduler.core.logs import worker_output_printer
 
 WORKER_OUT = "worker-0a1b2c-01000000-4242.out"
 WORKER_ERR = "worker-0a1b2c-01000000-4242.err"

@@ -1,0 +1,111 @@
+"""The API's view of alert channels and alerts."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, StrictBool
+
+from api.schemas.resources import TEXT_SCHEMA, CleanText, Name
+from scheduler.decisions.alerts import AlertKind, AlertRecord, ChannelKind, ChannelRecord, Event
+
+
+class AlertChannelCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: Name
+    kind: ChannelKind = Field(
+        default=ChannelKind.WEBHOOK,
+        description="`webhook`: the documented JSON body (docs/observability.md), signed with "
+        '`secret` when set; `slack`: a Slack incoming-webhook message (`{"text": ...}`)',
+    )
+    url: AnyHttpUrl = Field(description="where messages are POSTed (http or https)")
+    kinds: list[AlertKind] = Field(
+        default_factory=list, max_length=16, description="the alert kinds wanted (empty: all)"
+    )
+    min_severity: Literal["info", "warning", "critical"] = "warning"
+    secret: Annotated[str, Field(min_length=16, max_length=256)] | None = Field(
+        default=None,
+        description="HMAC-SHA256 key: each webhook message carries `X-Drover-Signature: "
+        "sha256=<hex of HMAC(secret, X-Drover-Timestamp + '.' + body)>`. Never shown again.",
+    )
+    enabled: StrictBool = True
+    description: Annotated[str, Field(max_length=512, json_schema_extra=TEXT_SCHEMA), CleanText] = (
+        ""
+    )
+
+
+class AlertChannelPublic(BaseModel):
+    name: str
+    kind: ChannelKind
+    url: str
+    team: str = Field(description="`*`: the platform's channel")
+    kinds: list[str]
+    min_severity: str
+    enabled: bool
+    signed: bool = Field(description="whether messages carry a signature (a secret is set)")
+    description: str
+    created_at: datetime | None
+    updated_at: datetime | None
+
+    @classmethod
+    def of(cls, channel: ChannelRecord) -> AlertChannelPublic:
+        return cls(
+            name=channel.name,
+            kind=channel.kind,
+            url=channel.url,
+            team=channel.team,
+            kinds=list(channel.kinds),
+            min_severity=str(channel.min_severity),
+            enabled=channel.enabled,
+            signed=bool(channel.secret),
+            description=channel.description,
+            created_at=channel.created_at,
+            updated_at=channel.updated_at,
+        )
+
+
+class AlertPublic(BaseModel):
+    id: int
+    kind: AlertKind
+    subject: str
+    severity: str
+    status: Event
+    summary: str
+    resolution: str | None
+    team: str | None
+    cluster: str | None
+    group: str | None
+    details: dict[str, Any]
+    started_at: datetime
+    resolved_at: datetime | None
+    folded_into: int | None = Field(
+        description="the cluster alert this one was folded into (not sent on its own while "
+        "that cluster alert fired)"
+    )
+    folded: int = Field(description="a cluster alert's folded job alerts")
+    deliveries: list[dict[str, Any]]
+
+    @classmethod
+    def of(
+        cls, alert: AlertRecord, *, deliveries: list[dict[str, Any]], folded: int
+    ) -> AlertPublic:
+        return cls(
+            id=alert.id,
+            kind=alert.kind,
+            subject=alert.subject,
+            severity=str(alert.severity),
+            status=alert.status,
+            summary=alert.summary,
+            resolution=alert.resolution or None,
+            team=alert.team or None,
+            cluster=alert.cluster,
+            group=alert.group,
+            details=dict(alert.details),
+            started_at=alert.started_at,
+            resolved_at=alert.resolved_at,
+            folded_into=alert.folded_into,
+            folded=folded,
+            deliveries=deliveries,
+        )

@@ -1,0 +1,309 @@
+"""Pydantic models of ``/v1/failovers`` and ``/v1/groups/{name}/auto-failover``."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import BaseModel, Field, StrictBool, StrictInt
+
+from api.paging import Page
+from api.schemas.resources import TEXT_SCHEMA, CleanText, Label, Name, _Strict
+from scheduler.core.states import Priority
+from scheduler.decisions.operations import failover as fo
+from scheduler.decisions.operations.model import ItemRecord, OperationRecord, OperationState
+from scheduler.store.operations import PolicyRecord
+
+Reason = Annotated[str, Field(max_length=2000, json_schema_extra=TEXT_SCHEMA), CleanText]
+PlanDigest = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[0-9a-f]+$")]
+#: a job name, or ``*`` for every job (force)
+JobOrAll = Annotated[
+    str, Field(min_length=1, max_length=128, json_schema_extra=TEXT_SCHEMA), CleanText
+]
+
+
+class SelectorIn(_Strict):
+    """Which jobs on the source fail over: every non-empty list must match; ``all`` selects every
+    job (a selector must name something: an empty one is refused)."""
+
+    priorities: Annotated[list[Priority], Field(max_length=3)] = Field(default_factory=list)
+    teams: Annotated[list[Label], Field(max_length=1000)] = Field(default_factory=list)
+    businesses: Annotated[list[Label], Field(max_length=1000)] = Field(default_factory=list)
+    groups: Annotated[list[Name], Field(max_length=1000)] = Field(default_factory=list)
+    jobs: Annotated[list[Name], Field(max_length=10000)] = Field(default_factory=list)
+    all: StrictBool = False
+
+    def selector(self) -> fo.Selector:
+        return fo.Selector(
+            frozenset(self.priorities),
+            frozenset(self.teams),
+            frozenset(self.businesses),
+            frozenset(self.groups),
+            frozenset(self.jobs),
+            self.all,
+        )
+
+
+class ForceIn(_Strict):
+    """Fence runs that are not self-fencing although the source cannot be reached: their
+    drivers may go on running there. Needs the operator's acknowledgement (audited)."""
+
+    jobs: Annotated[list[JobOrAll], Field(min_length=1, max_length=10000)] = Field(
+        description="job names, or `*` for every job of the plan"
+    )
+    acknowledgement: Annotated[
+        str, Field(min_length=1, max_length=2000, json_schema_extra=TEXT_SCHEMA), CleanText
+    ] = Field(
+        description="what the operator knows that makes it safe (e.g. 'AZ a1 is powered off')"
+    )
+
+
+class FailoverCreate(_Strict):
+    source: Name = Field(description="the cluster the jobs leave")
+    target: Name | None = Field(
+        default=None,
+        description="the cluster they go to; default: each job's group's other cluster (its "
+        "failover cluster, or its primary for a job on the failover cluster: a fail-back)",
+    )
+    selector: SelectorIn
+    dry_run: StrictBool = Field(
+        default=False,
+        description="only plan: answer the items an execution would run, in that order, and "
+        "store nothing",
+    )
+    reason: Reason = ""
+    parallelism: Annotated[StrictInt, Field(ge=1, le=1000)] | None = Field(
+        default=None, description="items under way at once (default: the node's setting)"
+    )
+    force: ForceIn | None = None
+    expected_plan: PlanDigest | None = Field(
+        default=None,
+        description="the `plan_digest` of the dry run reviewed: the execution is refused (409) "
+        "when the plan differs now",
+    )
+
+    def request(self, by: str) -> fo.Request:
+        force = None
+        if self.force is not None:
+            force = fo.Force(frozenset(self.force.jobs), self.force.acknowledgement, by)
+        return fo.Request(self.source, self.target, self.selector.selector(), force)
+
+
+class StepPublic(BaseModel):
+    step: str
+    at: datetime
+    note: str
+
+
+class ItemPublic(BaseModel):
+    position: int
+    job: str
+    group: str
+    priority: Priority | None
+    action: fo.Action = Field(description="what the plan does: kill, fence, move, skip, refuse")
+    why: str
+    step: str = Field(
+        description="PENDING, DRAINING, FENCING, CHECKPOINT, SWITCHING, STARTING; then DONE, "
+        "SKIPPED, REFUSED, FAILED or CANCELLED"
+    )
+    waiting: str = Field(description="what the item waits for now ('' when it does not)")
+    source_cluster: str | None
+    target_cluster: str | None
+    source_run_id: int | None
+    target_run_id: int | None
+    forced: bool
+    checkpoint_from: str | None = None
+    checkpoint_to: str | None = None
+    resume_batch: int | None = Field(
+        default=None, description="the batch the job resumes from on the target (null: afresh)"
+    )
+    attempts: int = 0
+    last_error: str = ""
+    history: list[StepPublic] = Field(default_factory=list)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    updated_at: datetime | None = None
+
+    @classmethod
+    def of(cls, item: ItemRecord) -> ItemPublic:
+        d = item.detail
+        priority = d.get("priority")
+        return cls(
+            position=item.position,
+            job=item.job_name,
+            group=str(d.get("group", "")),
+            priority=Priority(priority) if priority else None,
+            action=fo.Action(item.action),
+            why=item.why,
+            step=item.step,
+            waiting=str(d.get("waiting") or ""),
+            source_cluster=item.source_cluster,
+            target_cluster=item.target_cluster,
+            source_run_id=item.source_run_id,
+            target_run_id=item.target_run_id,
+            forced=bool(d.get("forced")),
+            checkpoint_from=d.get("checkpoint_from") or None,
+            checkpoint_to=d.get("checkpoint_to") or None,
+            resume_batch=d.get("resume_batch"),
+            attempts=item.attempts,
+            last_error=item.last_error,
+            history=[StepPublic(step=h.step, at=h.at, note=h.note) for h in item.history],
+            started_at=item.started_at,
+            finished_at=item.finished_at,
+            updated_at=item.updated_at,
+        )
+
+    @classmethod
+    def planned(cls, position: int, item: fo.PlannedItem) -> ItemPublic:
+        return cls(
+            position=position,
+            job=item.job_name,
+            group=item.group,
+            priority=item.priority,
+            action=item.action,
+            why=item.why,
+            step=fo.Step.PENDING.value,
+            waiting="",
+            source_cluster=item.source,
+            target_cluster=item.target,
+            source_run_id=item.source_run_id,
+            target_run_id=None,
+            forced=item.forced,
+        )
+
+
+class FailoverPublic(BaseModel):
+    """A failover: its plan and, once executed, each item's progress."""
+
+    id: int | None = Field(description="null for a dry run (nothing is stored)")
+    dry_run: bool
+    state: OperationState | None = Field(
+        description="PENDING, RUNNING, SUCCEEDED, FAILED (an item failed or was refused), "
+        "CANCELLED; null for a dry run"
+    )
+    source: str | None
+    target: str | None
+    selector: dict[str, Any]
+    reason: str
+    created_by: str
+    incident: str | None = Field(
+        default=None, description="an automatic failover's incident (one per abnormal period)"
+    )
+    plan_digest: str = Field(description="identifies the plan: the same items in the same order")
+    source_reachable: bool | None
+    parallelism: int | None
+    executor: str | None = None
+    executor_epoch: int | None = None
+    cancel_requested: bool = False
+    cancel_requested_at: datetime | None = None
+    cancel_requested_by: str | None = None
+    created_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    updated_at: datetime | None = None
+    counts: dict[str, int] = Field(description="items per step")
+    total: int = Field(description="items in the plan")
+    finished: int = Field(
+        description="items that ended (DONE, SKIPPED, REFUSED, FAILED, CANCELLED)"
+    )
+    items: list[ItemPublic] = Field(default_factory=list)
+
+    @classmethod
+    def of(
+        cls, op: OperationRecord, *, counts: dict[str, int] | None = None, items: bool = True
+    ) -> FailoverPublic:
+        return cls(
+            id=op.id,
+            dry_run=False,
+            state=op.state,
+            source=op.source_cluster,
+            target=op.target_cluster,
+            selector=dict(op.selector),
+            reason=op.reason,
+            created_by=op.created_by,
+            incident=op.incident,
+            plan_digest=op.plan_digest,
+            source_reachable=op.options.get("source_reachable"),
+            parallelism=op.options.get("parallelism"),
+            executor=op.executor,
+            executor_epoch=op.executor_epoch if op.executor else None,
+            cancel_requested=op.cancel_requested_at is not None,
+            cancel_requested_at=op.cancel_requested_at,
+            cancel_requested_by=op.cancel_requested_by,
+            created_at=op.created_at,
+            started_at=op.started_at,
+            finished_at=op.finished_at,
+            updated_at=op.updated_at,
+            counts=counts if counts is not None else op.counts(),
+            total=sum((counts if counts is not None else op.counts()).values()),
+            finished=_finished(counts if counts is not None else op.counts()),
+            items=[ItemPublic.of(i) for i in op.items] if items else [],
+        )
+
+    @classmethod
+    def dry(
+        cls, plan: fo.Plan, request: fo.Request, *, reason: str, by: str, parallelism: int
+    ) -> FailoverPublic:
+        counts: dict[str, int] = {}
+        for item in plan.items:
+            counts[item.action.value] = counts.get(item.action.value, 0) + 1
+        return cls(
+            id=None,
+            dry_run=True,
+            state=None,
+            source=plan.source,
+            target=plan.target,
+            selector=request.selector.to_json(),
+            reason=reason,
+            created_by=by,
+            plan_digest=plan.digest,
+            source_reachable=plan.source_reachable,
+            parallelism=parallelism,
+            counts=counts,
+            total=len(plan.items),
+            finished=0,
+            items=[ItemPublic.planned(n, i) for n, i in enumerate(plan.items)],
+        )
+
+
+def _finished(counts: dict[str, int]) -> int:
+    return sum(n for step, n in counts.items() if step in {s.value for s in fo.FINAL_STEPS})
+
+
+class FailoverPage(Page[FailoverPublic]):
+    """A page of failovers, newest first (their items: ``GET /v1/failovers/{id}``)."""
+
+
+class AutoFailoverPolicy(_Strict):
+    """A group's automatic failover (off by default)."""
+
+    enabled: StrictBool
+    after_seconds: Annotated[float, Field(strict=True, ge=0, le=86400, allow_inf_nan=False)] = (
+        Field(
+            default=120.0,
+            description="how long a cluster of the group stays VOTE_ABNORMAL or THRESHOLD_ABNORMAL "
+            "before its jobs fail over",
+        )
+    )
+    min_priority: Priority = Field(
+        default=Priority.HIGH, description="the jobs at or above this priority fail over"
+    )
+
+
+class AutoFailoverPublic(AutoFailoverPolicy):
+    group: str
+    version: int = Field(description="0 until the policy is first written; `If-Match` checks it")
+    updated_by: str
+    updated_at: datetime | None
+
+    @classmethod
+    def of(cls, p: PolicyRecord) -> AutoFailoverPublic:
+        return cls(
+            group=p.group,
+            enabled=p.enabled,
+            after_seconds=p.after_seconds,
+            min_priority=p.min_priority,
+            version=p.version,
+            updated_by=p.updated_by,
+            updated_at=p.updated_at,
+        )

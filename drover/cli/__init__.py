@@ -1,0 +1,1 @@
+"""The ``drover`` command line: one module per group of commands."""

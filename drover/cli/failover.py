@@ -1,0 +1,338 @@
+"""``drover failover plan|run|status|cancel`` and ``drover groups auto-failover``: the failover
+runbooks' commands (docs/runbooks/), through a node's API.
+
+Tables by default, the API's JSON with ``--json``. ``run --wait`` and ``status --wait`` follow
+the failover until it ends or ``--timeout`` passes, drawing each item's step changes and a
+summary line on stderr, then print the final document; the exit code is then 0 only when it
+SUCCEEDED (8 FAILED or CANCELLED, 7 still under way at the deadline; ``drover --help``).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from drover.cli import main as base
+from drover.cli import operations as ops
+from drover.cli import output as out
+
+failover_app = typer.Typer(
+    no_args_is_help=True,
+    help="Move a cluster's jobs to another cluster (plan, run, status, cancel).",
+)
+
+ApiOption = base.ApiOption
+JsonOption = base.JsonOption
+SourceArgument = Annotated[str, typer.Argument(help="the cluster the jobs leave")]
+TargetOption = Annotated[
+    str | None,
+    typer.Option("--to", help="the cluster they go to (default: each job's group's other cluster)"),
+]
+PriorityOption = Annotated[
+    list[str] | None, typer.Option("--priority", help="high | normal | low (repeatable)")
+]
+TeamOption = Annotated[list[str] | None, typer.Option("--team", help="a team (repeatable)")]
+BusinessOption = Annotated[
+    list[str] | None, typer.Option("--business", help="a business (repeatable)")
+]
+GroupOption = Annotated[list[str] | None, typer.Option("--group", help="a group (repeatable)")]
+JobOption = Annotated[list[str] | None, typer.Option("--job", help="a job name (repeatable)")]
+AllOption = Annotated[bool, typer.Option("--all", help="every job on the source")]
+ForceOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--force",
+        help="fence this job although it is not self-fencing and the source is unreachable "
+        "(repeatable; '*' for every job); needs --acknowledge",
+    ),
+]
+AckOption = Annotated[
+    str | None,
+    typer.Option("--acknowledge", help="why forcing is safe (audited), e.g. 'AZ a1 is off'"),
+]
+
+#: how --wait judges a failover's state
+DEFAULT_WAIT = ops.DEFAULT_WAIT
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(failover_app, name="failover")
+    base.groups_app.command("auto-failover")(groups_auto_failover)
+
+
+def _body(
+    source: str,
+    target: str | None,
+    priority: list[str] | None,
+    team: list[str] | None,
+    business: list[str] | None,
+    group: list[str] | None,
+    job: list[str] | None,
+    all_jobs: bool,
+    force: list[str] | None,
+    acknowledge: str | None,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "source": source,
+        "target": target,
+        "selector": {
+            "priorities": list(priority or []),
+            "teams": list(team or []),
+            "businesses": list(business or []),
+            "groups": list(group or []),
+            "jobs": list(job or []),
+            "all": all_jobs,
+        },
+    }
+    if not any(body["selector"].values()):
+        base._fail(
+            "select the jobs: --priority, --team, --business, --group, --job, or --all",
+            out.Exit.USAGE,
+        )
+    if force:
+        if not acknowledge:
+            base._fail(
+                "--force needs --acknowledge (why the drivers on the source are no risk)",
+                out.Exit.USAGE,
+            )
+        body["force"] = {"jobs": list(force), "acknowledgement": acknowledge}
+    elif acknowledge:
+        base._fail("--acknowledge goes with --force", out.Exit.USAGE)
+    return body
+
+
+def _url(api: str | None, suffix: str = "") -> str:
+    return f"{base._api(api)}/v1/failovers{suffix}"
+
+
+def print_plan(data: dict[str, Any]) -> None:
+    items = data["items"]
+    typer.echo(f"{'#':>3}  {'JOB':<32} {'GROUP':<12} {'PRIO':<6} {'ACTION':<7} {'TARGET':<12} WHY")
+    for item in items:
+        typer.echo(
+            f"{item['position']:>3}  {ops.short(item['job'], 32):<32} "
+            f"{ops.short(item['group'], 12):<12} "
+            f"{item['priority'] or '-':<6} {item['action']:<7} "
+            f"{item['target_cluster'] or '-':<12} {item['why']}"
+        )
+    if not items:
+        typer.echo("(no job of the selector is on the source)")
+    counts = ops.counts_text(data["counts"])
+    reach = "reachable" if data["source_reachable"] else "UNREACHABLE"
+    typer.echo("")
+    typer.echo(
+        f"source {data['source']} ({reach}) -> {data['target'] or 'each group’s other cluster'}: "
+        f"{len(items)} item(s){': ' + counts if counts else ''}"
+    )
+    typer.echo(f"plan digest {data['plan_digest']}")
+
+
+def print_status(data: dict[str, Any]) -> None:
+    typer.echo(
+        f"failover {data['id']}  {data['state']}  {data['source']} -> "
+        f"{data['target'] or 'each group’s other cluster'}"
+    )
+    ops.print_provenance(data)
+    typer.echo("")
+    typer.echo(f"{'#':>3}  {'JOB':<32} {'ACTION':<7} {'STEP':<11} {'RUNS':<11} NOW")
+    for item in data["items"]:
+        runs = f"{item['source_run_id'] or '-'}>{item['target_run_id'] or '-'}"
+        now = ops.item_now(item)
+        typer.echo(
+            f"{item['position']:>3}  {ops.short(item['job'], 32):<32} {item['action']:<7} "
+            f"{item['step']:<11} {runs:<11} {now}"
+        )
+    typer.echo("")
+    typer.echo(_summary(data))
+
+
+def _summary(data: dict[str, Any]) -> str:
+    counts = ops.counts_text(data["counts"])
+    return f"failover {data['id']} {data['state']}: {counts or 'no items'}"
+
+
+def follow(
+    api: str | None,
+    operation_id: int,
+    *,
+    timeout: float = DEFAULT_WAIT,
+    as_json: bool = False,
+    interval: float = 2.0,
+) -> dict[str, Any]:
+    """``--wait``: follow the failover until it ends (``cli_operations.follow``)."""
+    return ops.follow(
+        _url(api, f"/{operation_id}"),
+        step_width=11,
+        render=print_status,
+        summary=_summary,
+        timeout=timeout,
+        as_json=as_json,
+        interval=interval,
+    )
+
+
+@failover_app.command("plan")
+def failover_plan(
+    source: SourceArgument,
+    to: TargetOption = None,
+    priority: PriorityOption = None,
+    team: TeamOption = None,
+    business: BusinessOption = None,
+    group: GroupOption = None,
+    job: JobOption = None,
+    all_jobs: AllOption = False,
+    force: ForceOption = None,
+    acknowledge: AckOption = None,
+    api: ApiOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Dry run: the items a failover would run, in order, each with what happens and why.
+    Nothing is stored or changed."""
+    body = _body(source, to, priority, team, business, group, job, all_jobs, force, acknowledge)
+    data = base._call("POST", _url(api), json={**body, "dry_run": True})
+    if as_json:
+        base._print(data)
+        return
+    print_plan(data)
+    typer.echo(
+        f"run exactly this plan: drover failover run <same options> --expect-plan "
+        f"{data['plan_digest']}"
+    )
+
+
+@failover_app.command("run")
+def failover_run(
+    source: SourceArgument,
+    to: TargetOption = None,
+    priority: PriorityOption = None,
+    team: TeamOption = None,
+    business: BusinessOption = None,
+    group: GroupOption = None,
+    job: JobOption = None,
+    all_jobs: AllOption = False,
+    force: ForceOption = None,
+    acknowledge: AckOption = None,
+    reason: Annotated[str, typer.Option(help="why (audited)")] = "",
+    parallelism: Annotated[int | None, typer.Option(help="items under way at once")] = None,
+    expect_plan: Annotated[
+        str | None,
+        typer.Option("--expect-plan", help="refuse unless the plan is this dry run's digest"),
+    ] = None,
+    wait: out.WaitOption = False,
+    timeout: Annotated[
+        float, typer.Option(min=0.1, help="--wait gives up after this many seconds (exit 7)")
+    ] = DEFAULT_WAIT,
+    api: ApiOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Start a failover (the same plan as `drover failover plan` with the same options)."""
+    body = _body(source, to, priority, team, business, group, job, all_jobs, force, acknowledge)
+    body.update({"reason": reason, "dry_run": False})
+    if parallelism is not None:
+        body["parallelism"] = parallelism
+    if expect_plan is not None:
+        body["expected_plan"] = expect_plan
+    data = base._call("POST", _url(api), json=body)
+    if not wait:
+        if as_json:
+            base._print(data)
+        else:
+            typer.echo(
+                f"failover {data['id']} {data['state']}: {len(data['items'])} item(s), plan "
+                f"{data['plan_digest']}; follow it with: drover failover status {data['id']} "
+                "--wait"
+            )
+        return
+    out.note(f"failover {data['id']} started: {len(data['items'])} item(s)")
+    follow(api, int(data["id"]), timeout=timeout, as_json=as_json)
+
+
+@failover_app.command("status")
+def failover_status(
+    operation_id: Annotated[int | None, typer.Argument(help="a failover id (none: list)")] = None,
+    wait: out.WaitOption = False,
+    timeout: Annotated[
+        float, typer.Option(min=0.1, help="--wait gives up after this many seconds (exit 7)")
+    ] = DEFAULT_WAIT,
+    limit: Annotated[int, typer.Option(min=0, help="failovers listed (0 = all)")] = 20,
+    api: ApiOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """A failover's items and progress; without an id, the latest failovers."""
+    if operation_id is None:
+        ops.print_latest(
+            _url(api),
+            None,
+            limit=limit,
+            api=api,
+            as_json=as_json,
+            what="failovers",
+            header=f"{'ID':>5}  {'STATE':<10} {'SOURCE':<12} {'TARGET':<12} {'CREATED':<20} ITEMS",
+            row=lambda op: (
+                f"{op['id']:>5}  {op['state']:<10} {op['source'] or '-':<12} "
+                f"{op['target'] or '-':<12} {op['created_at'][:19]:<20} "
+                f"{ops.counts_text(op['counts'])}"
+            ),
+        )
+    elif wait:
+        follow(api, operation_id, timeout=timeout, as_json=as_json)
+    else:
+        ops.show(_url(api, f"/{operation_id}"), as_json=as_json, render=print_status)
+
+
+@failover_app.command("cancel")
+def failover_cancel(
+    operation_id: Annotated[int, typer.Argument(help="the failover's id")],
+    api: ApiOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Stop a failover after its current steps (items not yet switched stay where they are)."""
+    data = base._call("POST", _url(api, f"/{operation_id}/cancel"))
+    if as_json:
+        base._print(data)
+        return
+    typer.echo(
+        f"failover {operation_id}: cancel requested ({data['state']}); items under way finish "
+        "their current step"
+    )
+
+
+def groups_auto_failover(
+    name: Annotated[str, typer.Argument(help="the group")],
+    enable: Annotated[
+        bool | None, typer.Option("--enable/--disable", help="turn it on or off")
+    ] = None,
+    after: Annotated[
+        float | None, typer.Option(help="seconds a cluster is abnormal before it fails over")
+    ] = None,
+    min_priority: Annotated[
+        str | None, typer.Option(help="jobs at or above this priority fail over")
+    ] = None,
+    api: ApiOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show a group's automatic failover, or change it (--enable/--disable, --after, ...)."""
+    url = base._resource_url(api, "groups", name) + "/auto-failover"
+    current = base._call("GET", url)
+    if enable is not None or after is not None or min_priority is not None:
+        body = {
+            "enabled": current["enabled"] if enable is None else enable,
+            "after_seconds": current["after_seconds"] if after is None else after,
+            "min_priority": current["min_priority"] if min_priority is None else min_priority,
+        }
+        current = base._call("PUT", url, json=body, headers=base._if_match(current["version"]))
+    if as_json:
+        base._print(current)
+        return
+    state = "enabled" if current["enabled"] else "disabled"
+    typer.echo(
+        f"group {current['group']}: automatic failover {state} (after {current['after_seconds']:g}"
+        f" s abnormal, priority {current['min_priority']} and above; version "
+        f"{current['version']})"
+    )
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(failover_app())

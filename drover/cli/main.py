@@ -1,0 +1,1029 @@
+"""The ``drover`` command line: run a node, migrate the store, and drive jobs, clusters, groups,
+nodes, failovers and identities through a node's REST API.
+
+Every command prints a table by default and one JSON document with --json (stdout carries
+nothing else). Errors are one line on stderr. The node's URL and token come from --url/--token
+(before the command, or --api after it), DROVER_URL/DROVER_TOKEN, or the config file written by
+`drover login`; the CLI never reads a node's own settings to reach it.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from drover.cli import output as out
+from drover.cli.output import ApiOption, Exit, JsonOption, LimitOption, TimeoutOption, WaitOption
+from scheduler.config import load_settings
+from scheduler.core.errors import DroverError
+from scheduler.core.logs import configure_from, configure_logging
+
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    help=out.paragraphs(__doc__),
+    epilog=out.EXIT_CODES_HELP,
+)
+node_app = typer.Typer(no_args_is_help=True, help="Run a Drover node.")
+db_app = typer.Typer(no_args_is_help=True, help="Metadata store schema.")
+jobs_app = typer.Typer(no_args_is_help=True, help="Jobs, through a node's REST API.")
+app.add_typer(node_app, name="node")
+app.add_typer(db_app, name="db")
+app.add_typer(jobs_app, name="jobs")
+clusters_app = typer.Typer(no_args_is_help=True, help="Spark clusters, through a node's REST API.")
+groups_app = typer.Typer(no_args_is_help=True, help="Scheduling groups, through a node's REST API.")
+app.add_typer(clusters_app, name="clusters")
+app.add_typer(groups_app, name="groups")
+
+
+@app.callback()
+def _root(
+    url: Annotated[
+        str | None,
+        typer.Option(
+            "--url",
+            envvar="DROVER_URL",
+            help="node API URL for every command (DROVER_URL; default: the config file written "
+            f"by drover login, else {out.DEFAULT_URL})",
+            show_default=False,
+        ),
+    ] = None,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            help="API token (default: DROVER_TOKEN, else the config file written by drover login)",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    out.GLOBAL.url = url
+    out.GLOBAL.token = token
+
+
+# The helpers the command modules share (kept here under their old names too).
+_fail = out.fail
+_print = out.print_json
+_call = out.call
+
+
+def _api(api: str | None) -> str:
+    return out.api_url(api)
+
+
+def _settings() -> Any:
+    try:
+        return load_settings()
+    except DroverError as exc:
+        out.fail_error(exc)
+
+
+# -- node -----------------------------------------------------------------------------------
+
+
+@node_app.command("run")
+def node_run() -> None:
+    """Start a node: API on DROVER_API_HOST:DROVER_API_PORT plus its actors."""
+    from drover.node import run_node
+
+    configure_logging()
+    settings = _settings()
+    configure_from(settings, "api")
+    try:
+        run_node(settings)
+    except DroverError as exc:
+        out.fail_error(exc)
+
+
+# -- db -------------------------------------------------------------------------------------
+
+
+def _store() -> Any:
+    from scheduler.store.db import Store
+
+    return Store(_settings().resolved_database_url)
+
+
+@db_app.command("upgrade")
+def db_upgrade(revision: str = "head", as_json: JsonOption = False) -> None:
+    """Migrate the store to REVISION (default: the newest)."""
+    store = _store()
+    try:
+        store.upgrade(revision)
+        current = store.current_revision()
+    except DroverError as exc:
+        out.fail_error(exc)
+    finally:
+        store.dispose()
+    out.show({"revision": current}, as_json, lambda d: typer.echo(f"database at {current}"))
+
+
+@db_app.command("downgrade")
+def db_downgrade(
+    revision: str = typer.Argument(..., help="target revision, or 'base'"),
+    as_json: JsonOption = False,
+) -> None:
+    """Migrate the store back to REVISION."""
+    store = _store()
+    try:
+        store.downgrade(revision)
+        current = store.current_revision()
+    except DroverError as exc:
+        out.fail_error(exc)
+    finally:
+        store.dispose()
+    out.show(
+        {"revision": current}, as_json, lambda d: typer.echo(f"database at {current or 'base'}")
+    )
+
+
+@db_app.command("current")
+def db_current(as_json: JsonOption = False) -> None:
+    """Print the store's schema revision and the code's."""
+    store = _store()
+    try:
+        doc = {"database": store.current_revision(), "code": store.head_revision()}
+    except DroverError as exc:
+        out.fail_error(exc)
+    finally:
+        store.dispose()
+    out.show(
+        doc,
+        as_json,
+        lambda d: typer.echo(f"database: {d['database'] or 'empty'}  code: {d['code']}"),
+    )
+
+
+# -- jobs -----------------------------------------------------------------------------------
+
+
+def _job_url(api: str | None, name: str, suffix: str = "") -> str:
+    return out.api_url(api) + out.path_of("jobs", name) + suffix
+
+
+def _resource_url(api: str | None, kind: str, name: str | None = None) -> str:
+    base = out.api_url(api) + f"/v1/{kind}"
+    return base if name is None else base + out.path_of(name)[3:]
+
+
+def _if_match(version: int | None) -> dict[str, str]:
+    return {} if version is None else {"If-Match": f'"{version}"'}
+
+
+IfMatchOption = Annotated[
+    int | None,
+    typer.Option(
+        "--if-match",
+        help="refuse (exit 4) unless the job's spec_version (its ETag) is still this one",
+    ),
+]
+
+
+def _pairs(items: list[str] | None, option: str) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            out.fail(f"{option} needs KEY=VALUE, got {item!r}", Exit.USAGE)
+        pairs[key] = value
+    return pairs
+
+
+def _entrypoint(value: str) -> str:
+    return value if "://" in value else str(Path(value).resolve())
+
+
+def _run_line(run: dict[str, Any] | None) -> str:
+    if not run:
+        return "-"
+    app_id = run.get("app_id") or run.get("submission_id") or "no app yet"
+    return f"#{run['attempt']} {run['state']} on {run['cluster']} ({app_id})"
+
+
+def _job_status(job: dict[str, Any]) -> str:
+    reason = f" - {job['state_reason']}" if job.get("state_reason") else ""
+    return (
+        f"{job['name']}: {job['state']} (desired {job['desired_state']}), run "
+        f"{_run_line(job.get('current_run'))}{reason}"
+    )
+
+
+JOB_FIELDS = (
+    "name", "state", "state_reason", "desired_state", "group", "cluster", "owner", "team",
+    "business", "priority", "entrypoint", "args", "conf", "labels", "checkpoint_location",
+    "replicate", "stall_after", "on_stall", "spec_version", "version", "created_at", "updated_at",
+)  # fmt: skip
+
+
+def _render_job(job: dict[str, Any]) -> None:
+    out.record(job, JOB_FIELDS)
+    run = job.get("current_run")
+    typer.echo(f"{'current_run'.ljust(19)}  {_run_line(run)}")
+    progress = job.get("progress")
+    if progress:
+        typer.echo(f"{'progress'.ljust(19)}  {out.cell(progress)}")
+
+
+def _render_jobs(page: dict[str, Any]) -> None:
+    out.table(
+        ("NAME", "STATE", "DESIRED", "CLUSTER", "OWNER", "TEAM", "PRIORITY", "GROUP"),
+        (
+            (
+                j["name"], j["state"], j["desired_state"], j["cluster"], j["owner"], j["team"],
+                j["priority"], j["group"],
+            )
+            for j in page["data"]
+        ),
+        empty="(no jobs)",
+    )  # fmt: skip
+    typer.echo(f"{page['count']} job(s)" + (" (cut by --limit)" if page["truncated"] else ""))
+
+
+@jobs_app.command("list")
+def jobs_list(
+    api: ApiOption = None,
+    state: Annotated[str | None, typer.Option(help="observed state, e.g. RUNNING")] = None,
+    desired: Annotated[str | None, typer.Option(help="RUNNING or STOPPED")] = None,
+    team: Annotated[str | None, typer.Option()] = None,
+    business: Annotated[str | None, typer.Option()] = None,
+    group: Annotated[str | None, typer.Option()] = None,
+    cluster: Annotated[str | None, typer.Option()] = None,
+    priority: Annotated[str | None, typer.Option(help="high | normal | low")] = None,
+    prefix: Annotated[str | None, typer.Option(help="names beginning with this")] = None,
+    label: Annotated[
+        list[str] | None,
+        typer.Option("--label", help="key=value, key!=value, key or !key (repeatable)"),
+    ] = None,
+    search: Annotated[str | None, typer.Option("--search", "-q", help="name contains")] = None,
+    sort: Annotated[str, typer.Option(help="name, state, updated_at; '-' for descending")] = "name",
+    limit: LimitOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Jobs matching every filter given: all of them (every page), or the first --limit."""
+    params = {
+        "state": state,
+        "desired_state": desired,
+        "team": team,
+        "business": business,
+        "group": group,
+        "cluster": cluster,
+        "priority": priority,
+        "name_prefix": prefix,
+        "label": label,
+        "q": search,
+        "sort": sort,
+    }
+    listing = out.fetch_all(_resource_url(api, "jobs"), params, limit=limit, api=api)
+    out.say_if_cut(listing, "jobs")
+    out.show(listing.document(), as_json, _render_jobs)
+
+
+@jobs_app.command("get")
+def jobs_get(name: str, api: ApiOption = None, as_json: JsonOption = False) -> None:
+    """One job: spec, state, owner, current run, progress."""
+    out.show(out.call("GET", _job_url(api, name)), as_json, _render_job)
+
+
+def _wait_job(
+    name: str,
+    api: str | None,
+    command: str,
+    timeout: float,
+    as_json: bool,
+    old_run: int | None = None,
+) -> None:
+    """Follow the job until the command's effect is there (see ``_judge``)."""
+
+    def poll() -> dict[str, Any]:
+        return out.call("GET", _job_url(api, name))  # type: ignore[no-any-return]
+
+    def judge(job: dict[str, Any]) -> str:
+        return _judge(command, job, old_run)
+
+    def on_end(job: dict[str, Any]) -> None:
+        out.show(job, as_json, lambda j: typer.echo(_job_status(j)))
+
+    out.wait_for(poll, judge, _job_status, timeout=timeout, interval=1.0, on_end=on_end)
+
+
+def _judge(command: str, job: dict[str, Any], old_run: int | None = None) -> str:
+    """start and restart end at RUNNING (restart: on a new run), stop when nothing runs; a
+    start that FAILED, or a desired state changed by someone else, ends badly."""
+    state, desired = job["state"], job["desired_state"]
+    run = job.get("current_run") or {}
+    if command in ("start", "restart"):
+        if desired != "RUNNING":
+            return out.FAILED
+        if state == "RUNNING" and (command == "start" or run.get("id") != old_run):
+            return out.DONE
+        if state in ("FAILED", "FINISHED") and (command == "start" or run.get("id") != old_run):
+            return out.FAILED
+        return out.WAITING
+    if desired != "STOPPED":
+        return out.FAILED
+    return out.DONE if state in ("STOPPED", "FINISHED", "FAILED") else out.WAITING
+
+
+def _command(
+    command: str,
+    name: str,
+    api: str | None,
+    if_match: int | None,
+    wait: bool,
+    timeout: float,
+    as_json: bool,
+    grace: float | None = None,
+) -> None:
+    old_run = None
+    if command == "restart" and wait:
+        current = out.call("GET", _job_url(api, name)).get("current_run") or {}
+        old_run = current.get("id")
+    params = {"grace_seconds": grace} if grace is not None else None
+    job = out.call(
+        "POST", _job_url(api, name, f"/{command}"), headers=_if_match(if_match), params=params
+    )
+    if not wait:
+        out.show(job, as_json, lambda j: typer.echo(_job_status(j)))
+        return
+    _wait_job(name, api, command, timeout, as_json, old_run)
+
+
+DEFAULT_WAIT = 300.0
+GraceOption = Annotated[
+    float | None,
+    typer.Option(
+        "--grace",
+        min=0,
+        help="seconds a self-fencing pipeline may take to finish its micro-batch and exit "
+        "before it is killed (default: the node's DROVER_STOP_GRACE_SECONDS for stop and "
+        "restart, DROVER_UPGRADE_GRACE_SECONDS for an upgrade; 0: kill at once)",
+        show_default=False,
+    ),
+]
+
+
+@jobs_app.command("start")
+def jobs_start(
+    name: str,
+    api: ApiOption = None,
+    if_match: IfMatchOption = None,
+    wait: WaitOption = False,
+    timeout: TimeoutOption = DEFAULT_WAIT,
+    as_json: JsonOption = False,
+) -> None:
+    """Ask for the job to run (--wait: until it is RUNNING)."""
+    _command("start", name, api, if_match, wait, timeout, as_json)
+
+
+@jobs_app.command("stop")
+def jobs_stop(
+    name: str,
+    api: ApiOption = None,
+    if_match: IfMatchOption = None,
+    grace: GraceOption = None,
+    wait: WaitOption = False,
+    timeout: TimeoutOption = DEFAULT_WAIT,
+    as_json: JsonOption = False,
+) -> None:
+    """Ask for the job to stop (--wait: until its application is confirmed gone)."""
+    _command("stop", name, api, if_match, wait, timeout, as_json, grace)
+
+
+@jobs_app.command("restart")
+def jobs_restart(
+    name: str,
+    api: ApiOption = None,
+    if_match: IfMatchOption = None,
+    grace: GraceOption = None,
+    wait: WaitOption = False,
+    timeout: TimeoutOption = DEFAULT_WAIT,
+    as_json: JsonOption = False,
+) -> None:
+    """Replace the job's run by a new one from its checkpoint (--wait: until that is RUNNING)."""
+    _command("restart", name, api, if_match, wait, timeout, as_json, grace)
+
+
+@jobs_app.command("create")
+def jobs_create(
+    name: str,
+    entrypoint: Annotated[str, typer.Option(help="pipeline file: path or file:// URL")],
+    api: ApiOption = None,
+    group: str = "default",
+    team: str = "",
+    business: str = "",
+    priority: str = "normal",
+    arg: Annotated[list[str] | None, typer.Option("--arg", help="a pipeline argument")] = None,
+    conf: Annotated[
+        list[str] | None, typer.Option("--conf", help="KEY=VALUE Spark property")
+    ] = None,
+    label: Annotated[list[str] | None, typer.Option("--label", help="KEY=VALUE label")] = None,
+    start: Annotated[bool, typer.Option(help="start it at once")] = False,
+    replicate: Annotated[
+        bool | None,
+        typer.Option(
+            "--replicate/--no-replicate",
+            help="mirror its checkpoint to the failover cluster (default: if high priority)",
+        ),
+    ] = None,
+    wait: WaitOption = False,
+    timeout: TimeoutOption = DEFAULT_WAIT,
+    as_json: JsonOption = False,
+) -> None:
+    """Create a job (--start: and start it; --wait: until it is RUNNING)."""
+    body: dict[str, Any] = {
+        "name": name,
+        "entrypoint": _entrypoint(entrypoint),
+        "group": group,
+        "team": team,
+        "business": business,
+        "priority": priority,
+        "args": list(arg or []),
+        "conf": _pairs(conf, "--conf"),
+        "labels": _pairs(label, "--label"),
+        "desired_state": "RUNNING" if start else "STOPPED",
+    }
+    if replicate is not None:
+        body["replicate"] = replicate
+    if wait and not start:
+        out.fail("--wait goes with --start", Exit.USAGE)
+    job = out.call("POST", _resource_url(api, "jobs"), json=body)
+    if wait:
+        _wait_job(name, api, "start", timeout, as_json)
+        return
+    out.show(job, as_json, _render_job)
+
+
+@jobs_app.command("update")
+def jobs_update(
+    name: str,
+    api: ApiOption = None,
+    arg: Annotated[
+        list[str] | None,
+        typer.Option("--arg", help="the new argument list, one --arg each (replaces them all)"),
+    ] = None,
+    no_args: Annotated[bool, typer.Option("--no-args", help="clear the arguments")] = False,
+    conf: Annotated[
+        list[str] | None, typer.Option("--conf", help="set a Spark property KEY=VALUE")
+    ] = None,
+    unset_conf: Annotated[
+        list[str] | None, typer.Option("--unset-conf", help="remove a Spark property KEY")
+    ] = None,
+    label: Annotated[
+        list[str] | None, typer.Option("--label", help="set a label KEY=VALUE")
+    ] = None,
+    unset_label: Annotated[
+        list[str] | None, typer.Option("--unset-label", help="remove a label KEY")
+    ] = None,
+    entrypoint: Annotated[str | None, typer.Option(help="new pipeline file")] = None,
+    priority: Annotated[str | None, typer.Option(help="high | normal | low")] = None,
+    team: Annotated[str | None, typer.Option()] = None,
+    business: Annotated[str | None, typer.Option()] = None,
+    if_match: IfMatchOption = None,
+    grace: GraceOption = None,
+    rollback_after: Annotated[
+        float | None,
+        typer.Option(
+            "--rollback-after",
+            min=0.001,
+            help="an upgrade (new entrypoint, args, conf or checkpoint location of a running "
+            "job) that is not RUNNING within this many seconds rolls back by itself",
+            show_default=False,
+        ),
+    ] = None,
+    wait: Annotated[
+        bool,
+        typer.Option(
+            "--wait",
+            help="a running job's change is an upgrade: follow it until the new spec is "
+            "RUNNING (exit 8 if it rolled back)",
+        ),
+    ] = False,
+    timeout: TimeoutOption = DEFAULT_WAIT,
+    as_json: JsonOption = False,
+) -> None:
+    """Change a job's spec: what is given changes, the rest stays.
+
+    --conf and --label change single keys of the current maps. Without --if-match the change
+    is still conditional: on the spec version read just before (exit 4 if it moved meanwhile).
+
+    On a running job, a new entrypoint, args, conf or checkpoint location is an upgrade: the
+    pipeline is asked to finish its micro-batch and exit (--grace), then the new spec starts
+    from the same checkpoint; --rollback-after rolls it back by itself if it does not run.
+    """
+    if arg and no_args:
+        out.fail("--arg and --no-args exclude each other", Exit.USAGE)
+    url = _job_url(api, name)
+    body: dict[str, Any] = {}
+    if arg or no_args:
+        body["args"] = list(arg or [])
+    for key, value in (
+        ("entrypoint", _entrypoint(entrypoint) if entrypoint else None),
+        ("priority", priority),
+        ("team", team),
+        ("business", business),
+    ):
+        if value is not None:
+            body[key] = value
+    expected = if_match
+    current: dict[str, Any] = {}
+    if conf or unset_conf or label or unset_label or expected is None or wait:
+        current = out.call("GET", url)
+        if expected is None:
+            expected = int(current["spec_version"])
+        if conf or unset_conf:
+            merged = {**current["conf"], **_pairs(conf, "--conf")}
+            for key in unset_conf or []:
+                merged.pop(key, None)
+            body["conf"] = merged
+        if label or unset_label:
+            labels = {**current["labels"], **_pairs(label, "--label")}
+            for key in unset_label or []:
+                labels.pop(key, None)
+            body["labels"] = labels
+    if not body:
+        out.fail("nothing to change: give at least one option", Exit.USAGE)
+    params = {"grace_seconds": grace, "rollback_after_seconds": rollback_after}
+    job = out.call(
+        "PATCH",
+        url,
+        json=body,
+        headers=_if_match(expected),
+        params={k: v for k, v in params.items() if v is not None} or None,
+    )
+    if not wait or current.get("desired_state") != "RUNNING":
+        out.show(job, as_json, _render_job)  # a stopped job's change waits for nothing
+        return
+    old_run = (current.get("current_run") or {}).get("id")
+    version = job["spec_version"]
+
+    def judge(now: dict[str, Any]) -> str:
+        if now["spec_version"] != version:
+            return out.FAILED  # rolled back (a new revision), or changed by someone else
+        return _judge("restart", now, old_run)
+
+    def describe(now: dict[str, Any]) -> str:
+        moved = now["spec_version"] != version
+        note = f" (spec now at version {now['spec_version']}: rolled back?)" if moved else ""
+        return f"upgrade to spec version {version}: {_job_status(now)}{note}"
+
+    out.wait_for(
+        lambda: out.call("GET", url),
+        judge,
+        describe,
+        timeout=timeout,
+        interval=1.0,
+        on_end=lambda now: out.show(now, as_json, _render_job),
+    )
+
+
+@jobs_app.command("delete")
+def jobs_delete(
+    name: str, api: ApiOption = None, if_match: IfMatchOption = None, as_json: JsonOption = False
+) -> None:
+    """Delete a stopped job (its runs and events go with it)."""
+    out.call("DELETE", _job_url(api, name), headers=_if_match(if_match))
+    out.show({"name": name, "deleted": True}, as_json, lambda d: typer.echo(f"{name}: deleted"))
+
+
+def _render_runs(doc: dict[str, Any]) -> None:
+    out.table(
+        ("RUN", "ATTEMPT", "STATE", "CLUSTER", "NODE", "APP", "STARTED", "ENDED", "REASON"),
+        (
+            (
+                r["id"], r["attempt"], r["state"], r["cluster"], r["node"],
+                r["app_id"] or r["submission_id"], r["started_at"], r["ended_at"], r["reason"],
+            )
+            for r in doc["data"]
+        ),
+        empty="(no runs)",
+    )  # fmt: skip
+
+
+@jobs_app.command("runs")
+def jobs_runs(
+    name: str, api: ApiOption = None, limit: LimitOption = None, as_json: JsonOption = False
+) -> None:
+    """The job's runs (its execution history), newest first."""
+    listing = out.fetch_all(_job_url(api, name, "/runs"), limit=limit, api=api)
+    out.say_if_cut(listing, "runs")
+    out.show(listing.document(), as_json, _render_runs)
+
+
+def _render_events(doc: dict[str, Any]) -> None:
+    out.table(
+        ("AT", "RUN", "CHANGE", "CAUSE", "MESSAGE"),
+        (
+            (
+                e["at"],
+                e["run_id"],
+                f"{e['from_state'] or ''}->{e['to_state'] or ''}",
+                e["cause"],
+                e["message"],
+            )
+            for e in reversed(doc["data"])
+        ),
+        empty="(no events)",
+    )
+
+
+@jobs_app.command("events")
+def jobs_events(
+    name: str,
+    api: ApiOption = None,
+    limit: Annotated[
+        int, typer.Option(min=0, help="the newest this many (0 = all, every page)")
+    ] = 100,
+    as_json: JsonOption = False,
+) -> None:
+    """The job's state transitions with their causes, and its other events (oldest first in the
+    table; the newest --limit of them)."""
+    listing = out.fetch_all(_job_url(api, name, "/events"), limit=limit, api=api)
+    out.say_if_cut(listing, "events")
+    out.show(listing.document(), as_json, _render_events)
+
+
+@jobs_app.command("logs")
+def jobs_logs(
+    name: str,
+    api: ApiOption = None,
+    run: Annotated[
+        int | None, typer.Option(help="the run's attempt number (default: the current or last)")
+    ] = None,
+    limit: Annotated[int, typer.Option(min=0, help="the newest events shown (0 = all)")] = 50,
+    as_json: JsonOption = False,
+) -> None:
+    """What Drover knows of a run's driver: the run (cluster, application, exit code, reason,
+    fence checks) and its events; where the driver's own log is."""
+    job = out.call("GET", _job_url(api, name))
+    runs = out.fetch_all(_job_url(api, name, "/runs"), api=api).data
+    chosen: dict[str, Any] | None
+    if run is not None:
+        chosen = next((r for r in runs if r["attempt"] == run), None)
+        if chosen is None:
+            out.fail(f"job {name!r} has no run with attempt {run}", Exit.NOT_FOUND)
+    else:
+        chosen = job.get("current_run") or (runs[0] if runs else None)
+    events = out.fetch_all(_job_url(api, name, "/events"), limit=0, api=api).data
+    if chosen is not None:
+        events = [e for e in events if e["run_id"] in (None, chosen["id"])]
+    events = events[:limit] if limit else events
+    doc = {
+        "job": name,
+        "state": job["state"],
+        "run": chosen,
+        "driver_log": _driver_log_hint(chosen),
+        "events": events,
+    }
+    out.show(doc, as_json, _render_logs)
+
+
+def _driver_log_hint(run: dict[str, Any] | None) -> str | None:
+    if run is None:
+        return None
+    if run.get("submission_id") and run.get("submission_id", "").startswith("driver-"):
+        return f"the worker running {run['submission_id']} (Spark master UI, Drivers)"
+    return f"driver.log of run {run['id']} under the owner node's data dir ({run['node']})"
+
+
+def _render_logs(doc: dict[str, Any]) -> None:
+    run = doc["run"]
+    if run is None:
+        typer.echo(f"{doc['job']}: {doc['state']}, no run yet")
+    else:
+        out.record(
+            run,
+            (
+                "id", "attempt", "state", "reason", "exit_code", "cluster", "node",
+                "submission_id", "app_id", "app_name", "checkpoint_location", "submitted_at",
+                "started_at", "ended_at", "fence_checked_at", "fenced_at",
+            ),
+        )  # fmt: skip
+        typer.echo(f"{'driver log'.ljust(19)}  {doc['driver_log']}")
+    typer.echo("")
+    _render_events({"data": doc["events"]})
+
+
+# -- clusters and groups -------------------------------------------------------------------
+
+KindOption = Annotated[str | None, typer.Option(help="standalone | spark-submit | local")]
+RootOption = Annotated[
+    str | None, typer.Option(help="checkpoint storage root: absolute path, file:// or s3a:// URI")
+]
+MasterOption = Annotated[str | None, typer.Option(help="Spark master URL")]
+RestOption = Annotated[str | None, typer.Option(help="REST submission server URL (standalone)")]
+UiOption = Annotated[str | None, typer.Option(help="master web UI URL (standalone)")]
+AzOption = Annotated[str | None, typer.Option(help="availability zone")]
+CloudOption = Annotated[str | None, typer.Option(help="cloud")]
+SubmissionsOption = Annotated[
+    int | None, typer.Option(help="most submissions in flight at once (0 = unlimited)")
+]
+AppsOption = Annotated[int | None, typer.Option(help="most live applications (0 = unlimited)")]
+CoresOption = Annotated[int | None, typer.Option(help="most cores of live apps (0 = unlimited)")]
+VersionOption = Annotated[
+    int | None,
+    typer.Option(
+        "--if-version", "--if-match", help="refuse (exit 4) unless the record is at this version"
+    ),
+]
+
+
+def _cluster_fields(**options: Any) -> dict[str, Any]:
+    return {key: value for key, value in options.items() if value is not None}
+
+
+def _render_clusters(doc: dict[str, Any]) -> None:
+    out.table(
+        ("NAME", "KIND", "HEALTH", "AZ", "MASTER", "STORAGE ROOT"),
+        (
+            (c["name"], c["kind"], c["health"], c["az"], c["master_url"], c["storage_root"])
+            for c in doc["data"]
+        ),
+        empty="(no clusters)",
+    )
+    typer.echo(f"{doc['count']} cluster(s)" + (" (cut by --limit)" if doc["truncated"] else ""))
+
+
+@clusters_app.command("list")
+def clusters_list(
+    api: ApiOption = None, limit: LimitOption = None, as_json: JsonOption = False
+) -> None:
+    """Every cluster with its health."""
+    listing = out.fetch_all(_resource_url(api, "clusters"), limit=limit, api=api)
+    out.say_if_cut(listing, "clusters")
+    out.show(listing.document(), as_json, _render_clusters)
+
+
+@clusters_app.command("get")
+def clusters_get(name: str, api: ApiOption = None, as_json: JsonOption = False) -> None:
+    out.show(out.call("GET", _resource_url(api, "clusters", name)), as_json)
+
+
+@clusters_app.command("create")
+def clusters_create(
+    name: str,
+    kind: Annotated[str, typer.Option(help="standalone | spark-submit | local")],
+    storage_root: Annotated[
+        str, typer.Option(help="checkpoint storage root: absolute path, file:// or s3a:// URI")
+    ],
+    api: ApiOption = None,
+    master_url: MasterOption = None,
+    rest_url: RestOption = None,
+    ui_url: UiOption = None,
+    az: AzOption = None,
+    cloud: CloudOption = None,
+    max_concurrent_submissions: SubmissionsOption = None,
+    max_running_apps: AppsOption = None,
+    max_cores: CoresOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Add a Spark cluster."""
+    body = {"name": name, "kind": kind, "storage_root": storage_root}
+    body |= _cluster_fields(
+        master_url=master_url,
+        rest_url=rest_url,
+        ui_url=ui_url,
+        az=az,
+        cloud=cloud,
+        max_concurrent_submissions=max_concurrent_submissions,
+        max_running_apps=max_running_apps,
+        max_cores=max_cores,
+    )
+    out.show(out.call("POST", _resource_url(api, "clusters"), json=body), as_json)
+
+
+@clusters_app.command("update")
+def clusters_update(
+    name: str,
+    api: ApiOption = None,
+    kind: KindOption = None,
+    storage_root: RootOption = None,
+    master_url: MasterOption = None,
+    rest_url: RestOption = None,
+    ui_url: UiOption = None,
+    az: AzOption = None,
+    cloud: CloudOption = None,
+    max_concurrent_submissions: SubmissionsOption = None,
+    max_running_apps: AppsOption = None,
+    max_cores: CoresOption = None,
+    if_version: VersionOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Change the fields given; the others stay as they are."""
+    body = _cluster_fields(
+        kind=kind,
+        storage_root=storage_root,
+        master_url=master_url,
+        rest_url=rest_url,
+        ui_url=ui_url,
+        az=az,
+        cloud=cloud,
+        max_concurrent_submissions=max_concurrent_submissions,
+        max_running_apps=max_running_apps,
+        max_cores=max_cores,
+    )
+    if not body:
+        out.fail("nothing to change: give at least one option", Exit.USAGE)
+    url = _resource_url(api, "clusters", name)
+    out.show(out.call("PATCH", url, json=body, headers=_if_match(if_version)), as_json)
+
+
+# -- cluster health (runbook: docs/runbooks/cluster-flapping.md) ------------------------------
+
+
+def _short_time(value: str | None) -> str:
+    """An ISO timestamp as ``HH:MM:SS`` (UTC), or ``-``."""
+    return value[11:19] if value else "-"
+
+
+def _render_health(data: dict[str, Any]) -> None:
+    typer.echo(f"cluster  {data['cluster']}")
+    typer.echo(f"state    {data['state']}  since {data['since'] or '-'}")
+    typer.echo(f"reason   {data['reason'] or '-'}")
+    assessment = data["assessment"]
+    typer.echo(f"votes say {assessment['state']}: {assessment['reason']}")
+    if assessment["normal_not_before"]:
+        typer.echo(f"NORMAL not before {assessment['normal_not_before']}")
+    typer.echo(f"failed probes in the threshold window: {assessment['recent_failures']}")
+    typer.echo("")
+    out.table(
+        ("NODE", "VOTE", "AT", "LATENCY", "COUNTED", "DETAIL"),
+        (
+            (
+                v["node_id"],
+                "ok" if v["ok"] else "FAIL",
+                _short_time(v["at"]),
+                f"{v['latency_s']:.3f}s",
+                v["counted"],
+                v["detail"],
+            )
+            for v in data["votes"]
+        ),
+        empty="(no fresh votes)",
+    )
+    typer.echo("")
+    out.table(
+        ("AT", "FROM", "TO", "BY", "REASON"),
+        (
+            (
+                e["at"][:19],
+                e["from_state"],
+                e["to_state"],
+                f"{e['decided_by']}:{e['actor']}",
+                e["reason"],
+            )
+            for e in data["history"]
+        ),
+        empty="(no transitions)",
+    )
+
+
+@clusters_app.command("health")
+def clusters_health(
+    name: str,
+    api: ApiOption = None,
+    as_json: JsonOption = False,
+    history: Annotated[int, typer.Option(help="transitions shown")] = 10,
+) -> None:
+    """A cluster's health: state and reason, what the votes say now, each node's vote, history."""
+    data = out.call(
+        "GET", _resource_url(api, "clusters", name) + "/health", params={"history": history}
+    )
+    out.show(data, as_json, _render_health)
+
+
+@clusters_app.command("mark-abnormal")
+def clusters_mark_abnormal(
+    name: str,
+    reason: Annotated[str, typer.Option(help="why (shown on the cluster's jobs and audited)")],
+    api: ApiOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Mark a cluster MANUAL_ABNORMAL: nothing is started there until it is cleared."""
+    event = out.call(
+        "POST", _resource_url(api, "clusters", name) + "/mark-abnormal", json={"reason": reason}
+    )
+    out.show(
+        event,
+        as_json,
+        lambda e: typer.echo(
+            f"cluster {name}: {e['from_state']} -> {e['to_state']} ({e['reason']})"
+        ),
+    )
+
+
+@clusters_app.command("clear")
+def clusters_clear(
+    name: str,
+    reason: Annotated[str, typer.Option(help="why (audited)")] = "",
+    api: ApiOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Lift a manual mark: the cluster is NORMAL again (the monitor keeps judging it)."""
+    event = out.call(
+        "POST", _resource_url(api, "clusters", name) + "/clear", json={"reason": reason}
+    )
+    out.show(
+        event,
+        as_json,
+        lambda e: typer.echo(f"cluster {name}: {e['from_state']} -> {e['to_state']}"),
+    )
+
+
+def _render_groups(doc: dict[str, Any]) -> None:
+    out.table(
+        ("NAME", "PRIMARY", "FAILOVER", "VERSION"),
+        (
+            (g["name"], g["primary_cluster"], g["failover_cluster"], g["version"])
+            for g in doc["data"]
+        ),
+        empty="(no groups)",
+    )
+    typer.echo(f"{doc['count']} group(s)" + (" (cut by --limit)" if doc["truncated"] else ""))
+
+
+def _render_group(group: dict[str, Any]) -> None:
+    out.record(group, ("name", "primary_cluster", "failover_cluster", "version", "pool", "epoch"))
+    members = group.get("members")
+    if members is None:
+        return
+    typer.echo("")
+    out.table(
+        ("MEMBER", "ROLE", "AZ", "CLOUD", "JOBS OWNED"),
+        (
+            (m.get("node_id"), m.get("role"), m.get("az"), m.get("cloud"), m.get("jobs"))
+            for m in members
+        ),
+        empty="(no live members)",
+    )
+
+
+@groups_app.command("list")
+def groups_list(
+    api: ApiOption = None, limit: LimitOption = None, as_json: JsonOption = False
+) -> None:
+    """Every scheduling group."""
+    listing = out.fetch_all(_resource_url(api, "groups"), limit=limit, api=api)
+    out.say_if_cut(listing, "groups")
+    out.show(listing.document(), as_json, _render_groups)
+
+
+@groups_app.command("get")
+def groups_get(name: str, api: ApiOption = None, as_json: JsonOption = False) -> None:
+    """A group, its live members (role, AZ, jobs owned), pool and epoch."""
+    out.show(out.call("GET", _resource_url(api, "groups", name)), as_json, _render_group)
+
+
+@groups_app.command("create")
+def groups_create(
+    name: str,
+    primary: Annotated[str, typer.Option("--primary", help="primary cluster")],
+    failover: Annotated[str | None, typer.Option("--failover", help="failover cluster")] = None,
+    api: ApiOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Add a scheduling group bound to a primary (and optionally a failover) cluster."""
+    body = {"name": name, "primary_cluster": primary, "failover_cluster": failover}
+    out.show(out.call("POST", _resource_url(api, "groups"), json=body), as_json, _render_group)
+
+
+@groups_app.command("delete")
+def groups_delete(
+    name: str, api: ApiOption = None, if_version: VersionOption = None, as_json: JsonOption = False
+) -> None:
+    """Delete an empty group (refused while it has jobs; never the default group)."""
+    out.call("DELETE", _resource_url(api, "groups", name), headers=_if_match(if_version))
+    out.show({"name": name, "deleted": True}, as_json, lambda d: typer.echo(f"{name}: deleted"))
+
+
+from drover.cli.failover import register as _register_failover  # noqa: E402
+from drover.cli.identity import register as _register_identity  # noqa: E402
+from drover.cli.nodes import register as _register_nodes  # noqa: E402
+from drover.cli.replication import register as _register_replication  # noqa: E402
+
+_register_identity(app)
+_register_failover(app)
+_register_replication(app)
+_register_nodes(app)
+
+from drover.cli.bulk import register as _register_bulk  # noqa: E402
+
+_register_bulk(app)
+
+from drover.cli.revisions import register as _register_revisions  # noqa: E402
+
+_register_revisions(jobs_app)
+
+from drover.cli.quotas import register as _register_quotas  # noqa: E402
+
+_register_quotas(app)
+
+
+def main() -> None:  # pragma: no cover - console entry point
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(app())

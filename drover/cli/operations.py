@@ -1,0 +1,125 @@
+"""What the CLI shows of an operation of any kind (failovers, bulk operations): the shared part of
+``drover failover`` and ``drover bulk``.
+
+Each kind keeps its own tables (their columns differ); this module holds what they share: how an
+item says what it is doing now, who made and executes the operation, and ``--wait``: drawing each
+item's step changes and the summary on stderr until the operation ends, then its final document.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import typer
+
+from drover.cli import output as out
+
+#: an operation's final states, as ``--wait`` judges them (0 only for SUCCEEDED)
+ENDS = {"SUCCEEDED": out.DONE, "FAILED": out.FAILED, "CANCELLED": out.FAILED}
+#: how long ``--wait`` follows an operation by default (seconds)
+DEFAULT_WAIT = 3600.0
+
+Document = dict[str, Any]
+
+
+def short(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters (an ellipsis marks the cut)."""
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def counts_text(counts: Mapping[str, int]) -> str:
+    """An operation's counts (per step or per action) as one sorted phrase: "2 DONE, 1 FAILED"."""
+    return ", ".join(f"{n} {key}" for key, n in sorted(counts.items()))
+
+
+def print_latest(
+    url: str,
+    params: Mapping[str, Any] | None,
+    *,
+    limit: int,
+    api: str | None,
+    as_json: bool,
+    what: str,
+    header: str,
+    row: Callable[[Document], str],
+) -> None:
+    """``status`` without an id: the latest operations at ``url`` (up to ``limit``), a line each
+    (``row`` under ``header``), or their page with ``--json``."""
+    listing = out.fetch_all(url, params, limit=limit, api=api)
+    out.say_if_cut(listing, what)
+    page = listing.document()
+    if as_json:
+        out.print_json(page)
+        return
+    typer.echo(header)
+    for operation in page["data"]:
+        typer.echo(row(operation))
+    if not page["data"]:
+        typer.echo(f"(no {what})")
+
+
+def show(url: str, *, as_json: bool, render: Callable[[Document], None]) -> None:
+    """``status ID``: the operation's document (``render`` without ``--json``)."""
+    out.show(out.call("GET", url), as_json, render)
+
+
+def last_note(item: Document) -> str:
+    """The note of an item's latest step change ("" before its first)."""
+    return str(item["history"][-1]["note"]) if item["history"] else ""
+
+
+def item_now(item: Document) -> str:
+    """What an item waits for, its error when it FAILED, else its latest step's note."""
+    if item["step"] == "FAILED" and item["last_error"]:
+        return str(item["last_error"])
+    return str(item["waiting"] or last_note(item))
+
+
+def print_provenance(data: Document) -> None:
+    """Who made the operation and why, who executes it, and a requested cancel."""
+    typer.echo(
+        f"by {data['created_by']} at {data['created_at']}"
+        + (f"  ({data['reason']})" if data["reason"] else "")
+    )
+    if data["executor"]:
+        typer.echo(f"executor {data['executor']} (epoch {data['executor_epoch']})")
+    if data["cancel_requested_at"]:
+        typer.echo(f"cancel requested by {data['cancel_requested_by']}")
+
+
+def follow(
+    url: str,
+    *,
+    step_width: int,
+    render: Callable[[Document], None],
+    summary: Callable[[Document], str],
+    timeout: float = DEFAULT_WAIT,
+    as_json: bool = False,
+    interval: float = 2.0,
+) -> Document:
+    """Draw step changes and ``summary`` on stderr until the operation at ``url`` ends (or
+    ``timeout``), print its final document (``render`` without ``--json``), and exit 8 unless
+    it SUCCEEDED (7 at the deadline)."""
+    seen: dict[int, str] = {}
+    progress = out.Progress()
+
+    def poll() -> Document:
+        data: Document = out.call("GET", url)
+        for item in data["items"]:
+            if seen.get(item["position"]) != item["step"]:
+                seen[item["position"]] = item["step"]
+                progress.event(
+                    f"{short(item['job'], 32):<32} {item['step']:<{step_width}} {last_note(item)}"
+                )
+        return data
+
+    return out.wait_for(
+        poll,
+        lambda data: ENDS.get(data["state"], out.WAITING),
+        summary,
+        timeout=timeout,
+        interval=interval,
+        progress=progress,
+        on_end=lambda data: out.show(data, as_json, render),
+    )

@@ -1,0 +1,479 @@
+"""What every ``drover`` command shares: where the node is, the caller's credential, HTTP calls
+with their failures mapped to exit codes, tables and ``--json``, lists that page, and ``--wait``.
+
+Every command module (``drover/cli*.py``) uses these and nothing else to talk to a node or to the
+terminal, so all commands behave alike:
+
+- stdout carries the result only: a table (or ``key  value`` lines for one record) by default,
+  one JSON document with ``--json``. Progress, notes and errors go to stderr.
+- A failure is one line on stderr, ``drover: <what went wrong>``, and an exit code from
+  :class:`Exit`, chosen by the failure's class (never by the command).
+- Lists follow the API's ``next`` links until the end, or stop at ``--limit`` and say so on
+  stderr (and in the JSON document: ``truncated``).
+- ``--wait`` polls with a deadline (``--timeout``) and draws its progress on stderr: one line
+  redrawn in place on a terminal, a line per change into a pipe or file.
+
+The node's URL and the token come from flags, the environment (``DROVER_URL``, ``DROVER_TOKEN``)
+or the config file ``drover login`` writes; the CLI never reads a node's own settings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Annotated, Any, NoReturn, TextIO, TypeVar
+from urllib.parse import quote
+
+import typer
+
+from scheduler.core import errors
+
+T = TypeVar("T")
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+#: the biggest page the API serves (``api.paging.MAX_LIMIT``)
+PAGE_SIZE = 1000
+
+
+class Exit(IntEnum):
+    """The exit codes of every command, one per class of failure."""
+
+    OK = 0
+    #: anything else: an unexpected answer (5xx), a bug
+    ERROR = 1
+    #: the command line or the request was wrong: bad option, 400, 415, 422
+    USAGE = 2
+    #: the job, cluster, group, ... does not exist: 404
+    NOT_FOUND = 3
+    #: the request clashes with the current state: 409, 412 (a stale ``--if-match``)
+    CONFLICT = 4
+    #: not allowed: no or a bad credential (401), a role that may not (403)
+    REFUSED = 5
+    #: the node cannot be reached or cannot answer now: connection errors, 429, 502, 503, 504
+    UNAVAILABLE = 6
+    #: ``--wait`` reached its ``--timeout`` before the end it waited for
+    TIMEOUT = 7
+    #: ``--wait`` saw it end badly: the job FAILED, the failover FAILED or was CANCELLED
+    FAILED = 8
+
+
+EXIT_CODES_HELP = """\b
+Exit codes:
+  0  ok
+  1  other error (an unexpected answer from the node)
+  2  usage: a bad option or argument, an invalid request (400, 415, 422)
+  3  not found (404)
+  4  conflict or failed precondition (409, 412: e.g. a stale --if-match)
+  5  refused: unauthenticated or forbidden (401, 403)
+  6  unreachable or unavailable (connection error, 429, 502, 503, 504)
+  7  --wait reached its --timeout
+  8  --wait saw it end badly (job FAILED, failover FAILED or CANCELLED)
+"""
+
+_BY_STATUS = {
+    400: Exit.USAGE,
+    401: Exit.REFUSED,
+    403: Exit.REFUSED,
+    404: Exit.NOT_FOUND,
+    405: Exit.USAGE,
+    409: Exit.CONFLICT,
+    412: Exit.CONFLICT,
+    415: Exit.USAGE,
+    422: Exit.USAGE,
+    428: Exit.CONFLICT,
+    429: Exit.UNAVAILABLE,
+    502: Exit.UNAVAILABLE,
+    503: Exit.UNAVAILABLE,
+    504: Exit.UNAVAILABLE,
+}
+
+#: local failures (the store for ``db`` and ``token create --admin``, the credential file)
+_BY_ERROR: list[tuple[type[errors.DroverError], Exit]] = [
+    (errors.PreconditionFailed, Exit.CONFLICT),
+    (errors.Unauthenticated, Exit.REFUSED),
+    (errors.Forbidden, Exit.REFUSED),
+    (errors.InvalidInput, Exit.USAGE),
+    (errors.NotFound, Exit.NOT_FOUND),
+    (errors.Conflict, Exit.CONFLICT),
+    (errors.StoreUnavailable, Exit.UNAVAILABLE),
+    (errors.CoordinationUnavailable, Exit.UNAVAILABLE),
+]
+
+
+def exit_for_status(status: int) -> Exit:
+    if status in _BY_STATUS:
+        return _BY_STATUS[status]
+    return Exit.USAGE if 400 <= status < 500 else Exit.ERROR
+
+
+def exit_for_error(exc: errors.DroverError) -> Exit:
+    for kind, code in _BY_ERROR:
+        if isinstance(exc, kind):
+            return code
+    return Exit.ERROR
+
+
+def fail(message: str, code: int = Exit.ERROR) -> NoReturn:
+    """One line on stderr, then exit with ``code``."""
+    line = " ".join(str(message).split())
+    typer.echo(f"drover: {line}", err=True)
+    raise typer.Exit(int(code))
+
+
+def fail_error(exc: errors.DroverError) -> NoReturn:
+    fail(exc.message, exit_for_error(exc))
+
+
+def note(message: str) -> None:
+    """A remark for the person at the terminal (stderr: never mixed into the result)."""
+    typer.echo(message, err=True)
+
+
+# -- where the node is, and who calls it ----------------------------------------------------
+
+
+@dataclass
+class Target:
+    """``--url``/``--token`` given before the command (``drover --url U jobs list``)."""
+
+    url: str | None = None
+    token: str | None = None
+
+
+GLOBAL = Target()
+
+ApiOption = Annotated[
+    str | None,
+    typer.Option(
+        "--api",
+        "--url",
+        help="node API URL (default: --url before the command, DROVER_URL, the config file "
+        f"written by drover login, else {DEFAULT_URL})",
+        show_default=False,
+    ),
+]
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="print one JSON document on stdout instead of a table")
+]
+LimitOption = Annotated[
+    int | None,
+    typer.Option(
+        "--limit",
+        min=0,
+        help="list at most this many (default: all, following every page; 0 = all)",
+        show_default=False,
+    ),
+]
+WaitOption = Annotated[
+    bool, typer.Option("--wait", help="follow it until it is done, with progress on stderr")
+]
+TimeoutOption = Annotated[
+    float,
+    typer.Option("--timeout", min=0.1, help="--wait gives up after this many seconds (exit 7)"),
+]
+
+
+def _config() -> dict[str, str]:
+    from drover.cli import credentials
+
+    try:
+        return credentials.load()
+    except errors.DroverError as exc:
+        fail_error(exc)
+
+
+def api_url(flag: str | None = None) -> str:
+    """The node's URL: the command's ``--api``/``--url``, then ``drover --url``, then
+    ``DROVER_URL``, then the config file, then the local default."""
+    url = flag or GLOBAL.url or os.environ.get("DROVER_URL") or _config().get("api") or DEFAULT_URL
+    return url.rstrip("/")
+
+
+def token() -> str | None:
+    """The caller's token: ``drover --token``, then ``DROVER_TOKEN``, then the config file."""
+    return GLOBAL.token or os.environ.get("DROVER_TOKEN") or _config().get("token") or None
+
+
+def auth_headers() -> dict[str, str]:
+    """The credential and the explicit-client header every mutation needs."""
+    headers = {"X-Drover-Client": "drover-cli"}
+    secret = token()
+    if secret:
+        headers["Authorization"] = f"Bearer {secret}"
+    return headers
+
+
+def path_of(*parts: str) -> str:
+    """``/v1/a/b`` from parts, each quoted (names may hold any character the API allows)."""
+    return "/v1/" + "/".join(quote(p, safe="") for p in parts)
+
+
+def _problem_line(response: Any) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and ("title" in body or "detail" in body):
+        text = f"{response.status_code} {body.get('title', '')}: {body.get('detail', '')}"
+        kind = str(body.get("type", ""))
+        if kind.startswith("urn:drover:problem:"):
+            text += f" [{kind.rsplit(':', 1)[-1]}]"
+        return text
+    return f"{response.status_code}: {response.text[:200]}"
+
+
+def send(
+    method: str,
+    url: str,
+    *,
+    params: Mapping[str, Any] | Sequence[tuple[str, Any]] | None = None,
+    json_body: Any = None,
+    headers: Mapping[str, str] | None = None,
+    timeout: float = 30.0,
+) -> Any:
+    """One request; an error answer or a failed connection ends the command (one line, the
+    class's exit code). Returns the ``httpx.Response``."""
+    import httpx
+
+    merged = {**auth_headers(), **(headers or {})}
+    query: Any = params
+    try:
+        response = httpx.request(
+            method, url, params=query, json=json_body, headers=merged, timeout=timeout
+        )
+    except httpx.TimeoutException as exc:
+        fail(f"cannot reach {url}: timed out ({exc.__class__.__name__})", Exit.UNAVAILABLE)
+    except httpx.HTTPError as exc:
+        fail(f"cannot reach {url}: {exc}", Exit.UNAVAILABLE)
+    if response.status_code >= 400:
+        fail(_problem_line(response), exit_for_status(response.status_code))
+    return response
+
+
+def call(method: str, url: str, **kwargs: Any) -> Any:
+    """``send`` and the answer's JSON (None for an empty answer)."""
+    if "json" in kwargs:
+        kwargs["json_body"] = kwargs.pop("json")
+    response = send(method, url, **kwargs)
+    if not response.content:
+        return None
+    try:
+        return response.json()
+    except ValueError:
+        fail(f"{url} answered {response.status_code} with something not JSON", Exit.ERROR)
+
+
+# -- lists -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Listing:
+    """The items of a list, from as many pages as it took, and whether more exist."""
+
+    data: list[Any] = field(default_factory=list)
+    truncated: bool = False
+    next: str | None = None
+
+    def document(self, **extra: Any) -> dict[str, Any]:
+        return {
+            "data": self.data,
+            "count": len(self.data),
+            "truncated": self.truncated,
+            "next": self.next,
+            **extra,
+        }
+
+
+def fetch_all(
+    url: str,
+    params: Mapping[str, Any] | None = None,
+    *,
+    limit: int | None = None,
+    api: str | None = None,
+) -> Listing:
+    """Follow ``next`` until the end, or until ``limit`` items (``None``/0: no limit)."""
+    limit = limit or None
+    base = api_url(api)
+    query: list[tuple[str, Any]] = []
+    for key, value in (params or {}).items():
+        if value is None or value == "" or value == []:
+            continue
+        if isinstance(value, list | tuple):
+            query.extend((key, v) for v in value)
+        else:
+            query.append((key, value))
+    query.append(("limit", min(limit or PAGE_SIZE, PAGE_SIZE)))
+    listing = Listing()
+    page = call("GET", url, params=query)
+    seen_next: set[str] = set()
+    while True:
+        items = page.get("data", []) if isinstance(page, dict) else []
+        listing.data.extend(items)
+        nxt = page.get("next") if isinstance(page, dict) else None
+        if limit is not None and len(listing.data) >= limit:
+            listing.truncated = len(listing.data) > limit or bool(nxt)
+            listing.data = listing.data[:limit]
+            listing.next = nxt
+            return listing
+        if not nxt or nxt in seen_next:
+            return listing
+        seen_next.add(nxt)
+        page = call("GET", nxt if "://" in nxt else base + nxt)
+
+
+def say_if_cut(listing: Listing, what: str) -> None:
+    if listing.truncated:
+        note(
+            f"drover: showing the first {len(listing.data)} {what}; more exist "
+            "(--limit 0 lists them all)"
+        )
+
+
+# -- output ----------------------------------------------------------------------------------
+
+
+def paragraphs(text: str | None) -> str:
+    """A docstring's paragraphs as single lines (help screens rewrap them)."""
+    return "\n\n".join(" ".join(p.split()) for p in (text or "").split("\n\n"))
+
+
+def print_json(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+def cell(value: Any) -> str:
+    if value is None or value == "":
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, dict):
+        return ",".join(f"{k}={v}" for k, v in value.items()) or "-"
+    if isinstance(value, list | tuple):
+        return " ".join(str(v) for v in value) or "-"
+    return " ".join(str(value).split())
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], empty: str = "") -> None:
+    """Aligned columns, a header line first; the last column is never padded."""
+    text = [[cell(v) for v in row] for row in rows]
+    if not text:
+        typer.echo(empty or f"(no {headers[0].lower()}s)" if headers else "(none)")
+        return
+    widths = [len(h) for h in headers]
+    for row in text:
+        for i, value in enumerate(row[:-1]):
+            widths[i] = max(widths[i], len(value))
+    for row in [list(headers), *text]:
+        padded = [v.ljust(widths[i]) for i, v in enumerate(row[:-1])] + [row[-1]]
+        typer.echo("  ".join(padded).rstrip())
+
+
+def record(data: Mapping[str, Any], fields: Sequence[str] | None = None) -> None:
+    """One record as ``key  value`` lines."""
+    keys = list(fields or data.keys())
+    width = max((len(k) for k in keys), default=0)
+    for key in keys:
+        value = data.get(key)
+        if isinstance(value, dict) and value and any(isinstance(v, dict) for v in value.values()):
+            value = json.dumps(value, ensure_ascii=False, default=str)
+        typer.echo(f"{key.ljust(width)}  {cell(value)}")
+
+
+def show(data: Any, as_json: bool, render: Callable[[Any], None] | None = None) -> None:
+    """``--json``: the document; else ``render(data)`` (default: ``record``)."""
+    if as_json:
+        print_json(data)
+    elif render is not None:
+        render(data)
+    elif isinstance(data, Mapping):
+        record(data)
+    else:
+        print_json(data)
+
+
+# -- --wait ----------------------------------------------------------------------------------
+
+
+class Progress:
+    """A live status on stderr: redrawn in place on a terminal, one line per change otherwise."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.last = ""
+        self.drawn = False
+
+    def update(self, line: str) -> None:
+        if line == self.last:
+            return
+        self.last = line
+        stamp = time.strftime("%H:%M:%S")
+        if self.tty:
+            self.stream.write(f"\r\x1b[2K{stamp} {line}")
+            self.drawn = True
+        else:
+            self.stream.write(f"{stamp} {line}\n")
+        self.stream.flush()
+
+    def event(self, line: str) -> None:
+        """A line that stays (a step of a failover), above the redrawn status."""
+        stamp = time.strftime("%H:%M:%S")
+        if self.tty and self.drawn:
+            self.stream.write("\r\x1b[2K")
+        self.stream.write(f"{stamp} {line}\n")
+        if self.tty and self.last:
+            self.stream.write(f"{stamp} {self.last}")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty and self.drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+        self.drawn = False
+
+
+#: what ``judge`` says of an observation: keep waiting, done, or ended badly
+WAITING, DONE, FAILED = "waiting", "done", "failed"
+
+
+def wait_for(
+    poll: Callable[[], T],
+    judge: Callable[[T], str],
+    describe: Callable[[T], str],
+    *,
+    timeout: float,
+    interval: float = 1.0,
+    progress: Progress | None = None,
+    on_end: Callable[[T], None] | None = None,
+) -> T:
+    """Poll until ``judge`` says DONE (returns the last observation) or FAILED (exit 8), or
+    until ``timeout`` seconds passed (exit 7). ``on_end`` sees the last observation first (to
+    print the final document even when the wait did not end well)."""
+    progress = progress or Progress()
+    deadline = time.monotonic() + timeout
+    observed = poll()
+    try:
+        while True:
+            verdict = judge(observed)
+            progress.update(describe(observed))
+            if verdict != WAITING:
+                break
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            time.sleep(min(interval, left))
+            observed = poll()
+    finally:
+        progress.close()
+    if on_end is not None:
+        on_end(observed)
+    if verdict == DONE:
+        return observed
+    if verdict == FAILED:
+        fail(describe(observed), Exit.FAILED)
+    fail(f"timed out after {timeout:g} s: {describe(observed)}", Exit.TIMEOUT)

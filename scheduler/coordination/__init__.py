@@ -1,0 +1,1 @@
+"""ZooKeeper: every call Drover makes to it (membership registration, group views, watches)."""

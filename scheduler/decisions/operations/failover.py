@@ -1,0 +1,905 @@
+"""Failover, the first kind of operation: its plan and its item step machine. Pure.
+
+**Plan.** A failover names a *source* cluster, an optional *target* (default: each job's group's
+other cluster -- the failover cluster for a job on its primary, the primary for a job on its
+failover cluster, so a fail-back needs no target either) and a *selector* (priorities, teams,
+businesses, groups, job names; at least one, or ``all``). :func:`plan_failover` turns the jobs
+on the source into an ordered plan -- priority high first, then by name -- in which every item
+says what will happen and why. A dry run returns exactly the items an execution then runs, in
+that order (same inputs, same plan; the plan's digest tells when they differ).
+
+Planned actions (:class:`Action`):
+
+    kill     the source answers: kill the job's application there and wait until the cluster
+             confirms it gone, then start it on the target from its checkpoint
+    fence    the source cannot be reached and is abnormal: supersede the run's fencing token and
+             wait until its self-fencing driver was told so (or its blind limit surely passed)
+    move     no application on the source: switch the job to the target (and start it there
+             if its desired state is RUNNING)
+    skip     nothing to do for this job (no target, already elsewhere, in another failover)
+    refuse   not safe: the source is unreachable but NORMAL, the run is not self-fencing and the
+             operator did not force it, or the target is abnormal
+
+**Items** walk persisted steps (:class:`Step`); :func:`decide` is the pure decision of the next
+one from what the store says (the item, its job, the clusters), and the executor
+(``scheduler.loops.operations``) applies it in one fenced transaction::
+
+    PENDING     → DRAINING     the drain directive is on the job (its owner kills or fences)
+                → SKIPPED | REFUSED      as planned (or the job left the source meanwhile)
+                → CANCELLED    the operation was cancelled before the item started
+                → FAILED       the job was deleted
+    DRAINING    → FENCING      the owner fenced the run (source unreachable and abnormal)
+                → CHECKPOINT   the source confirmed the application gone (or there was none)
+                → CANCELLED    cancelled, and the application is gone: the job stays where it is
+                → FAILED       not drained within the drain timeout
+    FENCING     → CHECKPOINT   the stale driver was answered "superseded" by a fence check and
+                               the exit grace passed; or its blind limit surely expired; or the
+                               operator forced a run that is not self-fencing
+                → CANCELLED    cancelled, once the driver is surely gone
+                → FAILED       (only with a fence timeout configured)
+    CHECKPOINT  → SWITCHING    the checkpoint is available under the target's storage root
+                → CANCELLED
+                → FAILED       it could not be made available (after retries)
+    SWITCHING   → STARTING     the job's cluster is the target: its owner submits there
+                → DONE         a stopped job: only its cluster was switched
+                → FAILED
+    STARTING    → DONE         RUNNING on the target (or stopped there by an operator)
+                → FAILED       not RUNNING within the start timeout, or it gave up
+
+:func:`transition` is the one function that checks a step change. A cancel takes effect at the
+next step boundary before the switch; once switched, an item finishes.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from scheduler.core.directive import Directive, Phase
+from scheduler.core.errors import InvalidInput
+from scheduler.core.names import validate_name
+from scheduler.core.records import ClusterRecord, GroupRecord, JobRecord, RunRecord
+from scheduler.core.states import DesiredState, JobState, Priority
+from scheduler.decisions import storage
+from scheduler.decisions.health import ClusterHealth
+from scheduler.decisions.operations.model import (
+    FAILED_STEP_NAMES,
+    FINAL_STEP_NAMES,
+    ItemRecord,
+    step_transition,
+)
+from scheduler.decisions.planning import GAVE_UP
+from scheduler.decisions.selffencing import self_fencing
+
+#: the Spark properties a run's driver reads its blind limit and idle check from
+MAX_BLIND_PROPERTY = "spark.drover.fenceMaxBlindSeconds"
+IDLE_CHECK_PROPERTY = "spark.drover.fenceIdleCheckSeconds"
+#: drover_runtime's default idle check (pipelines/drover_runtime.py)
+DEFAULT_IDLE_CHECK_S = 30.0
+
+PRIORITY_ORDER = {Priority.HIGH: 0, Priority.NORMAL: 1, Priority.LOW: 2}
+
+
+class Action(enum.StrEnum):
+    KILL = "kill"
+    FENCE = "fence"
+    MOVE = "move"
+    SKIP = "skip"
+    REFUSE = "refuse"
+
+    @property
+    def runs(self) -> bool:
+        """Whether an item with this action moves its job (not skipped, not refused)."""
+        return self in (Action.KILL, Action.FENCE, Action.MOVE)
+
+
+class Step(enum.StrEnum):
+    PENDING = "PENDING"
+    DRAINING = "DRAINING"
+    FENCING = "FENCING"
+    CHECKPOINT = "CHECKPOINT"
+    SWITCHING = "SWITCHING"
+    STARTING = "STARTING"
+    DONE = "DONE"
+    SKIPPED = "SKIPPED"
+    REFUSED = "REFUSED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+    @property
+    def is_final(self) -> bool:
+        return self in FINAL_STEPS
+
+    @property
+    def started(self) -> bool:
+        """The item is under way (not pending, not ended)."""
+        return self != Step.PENDING and not self.is_final
+
+
+S = Step
+STEP_TRANSITIONS: Mapping[Step, frozenset[Step]] = {
+    S.PENDING: frozenset({S.DRAINING, S.SKIPPED, S.REFUSED, S.CANCELLED, S.FAILED}),
+    S.DRAINING: frozenset({S.FENCING, S.CHECKPOINT, S.CANCELLED, S.FAILED}),
+    S.FENCING: frozenset({S.CHECKPOINT, S.CANCELLED, S.FAILED}),
+    S.CHECKPOINT: frozenset({S.SWITCHING, S.CANCELLED, S.FAILED}),
+    S.SWITCHING: frozenset({S.STARTING, S.DONE, S.FAILED}),
+    S.STARTING: frozenset({S.DONE, S.FAILED}),
+    S.DONE: frozenset(),
+    S.SKIPPED: frozenset(),
+    S.REFUSED: frozenset(),
+    S.FAILED: frozenset(),
+    S.CANCELLED: frozenset(),
+}
+del S
+FINAL_STEPS = frozenset(step for step in Step if step.value in FINAL_STEP_NAMES)
+#: final steps that make the operation FAILED
+FAILED_STEPS = FAILED_STEP_NAMES
+
+
+def transition(current: Step, new: Step) -> Step:
+    """``new`` if the table allows ``current → new``; IllegalTransition otherwise."""
+    return step_transition(STEP_TRANSITIONS, current, new, item="a failover item")
+
+
+# -- the request ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Selector:
+    """Which jobs of the source: every non-empty field must match (``all``: every job)."""
+
+    priorities: frozenset[Priority] = frozenset()
+    teams: frozenset[str] = frozenset()
+    businesses: frozenset[str] = frozenset()
+    groups: frozenset[str] = frozenset()
+    jobs: frozenset[str] = frozenset()
+    all: bool = False
+
+    @property
+    def empty(self) -> bool:
+        return not (
+            self.priorities or self.teams or self.businesses or self.groups or self.jobs or self.all
+        )
+
+    def matches(self, job: JobRecord) -> bool:
+        return (
+            (not self.priorities or job.priority in self.priorities)
+            and (not self.teams or job.team in self.teams)
+            and (not self.businesses or job.business in self.businesses)
+            and (not self.groups or job.group in self.groups)
+            and (not self.jobs or job.name in self.jobs)
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "priorities": sorted(p.value for p in self.priorities),
+            "teams": sorted(self.teams),
+            "businesses": sorted(self.businesses),
+            "groups": sorted(self.groups),
+            "jobs": sorted(self.jobs),
+            "all": self.all,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Selector:
+        return cls(
+            priorities=frozenset(Priority(p) for p in data.get("priorities", ())),
+            teams=frozenset(data.get("teams", ())),
+            businesses=frozenset(data.get("businesses", ())),
+            groups=frozenset(data.get("groups", ())),
+            jobs=frozenset(data.get("jobs", ())),
+            all=bool(data.get("all", False)),
+        )
+
+    @classmethod
+    def at_or_above(cls, priority: Priority, *, groups: Iterable[str] = ()) -> Selector:
+        """The jobs at ``priority`` or higher (automatic failover)."""
+        rank = PRIORITY_ORDER[priority]
+        return cls(
+            priorities=frozenset(p for p, r in PRIORITY_ORDER.items() if r <= rank),
+            groups=frozenset(groups),
+        )
+
+    def describe(self) -> str:
+        if self.all and not (
+            self.priorities or self.teams or self.businesses or self.groups or self.jobs
+        ):
+            return "every job"
+        parts = []
+        for label, values in (
+            ("priority", sorted(p.value for p in self.priorities)),
+            ("team", sorted(self.teams)),
+            ("business", sorted(self.businesses)),
+            ("group", sorted(self.groups)),
+            ("job", sorted(self.jobs)),
+        ):
+            if values:
+                parts.append(f"{label} {'|'.join(values)}")
+        return ", ".join(parts)
+
+
+ALL_JOBS = "*"
+
+
+@dataclass(frozen=True)
+class Force:
+    """The operator's acknowledgement that runs which are not self-fencing may be fenced: their
+    drivers on the source may keep running (and writing) after the job started on the target."""
+
+    jobs: frozenset[str]
+    acknowledgement: str
+    by: str = ""
+
+    def covers(self, job: str) -> bool:
+        return ALL_JOBS in self.jobs or job in self.jobs
+
+    def to_json(self) -> dict[str, Any]:
+        return {"jobs": sorted(self.jobs), "acknowledgement": self.acknowledgement, "by": self.by}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> Force | None:
+        if not data:
+            return None
+        return cls(
+            frozenset(data.get("jobs", ())), str(data.get("acknowledgement", "")), str(data["by"])
+        )
+
+
+@dataclass(frozen=True)
+class Request:
+    source: str
+    target: str | None = None
+    selector: Selector = field(default_factory=Selector)
+    force: Force | None = None
+
+    def check(self) -> Request:
+        """Refuse a request that is not well formed (InvalidInput)."""
+        validate_name(self.source, "source cluster")
+        if self.target is not None:
+            validate_name(self.target, "target cluster")
+            if self.target == self.source:
+                raise InvalidInput("the target cluster must differ from the source cluster")
+        if self.selector.empty:
+            raise InvalidInput(
+                "select the jobs to fail over (priorities, teams, businesses, groups, jobs) "
+                "or ask for all of them explicitly (all: true)"
+            )
+        if self.force is not None:
+            if not self.force.jobs:
+                raise InvalidInput("force names no job (list job names, or '*' for every job)")
+            if not self.force.acknowledgement.strip():
+                raise InvalidInput(
+                    "forcing the fence of runs that are not self-fencing needs an "
+                    "acknowledgement: their drivers may go on running on the source"
+                )
+        return self
+
+
+# -- the plan ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlannedItem:
+    job_id: int
+    job_name: str
+    group: str
+    priority: Priority
+    action: Action
+    why: str
+    source: str
+    target: str | None
+    #: the live run on the source the item drains (None: none)
+    source_run_id: int | None = None
+    #: the operator forced the fence of a run that is not self-fencing
+    forced: bool = False
+
+    def key(self) -> list[Any]:
+        return [self.job_name, self.action.value, self.target, self.source_run_id, self.forced]
+
+
+@dataclass(frozen=True)
+class Plan:
+    source: str
+    target: str | None
+    source_reachable: bool
+    items: tuple[PlannedItem, ...]
+
+    @property
+    def digest(self) -> str:
+        """What identifies the plan: the same digest, the same items in the same order."""
+        body = json.dumps(
+            [self.source, self.target, [i.key() for i in self.items]], separators=(",", ":")
+        )
+        return hashlib.sha256(body.encode("utf-8")).hexdigest()[:16]
+
+    def home_group(self, fallback: str) -> str:
+        """The group whose pool executes the plan: the first moving item's job's group."""
+        for item in self.items:
+            if item.action.runs:
+                return item.group
+        return self.items[0].group if self.items else fallback
+
+
+def live_run(job: JobRecord) -> RunRecord | None:
+    run = job.current_run
+    return run if run is not None and not run.state.is_final else None
+
+
+def current_cluster(job: JobRecord, groups: Mapping[str, GroupRecord]) -> str | None:
+    """Where the job is: its live run's cluster, else its cluster, else its group's primary."""
+    run = live_run(job)
+    if run is not None:
+        return run.cluster
+    if job.cluster:
+        return job.cluster
+    group = groups.get(job.group)
+    return group.primary_cluster if group is not None else None
+
+
+def default_target(group: GroupRecord | None, source: str) -> str | None:
+    """The group's other cluster: its failover cluster, or its primary for a job on the failover
+    cluster (a fail-back)."""
+    if group is None:
+        return None
+    if source == group.failover_cluster:
+        return group.primary_cluster
+    return group.failover_cluster
+
+
+def sort_key(job: JobRecord) -> tuple[int, str]:
+    return PRIORITY_ORDER.get(job.priority, len(PRIORITY_ORDER)), job.name
+
+
+def plan_failover(
+    request: Request,
+    jobs: Iterable[JobRecord],
+    groups: Mapping[str, GroupRecord],
+    clusters: Mapping[str, ClusterRecord],
+    *,
+    source_reachable: bool,
+    now: datetime,
+) -> Plan:
+    """The ordered plan for ``request`` (see the module docstring). ``jobs``: candidates (any
+    superset of the jobs on the source); ``source_reachable``: whether the source answered a
+    probe just now."""
+    source = clusters.get(request.source)
+    if source is None:
+        raise InvalidInput(f"no cluster named {request.source!r}")
+    if request.target is not None and request.target not in clusters:
+        raise InvalidInput(f"no cluster named {request.target!r}")
+    chosen = [
+        j
+        for j in jobs
+        if current_cluster(j, groups) == request.source and request.selector.matches(j)
+    ]
+    items = tuple(
+        _plan_item(job, request, groups, clusters, source, source_reachable, now)
+        for job in sorted(chosen, key=sort_key)
+    )
+    return Plan(request.source, request.target, source_reachable, items)
+
+
+def _plan_item(
+    job: JobRecord,
+    request: Request,
+    groups: Mapping[str, GroupRecord],
+    clusters: Mapping[str, ClusterRecord],
+    source: ClusterRecord,
+    reachable: bool,
+    now: datetime,
+) -> PlannedItem:
+    target = request.target or default_target(groups.get(job.group), source.name)
+    run = live_run(job)
+
+    def item(action: Action, why: str, *, forced: bool = False) -> PlannedItem:
+        return PlannedItem(
+            job.id,
+            job.name,
+            job.group,
+            job.priority,
+            action,
+            why,
+            source.name,
+            target,
+            run.id if run is not None else None,
+            forced,
+        )
+
+    if target is None:
+        return item(Action.SKIP, f"no failover cluster for group {job.group}: skipped")
+    if target == source.name:
+        return item(Action.SKIP, f"the target of group {job.group} is {target} itself: skipped")
+    if job.directive is not None:
+        return item(Action.SKIP, f"already in failover {job.directive.operation_id}: skipped")
+    target_health = clusters[target].health
+    if target_health != ClusterHealth.NORMAL.value:
+        return item(Action.REFUSE, f"target {target} is {target_health}: refused")
+    start = "start on" if job.desired_state == DesiredState.RUNNING else "switch to"
+    then = f"then {start} {target} from its checkpoint"
+    if run is None:
+        if job.desired_state == DesiredState.RUNNING:
+            return item(
+                Action.MOVE,
+                f"no application on {source.name}: start on {target} from its checkpoint",
+            )
+        return item(
+            Action.MOVE, f"stopped: switch to {target} (its checkpoint made available there)"
+        )
+    if reachable:
+        return item(
+            Action.KILL,
+            f"source {source.name} reachable: kill run {run.id} and confirm it gone, {then}",
+        )
+    if source.health == ClusterHealth.NORMAL.value:
+        return item(
+            Action.REFUSE,
+            f"source {source.name} unreachable but NORMAL: refused (mark it abnormal to fence: "
+            f"drover clusters mark-abnormal {source.name})",
+        )
+    fencing = self_fencing(run, now)
+    if fencing:
+        return item(
+            Action.FENCE,
+            f"source {source.name} unreachable and {source.health}: will fence run {run.id} "
+            f"(self-fencing), {then}",
+        )
+    if request.force is not None and request.force.covers(job.name):
+        return item(
+            Action.FENCE,
+            f"source {source.name} unreachable and {source.health}; run {run.id} is not "
+            f"self-fencing: fence forced by {request.force.by or 'the operator'} "
+            f"(acknowledged: {request.force.acknowledgement}), {then}",
+            forced=True,
+        )
+    what = "not self-fencing" if fencing is False else "not known to be self-fencing yet"
+    return item(
+        Action.REFUSE,
+        f"{what} and source {source.name} unreachable: refused unless forced (its driver "
+        "would go on running there)",
+    )
+
+
+# -- the step machine ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How long the steps may take (settings ``DROVER_FAILOVER_*``), in seconds."""
+
+    #: after a stale driver was answered "superseded", how long it gets to exit
+    fence_exit_grace: float = 15.0
+    #: how long the owner may take to drain a job (0: no limit)
+    drain_timeout: float = 600.0
+    #: how long a stale driver may take to be fenced (0: no limit)
+    fence_timeout: float = 0.0
+    #: how long the job may take to be RUNNING on the target (0: no limit)
+    start_timeout: float = 900.0
+    #: retries of a failed checkpoint step before the item fails, and the pause between them
+    checkpoint_attempts: int = 5
+    retry_after: float = 5.0
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the executor read for one item this round."""
+
+    job: JobRecord | None
+    #: the run the item drained (the source run), if any, as stored now
+    source_run: RunRecord | None
+    clusters: Mapping[str, ClusterRecord]
+    cancelling: bool
+    now: datetime
+    force: Force | None = None
+
+
+# decisions --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Nothing to do yet: ``why`` is shown as what the item waits for."""
+
+    why: str
+
+
+@dataclass(frozen=True)
+class SetDirective:
+    """Write ``directive`` on the job (None: clear it), conditional on the job's version."""
+
+    directive: Directive | None
+
+
+@dataclass(frozen=True)
+class SwitchCluster:
+    """Switch the job to ``target`` (and queue it to run there, or leave it stopped)."""
+
+    target: str
+    directive: Directive | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class MakeAvailable:
+    """Make the checkpoint ``source_location`` available at ``target_location`` (I/O: the
+    executor asks ``scheduler.loops.replication``), then go to SWITCHING."""
+
+    job: str
+    source_location: str | None
+    target_location: str
+    #: the target cluster's storage root (the target must lie inside it)
+    target_root: str | None = None
+
+
+@dataclass(frozen=True)
+class Advance:
+    step: Step
+    note: str
+    #: the job write that goes with the step, in the same transaction
+    job_write: SetDirective | SwitchCluster | None = None
+    #: item fields to record (source_run_id, target_run_id, detail entries)
+    fields: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Record:
+    """Record item fields (and a history note) without changing the step."""
+
+    fields: Mapping[str, Any]
+    note: str
+
+
+Decision = Wait | Advance | MakeAvailable | Record
+
+
+def _seconds_since(since: datetime | None, now: datetime) -> float:
+    return (now - since).total_seconds() if since is not None else 0.0
+
+
+def _conf_seconds(job: JobRecord, key: str, default: float) -> float:
+    try:
+        return max(0.0, float(job.conf.get(key, default)))
+    except (TypeError, ValueError):
+        return default
+
+
+def drain_directive(item: ItemRecord, operation_id: int, forced: bool) -> Directive:
+    assert item.source_cluster is not None and item.target_cluster is not None
+    return Directive(
+        operation_id, item.id, Phase.DRAIN, item.source_cluster, item.target_cluster, forced
+    )
+
+
+def _ours(job: JobRecord, item: ItemRecord) -> bool:
+    d = job.directive
+    return d is not None and d.operation_id == item.operation_id and d.item_id == item.id
+
+
+def _clear(job: JobRecord | None, item: ItemRecord) -> SetDirective | None:
+    return SetDirective(None) if job is not None and _ours(job, item) else None
+
+
+def decide(item: ItemRecord, facts: Facts, timing: Timing) -> Decision:
+    """The next move of a failover item (see the module docstring). Never raises for what the
+    store says: an item that cannot go on FAILs with the reason."""
+    step = Step(item.step)
+    job = facts.job
+    if step.is_final:
+        return Wait("ended")
+    if step == Step.PENDING and item.action in (Action.SKIP, Action.REFUSE):
+        return Advance(Step.SKIPPED if item.action == Action.SKIP else Step.REFUSED, item.why)
+    if job is None:
+        return Advance(Step.FAILED, f"job {item.job_name} no longer exists")
+    if step == Step.PENDING:
+        return _start(item, job, facts)
+    if not _ours(job, item) and step in (
+        Step.DRAINING,
+        Step.FENCING,
+        Step.CHECKPOINT,
+        Step.SWITCHING,
+    ):
+        return Advance(
+            Step.FAILED,
+            "the job's failover directive was replaced or removed meanwhile: "
+            f"{job.directive.describe() if job.directive else 'none'}",
+        )
+    entered = item.entered(step.value) or item.updated_at
+    if step == Step.DRAINING:
+        return _draining(item, job, facts, timing, entered)
+    if step == Step.FENCING:
+        return _fencing(item, job, facts, timing, entered)
+    if step == Step.CHECKPOINT:
+        if facts.cancelling:
+            return Advance(
+                Step.CANCELLED,
+                f"cancelled: the job stays on {item.source_cluster}",
+                job_write=_clear(job, item),
+            )
+        return _checkpoint(item, job, facts)
+    if step == Step.SWITCHING:
+        return _switch(item, job, facts)
+    return _starting(item, job, facts, timing, entered)
+
+
+def _start(item: ItemRecord, job: JobRecord, facts: Facts) -> Decision:
+    action = Action(item.action)
+    if facts.cancelling:
+        return Advance(Step.CANCELLED, "cancelled before it started")
+    if job.directive is not None and not _ours(job, item):
+        return Advance(
+            Step.SKIPPED, f"the job is in failover {job.directive.operation_id} now: skipped"
+        )
+    run = live_run(job)
+    where = run.cluster if run is not None else (job.cluster or item.source_cluster)
+    if where != item.source_cluster:
+        return Advance(Step.SKIPPED, f"the job is on {where} now, no longer on the source")
+    forced = bool(item.detail.get("forced"))
+    directive = drain_directive(item, item.operation_id, forced)
+    if run is None:
+        note = f"no application on {item.source_cluster}: held for the move"
+    elif action == Action.FENCE:
+        note = f"drain run {run.id}: its owner fences it ({item.source_cluster} unreachable)"
+    else:
+        note = f"drain run {run.id}: its owner kills it on {item.source_cluster} and confirms"
+    return Advance(
+        Step.DRAINING,
+        note,
+        job_write=SetDirective(directive),
+        fields={"source_run_id": run.id if run is not None else item.source_run_id},
+    )
+
+
+def _draining(
+    item: ItemRecord, job: JobRecord, facts: Facts, timing: Timing, entered: datetime
+) -> Decision:
+    run = live_run(job)
+    if run is not None and run.cluster == item.source_cluster:
+        if timing.drain_timeout and _seconds_since(entered, facts.now) > timing.drain_timeout:
+            return Advance(
+                Step.FAILED,
+                f"run {run.id} not drained from {item.source_cluster} within "
+                f"{timing.drain_timeout:g} s (job {job.state}: {job.state_reason}); the job "
+                "goes back to its usual management",
+                job_write=_clear(job, item),
+            )
+        return Wait(
+            f"the owner drains run {run.id} from {item.source_cluster} "
+            f"(job {job.state}: {job.state_reason or '-'})"
+        )
+    if run is not None:
+        return Advance(
+            Step.FAILED,
+            f"run {run.id} was started on {run.cluster} meanwhile",
+            job_write=_clear(job, item),
+        )
+    drained = facts.source_run
+    if drained is not None and drained.fenced_at is not None:
+        return Advance(
+            Step.FENCING,
+            f"run {drained.id} fenced at {drained.fenced_at.isoformat(timespec='seconds')}: "
+            "its token is superseded; waiting for its driver to stop",
+            fields={"fenced_at": drained.fenced_at.isoformat()},
+        )
+    if facts.cancelling:
+        return Advance(
+            Step.CANCELLED,
+            f"cancelled: drained, the job stays on {item.source_cluster}",
+            job_write=_clear(job, item),
+        )
+    if drained is not None:
+        note = f"run {drained.id} gone from {item.source_cluster} ({drained.state}: "
+        note += f"{drained.reason or 'confirmed by the cluster'})"
+    else:
+        note = f"no application on {item.source_cluster}"
+    return Advance(Step.CHECKPOINT, note)
+
+
+def fence_done(
+    run: RunRecord, job: JobRecord, directive_forced: bool, now: datetime, timing: Timing
+) -> str | None:
+    """Why the stale driver of the fenced ``run`` is surely gone, or None while it may not be.
+
+    - it was answered "superseded" by a fence check and had ``fence_exit_grace`` to exit;
+    - its blind limit (``spark.drover.fenceMaxBlindSeconds``: the driver stops when it has not
+      seen its token confirmed for that long) surely expired: the fence closed the run, so no
+      check succeeded after ``fenced_at``; the driver stops at its next check after the limit
+      (a batch, or its idle check) and then needs the exit grace;
+    - the operator forced the fence of a run that is not self-fencing (acknowledged).
+    """
+    if run.fence_superseded_at is not None:
+        ready = run.fence_superseded_at + timedelta(seconds=timing.fence_exit_grace)
+        if now >= ready:
+            return (
+                f"its driver was answered 'superseded' at "
+                f"{run.fence_superseded_at.isoformat(timespec='seconds')} and had "
+                f"{timing.fence_exit_grace:g} s to exit"
+            )
+    if directive_forced and self_fencing(run, now) is not True:
+        return "forced by the operator: not self-fencing, not waited for (acknowledged)"
+    blind = _conf_seconds(job, MAX_BLIND_PROPERTY, 0.0)
+    if blind > 0 and run.fenced_at is not None:
+        idle = _conf_seconds(job, IDLE_CHECK_PROPERTY, DEFAULT_IDLE_CHECK_S)
+        limit = blind + idle + timing.fence_exit_grace
+        if now >= run.fenced_at + timedelta(seconds=limit):
+            return (
+                f"its blind limit of {blind:g} s surely expired ({limit:g} s since the fence, "
+                "with its idle check and the exit grace)"
+            )
+    return None
+
+
+def _fencing(
+    item: ItemRecord, job: JobRecord, facts: Facts, timing: Timing, entered: datetime
+) -> Decision:
+    run = facts.source_run
+    if run is None:
+        return Advance(Step.FAILED, f"the fenced run {item.source_run_id} no longer exists")
+    forced = bool(job.directive and job.directive.force_unfenced)
+    why = fence_done(run, job, forced, facts.now, timing)
+    if why is not None:
+        if facts.cancelling:
+            return Advance(
+                Step.CANCELLED,
+                f"cancelled once fenced ({why}): the job stays on {item.source_cluster}",
+                job_write=_clear(job, item),
+            )
+        return Advance(Step.CHECKPOINT, f"run {run.id} fenced: {why}")
+    if timing.fence_timeout and _seconds_since(entered, facts.now) > timing.fence_timeout:
+        return Advance(
+            Step.FAILED,
+            f"the stale driver of run {run.id} was not answered 'superseded' within "
+            f"{timing.fence_timeout:g} s",
+            job_write=_clear(job, item),
+        )
+    blind = _conf_seconds(job, MAX_BLIND_PROPERTY, 0.0)
+    limit = f"its blind limit of {blind:g} s" if blind else "no blind limit is set"
+    return Wait(
+        f"the stale driver of run {run.id} on {item.source_cluster} stops at its next fence "
+        f"check (answered 'superseded' + {timing.fence_exit_grace:g} s); {limit}"
+    )
+
+
+def _checkpoint(item: ItemRecord, job: JobRecord, facts: Facts) -> Decision:
+    if item.not_before is not None and facts.now < item.not_before:
+        return Wait(f"retrying the checkpoint at {item.not_before.isoformat(timespec='seconds')}")
+    target = facts.clusters.get(item.target_cluster or "")
+    if target is None:
+        return Advance(Step.FAILED, f"no cluster named {item.target_cluster!r} any more")
+    clusters = list(facts.clusters.values())
+    try:
+        location = storage.checkpoint_location(target, job, clusters)
+    except InvalidInput as exc:
+        return Advance(Step.FAILED, f"no checkpoint location on {target.name}: {exc.message}")
+    source = source_checkpoint(item, job, facts)
+    if source == location:  # a job moved back and forth never shares a checkpoint, but be sure
+        source = None
+    return MakeAvailable(job.name, source, location, target.storage_root)
+
+
+def source_checkpoint(item: ItemRecord, job: JobRecord, facts: Facts) -> str | None:
+    """Where the job last checkpointed on the source: the drained run's location, else its last
+    run's there, else where a run on the source would have checkpointed."""
+    run = facts.source_run
+    if run is None and job.current_run is not None:
+        if job.current_run.cluster == item.source_cluster:
+            run = job.current_run
+    if run is not None and run.checkpoint_location:
+        return run.checkpoint_location
+    source = facts.clusters.get(item.source_cluster or "")
+    if source is None:
+        return None
+    try:
+        return storage.checkpoint_location(source, job, list(facts.clusters.values()))
+    except InvalidInput:
+        return None
+
+
+def _switch(item: ItemRecord, job: JobRecord, facts: Facts) -> Decision:
+    target = item.target_cluster
+    assert target is not None and job.directive is not None
+    live = live_run(job)
+    if live is not None:  # the drain directive still holds: its owner kills it first
+        return Wait(f"run {live.id} is live on {live.cluster}: it is drained before the switch")
+    checkpoint = item.detail.get("checkpoint_to", "")
+    resume = item.detail.get("resume")
+    fields = {"last_run_before_switch": job.current_run_id}
+    if job.desired_state != DesiredState.RUNNING:
+        return Advance(
+            Step.DONE,
+            f"switched to {target}; the job stays stopped (checkpoint {checkpoint or 'none'})",
+            job_write=SwitchCluster(
+                target, None, f"failover {item.operation_id}: switched to {target}"
+            ),
+            fields=fields,
+        )
+    directive = Directive(
+        item.operation_id,
+        item.id,
+        Phase.RUN,
+        job.directive.source,
+        target,
+        job.directive.force_unfenced,
+    )
+    reason = f"failover {item.operation_id}: moved to {target}; starts there " + (
+        f"from checkpoint {checkpoint} ({resume})" if checkpoint else "afresh"
+    )
+    return Advance(
+        Step.STARTING,
+        f"switched to {target}: its owner submits it there",
+        job_write=SwitchCluster(target, directive, reason),
+        fields=fields,
+    )
+
+
+def _starting(
+    item: ItemRecord, job: JobRecord, facts: Facts, timing: Timing, entered: datetime
+) -> Decision:
+    target = item.target_cluster
+    run = job.current_run
+    fields: dict[str, Any] = {}
+    before = item.detail.get("last_run_before_switch")
+    if run is not None and run.cluster == target and (before is None or run.id > int(before)):
+        fields["target_run_id"] = run.id
+    if job.desired_state != DesiredState.RUNNING:
+        return Advance(
+            Step.DONE,
+            f"stopped by an operator on {target} meanwhile",
+            job_write=_clear(job, item),
+            fields=fields,
+        )
+    if (
+        "target_run_id" in fields
+        and run is not None
+        and job.state == JobState.RUNNING
+        and not run.state.is_final
+    ):
+        return Advance(
+            Step.DONE,
+            f"RUNNING on {target} as run {run.id}",
+            job_write=_clear(job, item),
+            fields=fields,
+        )
+    if job.state == JobState.FAILED and job.state_reason.startswith(GAVE_UP):
+        return Advance(
+            Step.FAILED,
+            f"the job gave up on {target}: {job.state_reason}",
+            job_write=_clear(job, item),
+            fields=fields,
+        )
+    if timing.start_timeout and _seconds_since(entered, facts.now) > timing.start_timeout:
+        return Advance(
+            Step.FAILED,
+            f"not RUNNING on {target} within {timing.start_timeout:g} s (job {job.state}: "
+            f"{job.state_reason}); it stays there under its usual management",
+            job_write=_clear(job, item),
+            fields=fields,
+        )
+    if fields.get("target_run_id", item.target_run_id) != item.target_run_id:
+        return Record(fields, f"submitted on {target} as run {fields['target_run_id']}")
+    return Wait(f"job {job.state} on {target}: {job.state_reason or '-'}")
+
+
+def job_event_message(item: ItemRecord, note: str) -> str:
+    return f"failover {item.operation_id}: {note}"
+
+
+def selector_from(
+    *,
+    priorities: Sequence[str] = (),
+    teams: Sequence[str] = (),
+    businesses: Sequence[str] = (),
+    groups: Sequence[str] = (),
+    jobs: Sequence[str] = (),
+    all_jobs: bool = False,
+) -> Selector:
+    try:
+        prios = frozenset(Priority(p) for p in priorities)
+    except ValueError as exc:
+        raise InvalidInput(f"priorities: {exc}") from exc
+    return Selector(
+        prios, frozenset(teams), frozenset(businesses), frozenset(groups), frozenset(jobs), all_jobs
+    )

@@ -1,0 +1,1 @@
+"""Checkpoint storage: the files of checkpoints under the clusters' storage roots."""
