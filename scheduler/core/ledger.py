@@ -28,9 +28,8 @@ from typing import Protocol
 
 from scheduler.core.backend import ClusterBackend
 from scheduler.core.ownership import Claim, Fence
-from scheduler.core.records import ClusterRecord, JobRecord
+from scheduler.core.records import ClusterRecord, Failures, JobRecord
 from scheduler.core.states import JobState, RunState
-from scheduler.decisions.planning import Failures
 
 
 @dataclass(frozen=True)

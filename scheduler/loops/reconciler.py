@@ -58,30 +58,27 @@ from scheduler.core.ledger import (
 )
 from scheduler.core.logs import log_context
 from scheduler.core.ownership import Claim, Fence
-from scheduler.core.records import ClusterRecord, JobRecord
+from scheduler.core.records import ClusterRecord, Failures, JobRecord
 from scheduler.core.states import DesiredState, JobState, RunState, can_transition
 from scheduler.decisions import catalog, planning, steering, storage
-from scheduler.decisions.health import abnormal_job_reason
-from scheduler.decisions.planning import (
+from scheduler.decisions.actions import (
     Action,
     CloseRun,
     Drain,
-    Failures,
     FenceRun,
     GiveUp,
     Hold,
     Kill,
     Noop,
     Observed,
-    RestartPolicy,
     Resubmit,
     RollBack,
     SetState,
     Submit,
     UpgradeDone,
-    plan,
-    timed,
 )
+from scheduler.decisions.health import abnormal_job_reason
+from scheduler.decisions.planning import RestartPolicy, plan, timed
 from scheduler.loops.gate import SubmissionGate
 from scheduler.loops.quiet import KeptJobs
 from scheduler.store.models import utcnow

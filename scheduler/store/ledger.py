@@ -26,12 +26,8 @@ from scheduler.core.errors import (
 )
 from scheduler.core.ledger import FailureQuery, Intent, LedgerView, Observation, Submitted
 from scheduler.core.ownership import Claim, Fence
-from scheduler.core.records import (
-    JobRecord,
-    RunRecord,
-)
+from scheduler.core.records import Failures, JobRecord, RunRecord
 from scheduler.core.states import DesiredState, JobState, RunState, transition
-from scheduler.decisions.planning import Failures
 from scheduler.store import reads
 from scheduler.store.db import Store
 from scheduler.store.mapping import run_record

@@ -36,9 +36,8 @@ from scheduler.core.backend import (
 from scheduler.core.errors import ClusterUnreachable, NotOwner, StaleWrite, SubmissionRejected
 from scheduler.core.ledger import FailureQuery, Intent, LedgerView, Observation, Submitted
 from scheduler.core.ownership import Claim, Fence, owner_index
-from scheduler.core.records import ClusterRecord, JobRecord, RunRecord
+from scheduler.core.records import ClusterRecord, Failures, JobRecord, RunRecord
 from scheduler.core.states import DesiredState, JobState, Priority, RunState, transition
-from scheduler.decisions.planning import Failures
 
 START = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 
