@@ -72,12 +72,13 @@ from scheduler.core.backend import (
     SubmitRequest,
     app_name_for,
 )
+from scheduler.core.clock import utcnow
 from scheduler.core.ownership import Claim, Fence
 from scheduler.core.records import ClusterRecord
 from scheduler.core.states import DesiredState, JobState, RunState
 from scheduler.decisions.planning import RestartPolicy
 from scheduler.store.db import Store
-from scheduler.store.models import Job, Run, utcnow
+from scheduler.store.models import Job, Run
 
 try:  # clusters' change feeds (issue 8's cost work)
     from scheduler.backends.changes import ChangeLog

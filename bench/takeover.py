@@ -56,6 +56,7 @@ from sqlalchemy.engine import URL, make_url
 
 from harness.nodes import DROVER, NodeProcess, poll
 from harness.simcluster import SimProcess, sim_process
+from scheduler.core.clock import utcnow
 from scheduler.core.errors import StoreError
 from scheduler.core.ownership import Member, owner_of, pool_of
 from scheduler.core.states import DesiredState, JobState
@@ -65,7 +66,7 @@ from scheduler.store import catalog as catalog_store
 from scheduler.store import inspection, ledger
 from scheduler.store import jobs as jobs_store
 from scheduler.store.db import Store
-from scheduler.store.models import Job, utcnow
+from scheduler.store.models import Job
 
 GROUP = "default"
 CLUSTER = "sim"

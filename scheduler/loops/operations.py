@@ -40,6 +40,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
+from scheduler.core.clock import utcnow
 from scheduler.core.errors import (
     AlreadyExists,
     DroverError,
@@ -69,7 +70,6 @@ from scheduler.store import jobs as jobs_store
 from scheduler.store import journal
 from scheduler.store import operations as ops_store
 from scheduler.store.db import Store
-from scheduler.store.models import utcnow
 
 log = logging.getLogger("drover.executor")
 

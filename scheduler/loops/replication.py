@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 from typing import Final
 
 from scheduler.core import faults
+from scheduler.core.clock import utcnow
 from scheduler.core.errors import DroverError, InvalidInput, StaleWrite, StorageError
 from scheduler.core.ownership import Claim
 from scheduler.core.records import ClusterRecord, GroupRecord, JobRecord
@@ -55,7 +56,6 @@ from scheduler.store import jobs as jobs_store
 from scheduler.store import journal
 from scheduler.store import replicas as replicas_store
 from scheduler.store.db import Store
-from scheduler.store.models import utcnow
 
 log = logging.getLogger("drover.replication")
 

@@ -11,6 +11,7 @@ from sqlalchemy import bindparam, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from scheduler.core.clock import utcnow
 from scheduler.core.errors import (
     AlreadyExists,
     Conflict,
@@ -26,7 +27,7 @@ from scheduler.core.states import JobState
 from scheduler.decisions import catalog, storage
 from scheduler.store import paging
 from scheduler.store.mapping import cluster_record, cluster_spec, group_record
-from scheduler.store.models import Cluster, Group, Job, utcnow
+from scheduler.store.models import Cluster, Group, Job
 
 
 def _spec_values(spec: catalog.ClusterSpec) -> dict[str, Any]:

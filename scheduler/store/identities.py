@@ -13,6 +13,7 @@ from sqlalchemy import Connection, bindparam, delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from scheduler.core.clock import utcnow
 from scheduler.core.errors import AlreadyExists, Conflict, InvalidInput, NotFound
 from scheduler.core.names import validate_name
 from scheduler.core.paging import KeyPart, Window
@@ -25,7 +26,7 @@ from scheduler.decisions.identity import (
     token_digest,
 )
 from scheduler.store import paging
-from scheduler.store.models import ApiToken, Identity, Job, RoleBinding, Run, Team, utcnow
+from scheduler.store.models import ApiToken, Identity, Job, RoleBinding, Run, Team
 
 IDENTITY_KINDS = ("user", "service")
 

@@ -28,6 +28,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from scheduler.core.clock import utcnow
 from scheduler.core.errors import (
     AlreadyExists,
     Conflict,
@@ -55,7 +56,7 @@ from scheduler.store.catalog import (
 )
 from scheduler.store.journal import add_event
 from scheduler.store.mapping import job_record, run_record
-from scheduler.store.models import BusinessQuota, Group, Job, JobEvent, JobLabel, Run, utcnow
+from scheduler.store.models import BusinessQuota, Group, Job, JobEvent, JobLabel, Run
 from scheduler.store.quotas import (
     DEDICATIONS_WHERE,
     Placements,

@@ -21,7 +21,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from scheduler.store.models import Base, Name, UtcDateTime, utcnow
+from scheduler.core.clock import utcnow
+from scheduler.store.models import Base, Name, UtcDateTime
 
 
 class RunProgress(Base):

@@ -16,6 +16,7 @@ from datetime import datetime
 from sqlalchemy import bindparam, delete, func, insert, or_, select, update
 from sqlalchemy.orm import Session
 
+from scheduler.core.clock import utcnow
 from scheduler.core.errors import Conflict, InvalidInput, NotFound, PreconditionFailed
 from scheduler.core.paging import KeyPart, Window
 from scheduler.core.states import RunState
@@ -32,7 +33,6 @@ from scheduler.store.models import (
     JobEvent,
     QueueEntry,
     Run,
-    utcnow,
 )
 
 #: run states that count as a submission in flight (submitted, application not running yet)

@@ -28,6 +28,7 @@ from harness.simcluster import SimCluster
 from scheduler.backends.registry import BackendRegistry
 from scheduler.config import Settings
 from scheduler.core.backend import ClusterBackend
+from scheduler.core.clock import utcnow
 from scheduler.core.directive import Directive, Phase
 from scheduler.core.ownership import Claim, Fence
 from scheduler.core.records import ClusterRecord
@@ -41,7 +42,7 @@ from scheduler.store import catalog as catalog_store
 from scheduler.store import jobs as jobs_store
 from scheduler.store import operations as ops_store
 from scheduler.store.db import Store
-from scheduler.store.models import Job, utcnow
+from scheduler.store.models import Job
 from tests.integration.test_submission_gate import (
     DEADLINE,
     add_sim_cluster,
