@@ -6,8 +6,8 @@ import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # not at run time: the Membership worker loads no pydantic (membership.py)
-    from scheduler.config import Role, Settings
-    from scheduler.decisions.membership import MembershipSettings
+    from scheduler.config import Settings
+    from scheduler.decisions.membership import MembershipSettings, Role
 
 # Ray must bind to loopback only; it reads this before it starts (see RUNTIME-NOTES).
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")

@@ -53,7 +53,7 @@ from scheduler.core.metrics import (
     families_of,
     membership_families,
 )
-from scheduler.decisions.membership import MembershipSettings, MembershipSnapshot
+from scheduler.decisions.membership import MembershipSnapshot
 from scheduler.store import catalog as catalog_store
 from scheduler.store.db import Store
 
@@ -193,7 +193,7 @@ class NodeSupervisor:
         await asyncio.wait_for(self._reconciler.ping.remote(), timeout=ACTOR_START_TIMEOUT)
         self._membership = Membership.options(  # type: ignore[attr-defined]
             name=MEMBERSHIP, get_if_exists=True
-        ).remote(MembershipSettings.of(self._settings))
+        ).remote(self._settings.membership_settings())
         await self._membership.start.remote()
         if self._settings.health_monitor:
             self._monitor = ClusterMonitor(self._settings, self._monitor_metrics)
