@@ -32,8 +32,7 @@ from scheduler.decisions.alerts import (
     key_of,
     routes,
 )
-from scheduler.store.models import Job, Run
-from scheduler.store.models_observe import Alert, AlertChannel, AlertDelivery
+from scheduler.store.models import Alert, AlertChannel, AlertDelivery, Job, Run
 
 
 def channel_record(row: AlertChannel) -> ChannelRecord:

@@ -20,8 +20,7 @@ from scheduler.decisions.alerts import AlertKind, Signal, key_of
 from scheduler.decisions.stalls import OnStall, ProgressRecord, StallChange
 from scheduler.store.alerts import raise_alert, resolve_alert
 from scheduler.store.journal import add_event
-from scheduler.store.models import Job, JobEvent, Run
-from scheduler.store.models_observe import ProgressSample, RunProgress
+from scheduler.store.models import Job, JobEvent, ProgressSample, Run, RunProgress
 
 #: the job event causes of the stall verdicts (and of the restarts they make)
 STALLED = "stall"

@@ -24,8 +24,7 @@ from scheduler.store import jobs as jobs_store
 from scheduler.store import quotas as quotas_store
 from scheduler.store import replicas as replicas_store
 from scheduler.store.db import Store
-from scheduler.store.models import CheckpointReplica, Job, QueueEntry, Run
-from scheduler.store.models_observe import RunProgress
+from scheduler.store.models import CheckpointReplica, Job, QueueEntry, Run, RunProgress
 from tests.support.auth import member_token
 
 pytestmark = pytest.mark.integration
