@@ -59,7 +59,7 @@ from typing import Any
 
 import httpx
 
-from bench import suite
+from bench.targets import TARGET_OF, Target
 from harness.nodes import NodeProcess, free_port, poll
 from harness.procs import CpuMeter, session_pids
 
@@ -71,12 +71,12 @@ ENTRYPOINT = "/opt/pipelines/orders_enrich.py"
 ENDPOINTS = ("get", "list", "create")
 
 
-def targets(endpoint: str) -> tuple[suite.Target, suite.Target | None]:
-    """The issue's targets for ``endpoint`` as ``bench/suite.py`` lists and judges them (the one
-    list): its ratio to bare, and its p99 in ms when it has one."""
+def targets(endpoint: str) -> tuple[Target, Target | None]:
+    """The targets of ``endpoint`` as ``bench/targets.py`` lists them (the list ``make bench``
+    judges with): its ratio to bare, and its p99 in ms when it has one."""
     return (
-        suite.TARGET_OF[f"api_{endpoint}_ratio_to_bare"],
-        suite.TARGET_OF.get(f"api_{endpoint}_p99_ms"),
+        TARGET_OF[f"api_{endpoint}_ratio_to_bare"],
+        TARGET_OF.get(f"api_{endpoint}_p99_ms"),
     )
 
 
