@@ -13,9 +13,10 @@ from api.schemas.progress import ON_STALL_DESCRIPTION, ProgressPublic, StallAfte
 from scheduler.core.directive import Directive
 from scheduler.core.names import MAX_NAME_LENGTH, NAME_PATTERN, name_problem
 from scheduler.core.records import ClusterRecord, EventRecord, GroupRecord, JobRecord, RunRecord
-from scheduler.core.states import ClusterKind, DesiredState, JobState, Priority, RunState
+from scheduler.core.states import ClusterKind, DesiredState, JobState, OnStall, Priority, RunState
 from scheduler.core.text import text_problem
 from scheduler.decisions.catalog import MAX_LIMIT
+from scheduler.decisions.gate import QueueRow
 from scheduler.decisions.health import ClusterHealth, HealthEvent
 from scheduler.decisions.labels import (
     KEY_PATTERN,
@@ -27,8 +28,6 @@ from scheduler.decisions.labels import (
 )
 from scheduler.decisions.replication import ReplicaRecord, ReplicaState, replicates
 from scheduler.decisions.selffencing import CHECK_IN_GRACE_S, self_fencing
-from scheduler.decisions.stalls import OnStall
-from scheduler.loops.gate import QueueRow
 
 
 def _clean_text(value: str) -> str:

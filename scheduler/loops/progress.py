@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from scheduler.core.clock import utcnow
-from scheduler.decisions.stalls import ProgressRecord, ProgressReport, merge
+from scheduler.core.records import ProgressRecord
+from scheduler.decisions.stalls import ProgressReport, merge
 from scheduler.store import progress as progress_store
 from scheduler.store.db import Store
 

@@ -20,10 +20,9 @@ from datetime import datetime, timedelta
 from scheduler.core.clock import utcnow
 from scheduler.core.logs import log_context
 from scheduler.core.ownership import Claim
-from scheduler.core.states import JobState
+from scheduler.core.states import JobState, OnStall
 from scheduler.decisions.stalls import (
     MIN_STALL_AFTER,
-    OnStall,
     StallPolicy,
     decide_stall,
     effective_stall_after,

@@ -42,10 +42,9 @@ from scheduler.core.records import (
     JobSpec,
     RunRecord,
 )
-from scheduler.core.states import DesiredState, JobState, Priority, transition
+from scheduler.core.states import DesiredState, JobState, OnStall, Priority, transition
 from scheduler.decisions import revisions
 from scheduler.decisions.labels import Op, Requirement, validate_labels
-from scheduler.decisions.stalls import OnStall
 from scheduler.store import paging
 from scheduler.store import progress as progress_store
 from scheduler.store.catalog import (

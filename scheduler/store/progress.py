@@ -15,9 +15,10 @@ from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.orm import Session
 
 from scheduler.core.ownership import Fence
-from scheduler.core.states import JobState
+from scheduler.core.records import ProgressRecord
+from scheduler.core.states import JobState, OnStall
 from scheduler.decisions.alerts import AlertKind, Signal, key_of
-from scheduler.decisions.stalls import OnStall, ProgressRecord, StallChange
+from scheduler.decisions.stalls import StallChange
 from scheduler.store.alerts import raise_alert, resolve_alert
 from scheduler.store.journal import add_event
 from scheduler.store.models import Job, JobEvent, ProgressSample, Run, RunProgress

@@ -21,9 +21,8 @@ from scheduler.core.errors import Conflict, InvalidInput, NotFound, Precondition
 from scheduler.core.paging import KeyPart, Window
 from scheduler.core.states import RunState
 from scheduler.decisions import quotas
-from scheduler.decisions.gate import Bucket
+from scheduler.decisions.gate import Bucket, Loads, QueueRow
 from scheduler.decisions.quotas import QuotaRecord, QuotaSpec
-from scheduler.loops.gate import Loads, QueueRow
 from scheduler.store import paging
 from scheduler.store.db import Store
 from scheduler.store.models import (

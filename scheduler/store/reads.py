@@ -30,8 +30,8 @@ from sqlalchemy.orm import Session
 
 from scheduler.core.paging import KeyPart, Window
 from scheduler.core.records import ClusterRecord, GroupRecord, JobRecord
+from scheduler.decisions.gate import QueueRow
 from scheduler.decisions.replication import ReplicaRecord
-from scheduler.loops.gate import QueueRow
 from scheduler.store.mapping import cluster_record, group_record, job_record
 from scheduler.store.models import (
     CheckpointReplica,

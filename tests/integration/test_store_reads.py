@@ -16,8 +16,8 @@ from scheduler.core.clock import utcnow
 from scheduler.core.paging import Sort, Window
 from scheduler.core.records import JobRecord, JobSpec
 from scheduler.core.states import DesiredState, JobState
+from scheduler.decisions.gate import QueueRow
 from scheduler.decisions.identity import Role
-from scheduler.loops.gate import QueueRow
 from scheduler.store import catalog as catalog_store
 from scheduler.store import identities, reads
 from scheduler.store import jobs as jobs_store
