@@ -145,7 +145,6 @@ class Settings(BaseSettings):
     restart_validity_interval: float = Field(default=600.0, gt=0)
     restart_backoff_initial: float = Field(default=2.0, ge=0)
     restart_backoff_max: float = Field(default=60.0, ge=0)
-    kill_grace_period: float = Field(default=10.0, ge=0)
     #: seconds a stop or restart waits for a self-fencing pipeline to finish its micro-batch
     #: and exit before it is killed, unless the request says (``grace_seconds``); 0 (the
     #: default): a stop kills at once unless it asks for grace
