@@ -191,7 +191,12 @@ class ClusterBackend(Protocol):
         ...
 
     def list_applications(self) -> list[AppInfo]:
-        """Every Drover application the cluster currently knows about, with its run's tag."""
+        """Every Drover application the cluster currently knows about, with its run's tag.
+
+        No loop of the node calls it (a tick asks about its own runs with :meth:`status` and
+        :meth:`find`); it is how the no-double-run checks see a whole cluster (the end-to-end
+        tests, ``bench/failover.py``'s leftover sweep), and what a check after a cluster
+        manager's own recovery (a YARN ResourceManager restart) would list."""
         ...
 
     def find(self, app_name: str) -> Submission | None:
