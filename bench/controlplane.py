@@ -80,7 +80,7 @@ from scheduler.decisions.planning import RestartPolicy
 from scheduler.store.db import Store
 from scheduler.store.models import Job, Run
 
-try:  # clusters' change feeds (issue 8's cost work)
+try:  # clusters' change feeds (a steady tick follows them instead of polling every run)
     from scheduler.backends.changes import ChangeLog
 except ImportError:  # pragma: no cover - older checkouts
     ChangeLog = None  # type: ignore[assignment,misc]

@@ -166,7 +166,7 @@ def step_takeover_10k(env: Env) -> Figures:
     return _takeover(env, 10000, rolling=False, fence=False)
 
 
-#: how long the 50k step waits for every job to run (3x issue 8's target): the lock it holds is
+#: how long the 50k step waits for every job to run (3x its 120 s target): the lock it holds is
 #: shared, and a control plane that misses the target by more is measured by how far it got
 SCALE_50K_DEADLINE_S = 360.0
 

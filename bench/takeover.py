@@ -641,7 +641,8 @@ def print_summary(
     marks: dict[str, float],
     timeout_s: float,
 ) -> bool:
-    """Print the summary table and the issue's two bounds; True when every figure is in."""
+    """Print the summary table and the two bounds (kill -9: owned within the session timeout
+    + 2 s; SIGTERM: handed over within 1 s); True when every figure is in."""
 
     def cell(value: float | None) -> str:
         return "-" if value is None else f"{value:.2f} s ({value / timeout_s:.2f}x)"

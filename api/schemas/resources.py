@@ -1,4 +1,5 @@
-"""Pydantic models of the REST API (the contract of DESIGN §5). Unknown fields are rejected."""
+"""Pydantic models of the REST API: the contract the UI and other services rely on (extended,
+never renamed). Unknown fields are rejected."""
 
 from __future__ import annotations
 
@@ -740,7 +741,7 @@ class GroupPublic(BaseModel):
     created_at: datetime | None
     updated_at: datetime | None
     members: list[GroupMemberPublic] | None = None
-    #: node ids sharing the group's jobs, in ownership order (DESIGN §2)
+    #: node ids sharing the group's jobs, in ownership order (``scheduler.core.ownership``)
     pool: list[str] | None = None
     #: fences every claim: ``(epoch_generation << 32) | cversion`` of the members znode
     epoch: int | None = None

@@ -1,4 +1,5 @@
-"""The node's actors (DESIGN §4). Every Ray call of the scheduler is in this package.
+"""The node's actors, each owning one concern and one loop. Every Ray call of the scheduler is
+in this package.
 
     NodeSupervisor      supervisor.py   one per node, in the node process itself (not a Ray
      │                                  actor: a loop of its own, host.py); starts the

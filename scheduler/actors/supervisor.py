@@ -4,7 +4,7 @@ It is not a Ray actor: it runs in the node process itself (the API's process, th
 on an event loop of its own in a thread (:class:`~scheduler.actors.host.LoopThread`, started by
 :class:`~scheduler.actors.runtime.NodeRuntime`). A Ray worker process costs a node about 140 MiB
 resident; the node process already holds the store, the settings and the backends' code, so the
-supervisor and the loops it hosts cost a few MiB there (issue 8).
+supervisor and the loops it hosts cost a few MiB there (bench/node_rss.py).
 
 **The one place that hosts the node's loops.** The cluster monitor's loop runs here, the failover
 executor's (:class:`~scheduler.actors.operations.OperationsExecutor`), and so does any other

@@ -1,7 +1,7 @@
 """The submission gate: which of the submissions a tick wants to make may go now (pure).
 
-Reference 003's submission side: during a mass failover or restart one business must not starve
-another, and critical jobs go first. Every submission a reconcile tick plans (a start, a restart,
+During a mass failover or restart one business must not starve another, and critical jobs go
+first. Every submission a reconcile tick plans (a start, a restart,
 a failover's resubmission) passes through :func:`admit`:
 
 - **per-business token buckets**: a business with a quota gets ``rate`` submissions per second

@@ -1,5 +1,6 @@
-"""Incremental checkpoint replication (issue 9, reference 002): copy what a checkpoint copy lacks,
-make a checkpoint available to a failover, and the replicator's round over a node's jobs.
+"""Incremental checkpoint replication, so a failed-over job resumes from its state even when the
+source's storage is gone: copy what a checkpoint copy lacks, make a checkpoint available to a
+failover, and the replicator's round over a node's jobs.
 
 - :func:`sync` brings a copy of a checkpoint to the source's newest complete batch through
   :mod:`scheduler.storage.local`, following the pure plan of

@@ -1,5 +1,6 @@
-"""The catalog: clusters and scheduling groups (DESIGN §1). Each function takes a session; the
-caller owns the transaction. Changes are checked against the version the caller read (``If-Match``).
+"""The catalog: clusters and scheduling groups (a group: the jobs bound to one primary cluster
+and its failover cluster). Each function takes a session; the caller owns the transaction.
+Changes are checked against the version the caller read (``If-Match``).
 """
 
 from __future__ import annotations

@@ -721,7 +721,7 @@ class AlertDelivery(Base):
 
 
 class BusinessQuota(Base):
-    """A business's submission quota and its token bucket, shared by every node (issue 11).
+    """A business's submission quota and its token bucket, shared by every node.
 
     ``rate`` submissions per second with bursts up to ``burst`` (``rate`` null: no rate limit);
     ``dedicated_group``: the group whose nodes alone own the business's jobs (null: any group).

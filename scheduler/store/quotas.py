@@ -1,4 +1,5 @@
-"""Business quotas, their shared token buckets, and the submission queue (issue 11).
+"""Business quotas, their shared token buckets, and the submission queue (the store's side of
+the submission gate, ``scheduler.decisions.gate``).
 
 Every SQL statement of the submission gate: the quota catalog (``/v1/quotas``), the dedicated
 groups' rules, what a reconcile tick's gate reads (buckets, cluster loads), the conditional

@@ -1,4 +1,4 @@
-"""Acceptance 1 of issue 11, its third point: a failover onto a capped simulated cluster
+"""The submission gate during a failover: a failover onto a capped simulated cluster
 (``harness/simcluster.py``) never has more submissions in flight there than the cluster's
 ``max_concurrent_submissions`` -- in the simulator's own record of every driver (created,
 application running) -- and the jobs the gate holds back meanwhile show QUEUED with a position

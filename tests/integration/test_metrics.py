@@ -1,4 +1,4 @@
-"""Issue 12 acceptance 1: ``/metrics`` parses with the Prometheus text parser, moves with a job
+"""``/metrics`` parses with the Prometheus text parser, moves with a job
 through its states, and keeps a bounded number of series with 10,000 jobs (SQLite and MariaDB).
 
 The reconciler runs in process with a fixed claim against the simulated standalone cluster

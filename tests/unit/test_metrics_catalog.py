@@ -1,4 +1,4 @@
-"""The metric catalog and the actors' figures (issue 12): names follow Prometheus conventions,
+"""The metric catalog and the actors' figures: names follow Prometheus conventions,
 label sets are bounded, the families cross process boundaries."""
 
 from __future__ import annotations
