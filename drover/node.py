@@ -34,7 +34,7 @@ def api_store(settings: Settings) -> Store:
 #: wait for the GIL after each database round trip, by default up to 5 ms each time, and a
 #: batch of creations makes seven. Meanwhile the requests queued behind that batch wait too,
 #: and the loop runs out of work: under a creation burst on MariaDB the API process used 85-88 %
-#: of its CPU at 5 ms and 91 % at 0.5 ms (bench/api.py, issue 11's note)
+#: of its CPU at 5 ms and 91 % at 0.5 ms (bench/api.py)
 GIL_SWITCH_INTERVAL_S = 0.0005
 
 

@@ -30,6 +30,7 @@ from api.problems import problem_responses
 from api.schemas.operations import FailoverCreate, FailoverPage, FailoverPublic
 from scheduler.backends.registry import BackendRegistry
 from scheduler.config import Settings
+from scheduler.core.clock import utcnow
 from scheduler.core.errors import Conflict, NotFound
 from scheduler.core.paging import Sort
 from scheduler.core.records import ClusterRecord
@@ -39,7 +40,6 @@ from scheduler.loops.operations import persist_failover
 from scheduler.store import catalog as catalog_store
 from scheduler.store import journal
 from scheduler.store import operations as ops_store
-from scheduler.store.models import utcnow
 
 router = APIRouter(prefix="/v1/failovers", tags=["failovers"])
 

@@ -34,6 +34,7 @@ from api.paging import CursorQuery, PageLimitQuery
 from api.problems import problem_responses
 from api.schemas.bulk import BulkCreate, OperationPage, OperationPublic
 from api.security.authz import Authorizer
+from scheduler.core.clock import utcnow
 from scheduler.core.errors import Conflict, Forbidden, InvalidInput, NotFound
 from scheduler.core.paging import Sort
 from scheduler.core.records import JobRecord
@@ -45,7 +46,6 @@ from scheduler.store import catalog as catalog_store
 from scheduler.store import journal
 from scheduler.store import operations as ops_store
 from scheduler.store.db import Store
-from scheduler.store.models import utcnow
 
 router = APIRouter(prefix="/v1/operations", tags=["operations"])
 

@@ -1,7 +1,7 @@
 """The operations executor: one round claims this node's operations and advances their items.
 
-Every node runs it (a loop hosted in the JobReconciler actor's process, next to the reconcile
-loops whose membership claims it uses; ``scheduler/actors/reconcilers.py``). A round:
+Every node runs it (a loop the NodeSupervisor hosts in the node process, which asks Membership
+for the claims it uses; ``scheduler/actors/operations.py``). A round:
 
 1. for each group this node has a claim in (its slot in the group's pool under an epoch):
    automatic failovers due in that group are created (only by slot 0 of the pool, and at most
@@ -40,6 +40,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
+from scheduler.core.clock import utcnow
 from scheduler.core.errors import (
     AlreadyExists,
     DroverError,
@@ -69,7 +70,6 @@ from scheduler.store import jobs as jobs_store
 from scheduler.store import journal
 from scheduler.store import operations as ops_store
 from scheduler.store.db import Store
-from scheduler.store.models import utcnow
 
 log = logging.getLogger("drover.executor")
 

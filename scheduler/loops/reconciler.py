@@ -46,6 +46,7 @@ from urllib.parse import urlparse
 from scheduler.backends.changes import feed_of
 from scheduler.core import faults
 from scheduler.core.backend import AppState, AppStatus, ClusterBackend, SubmitRequest
+from scheduler.core.clock import utcnow
 from scheduler.core.errors import ClusterUnreachable, NotOwner, StaleWrite, SubmissionRejected
 from scheduler.core.ledger import (
     Adopted,
@@ -91,7 +92,6 @@ from scheduler.decisions.health import abnormal_job_reason
 from scheduler.decisions.planning import RestartPolicy, plan, timed
 from scheduler.loops.gate import SubmissionGate
 from scheduler.loops.quiet import KeptJobs
-from scheduler.store.models import utcnow
 
 log = logging.getLogger("drover.reconciler")
 

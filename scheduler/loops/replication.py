@@ -1,5 +1,6 @@
-"""Incremental checkpoint replication (issue 9, reference 002): copy what a checkpoint copy lacks,
-make a checkpoint available to a failover, and the replicator's round over a node's jobs.
+"""Incremental checkpoint replication, so a failed-over job resumes from its state even when the
+source's storage is gone: copy what a checkpoint copy lacks, make a checkpoint available to a
+failover, and the replicator's round over a node's jobs.
 
 - :func:`sync` brings a copy of a checkpoint to the source's newest complete batch through
   :mod:`scheduler.storage.local`, following the pure plan of
@@ -26,6 +27,7 @@ from datetime import datetime, timedelta
 from typing import Final
 
 from scheduler.core import faults
+from scheduler.core.clock import utcnow
 from scheduler.core.errors import DroverError, InvalidInput, StaleWrite, StorageError
 from scheduler.core.ownership import Claim
 from scheduler.core.records import ClusterRecord, GroupRecord, JobRecord
@@ -55,7 +57,6 @@ from scheduler.store import jobs as jobs_store
 from scheduler.store import journal
 from scheduler.store import replicas as replicas_store
 from scheduler.store.db import Store
-from scheduler.store.models import utcnow
 
 log = logging.getLogger("drover.replication")
 

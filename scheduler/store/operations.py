@@ -22,6 +22,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
+from scheduler.core.clock import utcnow
 from scheduler.core.directive import Directive
 from scheduler.core.errors import AlreadyExists, Conflict, NotFound, NotOwner, StaleWrite
 from scheduler.core.ownership import Fence
@@ -47,7 +48,6 @@ from scheduler.store.models import (
     Operation,
     OperationItem,
     Run,
-    utcnow,
 )
 
 CAUSE = "failover"

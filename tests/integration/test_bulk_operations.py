@@ -1,4 +1,4 @@
-"""Bulk operations (issue 11) on a real store (SQLite and MariaDB) with the real reconciler and
+"""Bulk operations on a real store (SQLite and MariaDB) with the real reconciler and
 executor and a fake cluster: stop, start and restart by selector through ``/v1/operations`` (the
 dry run lists exactly what then runs, in that order), each job's command applied once and
 reached, team scoping, idempotent retries, cancel, and an executor taken over by a newer epoch

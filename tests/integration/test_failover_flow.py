@@ -20,6 +20,7 @@ from api.deps import NodeContext
 from api.routes import failovers as failover_routes
 from scheduler.config import Settings
 from scheduler.core.backend import app_name_for
+from scheduler.core.clock import utcnow
 from scheduler.core.errors import NotOwner
 from scheduler.core.ledger import Backends
 from scheduler.core.ownership import Claim, Fence
@@ -36,7 +37,7 @@ from scheduler.store import operations as ops_store
 from scheduler.store.db import Store
 from scheduler.store.fence_checks import record_fence_check
 from scheduler.store.ledger import SqlLedger
-from scheduler.store.models import Run, utcnow
+from scheduler.store.models import Run
 from tests.support.fakes import FakeBackend, FakeBackends
 
 pytestmark = pytest.mark.integration

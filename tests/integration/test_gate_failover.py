@@ -1,4 +1,4 @@
-"""Acceptance 1 of issue 11, its third point: a failover onto a capped simulated cluster
+"""The submission gate during a failover: a failover onto a capped simulated cluster
 (``harness/simcluster.py``) never has more submissions in flight there than the cluster's
 ``max_concurrent_submissions`` -- in the simulator's own record of every driver (created,
 application running) -- and the jobs the gate holds back meanwhile show QUEUED with a position
@@ -28,6 +28,7 @@ from harness.simcluster import SimCluster
 from scheduler.backends.registry import BackendRegistry
 from scheduler.config import Settings
 from scheduler.core.backend import ClusterBackend
+from scheduler.core.clock import utcnow
 from scheduler.core.directive import Directive, Phase
 from scheduler.core.ownership import Claim, Fence
 from scheduler.core.records import ClusterRecord
@@ -41,7 +42,7 @@ from scheduler.store import catalog as catalog_store
 from scheduler.store import jobs as jobs_store
 from scheduler.store import operations as ops_store
 from scheduler.store.db import Store
-from scheduler.store.models import Job, utcnow
+from scheduler.store.models import Job
 from tests.integration.test_submission_gate import (
     DEADLINE,
     add_sim_cluster,

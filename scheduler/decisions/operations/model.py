@@ -192,7 +192,7 @@ def step_transition(
 
 def executor_index(operation_id: int, pool_size: int) -> int:
     """The pool slot that executes an operation: crc32 of its id (decimal, UTF-8) over the pool,
-    the rule a job's owner follows with its name (DESIGN §2)."""
+    the rule a job's owner follows with its name (``scheduler.core.ownership``)."""
     from scheduler.core.ownership import owner_index
 
     return owner_index(str(operation_id), pool_size)
