@@ -61,9 +61,14 @@ from scheduler.decisions.health import ClusterHealth
 from scheduler.decisions.operations.failover import current_cluster, sort_key
 from scheduler.decisions.operations.model import (
     FAILED_STEP_NAMES,
-    FINAL_STEP_NAMES,
+    Advance,
     ItemRecord,
+    ItemSteps,
+    NewItem,
+    NewOperation,
     OperationKind,
+    Wait,
+    item_transitions,
     step_transition,
 )
 
@@ -98,7 +103,7 @@ class Action(enum.StrEnum):
         return self in (Action.START, Action.STOP, Action.RESTART)
 
 
-class Step(enum.StrEnum):
+class Step(ItemSteps, enum.StrEnum):
     PENDING = "PENDING"
     WAITING = "WAITING"
     DONE = "DONE"
@@ -107,27 +112,15 @@ class Step(enum.StrEnum):
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
 
-    @property
-    def is_final(self) -> bool:
-        return self in FINAL_STEPS
-
-    @property
-    def started(self) -> bool:
-        return self != Step.PENDING and not self.is_final
-
 
 S = Step
-STEP_TRANSITIONS: Mapping[Step, frozenset[Step]] = {
-    S.PENDING: frozenset({S.WAITING, S.SKIPPED, S.REFUSED, S.CANCELLED, S.FAILED}),
-    S.WAITING: frozenset({S.DONE, S.FAILED}),
-    S.DONE: frozenset(),
-    S.SKIPPED: frozenset(),
-    S.REFUSED: frozenset(),
-    S.FAILED: frozenset(),
-    S.CANCELLED: frozenset(),
-}
+#: a bulk item's own moves; from PENDING also SKIPPED, REFUSED, CANCELLED and FAILED, as every
+#: kind's item (``model.item_transitions``)
+STEP_TRANSITIONS: Mapping[Step, frozenset[Step]] = item_transitions(
+    Step, {S.PENDING: {S.WAITING}, S.WAITING: {S.DONE, S.FAILED}}
+)
 del S
-FINAL_STEPS = frozenset(step for step in Step if step.value in FINAL_STEP_NAMES)
+FINAL_STEPS = frozenset(step for step in Step if step.is_final)
 #: final steps that make the operation FAILED
 FAILED_STEPS = FAILED_STEP_NAMES
 
@@ -389,11 +382,6 @@ class Facts:
 
 
 @dataclass(frozen=True)
-class Wait:
-    why: str
-
-
-@dataclass(frozen=True)
 class Apply:
     """Apply ``command`` to the job and go to WAITING, in one transaction; when the job's state
     read under its row lock says the command has nothing to do any more, SKIPPED instead."""
@@ -402,13 +390,7 @@ class Apply:
     note: str
 
 
-@dataclass(frozen=True)
-class Advance:
-    step: Step
-    note: str
-
-
-Decision = Wait | Apply | Advance
+Decision = Wait | Apply | Advance[Step]
 
 
 def decide(item: ItemRecord, facts: Facts, timing: Timing, kind: OperationKind) -> Decision:
@@ -427,12 +409,10 @@ def decide(item: ItemRecord, facts: Facts, timing: Timing, kind: OperationKind) 
             return Advance(Step.REFUSED, item.why)
         if job is None:
             return Advance(Step.FAILED, "the job was deleted")
-        if job.directive is not None:
-            return Advance(Step.SKIPPED, f"the job went into failover {job.directive.operation_id}")
         command = COMMANDS[kind]
-        skip = why_not(command, job)
+        skip = recheck(command, job)
         if skip is not None:
-            return Advance(Step.SKIPPED, f"{skip} meanwhile: nothing to do")
+            return Advance(Step.SKIPPED, skip)
         return Apply(command, f"{command} applied (the job was {job.state})")
     # WAITING
     if job is None:
@@ -451,6 +431,66 @@ def decide(item: ItemRecord, facts: Facts, timing: Timing, kind: OperationKind) 
         return Advance(Step.FAILED, f"not {goal} within {limit:g} s (the job is {job.state})")
     reason = f": {job.state_reason}" if job.state_reason else ""
     return Wait(f"the job is {job.state}{reason}")
+
+
+def recheck(command: Command, job: JobRecord) -> str | None:
+    """Why a planned ``command`` is skipped when its item comes to apply it (None: apply it):
+    the job went into a failover, or needs it no more. Decided again on the job's row under its
+    lock when the command is applied (``OperationsLedger.apply_command``)."""
+    if job.directive is not None:
+        return f"the job went into failover {job.directive.operation_id}"
+    skip = why_not(command, job)
+    return f"{skip} meanwhile: nothing to do" if skip is not None else None
+
+
+def new_operation(
+    plan: Plan,
+    selector: Selector,
+    *,
+    created_by: str,
+    reason: str,
+    home_group: str,
+    parallelism: int,
+    grace_seconds: float | None = None,
+) -> NewOperation:
+    """``plan`` as it is stored: a PENDING bulk operation, with its audit entry's detail. Its team
+    is the one team of its jobs (None when they are several teams')."""
+    teams = plan.teams
+    return NewOperation(
+        kind=plan.kind,
+        home_group=home_group,
+        selector=selector.to_json(),
+        options={
+            "parallelism": parallelism,
+            "teams": sorted(teams),
+            "grace_seconds": grace_seconds,
+        },
+        reason=reason,
+        created_by=created_by,
+        plan_digest=plan.digest,
+        team=next(iter(teams)) if len(teams) == 1 else None,
+        items=tuple(
+            NewItem(
+                job_id=i.job_id,
+                job_name=i.job_name,
+                action=i.action.value,
+                why=i.why,
+                step=Step.PENDING.value,
+                source_cluster=i.cluster,
+                detail={"priority": i.priority.value, "group": i.group, "team": i.team},
+            )
+            for i in plan.items
+        ),
+        audit={
+            "kind": plan.kind.value,
+            "selector": selector.to_json(),
+            "reason": reason,
+            "plan_digest": plan.digest,
+            "items": len(plan.items),
+            "counts": plan.counts(),
+            "parallelism": parallelism,
+        },
+    )
 
 
 def _reached(command: Command, job: JobRecord, item: ItemRecord) -> str | None:
@@ -490,6 +530,8 @@ __all__ = [
     "Timing",
     "Wait",
     "decide",
+    "new_operation",
     "plan_bulk",
+    "recheck",
     "transition",
 ]
