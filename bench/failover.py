@@ -72,12 +72,14 @@ from scheduler.decisions.operations import failover as fo
 from scheduler.decisions.planning import RestartPolicy
 from scheduler.loops.operations import Executor
 from scheduler.loops.reconciler import Reconciler
+from scheduler.loops.replication import ReplicaCheckpoints
 from scheduler.store import catalog as catalog_store
 from scheduler.store import jobs as jobs_store
 from scheduler.store import operations as ops_store
 from scheduler.store.db import Store
 from scheduler.store.ledger import SqlLedger
 from scheduler.store.models import Job, Run
+from scheduler.store.operations_ledger import SqlOperationsLedger
 
 GROUP = "default"
 
@@ -406,9 +408,10 @@ class TripCounter:
 
 def _trips_executor(store: Store, settings: Settings, parallelism: int) -> Executor:
     return Executor(
-        store,
+        SqlOperationsLedger(store, node_id=settings.node_id),
         node_id=settings.node_id,
         timing=settings.failover_timing,
+        checkpoints=ReplicaCheckpoints(store),
         parallelism=parallelism,
     )
 

@@ -35,7 +35,6 @@ from scheduler.core.paging import Sort
 from scheduler.core.records import ClusterRecord
 from scheduler.decisions.operations import failover as fo
 from scheduler.decisions.operations.model import OperationKind, OperationState
-from scheduler.loops.operations import persist_failover
 from scheduler.store import catalog as catalog_store
 from scheduler.store import journal
 from scheduler.store import operations as ops_store
@@ -114,19 +113,16 @@ def create_failover(
             f"{found.digest}): review it again",
             plan_digest=found.digest,
         )
+    planned = fo.new_operation(
+        found,
+        request,
+        created_by=actor,
+        reason=body.reason,
+        home_group=found.home_group("default"),
+        parallelism=parallelism,
+    )
     with store.transaction() as session:
-        op = persist_failover(
-            session,
-            found,
-            request,
-            created_by=actor,
-            reason=body.reason,
-            incident=None,
-            home_group=found.home_group("default"),
-            parallelism=parallelism,
-            node_id=ctx.settings.node_id,
-            now=utcnow(),
-        )
+        op = ops_store.persist(session, planned, node_id=ctx.settings.node_id, now=utcnow())
     response.headers["Location"] = f"/v1/failovers/{op.id}"
     return FailoverPublic.of(op)
 

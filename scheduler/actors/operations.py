@@ -24,7 +24,9 @@ from scheduler.backends.registry import BackendRegistry
 from scheduler.config import Settings
 from scheduler.decisions.membership import MembershipSnapshot
 from scheduler.loops.operations import Executor
+from scheduler.loops.replication import ReplicaCheckpoints
 from scheduler.store.db import Store
+from scheduler.store.operations_ledger import SqlOperationsLedger
 
 log = logging.getLogger("drover.actors.operations")
 
@@ -44,9 +46,10 @@ class OperationsExecutor(HostedLoop):
         self._pending_nudges: set[tuple[str, str]] = set()
         self._nudge_lock = threading.Lock()
         self._executor = Executor(
-            self._store,
+            SqlOperationsLedger(self._store, node_id=settings.node_id),
             node_id=settings.node_id,
             timing=settings.failover_timing,
+            checkpoints=ReplicaCheckpoints(self._store),
             parallelism=settings.failover_parallelism,
             nudge=self._note_nudge,
             probe=lambda cluster: self._backends.for_cluster(cluster).probe().ok,

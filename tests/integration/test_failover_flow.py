@@ -30,6 +30,7 @@ from scheduler.decisions.operations import failover as fo
 from scheduler.decisions.planning import RestartPolicy
 from scheduler.loops.operations import Executor
 from scheduler.loops.reconciler import Reconciler
+from scheduler.loops.replication import ReplicaCheckpoints
 from scheduler.store import catalog as catalog_store
 from scheduler.store import health as health_store
 from scheduler.store import operations as ops_store
@@ -37,6 +38,7 @@ from scheduler.store.db import Store
 from scheduler.store.fence_checks import record_fence_check
 from scheduler.store.ledger import SqlLedger
 from scheduler.store.models import Run, utcnow
+from scheduler.store.operations_ledger import SqlOperationsLedger
 from tests.support.fakes import FakeBackend, FakeBackends
 
 pytestmark = pytest.mark.integration
@@ -186,7 +188,13 @@ def drive(
 
 
 def executor(w: World, node: str = "n1") -> Executor:
-    return Executor(w.store, node_id=node, timing=TIMING, parallelism=2)
+    return Executor(
+        SqlOperationsLedger(w.store, node_id=node),
+        node_id=node,
+        timing=TIMING,
+        checkpoints=ReplicaCheckpoints(w.store),
+        parallelism=2,
+    )
 
 
 def test_failover_kills_copies_switches_and_starts_once_on_b(world: World) -> None:

@@ -37,11 +37,13 @@ from scheduler.decisions.operations import failover as fo
 from scheduler.decisions.operations.model import OperationKind
 from scheduler.loops.operations import Executor
 from scheduler.loops.reconciler import Reconciler
+from scheduler.loops.replication import ReplicaCheckpoints
 from scheduler.store import catalog as catalog_store
 from scheduler.store import jobs as jobs_store
 from scheduler.store import operations as ops_store
 from scheduler.store.db import Store
 from scheduler.store.models import Job, utcnow
+from scheduler.store.operations_ledger import SqlOperationsLedger
 from tests.integration.test_submission_gate import (
     DEADLINE,
     add_sim_cluster,
@@ -228,7 +230,8 @@ def test_a_failover_through_the_executor_respects_the_target_clusters_cap(
         operation = started.json()["id"]
         assert len(started.json()["items"]) == n_jobs
         executor = Executor(
-            store,
+            SqlOperationsLedger(store, node_id="n1"),
+            checkpoints=ReplicaCheckpoints(store),
             node_id="n1",
             timing=fo.Timing(
                 fence_exit_grace=0, drain_timeout=60, start_timeout=120, retry_after=0
