@@ -20,7 +20,7 @@ from typing import Any
 
 from scheduler.actors.common import MEMBERSHIP, PING_TIMEOUT, RECONCILER, ray
 from scheduler.actors.hosted import HostedLoop, current_claims
-from scheduler.backends.registry import BackendRegistry
+from scheduler.backends.registry import ClusterProbe
 from scheduler.config import Settings
 from scheduler.decisions.membership import MembershipSnapshot
 from scheduler.loops.operations import Executor
@@ -42,7 +42,7 @@ class OperationsExecutor(HostedLoop):
         super().__init__(settings.failover_interval, log)
         self._settings = settings
         self._store = Store(settings.resolved_database_url)
-        self._backends = BackendRegistry(settings)
+        self._probe = ClusterProbe(settings)
         self._pending_nudges: set[tuple[str, str]] = set()
         self._nudge_lock = threading.Lock()
         self._executor = Executor(
@@ -52,7 +52,7 @@ class OperationsExecutor(HostedLoop):
             checkpoints=ReplicaCheckpoints(self._store),
             parallelism=settings.failover_parallelism,
             nudge=self._note_nudge,
-            probe=lambda cluster: self._backends.for_cluster(cluster).probe().ok,
+            probe=self._probe.reachable,
         )
         self._forwarder = ThreadPoolExecutor(2, thread_name_prefix="operations-nudge")
 
@@ -61,7 +61,7 @@ class OperationsExecutor(HostedLoop):
 
     def _release(self) -> None:
         self._executor.close()
-        self._backends.close()
+        self._probe.close()
         self._forwarder.shutdown(wait=False)
         self._store.dispose()
 

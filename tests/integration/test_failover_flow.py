@@ -17,7 +17,6 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from api.deps import NodeContext
-from api.routes import failovers as failover_routes
 from scheduler.config import Settings
 from scheduler.core.backend import app_name_for
 from scheduler.core.errors import NotOwner
@@ -125,15 +124,14 @@ def world(
     a = FakeBackend(start_running=True)
     b = FakeBackend(start_running=True)
     w = World(store, None, a, b, root, FakeBackends(A=a, B=b))  # type: ignore[arg-type]
-    original = failover_routes.reachable
-    failover_routes.reachable = lambda _settings, cluster: w.reachable[cluster.name]
-    app = create_app(NodeContext(settings, store))
+    app = create_app(
+        NodeContext(settings, store, reachable=lambda cluster: w.reachable[cluster.name])
+    )
     try:
         with TestClient(app, base_url="http://127.0.0.1", headers=admin_headers) as client:
             w.client = client
             yield w
     finally:
-        failover_routes.reachable = original
         for reconciler in w.reconcilers.values():
             reconciler.close()
 

@@ -23,7 +23,6 @@ from sqlalchemy import select
 
 from api.app import create_app
 from api.deps import NodeContext
-from api.routes import failovers as failover_routes
 from harness.simcluster import SimCluster
 from scheduler.backends.registry import BackendRegistry
 from scheduler.config import Settings
@@ -207,8 +206,6 @@ def test_a_failover_through_the_executor_respects_the_target_clusters_cap(
     store = sqlite_store
     cap, n_jobs = 10, 120
     sim = SimCluster(app_start_delay=0.1).start()
-    original = failover_routes.reachable
-    failover_routes.reachable = lambda _settings, _cluster: True
     node: Reconciler | None = None
     try:
         make_clusters(store, sim, tmp_path, cap)
@@ -218,7 +215,7 @@ def test_a_failover_through_the_executor_respects_the_target_clusters_cap(
         tick_until([node], lambda: jobs_on(store, "A", "RUNNING") == n_jobs, "jobs on A")
 
         client = TestClient(
-            create_app(NodeContext(settings, store)),
+            create_app(NodeContext(settings, store, reachable=lambda _cluster: True)),
             base_url="http://127.0.0.1",
             headers=auth_headers(admin_token(store)),
         )
@@ -252,7 +249,6 @@ def test_a_failover_through_the_executor_respects_the_target_clusters_cap(
             assert time.monotonic() < deadline, f"the failover did not end: {state}"
         assert state == "SUCCEEDED", client.get(f"/v1/failovers/{operation}").json()["counts"]
     finally:
-        failover_routes.reachable = original
         if node is not None:
             node.close()
         drivers = sim.drivers()
