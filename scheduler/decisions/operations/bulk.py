@@ -64,6 +64,7 @@ from scheduler.decisions.operations.model import (
     Advance,
     ItemRecord,
     ItemSteps,
+    JobSelector,
     NewItem,
     NewOperation,
     OperationKind,
@@ -133,48 +134,33 @@ def transition(current: Step, new: Step) -> Step:
 # -- the selector --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Selector:
-    """Which jobs: every non-empty field must match (``all``: every job)."""
+@dataclass(frozen=True, kw_only=True)
+class Selector(JobSelector):
+    """Which jobs: every non-empty field must match (``all``: every job); besides the fields of
+    every kind, where the job is, its observed state, a name prefix and label requirements."""
 
-    teams: frozenset[str] = frozenset()
-    businesses: frozenset[str] = frozenset()
-    groups: frozenset[str] = frozenset()
     clusters: frozenset[str] = frozenset()
     states: frozenset[JobState] = frozenset()
-    priorities: frozenset[Priority] = frozenset()
     name_prefix: str = ""
     labels: tuple[str, ...] = ()
-    jobs: frozenset[str] = frozenset()
-    all: bool = False
 
-    @property
-    def empty(self) -> bool:
-        return not (
-            self.teams
-            or self.businesses
-            or self.groups
-            or self.clusters
-            or self.states
-            or self.priorities
-            or self.name_prefix
-            or self.labels
-            or self.jobs
-            or self.all
-        )
+    def parts(self) -> list[tuple[str, list[str]]]:
+        return [
+            *super().parts(),
+            ("cluster", sorted(self.clusters)),
+            ("state", sorted(s.value for s in self.states)),
+            ("label", list(self.labels)),
+            ("name", [f"{self.name_prefix}*"] if self.name_prefix else []),
+        ]
 
     def requirements(self) -> tuple[label_rules.Requirement, ...]:
         return label_rules.parse_selector(self.labels)
 
     def matches(self, job: JobRecord, groups: Mapping[str, GroupRecord]) -> bool:
         return (
-            (not self.teams or job.team in self.teams)
-            and (not self.businesses or job.business in self.businesses)
-            and (not self.groups or job.group in self.groups)
+            self.matches_fields(job)
             and (not self.states or job.state in self.states)
-            and (not self.priorities or job.priority in self.priorities)
             and job.name.startswith(self.name_prefix)
-            and (not self.jobs or job.name in self.jobs)
             and (not self.clusters or current_cluster(job, groups) in self.clusters)
             and label_rules.matches(self.requirements(), job.labels)
         )
@@ -192,50 +178,22 @@ class Selector:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "teams": sorted(self.teams),
-            "businesses": sorted(self.businesses),
-            "groups": sorted(self.groups),
+            **super().to_json(),
             "clusters": sorted(self.clusters),
             "states": sorted(s.value for s in self.states),
-            "priorities": sorted(p.value for p in self.priorities),
             "name_prefix": self.name_prefix,
             "labels": list(self.labels),
-            "jobs": sorted(self.jobs),
-            "all": self.all,
         }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Selector:
         return cls(
-            teams=frozenset(data.get("teams", ())),
-            businesses=frozenset(data.get("businesses", ())),
-            groups=frozenset(data.get("groups", ())),
+            **cls.fields_from_json(data),
             clusters=frozenset(data.get("clusters", ())),
             states=frozenset(JobState(s) for s in data.get("states", ())),
-            priorities=frozenset(Priority(p) for p in data.get("priorities", ())),
             name_prefix=str(data.get("name_prefix", "")),
             labels=tuple(data.get("labels", ())),
-            jobs=frozenset(data.get("jobs", ())),
-            all=bool(data.get("all", False)),
         )
-
-    def describe(self) -> str:
-        parts = []
-        for label, values in (
-            ("team", sorted(self.teams)),
-            ("business", sorted(self.businesses)),
-            ("group", sorted(self.groups)),
-            ("cluster", sorted(self.clusters)),
-            ("state", sorted(s.value for s in self.states)),
-            ("priority", sorted(p.value for p in self.priorities)),
-            ("label", list(self.labels)),
-            ("job", sorted(self.jobs)),
-        ):
-            if values:
-                parts.append(f"{label} {'|'.join(values)}")
-        if self.name_prefix:
-            parts.append(f"name {self.name_prefix}*")
-        return ", ".join(parts) if parts else "every job"
 
 
 # -- the plan ------------------------------------------------------------------------------------

@@ -73,6 +73,7 @@ from scheduler.decisions.operations.model import (
     Advance,
     ItemRecord,
     ItemSteps,
+    JobSelector,
     NewItem,
     NewOperation,
     OperationKind,
@@ -148,51 +149,15 @@ def transition(current: Step, new: Step) -> Step:
 
 
 @dataclass(frozen=True)
-class Selector:
+class Selector(JobSelector):
     """Which jobs of the source: every non-empty field must match (``all``: every job)."""
 
-    priorities: frozenset[Priority] = frozenset()
-    teams: frozenset[str] = frozenset()
-    businesses: frozenset[str] = frozenset()
-    groups: frozenset[str] = frozenset()
-    jobs: frozenset[str] = frozenset()
-    all: bool = False
-
-    @property
-    def empty(self) -> bool:
-        return not (
-            self.priorities or self.teams or self.businesses or self.groups or self.jobs or self.all
-        )
-
     def matches(self, job: JobRecord) -> bool:
-        return (
-            (not self.priorities or job.priority in self.priorities)
-            and (not self.teams or job.team in self.teams)
-            and (not self.businesses or job.business in self.businesses)
-            and (not self.groups or job.group in self.groups)
-            and (not self.jobs or job.name in self.jobs)
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "priorities": sorted(p.value for p in self.priorities),
-            "teams": sorted(self.teams),
-            "businesses": sorted(self.businesses),
-            "groups": sorted(self.groups),
-            "jobs": sorted(self.jobs),
-            "all": self.all,
-        }
+        return self.matches_fields(job)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Selector:
-        return cls(
-            priorities=frozenset(Priority(p) for p in data.get("priorities", ())),
-            teams=frozenset(data.get("teams", ())),
-            businesses=frozenset(data.get("businesses", ())),
-            groups=frozenset(data.get("groups", ())),
-            jobs=frozenset(data.get("jobs", ())),
-            all=bool(data.get("all", False)),
-        )
+        return cls(**cls.fields_from_json(data))
 
     @classmethod
     def at_or_above(cls, priority: Priority, *, groups: Iterable[str] = ()) -> Selector:
@@ -202,23 +167,6 @@ class Selector:
             priorities=frozenset(p for p, r in PRIORITY_ORDER.items() if r <= rank),
             groups=frozenset(groups),
         )
-
-    def describe(self) -> str:
-        if self.all and not (
-            self.priorities or self.teams or self.businesses or self.groups or self.jobs
-        ):
-            return "every job"
-        parts = []
-        for label, values in (
-            ("priority", sorted(p.value for p in self.priorities)),
-            ("team", sorted(self.teams)),
-            ("business", sorted(self.businesses)),
-            ("group", sorted(self.groups)),
-            ("job", sorted(self.jobs)),
-        ):
-            if values:
-                parts.append(f"{label} {'|'.join(values)}")
-        return ", ".join(parts)
 
 
 ALL_JOBS = "*"

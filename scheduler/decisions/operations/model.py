@@ -8,6 +8,7 @@ steps:
 - every item starts PENDING and ends in one of the same final steps (:data:`FINAL_STEP_NAMES`);
   from PENDING it may always be SKIPPED, REFUSED, CANCELLED or FAILED
   (:func:`item_transitions` builds a kind's table from its own moves and these);
+- what selects jobs by their fields (:class:`JobSelector`; each kind adds its own);
 - the decisions' results: :class:`Wait` (what the item waits for) and :class:`Advance` (its next
   step, with the job write that goes with it);
 - which items a round advances (:func:`chosen`: those under way, then pending ones up to the
@@ -39,6 +40,8 @@ from scheduler.core.operations import (
     transition_operation,
 )
 from scheduler.core.operations_ledger import JobWrite
+from scheduler.core.records import JobRecord
+from scheduler.core.states import Priority
 
 #: a kind's item step enum
 StepT = TypeVar("StepT", bound=enum.Enum)
@@ -96,6 +99,72 @@ def step_transition(
     if new not in table[current]:
         raise IllegalTransition(f"{item} cannot go from {current} to {new}")
     return new
+
+
+# -- selectors ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JobSelector:
+    """What every kind selects jobs by: every non-empty field must match (``all``: every job).
+    A kind's selector adds its own fields (keyword-only), their parts and their matches."""
+
+    priorities: frozenset[Priority] = frozenset()
+    teams: frozenset[str] = frozenset()
+    businesses: frozenset[str] = frozenset()
+    groups: frozenset[str] = frozenset()
+    jobs: frozenset[str] = frozenset()
+    all: bool = False
+
+    def parts(self) -> list[tuple[str, list[str]]]:
+        """(label, values) of each field that picks jobs, for :meth:`describe`."""
+        return [
+            ("priority", sorted(p.value for p in self.priorities)),
+            ("team", sorted(self.teams)),
+            ("business", sorted(self.businesses)),
+            ("group", sorted(self.groups)),
+            ("job", sorted(self.jobs)),
+        ]
+
+    @property
+    def empty(self) -> bool:
+        return not self.all and not any(values for _, values in self.parts())
+
+    def matches_fields(self, job: JobRecord) -> bool:
+        """Whether ``job``'s own fields match (a kind's ``matches`` adds its fields)."""
+        return (
+            (not self.priorities or job.priority in self.priorities)
+            and (not self.teams or job.team in self.teams)
+            and (not self.businesses or job.business in self.businesses)
+            and (not self.groups or job.group in self.groups)
+            and (not self.jobs or job.name in self.jobs)
+        )
+
+    def describe(self) -> str:
+        picked = [f"{label} {'|'.join(values)}" for label, values in self.parts() if values]
+        return ", ".join(picked) if picked else "every job"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "priorities": sorted(p.value for p in self.priorities),
+            "teams": sorted(self.teams),
+            "businesses": sorted(self.businesses),
+            "groups": sorted(self.groups),
+            "jobs": sorted(self.jobs),
+            "all": self.all,
+        }
+
+    @staticmethod
+    def fields_from_json(data: Mapping[str, Any]) -> dict[str, Any]:
+        """The shared fields of a selector's JSON, as keyword arguments."""
+        return {
+            "priorities": frozenset(Priority(p) for p in data.get("priorities", ())),
+            "teams": frozenset(data.get("teams", ())),
+            "businesses": frozenset(data.get("businesses", ())),
+            "groups": frozenset(data.get("groups", ())),
+            "jobs": frozenset(data.get("jobs", ())),
+            "all": bool(data.get("all", False)),
+        }
 
 
 # -- decisions ----------------------------------------------------------------------------------
@@ -186,6 +255,7 @@ __all__ = [
     "ItemChange",
     "ItemRecord",
     "ItemSteps",
+    "JobSelector",
     "NewItem",
     "NewOperation",
     "OperationKind",
