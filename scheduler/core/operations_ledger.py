@@ -144,6 +144,11 @@ class OperationsLedger(Protocol):
         clusters of the items ``choose`` picks among them (NotFound: no such operation)."""
         ...
 
+    def job(self, job_id: int) -> JobRecord | None:
+        """The job as stored now, with its current run (None: deleted): what an advance refused
+        for a job that moved since the round's read is decided on again."""
+        ...
+
     def advance(
         self,
         fence: Fence,

@@ -26,9 +26,11 @@ checkpoint available on the target. It decides with the pure step machines of
 4. an operation whose items all ended gets its final state.
 
 Safety: every write is fenced by the claim, so a node with a stale view (an older epoch) can
-change nothing, and the claim's lease is checked before each write (:class:`LeaseExpired`: a
-frozen or partitioned node that comes back stops before writing); every step is idempotent and
-persisted, so the node that takes over after a crash goes on where it stopped. The executor
+change nothing, and the claim's lease is checked before each write: one that ran out is asked
+for again (``renew``: Membership's current claim) and the round goes on only under the same
+fence, else it stops (:class:`LeaseExpired`: a frozen or partitioned node that comes back
+writes nothing more); every step is idempotent and persisted, so the node that takes over
+after a crash goes on where it stopped. The executor
 never submits anything itself: the job's owner submits once, after the switch, and only if the
 job has no live run (``planning.plan``); so no item is submitted twice.
 
@@ -106,12 +108,45 @@ def holder_of(operation_id: int) -> str:
     return f"failover:{operation_id}"
 
 
+class _Lease:
+    """A group's claim during a round: checked before every write, and renewed once when it ran
+    out -- the round goes on only under the same fence (a changed view waits for the next
+    round)."""
+
+    def __init__(
+        self,
+        claim: Claim,
+        renew: Callable[[str], Claim | None] | None,
+        monotonic: Callable[[], float],
+    ) -> None:
+        self._claim = claim
+        self._renew = renew
+        self._monotonic = monotonic
+        self._lock = threading.Lock()
+
+    @property
+    def fence(self) -> Fence:
+        return self._claim.fence
+
+    def check(self) -> Fence:
+        """The fence to write under (LeaseExpired when the claim ran out and was not renewed)."""
+        with self._lock:
+            claim = self._claim
+            if claim.valid(self._monotonic()):
+                return claim.fence
+            fresh = self._renew(claim.group) if self._renew is not None else None
+            if fresh is None or fresh.fence != claim.fence or not fresh.valid(self._monotonic()):
+                raise LeaseExpired(f"the claim on group {claim.group} expired")
+            self._claim = fresh
+            return fresh.fence
+
+
 @dataclass
 class _Round:
     """One operation's round: what it read, and what its items' advances leave for its end."""
 
     read: RoundRead
-    claim: Claim
+    lease: _Lease
     #: every item as last read or written
     items: dict[int, ItemRecord]
     #: changes that write no job, written at the end of the round (``OperationsLedger.note``)
@@ -149,6 +184,7 @@ class Executor:
         monotonic: Callable[[], float] = time.monotonic,
         threads: int = ADVANCE_THREADS,
         probe: Callable[[ClusterRecord], bool] | None = None,
+        renew: Callable[[str], Claim | None] | None = None,
     ) -> None:
         self._ledger = ledger
         self._node_id = node_id
@@ -165,6 +201,9 @@ class Executor:
         self._pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="advance")
         #: whether a cluster answers now (an automatic failover's plan kills what it can reach)
         self._probe = probe or (lambda cluster: False)
+        #: this node's current claim in a group (Membership's answer), asked for when the claim a
+        #: round holds ran out; None: a round stops there
+        self._renew = renew
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
@@ -187,6 +226,7 @@ class Executor:
                 log.exception("cannot read the operations to execute")
                 operations = []
                 stats.errors += 1
+            leases = {g: self._lease(c) for g, c in held.items()}
             for op in operations:
                 claim = held[op.home_group]
                 if executor_index(op.id, claim.size) != claim.index:
@@ -194,7 +234,7 @@ class Executor:
                 stats.operations += 1
                 stats.executing.append(op.id)
                 try:
-                    stats.advanced += self.execute(op, claim)
+                    stats.advanced += self._execute(op, leases[op.home_group])
                 except (NotOwner, LeaseExpired) as exc:
                     log.info("operation %s: %s; left to its executor", op.id, exc)
                 except Exception:
@@ -203,9 +243,8 @@ class Executor:
         stats.seconds = time.perf_counter() - started
         return stats
 
-    def _check(self, claim: Claim) -> None:
-        if not claim.valid(self._monotonic()):
-            raise LeaseExpired(f"the claim on group {claim.group} expired")
+    def _lease(self, claim: Claim) -> _Lease:
+        return _Lease(claim, self._renew, self._monotonic)
 
     # -- automatic failover -------------------------------------------------------------------
 
@@ -289,13 +328,15 @@ class Executor:
 
     def execute(self, op: OperationRecord, claim: Claim) -> int:
         """Take ``op`` if needed and advance its items once; returns how many items moved."""
-        fence = claim.fence
+        return self._execute(op, self._lease(claim))
+
+    def _execute(self, op: OperationRecord, lease: _Lease) -> int:
+        fence = lease.fence
         if op.kind not in bulk.KINDS and op.kind != OperationKind.FAILOVER:
             raise InvalidInput(f"operation {op.id}: no executor for kind {op.kind}")
         mine = (op.executor, op.executor_epoch) == (fence.node_id, fence.epoch)
         if not mine or op.state == OperationState.PENDING:
-            self._check(claim)
-            if self._ledger.take(op.id, fence) is None:
+            if self._ledger.take(op.id, lease.check()) is None:
                 return 0
             log.info(
                 "operation %s: executed by %s under epoch %s (was %s/%s)",
@@ -313,7 +354,7 @@ class Executor:
             )
         if op.state.is_final:
             return 0
-        r = _Round(read, claim, {i.id: i for i in op.items})
+        r = _Round(read, lease, {i.id: i for i in op.items})
         futures = [self._pool.submit(self._advance, r, item) for item in read.chosen]
         moved = 0
         stop: NotOwner | LeaseExpired | None = None
@@ -332,10 +373,9 @@ class Executor:
     def _end_round(self, r: _Round) -> None:
         """What the round's items left for its end: their notes (one transaction), the replicas
         they hold no more, and the operation's final state once every item ended."""
-        op, fence = r.operation, r.claim.fence
+        op = r.operation
         if r.notes:
-            self._check(r.claim)
-            for item in self._ledger.note(fence, op, r.notes):
+            for item in self._ledger.note(r.lease.check(), op, r.notes):
                 r.written(item)
         if r.releases:
             try:
@@ -346,8 +386,7 @@ class Executor:
         state = ended_state(now)
         if state is None:
             return
-        self._check(r.claim)
-        self._ledger.finish(fence, now, state)
+        self._ledger.finish(r.lease.check(), now, state)
         log.warning("operation %s %s: %s", op.id, state, now.counts())
 
     # -- one item -----------------------------------------------------------------------------
@@ -380,6 +419,7 @@ class Executor:
         stored = item
         pending: list[ItemChange] = []
         moved = 0
+        retried = False
         try:
             for _ in range(STEPS_PER_ROUND):
                 decision = self._decide(r, item, job)
@@ -392,9 +432,8 @@ class Executor:
                     moved = 1
                     break
                 if isinstance(decision, bulk.Apply):
-                    self._check(r.claim)
                     done = self._ledger.apply_command(
-                        r.claim.fence, op, stored, decision.command, decision.note
+                        r.lease.check(), op, stored, decision.command, decision.note
                     )
                     stored = item = done.item
                     r.written(item)
@@ -420,33 +459,44 @@ class Executor:
                         continue
                     decision = outcome
                 change = self._change(op, item, decision)
+                before = item.step
+                if decision.job_write is None:
+                    pending.append(change)
+                    item = item.after(change, self._clock())
+                else:
+                    try:
+                        done = self._write(
+                            r,
+                            stored,
+                            [*pending, change],
+                            job=job,
+                            job_write=decision.job_write,
+                            message=decision.note,
+                        )
+                    except StaleWrite as exc:
+                        if isinstance(exc, NotOwner) or job is None or retried:
+                            raise
+                        # the job moved since the round's read (its owner acted): decide again,
+                        # once, on the job as it is now, with the steps decided before
+                        retried = True
+                        log.info("item %s of operation %s: %s; decided again", item.id, op.id, exc)
+                        job = self._ledger.job(job.id)
+                        continue
+                    pending = []
+                    stored = item = done.item
+                    if done.job is not None:
+                        job = done.job
+                        self._nudge(job.group, job.name)
                 moved = 1
                 log.info(
                     "operation %s item %s (%s): %s -> %s: %s",
                     op.id,
                     item.id,
                     item.job_name,
-                    item.step,
+                    before,
                     decision.step,
                     decision.note,
                 )
-                if decision.job_write is None:
-                    pending.append(change)
-                    item = item.after(change, self._clock())
-                else:
-                    done = self._write(
-                        r,
-                        stored,
-                        [*pending, change],
-                        job=job,
-                        job_write=decision.job_write,
-                        message=decision.note,
-                    )
-                    pending = []
-                    stored = item = done.item
-                    if done.job is not None:
-                        job = done.job
-                        self._nudge(job.group, job.name)
                 if item.is_final:
                     break
         except StaleWrite as exc:
@@ -486,9 +536,8 @@ class Executor:
         job_write: JobWrite | None = None,
         message: str = "",
     ) -> Written:
-        self._check(r.claim)
         done = self._ledger.advance(
-            r.claim.fence,
+            r.lease.check(),
             r.operation,
             item,
             changes,

@@ -341,21 +341,31 @@ def claim_operation(session: Session, operation_id: int, fence: Fence) -> bool:
     return bool(result.rowcount)  # type: ignore[attr-defined]
 
 
-def check_executor(session: Session, operation_id: int, fence: Fence) -> None:
-    """Prove in this transaction that ``fence`` still executes the operation (NotOwner). A no-op
-    UPDATE: on MySQL it also locks the row until the transaction ends, so a concurrent claim by
-    another node waits for this transaction."""
-    result = session.execute(
-        update(Operation)
-        .where(
-            Operation.id == operation_id,
-            Operation.executor == fence.node_id,
-            Operation.executor_epoch == fence.epoch,
-        )
-        .values(executor_epoch=Operation.executor_epoch)
-        .execution_options(synchronize_session=False)
+def check_executor(
+    session: Session, operation_id: int, fence: Fence, *, shared: bool = False
+) -> None:
+    """Prove in this transaction that ``fence`` still executes the operation (NotOwner). On MySQL
+    it also locks the operation's row until the transaction ends, so a concurrent claim by
+    another node waits for this transaction: ``shared``, a shared lock (the executor's own
+    transactions on several items of the operation go on side by side); else an exclusive one
+    (a no-op UPDATE: before a change of the operation's row)."""
+    owned = (
+        Operation.id == operation_id,
+        Operation.executor == fence.node_id,
+        Operation.executor_epoch == fence.epoch,
     )
-    if result.rowcount != 1:  # type: ignore[attr-defined]
+    if shared:
+        held = session.execute(select(Operation.id).where(*owned).with_for_update(read=True))
+        proven = held.first() is not None
+    else:
+        result = session.execute(
+            update(Operation)
+            .where(*owned)
+            .values(executor_epoch=Operation.executor_epoch)
+            .execution_options(synchronize_session=False)
+        )
+        proven = result.rowcount == 1  # type: ignore[attr-defined]
+    if not proven:
         raise NotOwner(
             f"operation {operation_id} is no longer executed by {fence.node_id} under epoch "
             f"{fence.epoch}"

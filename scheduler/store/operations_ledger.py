@@ -75,6 +75,10 @@ class SqlOperationsLedger:
                 {c.name: c for c in catalog_store.list_clusters(session)},
             )
 
+    def job(self, job_id: int) -> JobRecord | None:
+        with self._store.session() as session:
+            return ops.jobs_by_id(session, [job_id]).get(job_id)
+
     def automatic(self, groups: Iterable[str]) -> AutomaticFacts:
         with self._store.session() as session:
             policies = [
@@ -144,7 +148,7 @@ class SqlOperationsLedger:
     ) -> Written:
         now = self._clock()
         with self._store.transaction() as session:
-            ops.check_executor(session, operation.id, fence)
+            ops.check_executor(session, operation.id, fence, shared=True)
             written = ops.advance_item(session, item, changes, now=now)
             if job_write is None or job is None:
                 return Written(written)
@@ -179,7 +183,7 @@ class SqlOperationsLedger:
             return []
         now = self._clock()
         with self._store.transaction() as session:
-            ops.check_executor(session, operation.id, fence)
+            ops.check_executor(session, operation.id, fence, shared=True)
             written = [ops.write_item(session, item, changes, now=now) for item, changes in notes]
         return [w for w in written if w is not None]
 
@@ -193,7 +197,7 @@ class SqlOperationsLedger:
     ) -> Written:
         now = self._clock()
         with self._store.transaction() as session:
-            ops.check_executor(session, operation.id, fence)
+            ops.check_executor(session, operation.id, fence, shared=True)
             try:
                 row = jobs_store.load_job(session, item.job_name, for_update=True)
             except NotFound:

@@ -196,6 +196,7 @@ def a_read_brings_the_chosen_items_facts(h: Harness) -> None:
     assert op.items[1].job_id is not None
     h.delete_job(op.items[1].job_id)
     assert op.items[1].job_id not in h.ledger.read(op.id, _all).jobs
+    assert h.ledger.job(op.items[1].job_id) is None
     with pytest.raises(NotFound):
         h.ledger.read(op.id + 1000, _all)
 
@@ -277,6 +278,7 @@ def a_stale_version_changes_nothing(h: Harness) -> None:
             ME, op, item, [ItemChange("DRAINING", "d")], job=job, job_write=SetDirective(None)
         )
     assert h.operation(op.id).items[0] == item  # the item's step went back with the job's
+    assert h.ledger.job(item.job_id) == h.job(item.job_id)  # what a retry decides on
     noted = h.ledger.advance(ME, op, item, [ItemChange(None, "a note")]).item
     with pytest.raises(StaleWrite):
         h.ledger.advance(ME, op, item, [ItemChange("DRAINING", "d")])
@@ -395,7 +397,7 @@ class FakeHarness:
         )
 
     def job(self, job_id: int) -> JobRecord:
-        return self.fake.job(job_id)
+        return self.fake.stored(job_id)
 
     def close_run(self, job_id: int) -> JobRecord:
         from scheduler.core.states import RunState

@@ -163,7 +163,7 @@ class FakeOperationsLedger:
             self.jobs[job.id] = job
             if run is not None and cluster is not None:
                 self.new_run(job.id, cluster, run)
-            return self.job(job.id)
+            return self.stored(job.id)
 
     def new_run(self, job_id: int, cluster: str, state: RunState = RunState.RUNNING) -> JobRecord:
         """The job's owner submits a new run on ``cluster``: the job's current run."""
@@ -203,7 +203,7 @@ class FakeOperationsLedger:
             self.jobs[job_id] = replace(
                 job, version=job.version + 1, updated_at=self.clock.now(), **changes
             )
-            return self.job(job_id)
+            return self.stored(job_id)
 
     def set_run(self, job_id: int, **changes: Any) -> JobRecord:
         """The job's current run changes (the owner closes or fences it; a fence check answered
@@ -216,7 +216,7 @@ class FakeOperationsLedger:
             if run.state.is_final and "state" in changes:
                 at_rest = JobState.QUEUED if job.desired_state == DesiredState.RUNNING else None
                 return self.owner_write(job_id, state=at_rest or JobState.STOPPED)
-            return self.job(job_id)
+            return self.stored(job_id)
 
     def delete_job(self, job_id: int) -> None:
         with self._lock:
@@ -230,7 +230,7 @@ class FakeOperationsLedger:
                 op, executor=fence.node_id, executor_epoch=fence.epoch, version=op.version + 1
             )
 
-    def job(self, job_id: int) -> JobRecord:
+    def stored(self, job_id: int) -> JobRecord:
         """The job as stored, with its current run."""
         with self._lock:
             job = self.jobs[job_id]
@@ -267,13 +267,17 @@ class FakeOperationsLedger:
             chosen = tuple(choose(op))
             if not chosen:
                 return RoundRead(op, chosen)
-            jobs = {i.job_id: self.job(i.job_id) for i in chosen if i.job_id in self.jobs}
+            jobs = {i.job_id: self.stored(i.job_id) for i in chosen if i.job_id in self.jobs}
             runs = {
                 i.source_run_id: self.runs[i.source_run_id]
                 for i in chosen
                 if i.source_run_id in self.runs
             }
             return RoundRead(op, chosen, jobs, runs, dict(self.clusters))  # type: ignore[arg-type]
+
+    def job(self, job_id: int) -> JobRecord | None:
+        with self._call("job"):
+            return self.stored(job_id) if job_id in self.jobs else None
 
     def automatic(self, groups: Iterable[str]) -> AutomaticFacts:
         with self._call("automatic"):
@@ -292,7 +296,7 @@ class FakeOperationsLedger:
         with self._call("candidates"):
             primary_of = {g.name for g in self.groups.values() if g.primary_cluster == source}
             jobs = [
-                self.job(j.id)
+                self.stored(j.id)
                 for _, j in sorted(self.jobs.items())
                 if j.cluster == source
                 or (j.cluster is None and j.group in primary_of)
@@ -457,7 +461,7 @@ class FakeOperationsLedger:
                 )
                 self.items[item.id] = item.after(gone, now)
                 return Written(self.items[item.id])
-            before = self.job(job.id)
+            before = self.stored(job.id)
             skip = bulk.recheck(command, before)
             if skip is not None:
                 skipped = ItemChange(bulk.Step.SKIPPED.value, skip, detail={"waiting": ""})
@@ -489,7 +493,7 @@ class FakeOperationsLedger:
                 detail={"waiting": "", "run_before": before.current_run_id},
             )
             self.items[item.id] = item.after(waiting, now)
-            return Written(self.items[item.id], self.job(job.id))
+            return Written(self.items[item.id], self.stored(job.id))
 
     def finish(self, fence: Fence, operation: OperationRecord, state: OperationState) -> None:
         with self._call("finish"):

@@ -82,7 +82,7 @@ class World:
         )
 
     def bulk(self, kind: OperationKind, parallelism: int = 10) -> OperationRecord:
-        jobs = [self.ledger.job(i) for i in sorted(self.ledger.jobs)]
+        jobs = [self.ledger.stored(i) for i in sorted(self.ledger.jobs)]
         plan = bulk.plan_bulk(
             kind, bulk.Selector(all=True), jobs, self.ledger.groups, self.ledger.clusters
         )
@@ -142,7 +142,7 @@ def test_a_kill_item_drains_copies_switches_and_starts_on_the_target(w: World) -
     assert w.round() == 1
     item = w.item(op, "orders")
     assert item.step == "DRAINING" and item.source_run_id == job.current_run_id
-    directive = w.ledger.job(job.id).directive
+    directive = w.ledger.stored(job.id).directive
     assert directive is not None and directive.phase == Phase.DRAIN
     assert (directive.operation_id, directive.item_id) == (op.id, item.id)
     assert w.nudged == ["orders"] and w.state(op) == OperationState.RUNNING
@@ -162,7 +162,7 @@ def test_a_kill_item_drains_copies_switches_and_starts_on_the_target(w: World) -
     item = w.item(op, "orders")
     assert item.detail["resume_batch"] == 7 and item.detail["checkpoint"] == "source"
     assert item.detail["checkpoint_to"] == "file:///ck/B/orders/checkpoint"
-    moved = w.ledger.job(job.id)
+    moved = w.ledger.stored(job.id)
     assert (moved.cluster, moved.state) == ("B", JobState.QUEUED)
     assert moved.directive is not None and moved.directive.phase == Phase.RUN
     assert w.ledger.writes[writes:] == ["advance", "advance", "note"]
@@ -171,14 +171,14 @@ def test_a_kill_item_drains_copies_switches_and_starts_on_the_target(w: World) -
     w.started_on_b(job, RunState.STARTING)
     w.round()
     item = w.item(op, "orders")
-    assert item.target_run_id == w.ledger.job(job.id).current_run_id
+    assert item.target_run_id == w.ledger.stored(job.id).current_run_id
     assert "submitted on B" in item.history[-1].note
 
     # RUNNING on B: DONE, the directive cleared, the replica released, the failover over
     w.ledger.set_run(job.id, state=RunState.RUNNING)
     w.ledger.owner_write(job.id, state=JobState.RUNNING)
     assert w.round() == 1
-    assert w.item(op, "orders").step == "DONE" and w.ledger.job(job.id).directive is None
+    assert w.item(op, "orders").step == "DONE" and w.ledger.stored(job.id).directive is None
     assert w.checkpoints.released == [("orders", holder_of(op.id))]
     assert w.state(op) == OperationState.SUCCEEDED
     actions = [a.action for a in w.ledger.audit if a.target == str(op.id)]
@@ -205,6 +205,22 @@ def test_an_item_writes_each_advance_once_and_its_notes_with_the_others(w: World
     assert w.ledger.writes.count("note") <= 3
 
 
+def test_a_job_its_owner_wrote_meanwhile_is_read_again_and_switched_in_the_same_round(
+    w: World,
+) -> None:
+    job = w.ledger.add_job("orders")
+    op = w.failover()
+    w.round()
+    w.killed(job)
+    # the owner writes the job (a new reason: it holds it) while the checkpoint is copied
+    w.checkpoints.during = lambda: w.ledger.owner_write(job.id, state_reason="held")
+    calls = len(w.ledger.calls)
+    w.round()
+    assert w.item(op, "orders").step == "STARTING" and w.ledger.stored(job.id).cluster == "B"
+    assert w.ledger.calls[calls:].count("job") == 1  # read once more, not a round later
+    assert len(w.checkpoints.calls) == 1  # and not copied again
+
+
 def test_a_fence_item_waits_until_the_stale_driver_was_told(w: World) -> None:
     job = w.ledger.add_job("orders")
     w.ledger.set_run(job.id, fence_checked_at=w.clock.now())  # its pipeline checks its fence
@@ -227,7 +243,7 @@ def test_a_fence_item_waits_until_the_stale_driver_was_told(w: World) -> None:
     w.round()
     assert w.steps(op, "orders")[-3:] == ["CHECKPOINT", "SWITCHING", "STARTING"]
     assert "answered 'superseded'" in w.item(op, "orders").history[-3].note
-    assert w.ledger.job(job.id).cluster == "B"
+    assert w.ledger.stored(job.id).cluster == "B"
 
 
 def test_a_forced_fence_does_not_wait_for_a_driver_that_never_checks(w: World) -> None:
@@ -257,8 +273,8 @@ def test_a_job_without_a_run_moves_and_a_stopped_one_is_only_switched(w: World) 
     assert {i.action for i in w.ledger.operation(op.id).items} == {"move"}
     w.round()  # both walk to their switch in one round
     assert w.steps(op, "off") == ["PENDING", "DRAINING", "CHECKPOINT", "SWITCHING", "DONE"]
-    assert w.ledger.job(off.id).cluster == "B" and w.ledger.job(off.id).directive is None
-    assert w.item(op, "idle").step == "STARTING" and w.ledger.job(idle.id).cluster == "B"
+    assert w.ledger.stored(off.id).cluster == "B" and w.ledger.stored(off.id).directive is None
+    assert w.item(op, "idle").step == "STARTING" and w.ledger.stored(idle.id).cluster == "B"
     w.started_on_b(idle)
     w.round()
     assert w.state(op) == OperationState.SUCCEEDED
@@ -312,7 +328,7 @@ def test_cancel_stops_new_items_and_leaves_a_drained_job_where_it_is(w: World) -
     w.killed(first)
     w.round()
     assert w.item(op, "a-first").step == "CANCELLED"
-    job = w.ledger.job(first.id)
+    job = w.ledger.stored(first.id)
     assert job.cluster == "A" and job.directive is None
     assert w.checkpoints.calls == [] and w.state(op) == OperationState.CANCELLED
 
@@ -328,7 +344,7 @@ def test_items_fail_when_their_job_is_deleted_or_not_drained_in_time(w: World) -
     w.round()
     failed = w.item(op, "slow")
     assert failed.step == "FAILED" and "not drained" in failed.last_error
-    assert w.ledger.job(slow.id).directive is None  # back to its usual management
+    assert w.ledger.stored(slow.id).directive is None  # back to its usual management
     assert w.state(op) == OperationState.FAILED
 
 
@@ -349,7 +365,7 @@ def test_a_checkpoint_is_retried_then_the_item_fails_and_the_job_stays(w: World)
     w.round()
     failed = w.item(op, "orders")
     assert failed.step == "FAILED" and "could not be made available" in failed.history[-1].note
-    assert w.ledger.job(job.id).directive is None and w.ledger.job(job.id).cluster == "A"
+    assert w.ledger.stored(job.id).directive is None and w.ledger.stored(job.id).cluster == "A"
 
 
 def test_an_item_fails_when_its_job_is_not_running_on_the_target_in_time(w: World) -> None:
@@ -361,7 +377,7 @@ def test_an_item_fails_when_its_job_is_not_running_on_the_target_in_time(w: Worl
     assert w.item(op, "orders").step == "STARTING"
     w.clock.advance(TIMING.start_timeout + 1)
     w.round()
-    assert w.item(op, "orders").step == "FAILED" and w.ledger.job(job.id).directive is None
+    assert w.item(op, "orders").step == "FAILED" and w.ledger.stored(job.id).directive is None
 
 
 # -- claims and leases --------------------------------------------------------------------------
@@ -381,7 +397,7 @@ def test_a_lease_that_runs_out_during_the_copy_writes_nothing_and_the_next_holde
     # CHECKPOINT was stored before the copy; nothing after it
     assert w.ledger.writes[writes:] == ["advance"]
     assert w.item(op, "orders").step == "CHECKPOINT"
-    assert w.ledger.job(job.id).cluster == "A"
+    assert w.ledger.stored(job.id).cluster == "A"
     # the next holder (a newer epoch) takes over and repeats the copy (idempotent)
     w.round(N2)
     assert w.ledger.operation(op.id).executor == "n2"
@@ -391,6 +407,41 @@ def test_a_lease_that_runs_out_during_the_copy_writes_nothing_and_the_next_holde
     writes = len(w.ledger.writes)
     w.round(N1)
     assert w.ledger.writes[writes:] == ["take"]  # refused: n2 holds it under a newer epoch
+
+
+def test_a_lease_renewed_under_the_same_fence_lets_the_round_go_on(w: World) -> None:
+    job = w.ledger.add_job("orders")
+    op = w.failover()
+    renewed: list[str] = []
+
+    def renew(group: str) -> Claim:
+        renewed.append(group)
+        return w.claim(N1, lease=30)
+
+    ex = Executor(
+        w.ledger,
+        node_id="n1",
+        timing=TIMING,
+        checkpoints=w.checkpoints,
+        clock=w.clock.now,
+        monotonic=w.clock.monotonic,
+        renew=renew,
+    )
+    try:
+        ex.round({"g": w.claim(lease=30)})
+        w.killed(job)
+        w.checkpoints.during = lambda: w.clock.advance(60)
+        ex.round({"g": w.claim(lease=30)})
+        assert renewed == ["g"] and w.item(op, "orders").step == "STARTING"
+        # Membership now answers with a newer view: the round stops before writing
+        w.ledger.new_run(job.id, "B")
+        w.clock.advance(60)
+        ex._renew = lambda group: w.claim(N2, lease=30)
+        writes = len(w.ledger.writes)
+        ex.round({"g": replace(w.claim(lease=30), valid_until=w.clock.monotonic())})
+        assert w.ledger.writes[writes:] == [] and w.item(op, "orders").step == "STARTING"
+    finally:
+        ex.close()
 
 
 def test_a_lease_that_ran_out_before_the_round_writes_nothing(w: World) -> None:
@@ -430,7 +481,7 @@ def test_a_bulk_stop_applies_the_command_and_waits_until_the_job_stopped(w: Worl
     item = w.item(op, "orders")
     assert item.step == "WAITING" and item.detail["run_before"] == job.current_run_id
     assert "the job is RUNNING" in item.detail["waiting"]
-    assert w.ledger.job(job.id).desired_state == DesiredState.STOPPED
+    assert w.ledger.stored(job.id).desired_state == DesiredState.STOPPED
     assert w.item(op, "idle").step == "SKIPPED" and w.nudged == ["orders"]
     assert ("job.stop", "orders") in [(a.action, a.target) for a in w.ledger.audit]
     assert w.ledger.writes[writes:] == ["take", "apply_command", "note"]
