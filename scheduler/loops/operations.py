@@ -109,9 +109,9 @@ def holder_of(operation_id: int) -> str:
 
 
 class _Lease:
-    """A group's claim during a round: checked before every write, and renewed once when it ran
-    out -- the round goes on only under the same fence (a changed view waits for the next
-    round)."""
+    """A group's claim during a round: checked before every write; one that ran out is asked
+    for again (``renew``), and the round goes on only under the same fence (a changed view waits
+    for the next round)."""
 
     def __init__(
         self,
