@@ -19,7 +19,8 @@ Steps (``--only`` picks some; ``BENCH_QUICK=1`` / ``--quick`` runs a ~5 minute s
 ``takeover_10k``  the same with 10,000 jobs (no rolling restart)
 ``scale_50k``     50,000 jobs over 3 nodes: time to RUNNING from empty, a full reconcile pass
 ``submit``        the REST backend against ``spark-submit`` on the real standalone cluster A
-``failover``      1,000 jobs between two simulated clusters (``bench.failover``)
+``failover``      1,000 jobs between two simulated clusters, after the executor's store trips
+                  per failover item on 50 (``bench.failover``)
 ``failover_real`` 3 real streaming jobs from standalone cluster A to B
 ``api``           ``bench/api.py``'s ``run(quick)`` when it exists (API throughput and latency
                   next to a bare FastAPI endpoint)
@@ -228,10 +229,13 @@ def step_failover(env: Env) -> Figures:
         # it got (failover_<n>_items_done, _waited_s); its total is then null
         + ["--timeout", str(FAILOVER_DEADLINE_S)]
     )
+    trips = failover.measure_trips(args)
     figures = failover.measure_sim(args)
     label = _size(jobs)
     out = _flatten(f"failover_{label}", figures)
     out[f"failover_{label}_s"] = figures["total_s"]
+    out["failover_trips_per_item"] = trips["trips_per_item"]
+    out["failover_statements_per_item"] = trips["statements_per_item"]
     return out
 
 

@@ -65,6 +65,8 @@ TARGETS = [
     Target("takeover_kill9_1k_app_creates", "==", 0.0, "DESIGN §3"),
     Target("takeover_kill9_10k_app_creates", "==", 0.0, "DESIGN §3"),
     Target("failover_1k_double_runs", "==", 0.0, "DESIGN §3"),
+    Target("failover_1k_s", "<=", 60.0, "issue 27"),
+    Target("failover_trips_per_item", "<=", 8.0, "issue 27"),
     Target("failover_real_succeeded", "==", 1.0, "issue 9"),
     # bench/api.py: the worst store's figure (lowest ratio, highest p99); it prints these too
     Target("api_get_ratio_to_bare", ">=", 0.5, "issue 11"),

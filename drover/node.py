@@ -68,6 +68,7 @@ def run_node(settings: Settings) -> None:
     from api.app import create_app
     from api.deps import NodeContext
     from scheduler.actors import NodeRuntime
+    from scheduler.backends.registry import ClusterProbe
 
     store = api_store(settings)
     store.check_schema()
@@ -80,6 +81,7 @@ def run_node(settings: Settings) -> None:
         runtime.stop()
         store.dispose()
         raise
+    probe = ClusterProbe(settings)
     try:
         app = create_app(
             NodeContext(
@@ -92,6 +94,7 @@ def run_node(settings: Settings) -> None:
                 status=runtime.status,
                 actor_metrics=runtime.actor_metrics,
                 set_draining=runtime.set_draining,
+                reachable=probe.reachable,
             )
         )
         server = uvicorn.Server(
@@ -113,4 +116,5 @@ def run_node(settings: Settings) -> None:
     finally:
         log.info("node %s draining", settings.node_id)
         runtime.stop()
+        probe.close()
         store.dispose()

@@ -28,6 +28,8 @@ documents in one place (``api/problems.py``); the CLI prints their message on on
     │   ├── StoreUnavailable    unreachable, timed out, or without our tables   → 503
     │   └── SchemaOutOfDate     the database needs `drover db upgrade`          → 503
     ├── CoordinationUnavailable  ZooKeeper did not answer, or no registered session → 503
+    ├── LeaseExpired            this node's claim lease ran out: it stops acting (never raised
+    │                           to the API; the loops stop their round and wait for the next)
     ├── ClusterError            a Spark cluster backend failed                  → 502
     │   ├── ClusterUnreachable  no answer: never a guess about the app state
     │   └── SubmissionRejected  the cluster refused the submission
@@ -164,6 +166,15 @@ class CoordinationUnavailable(DroverError):
     """ZooKeeper did not answer, or this node has no registered session right now."""
 
     kind = "coordination-unavailable"
+
+
+class LeaseExpired(DroverError):
+    """This node's claim (its slot in a group's pool under an epoch) is past its lease: the last
+    confirmed ZooKeeper round trip is too old (a frozen process, a lost session). Whoever acts
+    under the claim stops before its next write; nothing was written under the expired lease,
+    and the node acts again once its membership renews the claim."""
+
+    kind = "lease-expired"
 
 
 class ClusterError(DroverError):

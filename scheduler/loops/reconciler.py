@@ -47,7 +47,13 @@ from scheduler.backends.changes import feed_of
 from scheduler.core import faults
 from scheduler.core.backend import AppState, AppStatus, ClusterBackend, SubmitRequest
 from scheduler.core.clock import utcnow
-from scheduler.core.errors import ClusterUnreachable, NotOwner, StaleWrite, SubmissionRejected
+from scheduler.core.errors import (
+    ClusterUnreachable,
+    LeaseExpired,
+    NotOwner,
+    StaleWrite,
+    SubmissionRejected,
+)
 from scheduler.core.ledger import (
     Adopted,
     Backends,
@@ -116,10 +122,6 @@ LEASE_CHECK_EVERY = 256
 
 _OPEN_RUN = frozenset(s for s in RunState if not s.is_final)
 _AT_REST = frozenset({JobState.STOPPED, JobState.FINISHED, JobState.FAILED})
-
-
-class LeaseExpired(Exception):
-    """The claim's lease ran out during a tick (frozen process, lost ZooKeeper): stop acting."""
 
 
 @dataclass
