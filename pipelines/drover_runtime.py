@@ -45,8 +45,9 @@ pipeline that never asks (plain PySpark, no drover_runtime) is shown as not self
 answer means:
 
 - its ``fencing_token`` equals ours -> this run is current, the batch goes on;
-- another token, ``null`` (the current run is closed, or there is none), or a 404 problem naming
-  the job (the job was deleted) -> this run is superseded: :class:`FencedOut` is raised inside the
+- another token, ``null`` (the current run is closed, or there is none), or a 404 or 401
+  problem naming the job (the job was deleted; no run of it holds our token) -> this run is
+  superseded: :class:`FencedOut` is raised inside the
   batch, so nothing of the batch is written and Spark does not commit it; the query fails and
   :meth:`RunContext.await_termination` turns that into a clean exit: SparkSession stopped, one
   ``drover-runtime: fenced out: ...`` line on stderr, exit code 0;
@@ -214,6 +215,9 @@ def fence_verdict(job: str, token: str, status: int, body: Any) -> tuple[Verdict
         return Verdict.NO_ANSWER, f"HTTP {status}, not a fence answer for job {job!r}"
     if status == 404:
         return Verdict.SUPERSEDED, f"job {job} no longer exists"
+    if status == 401 and body.get("type") == "urn:drover:problem:unauthenticated":
+        # the fence refused our token: no run of this job holds it (the job, or the run, is gone)
+        return Verdict.SUPERSEDED, f"no run of job {job} holds this run's fencing token"
     if status != 200 or "fencing_token" not in body:
         return Verdict.NO_ANSWER, f"HTTP {status}, no fencing_token"
     current = body["fencing_token"]

@@ -2,7 +2,10 @@
 
 A pipeline's run is current while the job's current run is that run and is still open. The
 pipeline proves which run it is by sending its fencing token (``X-Drover-Fencing-Token``; see
-``pipelines/drover_runtime.py``); the answer says whether that run is current:
+``pipelines/drover_runtime.py``); the security edge has checked it before this route runs (a
+token that no run of this job holds is a 401 there, the same whether the job exists or not:
+``scheduler.store.fence_checks.run_holding_token``), so here the caller is that run or a person.
+The answer says whether that run is current:
 ``fencing_token`` echoes the caller's own token when it is, and is ``null`` otherwise (another
 run is current, or none is open). The token of the current run is never handed to anyone else:
 a viewer of the job's team may call the route too, and always sees ``null``.
@@ -15,8 +18,9 @@ UPDATE per run and never again: that is how the job shows that its pipeline fenc
 runs that is *not* current (closed, or replaced) is recorded as that run's ``fence_superseded_at``:
 its driver was told to stop, which a failover's fence step waits for
 (scheduler/decisions/operations/failover.py). The answer is the same either way. An unknown job
-is a 404 problem document with the extension member ``job``, which tells the runtime "this job is
-gone" apart from "this URL is not a Drover fence endpoint".
+(asked by a person) is a 404 problem document, and a fencing token no run of the job holds a 401
+one, both with the extension member ``job``, which tells the runtime "this job (or run) is gone"
+apart from "this URL is not a Drover fence endpoint".
 
 A run's pipeline may send its streaming progress with the check (``X-Drover-Progress``, one
 small JSON object: ``scheduler.decisions.stalls``). It is taken only from the current run itself,
@@ -39,7 +43,7 @@ from api.problems import problem, problem_responses
 from scheduler.core.errors import NotFound
 from scheduler.core.names import validate_name
 from scheduler.core.states import DesiredState, RunState
-from scheduler.decisions.identity import FENCING_TOKEN_HEADER, same_secret
+from scheduler.decisions.identity import FENCING_TOKEN_HEADER
 from scheduler.decisions.stalls import parse_report
 from scheduler.loops.progress import ProgressSink
 from scheduler.store import jobs as jobs_store
@@ -112,20 +116,20 @@ def get_fence(
     run = job.current_run
     open_run = run is not None and not run.state.is_final
     presented = request.headers.get(FENCING_TOKEN_HEADER)
-    is_run = principal.run_of_job is not None and presented is not None
-    current = (
-        is_run and run is not None and open_run and same_secret(presented or "", run.fencing_token)
-    )
+    # the run the edge proved the caller to be (a run of this job: see the module docstring)
+    caller_run = principal.run_id if principal.run_of_job == job.name else None
+    is_run = caller_run is not None and presented is not None
+    current = is_run and run is not None and open_run and run.id == caller_run
     if current and run is not None and run.fence_checked_at is None:
         try:
             with store.transaction() as session:  # the run's first proven check, written once
                 record_fence_check(session, run.id, datetime.now(UTC))
         except Exception:  # a courtesy: the fence answer never fails over it
             log.warning("cannot record the fence check of run %s", run.id, exc_info=True)
-    elif is_run and not current and principal.run_of_job == job.name and presented:
+    elif is_run and not current and caller_run is not None:
         try:
             with store.transaction() as session:  # a stale driver told to stop, noted once
-                record_superseded_check(session, job.name, presented, datetime.now(UTC))
+                record_superseded_check(session, job.name, caller_run, datetime.now(UTC))
         except Exception:  # a courtesy too
             log.warning("cannot record a superseded check of job %s", job.name, exc_info=True)
     stop = bool(current and run is not None and run.drain_deadline is not None)
@@ -136,14 +140,12 @@ def get_fence(
     if current and run is not None and raw_progress:
         take_progress(request, run.id, job.id, raw_progress)
     response.headers["Cache-Control"] = "no-store"
-    # a run of another job (or of no job) learns it is not current here, nothing more
-    details = not is_run or principal.run_of_job == job.name
     return FencePublic(
         job=job.name,
-        current_run_id=job.current_run_id if details else None,
+        current_run_id=job.current_run_id,
         fencing_token=presented if current else None,
         current=current if is_run else None,
-        run_state=run.state if run is not None and details else None,
+        run_state=run.state if run is not None else None,
         desired_state=job.desired_state,
         stop=stop if current else None,
     )

@@ -3,7 +3,8 @@
 Credentials, tried in this order:
 
 - ``X-Drover-Node-Secret: <deployment secret>``: another node of this deployment (internal calls);
-- ``X-Drover-Fencing-Token: <token>``: a pipeline's run (its job's fence check only);
+- ``X-Drover-Fencing-Token: <token>``: a pipeline's run, on its own job's fence check only
+  (``fence_job``: the job of the fence route asked; anywhere else the token proves nothing);
 - ``Authorization: Bearer drv_…``: a Drover API token (hashed in the store);
 - ``Authorization: Bearer <JWT>``: a token of the configured SSO issuer (signature, ``iss``,
   ``aud``, ``exp`` checked; role bindings from ``DROVER_JWT_ROLES_CLAIM``).
@@ -35,7 +36,7 @@ from scheduler.decisions.identity import (
     same_secret,
     token_digest,
 )
-from scheduler.store import identities
+from scheduler.store import fence_checks, identities
 from scheduler.store.db import Store
 
 
@@ -122,6 +123,7 @@ def authenticate(
     store: Store,
     jwt: JwtVerifier,
     tokens: TokenCache | None = None,
+    fence_job: str | None = None,
 ) -> Principal:
     node_secret = headers.get(NODE_SECRET_HEADER)
     if node_secret is not None:
@@ -131,7 +133,7 @@ def authenticate(
         return Principal(subject="node", node=True, scopes=frozenset())
     fencing_token = headers.get(FENCING_TOKEN_HEADER)
     if fencing_token is not None:
-        return _run_principal(store, fencing_token)
+        return _run_principal(store, fencing_token, fence_job)
     authorization = headers.get("Authorization")
     if authorization is None:
         return ANONYMOUS
@@ -164,14 +166,21 @@ def _token_principal(store: Store, secret: str, tokens: TokenCache | None = None
     return principal
 
 
-def _run_principal(store: Store, token: str) -> Principal:
-    if not token or len(token) > 64:
-        raise Unauthenticated("not a fencing token")
-    with store.session() as session:
-        row = identities.run_of_fencing_token(session, token)
-    if row is None:  # a run of a deleted job, or garbage: either way not current anywhere
-        return Principal(subject="run:unknown", run_of_job="", scopes=frozenset())
-    return Principal(subject=f"run:{row[0]}/{row[1]}", run_of_job=row[0], scopes=frozenset())
+#: what a fencing token that proves nothing is told: the same for an unknown job, a token no
+#: run holds and a run of another job (no oracle for job names)
+NOT_A_RUN_OF_THIS_JOB = "the fencing token is not that of a run of this job"
+
+
+def _run_principal(store: Store, token: str, job: str | None) -> Principal:
+    if job is None:
+        raise Unauthenticated("a fencing token opens only its own job's fence check")
+    with store.connection() as connection:  # one read: no ORM session
+        run_id = fence_checks.run_holding_token(connection, job, token)
+    if run_id is None:
+        raise Unauthenticated(NOT_A_RUN_OF_THIS_JOB)
+    return Principal(
+        subject=f"run:{job}/{run_id}", run_of_job=job, run_id=run_id, scopes=frozenset()
+    )
 
 
 # --------------------------------------------------------------------------- JWT

@@ -11,6 +11,9 @@ In order:
    the console's static files (``/ui``, ``api/console``: the page signs in by itself) needs a
    credential; none, or one that does not verify, is a 401 problem. The principal is
    put in ``request.state.principal`` for the route rules (``api/security/rules.py``).
+   A fencing token (``X-Drover-Fencing-Token``) is a credential on one route only, its own
+   job's fence check (``GET /v1/jobs/{name}/fence``), and only when a run of that job holds
+   it; anything else that carries one is a 401 at once, before any body is read.
 4. **Security headers** on every answer; the console gets its own Content-Security-Policy
    (same-origin scripts, styles and connections, nothing inline, no eval).
 
@@ -59,6 +62,21 @@ SECURITY_HEADERS = {
 }
 #: the API answers JSON only; the docs pages load Swagger UI / ReDoc from their CDN
 API_CSP = "default-src 'none'; frame-ancestors 'none'"
+
+
+#: the route a fencing token opens: ``/v1/jobs/{name}/fence``
+FENCE_PREFIX, FENCE_SUFFIX = "/v1/jobs/", "/fence"
+
+
+def fence_job_of(method: str, path: str) -> str | None:
+    """The job whose fence check ``method path`` asks, or None when it asks none (the one route
+    a fencing token may open)."""
+    if method not in ("GET", "HEAD"):
+        return None
+    if not (path.startswith(FENCE_PREFIX) and path.endswith(FENCE_SUFFIX)):
+        return None
+    name = path[len(FENCE_PREFIX) : -len(FENCE_SUFFIX)]
+    return name if name and "/" not in name else None
 
 
 def _host_of(header: str) -> str:
@@ -140,7 +158,7 @@ class SecurityEdge:
         elif path in PUBLIC_PATHS or is_console_path(path):
             state["principal"] = ANONYMOUS
         else:
-            principal_or_refusal = await self._authenticate(headers, path)
+            principal_or_refusal = await self._authenticate(headers, method, path)
             if isinstance(principal_or_refusal, Response):
                 refusal = principal_or_refusal
             else:
@@ -154,16 +172,33 @@ class SecurityEdge:
             if method in MUTATING and path.startswith(IDENTITY_PATHS):
                 self.tokens.clear()
 
-    async def _authenticate(self, headers: Headers, path: str) -> Principal | Response:
+    async def _authenticate(self, headers: Headers, method: str, path: str) -> Principal | Response:
+        fence_job: str | None = None
+        if FENCING_TOKEN_HEADER in headers:
+            fence_job = fence_job_of(method, path)
+            if fence_job is None:  # no store read, no body read
+                return _unauthenticated(
+                    "a fencing token opens only its own job's fence check", path
+                )
         token = bearer_token(headers)
         principal = self.tokens.get(token) if token is not None else None
         if principal is None:  # verify it (reads the store: off the event loop)
             try:
                 principal = await self.threads.run(
-                    authenticate, headers, self.settings, self.store, self.verifier, self.tokens
+                    authenticate,
+                    headers,
+                    self.settings,
+                    self.store,
+                    self.verifier,
+                    self.tokens,
+                    fence_job,
                 )
             except Unauthenticated as exc:
-                return _unauthenticated(exc.message, path)
+                # a fence check's refusal names the job it asked about (the runtime tells "no
+                # run of this job holds my token" from "not a fence endpoint" by it); the same
+                # whether the job exists or not
+                extra = {} if fence_job is None else {"job": fence_job}
+                return _unauthenticated(exc.message, path, **extra)
             except DroverError as exc:
                 from api.problems import status_for
 
@@ -204,7 +239,7 @@ def install(app: FastAPI) -> None:
         )
 
 
-def _unauthenticated(detail: str, path: str) -> Response:
-    response = problem(401, "unauthenticated", detail, path)
+def _unauthenticated(detail: str, path: str, **extra: Any) -> Response:
+    response = problem(401, "unauthenticated", detail, path, **extra)
     response.headers["WWW-Authenticate"] = 'Bearer realm="drover"'
     return response

@@ -11,8 +11,8 @@ team: a ``*`` admin is a platform admin (clusters, groups, teams, tokens, quotas
 action                 who may
 =====================  =========================================================================
 ``job.read``           viewer of the job's team
-``job.fence``          viewer of the job's team, or any run token (the fence answers a run
-                       only whether it is current)
+``job.fence``          viewer of the job's team, or the fencing token of one of that job's
+                       runs (the fence answers a run only whether it is current)
 ``job.write``          operator of the job's team (create, change, delete, start, stop, restart)
 ``catalog.read``       any authenticated principal (clusters, groups, nodes: no team data)
 ``cluster.mark``       operator of any team (mark a cluster abnormal/normal; failovers)
@@ -132,9 +132,10 @@ class Principal:
     scopes: frozenset[Scope] = frozenset({Scope.READ, Scope.WRITE})
     #: a node of this deployment (proved the deployment secret)
     node: bool = False
-    #: the job whose run token this principal proved (fence checks only; "" = a token of no
-    #: run, e.g. of a deleted job: such a run is told it is superseded)
+    #: the job whose run's fencing token this principal proved (its fence check only)
     run_of_job: str | None = None
+    #: the run whose fencing token this principal proved
+    run_id: int | None = None
     #: the stored identity behind a Drover token (None for JWT, node and run principals)
     identity: str | None = None
 
@@ -183,9 +184,9 @@ def decide(
     if principal.node:
         return Decision(False, "the deployment secret only opens /v1/internal")
     if principal.run_of_job is not None:
-        if action is Action.JOB_FENCE:
+        if action is Action.JOB_FENCE and job == principal.run_of_job:
             return Decision(True, "a run asks whether it is current")
-        return Decision(False, "a run token only opens fence checks")
+        return Decision(False, "a fencing token only opens its own job's fence check")
     if action not in READ_ACTIONS and Scope.WRITE not in principal.scopes:
         return Decision(False, "the token is read-only")
     if action in READ_ACTIONS and not principal.scopes:

@@ -26,7 +26,7 @@ from scheduler.decisions.identity import (
     token_digest,
 )
 from scheduler.store import paging
-from scheduler.store.models import ApiToken, Identity, Job, RoleBinding, Run, Team
+from scheduler.store.models import ApiToken, Identity, RoleBinding, Team
 
 IDENTITY_KINDS = ("user", "service")
 
@@ -342,15 +342,6 @@ def authenticate_token(
     scopes = frozenset(Scope(s) for s in first.scopes.split(",") if s in known)
     roles = {row.team: Role.parse(row.role) for row in rows if row.team is not None}
     return Credential(first.id, first.name, first.kind, roles, scopes, first.expires_at)
-
-
-def run_of_fencing_token(session: Session, token: str) -> tuple[str, int] | None:
-    """The (job name, run id) of the run carrying ``token`` as its fencing token, or None (a run
-    of a deleted job, or no such token)."""
-    row = session.execute(
-        select(Job.name, Run.id).join(Run, Run.job_id == Job.id).where(Run.fencing_token == token)
-    ).first()
-    return None if row is None else (row[0], row[1])
 
 
 def bootstrap_admin(

@@ -655,8 +655,9 @@ def switch_cluster(
 # -- fence checks --------------------------------------------------------------------------------
 
 
-def record_superseded_check(session: Session, job_name: str, token: str, at: datetime) -> bool:
-    """A fence check of one of the job's runs that is not current (closed, or replaced) was
+def record_superseded_check(session: Session, job_name: str, run_id: int, at: datetime) -> bool:
+    """A fence check of one of the job's runs (``run_id``, which the check's fencing token
+    proved: ``fence_checks.run_holding_token``) that is not current (closed, or replaced) was
     answered "superseded": note it on that run, once (the failover's fence step waits for it)."""
     job_id = select(Job.id).where(Job.name == job_name).scalar_subquery()
     current = select(Job.current_run_id).where(Job.name == job_name).scalar_subquery()
@@ -664,7 +665,7 @@ def record_superseded_check(session: Session, job_name: str, token: str, at: dat
         update(Run)
         .where(
             Run.job_id == job_id,
-            Run.fencing_token == token,
+            Run.id == run_id,
             Run.fence_superseded_at.is_(None),
             or_(Run.ended_at.is_not(None), Run.id != current),
         )

@@ -433,9 +433,10 @@ def test_fence_check_in_shows_whether_the_job_fences_itself(
         assert job["current_run"]["fence_checked_at"] is None
     assert client.get("/v1/jobs/just-started").json()["self_fencing"] is None  # too early
 
-    # an operator's look, or another run's token, records nothing
+    # an operator's look records nothing; another job's run's token is no credential here
     assert fence("fences-itself")["current"] is None
-    assert fence("fences-itself", plain)["current"] is False
+    refused = client.get("/v1/jobs/fences-itself/fence", headers={"X-Drover-Fencing-Token": plain})
+    assert refused.status_code == 401, refused.text
     assert client.get("/v1/jobs/fences-itself").json()["self_fencing"] is False
     # the run's own proven check is recorded, once
     assert fence("fences-itself", fencing)["current"] is True

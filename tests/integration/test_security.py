@@ -119,6 +119,102 @@ def test_garbage_credentials_are_401_problems(api: TestClient) -> None:
         assert r.json()["type"] == "urn:drover:problem:unauthenticated"
 
 
+# --------------------------------------------------------------------------- fencing tokens
+
+FENCE = "X-Drover-Fencing-Token"
+
+
+def running_run(store: Store, name: str, team: str = "ads") -> tuple[int, str]:
+    """Job ``name`` with a run as a node records it: (the run's id, its fencing token)."""
+    from scheduler.core.backend import app_name_for
+    from scheduler.core.records import JobSpec
+    from scheduler.core.states import DesiredState, JobState
+    from scheduler.store import jobs as jobs_store
+    from scheduler.store import ledger
+
+    with store.transaction() as session:
+        wanted = DesiredState.RUNNING
+        spec = JobSpec(name=name, entrypoint=PIPELINE, team=team, desired_state=wanted)
+        jobs_store.create_job(session, spec, cause="test", node_id="n1")
+        job = jobs_store.get_job(session, name)
+        run = ledger.create_run(
+            session,
+            job,
+            cluster="local",
+            node_id="n1",
+            owner_epoch=0,
+            checkpoint_location="/ckpt",
+            app_name_for=app_name_for,
+        )
+        ledger.transition_job(
+            session,
+            job,
+            JobState.SUBMITTING,
+            reason="t",
+            cause="test",
+            node_id="n1",
+            current_run_id=run.id,
+        )
+    return run.id, run.fencing_token
+
+
+def test_a_fencing_token_opens_its_own_jobs_fence_and_nothing_else(
+    api: TestClient, store: Store
+) -> None:
+    from tests.support.asgi import call
+
+    run_id, token = running_run(store, "fenced")
+    _, other_token = running_run(store, "neighbour")
+    own = {FENCE: token, "X-Drover-Client": "tests"}
+
+    # its own job's fence: the run is current
+    answer = api.get("/v1/jobs/fenced/fence", headers=own)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["current"] is True and answer.json()["fencing_token"] == token
+
+    # nothing else: every other route is a 401, whatever the token
+    for method, path in (
+        ("GET", "/v1/whoami"),
+        ("GET", "/v1/tokens"),
+        ("GET", "/v1/jobs"),
+        ("GET", "/v1/jobs/fenced"),
+        ("GET", "/v1/jobs/fenced/runs"),
+        ("POST", "/v1/jobs/fenced/stop"),
+        ("GET", "/v1/jobs/neighbour/fence"),  # another job's fence
+    ):
+        refused = api.request(method, path, headers=own)
+        assert refused.status_code == 401, (method, path, refused.text)
+        assert refused.headers["content-type"] == "application/problem+json"
+        assert token not in refused.text
+
+    # a value no run holds is no credential either, and an unknown job answers the same as a
+    # wrong token (no oracle for job names)
+    def refusal(path: str, value: str) -> dict[str, Any]:
+        r = api.get(path, headers={FENCE: value, "X-Drover-Client": "tests"})
+        assert r.status_code == 401, (path, r.text)
+        body = dict(r.json())
+        body.pop("instance", None)
+        body.pop("job", None)
+        return body
+
+    wrong = refusal("/v1/jobs/fenced/fence", "f" * 32)
+    assert refusal("/v1/jobs/no-such-job/fence", token) == wrong
+    assert refusal("/v1/jobs/no-such-job/fence", "f" * 32) == wrong
+    assert refusal("/v1/jobs/fenced/fence", other_token) == wrong  # a run of another job
+
+    # refused before the body is read: a big chunked body on a route the token cannot open
+    chunks = [b"{" + b" " * 65_535] * 200  # 13 MB, never wanted
+    seen = call(
+        api,
+        "POST",
+        "/v1/jobs",
+        {FENCE: "f" * 32, "content-type": "application/json"},
+        chunks,
+    )
+    assert seen.status == 401, seen.body[:200]
+    assert seen.read == 0, f"{seen.read} bytes of the body were read before the 401"
+
+
 # --------------------------------------------------------------------------- hostile tenant
 
 

@@ -107,6 +107,11 @@ def make_ctx(check: Callable[[RunContext, int], bool], **kw: Any) -> RunContext:
         (404, {"type": "urn:drover:problem:not-found", "job": JOB}, Verdict.SUPERSEDED),
         # a 404 that does not name the job: not a fence endpoint (wrong URL, old node)
         (404, {"type": "urn:drover:problem:not-found", "detail": "Not Found"}, Verdict.NO_ANSWER),
+        # no run of the job holds our token (the job, and its runs, were deleted)
+        (401, {"type": "urn:drover:problem:unauthenticated", "job": JOB}, Verdict.SUPERSEDED),
+        # a 401 that does not name the job: a gateway refusing us, not the fence's answer
+        (401, {"type": "urn:drover:problem:unauthenticated"}, Verdict.NO_ANSWER),
+        (401, {"type": "urn:drover:problem:other", "job": JOB}, Verdict.NO_ANSWER),
         (503, {"type": "urn:drover:problem:store-unavailable"}, Verdict.NO_ANSWER),
         (200, {"job": "other", "fencing_token": TOKEN}, Verdict.NO_ANSWER),
         (200, {"job": JOB}, Verdict.NO_ANSWER),

@@ -72,8 +72,10 @@ def test_anonymous_and_nodes_get_nothing_but_their_own(action: Action, team: str
 
 @given(actions, teams)
 def test_a_run_token_opens_fence_checks_only(action: Action, team: str) -> None:
-    run = Principal("run:j/1", run_of_job="j", scopes=frozenset())
+    run = Principal("run:j/1", run_of_job="j", run_id=1, scopes=frozenset())
     assert decide(run, action, team, "j").allowed == (action is Action.JOB_FENCE)
+    assert not decide(run, action, team, "k").allowed  # another job's fence: never
+    assert not decide(run, action, team).allowed
 
 
 def test_the_role_table() -> None:
