@@ -20,6 +20,7 @@ from pathlib import Path
 import httpx
 
 from harness.nodes import free_port, poll
+from harness.procs import session_pids, signal_all
 
 #: what one daemon JVM may use (a test cluster runs no big application)
 DAEMON_MEMORY = "256m"
@@ -28,6 +29,9 @@ DAEMON_MEMORY = "256m"
 #: live seconds to minutes (as scripts/services.sh's DROVER_SVC_JVM_OPTS)
 FAST_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 STOP_GRACE_S = 20.0
+DRIVER_MAIN = "org.apache.spark.deploy.worker.DriverWrapper"
+JOB_PROPERTY = "-Dspark.drover.job="
+RUN_PROPERTY = "-Dspark.drover.runId="
 
 
 def spark_home() -> Path:
@@ -146,6 +150,34 @@ class PrivateSparkCluster:
         workers = [w for w in state.get("workers", []) if w.get("state") == "ALIVE"]
         return state.get("status") == "ALIVE" and bool(workers)
 
+    def sessions(self) -> list[int]:
+        """The sessions of the cluster's live daemons (their pids): the worker's also holds
+        every driver and executor it launched."""
+        return [proc.pid for proc in self._procs.values() if proc.poll() is None]
+
+    def pids(self) -> list[int]:
+        """Every live process of the cluster: master, worker, drivers, executors."""
+        return [pid for sid in self.sessions() for pid in session_pids(sid)]
+
+    def kill(self, timeout: float = 30.0) -> int:
+        """Every process of the cluster dies at once (SIGKILL to master, worker and whatever the
+        worker launched: an availability zone gone). Returns how many processes died; the
+        cluster can :meth:`start` again on the same ports, with none of its state."""
+        procs, self._procs = dict(self._procs), {}
+        sids = [proc.pid for proc in procs.values()]
+        pids = [pid for sid in sids for pid in session_pids(sid)]
+        signal_all(pids)
+        for proc in procs.values():
+            proc.wait(timeout=timeout)
+
+        def gone() -> bool:
+            left = [pid for sid in sids for pid in session_pids(sid)]
+            signal_all(left)  # one born while we killed (a driver being launched)
+            return not left
+
+        poll(gone, timeout=timeout, interval=0.1, what=f"every process of {self.master_url} gone")
+        return len(pids)
+
     def stop(self) -> float:
         """Stop worker and master (SIGTERM to each process group, SIGKILL after a grace period).
         Returns the seconds it took."""
@@ -168,3 +200,36 @@ def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
         os.killpg(proc.pid, sig)  # its own session: the group id is its pid
     except ProcessLookupError:
         pass
+
+
+def driver_processes(
+    clusters: dict[str, PrivateSparkCluster],
+) -> list[tuple[str, int, str, str, list[int]]]:
+    """Every live driver on the machine, by the cluster whose worker launched it: ``(cluster,
+    pid, job, run id, its children's pids)``. A driver is the JVM a worker starts
+    (``DriverWrapper``); the job is the ``spark.drover.job`` property on its command line. Its
+    Python process (a child) is not counted apart: without its JVM it cannot commit."""
+    import psutil
+
+    found = []
+    for name, cluster in clusters.items():
+        for pid in cluster.pids():
+            try:
+                proc = psutil.Process(pid)
+                if proc.status() == psutil.STATUS_ZOMBIE:
+                    continue
+                cmdline = proc.cmdline()
+                if DRIVER_MAIN not in cmdline:
+                    continue
+                job = _property(cmdline, JOB_PROPERTY)
+                run = _property(cmdline, RUN_PROPERTY)
+                children = [c.pid for c in proc.children(recursive=True)]
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+            if job:
+                found.append((name, pid, job, run, children))
+    return found
+
+
+def _property(cmdline: list[str], prefix: str) -> str:
+    return next((arg[len(prefix) :] for arg in cmdline if arg.startswith(prefix)), "")

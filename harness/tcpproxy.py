@@ -10,6 +10,11 @@ connections through again.
     with TcpProxy(6066) as rest:          # 127.0.0.1:<rest.port> -> 127.0.0.1:6066
         ...; rest.cut(); ...; rest.mend()
 
+:meth:`TcpProxy.cut_from` cuts only the connections some processes make (those a function
+lists, e.g. one cluster's drivers): the proxy looks up which process holds the other end of each
+connection it accepts, so several clusters on one machine can be cut off from a Drover node one
+at a time ("A's drivers can no longer reach Drover, B's still can").
+
 One thread accepts, two threads pump each connection. Refusing is a prompt close (a refused
 or reset connection is what a blocked port looks like to an HTTP client with short timeouts).
 """
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import socket
 import threading
+from collections.abc import Callable, Iterable
 from types import TracebackType
 
 from harness.nodes import free_port
@@ -35,6 +41,10 @@ class TcpProxy:
         self._listener.listen(128)
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()
+        #: accepted client socket -> the port its peer connected from
+        self._peers: dict[socket.socket, int] = {}
+        #: lists the processes whose connections are refused (None: nobody's)
+        self._cut_from: Callable[[], Iterable[int]] | None = None
         self._cut = False
         self._closed = False
         self.connections = 0
@@ -62,6 +72,24 @@ class TcpProxy:
         with self._lock:
             self._cut = False
 
+    def cut_from(self, who: Callable[[], Iterable[int]] | None) -> None:
+        """Close the connections of the processes ``who()`` lists now, and refuse theirs until
+        ``cut_from(None)`` (``who`` is asked again at every new connection: processes born
+        meanwhile are cut too)."""
+        with self._lock:
+            self._cut_from = who
+            peers = dict(self._peers)
+        if who is None:
+            return
+        owned = _ports_of(who(), self.port)
+        for client, port in peers.items():
+            if port in owned:
+                _close(client)
+
+    def _refused_peer(self, peer_port: int) -> bool:
+        who = self._cut_from
+        return who is not None and peer_port in _ports_of(who(), self.port)
+
     def close(self) -> None:
         self._closed = True
         self.cut()
@@ -79,11 +107,12 @@ class TcpProxy:
     def _accept(self) -> None:
         while not self._closed:
             try:
-                client, _ = self._listener.accept()
+                client, peer = self._listener.accept()
             except OSError:
                 return  # closed
+            refuse_peer = self._refused_peer(peer[1])
             with self._lock:
-                refuse = self._cut
+                refuse = self._cut or refuse_peer
                 if refuse:
                     self.refused += 1
             if refuse:
@@ -101,6 +130,7 @@ class TcpProxy:
                     _close(upstream)
                     continue
                 self._open.update((client, upstream))
+                self._peers[client] = peer[1]
                 self.connections += 1
             pair = _Pair(self, client, upstream)
             for a, b in ((client, upstream), (upstream, client)):
@@ -109,6 +139,24 @@ class TcpProxy:
     def _forget(self, *sockets: socket.socket) -> None:
         with self._lock:
             self._open.difference_update(sockets)
+            for sock in sockets:
+                self._peers.pop(sock, None)
+
+
+def _ports_of(pids: Iterable[int], remote_port: int) -> set[int]:
+    """The local ports of the TCP connections ``pids`` hold to ``remote_port``."""
+    import psutil
+
+    ports = set()
+    for pid in pids:
+        try:
+            connections = psutil.Process(pid).net_connections(kind="tcp")
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+        for conn in connections:
+            if conn.raddr and conn.raddr.port == remote_port and conn.laddr:
+                ports.add(conn.laddr.port)
+    return ports
 
 
 class _Pair:
