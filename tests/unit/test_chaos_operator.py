@@ -28,7 +28,14 @@ class Scripted(Operator):
     """An operator whose API answers come from a script (None: no answer)."""
 
     def __init__(self, answers: list[httpx.Response | None], acks: Acks) -> None:
-        stack = cast(Stack, type("S", (), {"jobs": ["j1"], "clusters": {"A": None}})())
+        fake = {
+            "jobs": ["j1"],
+            "clusters": {"A": None},
+            "spark": {},
+            "cluster_names": lambda self: ["A"],
+            "upgraded_args": lambda self, job, revision: ["--chaos-rev", str(revision)],
+        }
+        stack = cast(Stack, type("S", (), fake)())
         super().__init__(stack, random.Random(1), acks, retry_for=0.5, retry_pause=0.01)
         self.answers = answers
         self.sent: list[tuple[str, str, Any, str | None]] = []
@@ -108,3 +115,19 @@ def test_a_failover_is_reported_with_its_id_or_in_doubt() -> None:
     )
     op.fail_over("A", ["j1"])  # never answered
     assert acks.operations == [(7, "failover", "A (j1, j2)"), (0, "failover_in_doubt", "A (j1)")]
+
+
+def test_a_seed_reproduces_each_stream_of_choices_on_its_own() -> None:
+    from chaos.faults import seeded
+    from chaos.run import schedule
+
+    first = [seeded(7, f"operator/{n}").random() for n in range(5)]
+    assert first == [seeded(7, f"operator/{n}").random() for n in range(5)]
+    assert seeded(7, "faults/schedule").random() != seeded(7, "operator/0").random()
+    assert seeded(8, "operator/0").random() != first[0]
+    # the schedule of a lane depends on its seed and name only, never on the operator's draws
+    kinds = ["a", "b", "c"]
+    assert schedule(seeded(7, "cluster/schedule"), 9, kinds) == schedule(
+        seeded(7, "cluster/schedule"), 9, kinds
+    )
+    assert sorted(schedule(seeded(7, "cluster/schedule"), 9, kinds)) == sorted(kinds * 3)

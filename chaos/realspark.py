@@ -1,0 +1,205 @@
+"""The real-Spark deployment of a chaos run (``python -m chaos.run --spark``; I/O).
+
+Everything private to the run, on loopback, stopped at the end: a ZooKeeper server and a MariaDB
+server (as in the simulated mode), two Spark standalone clusters ``spark-a`` and ``spark-b``
+(``harness/spark.py``: a master with its REST server and one worker each, on ports of their own;
+groups ``ga`` and ``gb``, each the other's failover cluster), three Drover nodes and a handful of
+self-fencing jobs: the sample pipeline ``pipelines/rate_counter.py`` with a 2 s trigger, each
+recording which run wrote and committed each batch (``--commit-log``).
+
+Two kinds of proxies (``harness/tcpproxy.py``) let the faults cut a cluster off both ways:
+
+- Drover -> cluster: every node reaches a cluster's REST server and master UI through a proxy of
+  each (the cluster is registered with the proxies' URLs; its ``master_url``, used by the drivers
+  and executors only, is the master itself);
+- driver -> Drover: the nodes' fence URLs (``DROVER_FENCE_URLS``) are proxies in front of the
+  nodes' APIs, which refuse the connections of one cluster's processes while it is cut off.
+
+A job costs ~0.9 GB (a 512 MB driver and a 512 MB executor, one core each; RUNTIME-NOTES), and
+the machine has 2 shared cores: 4-6 jobs. Each worker advertises room for every job (a cluster
+must hold them all after the other one is lost): two cores and 1 GB per job, plus one of each.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+from chaos.faults import Stack
+from harness.mariadb import MariaDbServer
+from harness.nodes import DROVER, NodeProcess, free_port
+from harness.spark import PrivateSparkCluster, driver_processes
+
+__all__ = ["deployment", "driver_processes", "job_bodies", "commit_log", "node_settings"]
+from harness.tcpproxy import TcpProxy
+from harness.zkserver import ZkServer
+
+ROOT = Path(__file__).resolve().parents[1]
+PIPELINE = ROOT / "pipelines" / "rate_counter.py"
+#: cluster -> (its group, the group's failover cluster, its AZ)
+CLUSTERS = {"spark-a": ("ga", "spark-b", "az-a"), "spark-b": ("gb", "spark-a", "az-b")}
+SESSION_TIMEOUT = 3.0
+#: the fence lease the nodes grant (seconds): short, so that a cut-off driver stops soon
+LEASE_S = 15.0
+TRIGGER_S = 2.0
+DEFAULT_JOBS = 4
+#: seconds after the faults cleared within which every job runs again (a real application
+#: takes 20-60 s to start on the shared cores; a failover under way waits for its lease)
+DEFAULT_BOUND = 240.0
+
+
+def node_settings(lease_s: float) -> dict[str, str]:
+    """The nodes' settings: faults come often, real applications start in tens of seconds."""
+    return {
+        "DROVER_ZK_SESSION_TIMEOUT": str(SESSION_TIMEOUT),
+        "DROVER_RECONCILE_INTERVAL": "1",
+        "DROVER_RESTART_MAX_ATTEMPTS": "1000",
+        "DROVER_RESTART_BACKOFF_INITIAL": "1",
+        "DROVER_RESTART_BACKOFF_MAX": "8",
+        "DROVER_HEALTH_PROBE_INTERVAL": "2",
+        "DROVER_HEALTH_PROBE_TIMEOUT": "2",
+        "DROVER_HEALTH_QUIET_PERIOD": "6",
+        "DROVER_FAILOVER_INTERVAL": "0.5",
+        "DROVER_FAILOVER_FENCE_EXIT_GRACE": "15",
+        "DROVER_FENCE_LEASE_SECONDS": f"{lease_s:g}",
+    }
+
+
+def job_args(workdir: Path, name: str) -> list[str]:
+    return [
+        "--output",
+        str(workdir / "out" / name),
+        "--app-name",
+        name,  # the masters list the application under its job's name
+        "--trigger-seconds",
+        f"{TRIGGER_S:g}",
+        "--rows-per-second",
+        "2",
+        "--commit-log",
+        str(commit_log(workdir, name)),
+    ]
+
+
+def commit_log(workdir: Path, job: str) -> Path:
+    return workdir / "commits" / job
+
+
+@contextmanager
+def deployment(workdir: Path, nodes: int, jobs: int, lease_s: float) -> Iterator[Stack]:
+    with ExitStack() as stack:
+        zk = ZkServer(free_port(), workdir / "zk")
+        stack.callback(zk.close)
+        zk.start()
+        db = MariaDbServer(free_port(), workdir / "mariadb")
+        stack.callback(db.close)
+        db.start()
+        database_url = db.database("drover")
+        clusters = {
+            name: PrivateSparkCluster(workdir / name, cores=2 * jobs + 1, memory=f"{jobs + 1}g")
+            for name in CLUSTERS
+        }
+        for cluster in clusters.values():
+            stack.callback(cluster.kill)
+            cluster.start(timeout=180)
+        proxies = {
+            name: [
+                stack.enter_context(TcpProxy(cluster.rest_port)),
+                stack.enter_context(TcpProxy(cluster.ui_port)),
+            ]
+            for name, cluster in clusters.items()
+        }
+        procs = [NodeProcess(f"c{i}", {}, workdir / f"c{i}.log") for i in range(1, nodes + 1)]
+        fence_proxies = [stack.enter_context(TcpProxy(node.port)) for node in procs]
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(workdir),
+            "LC_ALL": "C",
+            "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+            "DROVER_DATABASE_URL": database_url,
+            "DROVER_ZK_HOSTS": zk.hosts,
+            "DROVER_ZK_NAMESPACE": "/chaos",
+            "DROVER_ARTIFACT_ROOTS": f"{ROOT / 'pipelines'}/",
+            "DROVER_FENCE_URLS": ",".join(p.url for p in fence_proxies),
+            **node_settings(lease_s),
+        }
+        if "JAVA_HOME" in os.environ:
+            env["JAVA_HOME"] = os.environ["JAVA_HOME"]
+        subprocess.run(
+            [DROVER, "db", "upgrade"], env=env, check=True, capture_output=True, timeout=120
+        )
+        groups = ",".join(f"{g}:active" for g, _, _ in CLUSTERS.values())
+        for i, node in enumerate(procs, start=1):
+            node.env = {
+                **env,
+                "DROVER_GROUPS": groups,
+                "DROVER_AZ": f"az-{i}",
+                "DROVER_DATA_DIR": str(workdir / node.node_id),
+            }
+
+        def stop_nodes() -> None:
+            for node in procs:
+                if node.proc is not None and node.alive:
+                    node.thaw()
+                    node.stop(timeout=30)
+
+        stack.callback(stop_nodes)
+        for node in procs:
+            node.start()
+        for node in procs:
+            node.wait_ready()
+        first = procs[0]
+        for name, cluster in clusters.items():
+            (workdir / "storage" / name).mkdir(parents=True, exist_ok=True)
+            rest, ui = proxies[name]
+            first.post(
+                "/v1/clusters",
+                {
+                    "name": name,
+                    "kind": "standalone",
+                    "master_url": cluster.master_url,
+                    "rest_url": rest.url,
+                    "ui_url": ui.url,
+                    "az": CLUSTERS[name][2],
+                    "storage_root": (workdir / "storage" / name).as_uri(),
+                },
+            )
+        for name, (group, failover, _) in CLUSTERS.items():
+            first.post(
+                "/v1/groups",
+                {"name": group, "primary_cluster": name, "failover_cluster": failover},
+            )
+        names = [f"chaos-{i:03d}" for i in range(jobs)]
+        yield Stack(
+            workdir=workdir,
+            zk=zk,
+            db=db,
+            database_url=database_url,
+            clusters={},
+            proxies=proxies,
+            nodes=procs,
+            jobs=names,
+            session_timeout=SESSION_TIMEOUT,
+            spark=clusters,
+            fence_proxies=fence_proxies,
+            job_args={name: job_args(workdir, name) for name in names},
+            lease_s=lease_s,
+        )
+
+
+def job_bodies(stack: Stack) -> list[dict[str, object]]:
+    """The jobs of a real-Spark run: every other one in each group, all high priority."""
+    groups = [g for g, _, _ in CLUSTERS.values()]
+    return [
+        {
+            "name": name,
+            "group": groups[i % len(groups)],
+            "entrypoint": str(PIPELINE),
+            "args": stack.job_args[name],
+            "priority": ("high", "normal")[i % 2],
+            "desired_state": "RUNNING",
+        }
+        for i, name in enumerate(stack.jobs)
+    ]
