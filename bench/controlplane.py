@@ -398,6 +398,23 @@ def measure_steady(mysql_url: str, jobs: int, ticks: int = 5) -> dict[str, Any]:
     }
 
 
+def _listing_ticks(reconciler: Any, backend: Any, ticks: int) -> list[tuple[float, int, int]]:
+    """``ticks + 1`` ticks one second apart (each fetches the master's listing): seconds,
+    listing fetches and jobs looked at, per tick; none may act or fail."""
+    samples = []
+    for n in range(ticks + 1):
+        if n:
+            time.sleep(1.0)  # not synchronisation: the interval between two ticks
+        fetches = backend.listing_fetches
+        started = time.perf_counter()
+        stats = reconciler.tick()
+        seconds = time.perf_counter() - started
+        assert stats.actions == 0 and stats.errors == 0, stats
+        looked = getattr(stats, "looked_at", stats.jobs)
+        samples.append((seconds, backend.listing_fetches - fetches, looked))
+    return samples
+
+
 def measure_steady_standalone(mysql_url: str, jobs: int, ticks: int = 5) -> dict[str, Any]:
     """The steady tick against the real standalone backend and a simulated master in this
     process that runs every job's application: what a tick costs with the master's ``/json/``
@@ -424,17 +441,7 @@ def measure_steady_standalone(mysql_url: str, jobs: int, ticks: int = 5) -> dict
         with bench_store(mysql_url) as (store, workdir):
             seed_running(store, jobs, str(workdir / "pipeline.py"), handles)
             reconciler = make_reconciler(store, backend)  # type: ignore[arg-type]
-            samples = []
-            for n in range(ticks + 1):
-                if n:
-                    time.sleep(1.0)  # not synchronisation: the interval between two ticks
-                fetches = backend.listing_fetches
-                started = time.perf_counter()
-                stats = reconciler.tick()
-                seconds = time.perf_counter() - started
-                assert stats.actions == 0 and stats.errors == 0, stats
-                looked = getattr(stats, "looked_at", stats.jobs)
-                samples.append((seconds, backend.listing_fetches - fetches, looked))
+            samples = _listing_ticks(reconciler, backend, ticks)
     finally:
         backend.close()
         sim.stop()
@@ -495,17 +502,7 @@ def measure_steady_real(mysql_url: str, jobs: int, ticks: int = 5) -> dict[str, 
         with bench_store(mysql_url) as (store, _):
             seed_running(store, jobs, str(REAL_PIPELINE), handles)
             reconciler = make_reconciler(store, backend)  # type: ignore[arg-type]
-            samples = []
-            for n in range(ticks + 1):
-                if n:
-                    time.sleep(1.0)  # not synchronisation: the interval between two ticks
-                fetches = backend.listing_fetches
-                started = time.perf_counter()
-                stats = reconciler.tick()
-                seconds = time.perf_counter() - started
-                assert stats.actions == 0 and stats.errors == 0, stats
-                looked = getattr(stats, "looked_at", stats.jobs)
-                samples.append((seconds, backend.listing_fetches - fetches, looked))
+            samples = _listing_ticks(reconciler, backend, ticks)
     finally:
         backend.close()
         cluster.kill()

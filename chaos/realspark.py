@@ -22,20 +22,16 @@ must hold them all after the other one is lost): two cores and 1 GB per job, plu
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
+from chaos import deploy
 from chaos.faults import Stack
-from harness.mariadb import MariaDbServer
-from harness.nodes import DROVER, NodeProcess, free_port
 from harness.spark import PrivateSparkCluster, driver_processes
 
 __all__ = ["deployment", "driver_processes", "job_bodies", "commit_log", "node_settings"]
 from harness.tcpproxy import TcpProxy
-from harness.zkserver import ZkServer
 
 ROOT = Path(__file__).resolve().parents[1]
 PIPELINE = ROOT / "pipelines" / "rate_counter.py"
@@ -90,13 +86,7 @@ def commit_log(workdir: Path, job: str) -> Path:
 @contextmanager
 def deployment(workdir: Path, nodes: int, jobs: int, lease_s: float) -> Iterator[Stack]:
     with ExitStack() as stack:
-        zk = ZkServer(free_port(), workdir / "zk")
-        stack.callback(zk.close)
-        zk.start()
-        db = MariaDbServer(free_port(), workdir / "mariadb")
-        stack.callback(db.close)
-        db.start()
-        database_url = db.database("drover")
+        zk, db, database_url = deploy.services(stack, workdir)
         clusters = {
             name: PrivateSparkCluster(workdir / name, cores=2 * jobs + 1, memory=f"{jobs + 1}g")
             for name in CLUSTERS
@@ -111,66 +101,25 @@ def deployment(workdir: Path, nodes: int, jobs: int, lease_s: float) -> Iterator
             ]
             for name, cluster in clusters.items()
         }
-        procs = [NodeProcess(f"c{i}", {}, workdir / f"c{i}.log") for i in range(1, nodes + 1)]
+        procs = deploy.node_processes(workdir, nodes)
         fence_proxies = [stack.enter_context(TcpProxy(node.port)) for node in procs]
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(workdir),
-            "LC_ALL": "C",
-            "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-            "DROVER_DATABASE_URL": database_url,
-            "DROVER_ZK_HOSTS": zk.hosts,
-            "DROVER_ZK_NAMESPACE": "/chaos",
-            "DROVER_ARTIFACT_ROOTS": f"{ROOT / 'pipelines'}/",
+        settings = {
             "DROVER_FENCE_URLS": ",".join(p.url for p in fence_proxies),
             **node_settings(lease_s),
         }
-        if "JAVA_HOME" in os.environ:
-            env["JAVA_HOME"] = os.environ["JAVA_HOME"]
-        subprocess.run(
-            [DROVER, "db", "upgrade"], env=env, check=True, capture_output=True, timeout=120
+        env = deploy.node_env(workdir, database_url, zk.hosts, settings)
+        deploy.start_nodes(
+            stack, workdir, procs, env, ",".join(f"{g}:active" for g, _, _ in CLUSTERS.values())
         )
-        groups = ",".join(f"{g}:active" for g, _, _ in CLUSTERS.values())
-        for i, node in enumerate(procs, start=1):
-            node.env = {
-                **env,
-                "DROVER_GROUPS": groups,
-                "DROVER_AZ": f"az-{i}",
-                "DROVER_DATA_DIR": str(workdir / node.node_id),
-            }
-
-        def stop_nodes() -> None:
-            for node in procs:
-                if node.proc is not None and node.alive:
-                    node.thaw()
-                    node.stop(timeout=30)
-
-        stack.callback(stop_nodes)
-        for node in procs:
-            node.start()
-        for node in procs:
-            node.wait_ready()
-        first = procs[0]
-        for name, cluster in clusters.items():
-            (workdir / "storage" / name).mkdir(parents=True, exist_ok=True)
-            rest, ui = proxies[name]
-            first.post(
-                "/v1/clusters",
-                {
-                    "name": name,
-                    "kind": "standalone",
-                    "master_url": cluster.master_url,
-                    "rest_url": rest.url,
-                    "ui_url": ui.url,
-                    "az": CLUSTERS[name][2],
-                    "storage_root": (workdir / "storage" / name).as_uri(),
-                },
-            )
-        for name, (group, failover, _) in CLUSTERS.items():
-            first.post(
-                "/v1/groups",
-                {"name": group, "primary_cluster": name, "failover_cluster": failover},
-            )
+        deploy.register(
+            procs[0],
+            {
+                name: (cluster.master_url, proxies[name][0].url, proxies[name][1].url)
+                for name, cluster in clusters.items()
+            },
+            CLUSTERS,
+            workdir,
+        )
         names = [f"chaos-{i:03d}" for i in range(jobs)]
         yield Stack(
             workdir=workdir,

@@ -28,7 +28,7 @@ clusters, ``--jobs`` (default 4) self-fencing streams of the sample pipeline, fe
 ``--lease`` seconds. Faults come in two lanes at once: whole-cluster faults (``az_loss`` and
 ``two_way_cut`` in turn, so each comes about once a minute) and the others
 (``chaos.faults.SPARK_KINDS``: node and service faults, a one-way cut, a driver killed, the node
-executing a failover frozen). The operator moves every ~15 s, 40 % of its moves a failover of
+executing a failover frozen). The operator moves every ~12 s, 60 % of its moves a failover of
 jobs from where they run (or a fail-back): a real job takes 20-60 s to start, and a job
 restarted more often than that would never commit a batch. The checker also sees the driver
 processes on the machine and the jobs' commit logs, and how long every failover took
@@ -41,7 +41,6 @@ the faults' schedule, each fault's parameters and each operator move, so a seed 
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import shutil
 import subprocess
@@ -56,16 +55,14 @@ from pathlib import Path
 
 import httpx
 
-from chaos import realspark
+from chaos import deploy, realspark
 from chaos.checker import Report, check
 from chaos.faults import CLUSTER_KINDS, KINDS, SPARK_KINDS, Operator, Stack, describe, seeded
 from chaos.history import Fault, History, Quiet
 from chaos.recorder import Recorder
-from harness.mariadb import MariaDbServer
-from harness.nodes import DROVER, NodeProcess, free_port, poll
+from harness.nodes import poll
 from harness.simcluster import sim_process
 from harness.tcpproxy import TcpProxy
-from harness.zkserver import ZkServer
 
 ROOT = Path(__file__).resolve().parents[1]
 ENTRYPOINT = ROOT / "pipelines" / "rate_counter.py"  # never run: the clusters are simulated
@@ -88,79 +85,27 @@ NODE_SETTINGS = {
 @contextmanager
 def deployment(workdir: Path, nodes: int, jobs: int) -> Iterator[Stack]:
     with ExitStack() as stack:
-        zk = ZkServer(free_port(), workdir / "zk")
-        stack.callback(zk.close)
-        zk.start()
-        db = MariaDbServer(free_port(), workdir / "mariadb")
-        stack.callback(db.close)
-        db.start()
-        database_url = db.database("drover")
+        zk, db, database_url = deploy.services(stack, workdir)
         sims = {name: stack.enter_context(sim_process(0.5)) for name in CLUSTERS}
         # the nodes reach each cluster through a proxy (REST and UI are one port on a simulator)
         proxies = {
             name: [stack.enter_context(TcpProxy(httpx.URL(sim.url).port or 80))]
             for name, sim in sims.items()
         }
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(workdir),
-            "LC_ALL": "C",
-            "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-            "DROVER_DATABASE_URL": database_url,
-            "DROVER_ZK_HOSTS": zk.hosts,
-            "DROVER_ZK_NAMESPACE": "/chaos",
-            "DROVER_ARTIFACT_ROOTS": f"{ROOT / 'pipelines'}/",
-            **NODE_SETTINGS,
-        }
-        subprocess.run(
-            [DROVER, "db", "upgrade"], env=env, check=True, capture_output=True, timeout=120
+        env = deploy.node_env(workdir, database_url, zk.hosts, NODE_SETTINGS)
+        procs = deploy.node_processes(workdir, nodes)
+        deploy.start_nodes(
+            stack, workdir, procs, env, ",".join(f"{g}:active" for g, _, _ in CLUSTERS.values())
         )
-        groups = ",".join(f"{g}:active" for g, _, _ in CLUSTERS.values())
-        procs = [
-            NodeProcess(
-                f"c{i}",
-                {
-                    **env,
-                    "DROVER_GROUPS": groups,
-                    "DROVER_AZ": f"az-{i}",
-                    "DROVER_DATA_DIR": str(workdir / f"c{i}"),
-                },
-                workdir / f"c{i}.log",
-            )
-            for i in range(1, nodes + 1)
-        ]
-
-        def stop_nodes() -> None:
-            for node in procs:
-                if node.proc is not None and node.alive:
-                    node.thaw()
-                    node.stop(timeout=30)
-
-        stack.callback(stop_nodes)
-        for node in procs:
-            node.start()
-        for node in procs:
-            node.wait_ready()
-        first = procs[0]
-        for name, sim in sims.items():
-            first.post(
-                "/v1/clusters",
-                {
-                    "name": name,
-                    "kind": "standalone",
-                    "master_url": sim.master_url,
-                    "rest_url": proxies[name][0].url,
-                    "ui_url": proxies[name][0].url,
-                    "az": CLUSTERS[name][2],
-                    "storage_root": f"file://{workdir / 'storage' / name}",
-                },
-            )
-        for name, (group, failover, _) in CLUSTERS.items():
-            first.post(
-                "/v1/groups",
-                {"name": group, "primary_cluster": name, "failover_cluster": failover},
-            )
-        names = [f"chaos-{i:03d}" for i in range(jobs)]
+        deploy.register(
+            procs[0],
+            {
+                name: (sim.master_url, proxies[name][0].url, proxies[name][0].url)
+                for name, sim in sims.items()
+            },
+            CLUSTERS,
+            workdir,
+        )
         yield Stack(
             workdir=workdir,
             zk=zk,
@@ -169,7 +114,7 @@ def deployment(workdir: Path, nodes: int, jobs: int) -> Iterator[Stack]:
             clusters=dict(sims),
             proxies=proxies,
             nodes=procs,
-            jobs=names,
+            jobs=[f"chaos-{i:03d}" for i in range(jobs)],
             session_timeout=SESSION_TIMEOUT,
         )
 
@@ -346,7 +291,7 @@ def run(args: argparse.Namespace) -> Report:
                 seeded(args.seed, "operator"),
                 recorder,
                 seed=args.seed,
-                **({"interval": 15.0, "failover_share": 0.4, "retry_for": 40.0} if spark else {}),
+                **({"interval": 12.0, "failover_share": 0.6, "retry_for": 40.0} if spark else {}),
             ).start()
             end = time.monotonic() + args.duration
             if spark:
