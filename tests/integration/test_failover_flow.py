@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,12 @@ class World:
     backends: Backends
     reconcilers: dict[str, Reconciler] = field(default_factory=dict)
     reachable: dict[str, bool] = field(default_factory=lambda: {"A": True, "B": True})
+    #: how far the executors' and reconcilers' clocks run ahead of the wall clock (time that
+    #: "passed" for Drover's decisions; the API's fence answers keep the wall clock)
+    later: timedelta = timedelta(0)
+
+    def now(self) -> datetime:
+        return utcnow() + self.later
 
     def reconciler(self, node: str = "n1", epoch: int = 1) -> Reconciler:
         key = f"{node}/{epoch}"
@@ -72,6 +78,7 @@ class World:
                 policy=RestartPolicy(),
                 unknown_after_polls=1,
                 submit_workers=2,
+                clock=self.now,
             )
         return self.reconcilers[key]
 
@@ -186,13 +193,14 @@ def drive(
     )
 
 
-def executor(w: World, node: str = "n1") -> Executor:
+def executor(w: World, node: str = "n1", timing: fo.Timing = TIMING) -> Executor:
     return Executor(
         SqlOperationsLedger(w.store, node_id=node),
         node_id=node,
-        timing=TIMING,
+        timing=timing,
         checkpoints=ReplicaCheckpoints(w.store),
         parallelism=2,
+        clock=w.now,
     )
 
 
@@ -451,3 +459,54 @@ def test_superseded_check_is_noted_only_for_runs_that_are_not_current(world: Wor
     with w.store.session() as s:
         run = s.query(Run).one()
         assert run.fence_superseded_at is None and run.state == RunState.RUNNING.value
+
+
+@pytest.mark.xfail(
+    strict=True, reason="the double-run path: a move after a failed fence ignores the stale driver"
+)
+def test_a_failed_fence_then_a_move_never_starts_the_job_beside_its_stale_driver(
+    world: World,
+) -> None:
+    """The double-run path of a fence timeout: the first failover's FENCING step times out (the
+    item FAILED, the hold cleared, the fenced run LOST); a second failover then plans "move: no
+    application on A". The stale driver on A -- cut off from Drover, its last check confirmed
+    just now -- may still be committing: the job must not start on B until that confirmation
+    has surely run out, and must start there once it has."""
+    w = world
+    create_jobs(w, {"dbl": "high"})
+    stale = w.job("dbl")["current_run"]
+    token = w.token(stale["id"])
+    # its driver checks its fence (as drover_runtime does before every batch): current
+    answer = w.client.get("/v1/jobs/dbl/fence", headers={"X-Drover-Fencing-Token": token})
+    assert answer.status_code == 200 and answer.json()["fencing_token"] == token
+    # then A is cut off both ways: Drover cannot reach A, A's driver cannot reach Drover
+    w.a.unreachable = True
+    w.reachable["A"] = False
+    marked = w.client.post("/v1/clusters/A/mark-abnormal", json={"reason": "AZ a cut off"})
+    assert marked.status_code == 200, marked.text
+
+    claim = Claim(GROUP, Fence("n1", 1), 0, 1)
+    impatient = executor(w, timing=replace(TIMING, fence_timeout=0.001))
+    first = failover(w, selector={"jobs": ["dbl"]})
+    assert [i["action"] for i in first["items"]] == ["fence"]
+    ended = drive(w, impatient, claim, first["id"])
+    assert ended["state"] == "FAILED", ended
+    assert ended["items"][0]["step"] == "FAILED"
+    assert "was not answered 'superseded'" in ended["items"][0]["last_error"]
+    job = w.job("dbl")
+    assert job["directive"] is None and job["current_run"]["state"] == "LOST"
+
+    second = failover(w, selector={"jobs": ["dbl"]}, dry_run=True)
+    assert [i["action"] for i in second["items"]] == ["move"], second
+    op = failover(w, selector={"jobs": ["dbl"]}, expected_plan=second["plan_digest"])
+    ex = executor(w)
+    # ten seconds after the driver's last confirmed check: it may still be committing on A
+    w.later = timedelta(seconds=10)
+    for _ in range(8):
+        ex.round({GROUP: claim})
+        w.tick()
+    status = w.client.get(f"/v1/failovers/{op['id']}").json()
+    assert w.b.live("dbl") == [], (
+        f"started on B beside its stale driver on A: {status['items'][0]['history']}"
+    )
+    assert status["items"][0]["step"] not in ("SWITCHING", "STARTING", "DONE"), status
