@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import update
 
 from api.app import create_app
 from api.deps import NodeContext
@@ -23,7 +24,7 @@ from scheduler.core.clock import utcnow
 from scheduler.core.errors import NotOwner
 from scheduler.core.ledger import Backends
 from scheduler.core.ownership import Claim, Fence
-from scheduler.core.states import RunState
+from scheduler.core.states import JobState, RunState
 from scheduler.decisions import catalog
 from scheduler.decisions.health import ClusterHealth, Decision, HealthPolicy, Vote, assess
 from scheduler.decisions.operations import failover as fo
@@ -37,7 +38,7 @@ from scheduler.store import operations as ops_store
 from scheduler.store.db import Store
 from scheduler.store.fence_checks import record_fence_check
 from scheduler.store.ledger import SqlLedger
-from scheduler.store.models import Run
+from scheduler.store.models import Job, Run
 from scheduler.store.operations_ledger import SqlOperationsLedger
 from tests.support.fakes import FakeBackend, FakeBackends
 
@@ -195,7 +196,7 @@ def drive(
 
 def executor(w: World, node: str = "n1", timing: fo.Timing = TIMING) -> Executor:
     return Executor(
-        SqlOperationsLedger(w.store, node_id=node),
+        SqlOperationsLedger(w.store, node_id=node, clock=w.now),
         node_id=node,
         timing=timing,
         checkpoints=ReplicaCheckpoints(w.store),
@@ -461,9 +462,6 @@ def test_superseded_check_is_noted_only_for_runs_that_are_not_current(world: Wor
         assert run.fence_superseded_at is None and run.state == RunState.RUNNING.value
 
 
-@pytest.mark.xfail(
-    strict=True, reason="the double-run path: a move after a failed fence ignores the stale driver"
-)
 def test_a_failed_fence_then_a_move_never_starts_the_job_beside_its_stale_driver(
     world: World,
 ) -> None:
@@ -471,14 +469,24 @@ def test_a_failed_fence_then_a_move_never_starts_the_job_beside_its_stale_driver
     item FAILED, the hold cleared, the fenced run LOST); a second failover then plans "move: no
     application on A". The stale driver on A -- cut off from Drover, its last check confirmed
     just now -- may still be committing: the job must not start on B until that confirmation
-    has surely run out, and must start there once it has."""
+    has surely run out, and must start there once it has.
+
+    This test failed before fence answers became leases (the move went PENDING -> DRAINING ->
+    CHECKPOINT -> ... -> DONE in one round, beside the driver); now the move waits in FENCING
+    for the stale run's lease (recorded end + clock margin + exit grace), then goes on."""
     w = world
     create_jobs(w, {"dbl": "high"})
     stale = w.job("dbl")["current_run"]
     token = w.token(stale["id"])
-    # its driver checks its fence (as drover_runtime does before every batch): current
-    answer = w.client.get("/v1/jobs/dbl/fence", headers={"X-Drover-Fencing-Token": token})
+    # its driver checks its fence (as drover_runtime does before every batch): current, with a
+    # lease of DROVER_FENCE_LEASE_SECONDS (90 s by default)
+    answer = w.client.get(
+        "/v1/jobs/dbl/fence",
+        headers={"X-Drover-Fencing-Token": token, "X-Drover-Fence-Lease": "1"},
+    )
     assert answer.status_code == 200 and answer.json()["fencing_token"] == token
+    assert 89 < answer.json()["lease_seconds"] <= 90
+    lease_until = datetime.fromisoformat(w.runs("dbl")[0]["lease_until"])
     # then A is cut off both ways: Drover cannot reach A, A's driver cannot reach Drover
     w.a.unreachable = True
     w.reachable["A"] = False
@@ -510,3 +518,94 @@ def test_a_failed_fence_then_a_move_never_starts_the_job_beside_its_stale_driver
         f"started on B beside its stale driver on A: {status['items'][0]['history']}"
     )
     assert status["items"][0]["step"] not in ("SWITCHING", "STARTING", "DONE"), status
+    (item,) = status["items"]
+    assert item["step"] == "FENCING" and item["source_run_id"] == stale["id"], item
+    assert "may hold a fence lease until" in item["history"][-1]["note"], item["history"]
+    assert "the stale driver of run" in item["waiting"] and "lease surely lapsed" in item["waiting"]
+    # nor does its owner start it anywhere meanwhile (A is marked NORMAL again: no new run there)
+    assert w.client.post("/v1/clusters/A/clear", json={"reason": "AZ a back"}).status_code == 200
+    w.reachable["A"] = True
+    w.a.unreachable = False
+    w.tick()
+    assert [a.app_name for a in w.a.live("dbl")] == [f"drover:dbl:{stale['id']}"]  # the stale one
+    assert w.b.live("dbl") == []
+
+    # once the lease surely lapsed (recorded end + 5 s clock margin; no exit grace here)
+    w.later = lease_until - utcnow() + timedelta(seconds=5.5)
+    done = drive(w, ex, claim, op["id"])
+    assert done["state"] == "SUCCEEDED", [
+        (h["step"], h["note"]) for h in done["items"][0]["history"]
+    ][2:]
+    steps = [h["step"] for h in done["items"][0]["history"]]
+    assert steps[:4] == ["PENDING", "DRAINING", "FENCING", "CHECKPOINT"], steps
+    assert "fence lease surely lapsed" in done["items"][0]["history"][3]["note"]
+    assert len(w.b.live("dbl")) == 1 and w.job("dbl")["cluster"] == "B"
+
+
+def test_fence_answers_grant_leases_recorded_once_per_half_lease(world: World) -> None:
+    """A run asking for a lease gets one with every confirming answer; its end is written when
+    less than half a lease of the recorded end remains, never answered beyond it; a closed run
+    gets none (and is answered "not current"); a job whose last run may hold one is kept."""
+    w = world
+    create_jobs(w, {"leased": "high"})
+    run_id = w.job("leased")["current_run"]["id"]
+    token = w.token(run_id)
+    headers = {"X-Drover-Fencing-Token": token}
+
+    def check(lease: bool = True) -> dict[str, Any]:
+        extra = {"X-Drover-Fence-Lease": "1"} if lease else {}
+        answer = w.client.get("/v1/jobs/leased/fence", headers={**headers, **extra})
+        assert answer.status_code == 200, answer.text
+        return dict(answer.json())
+
+    def recorded() -> datetime | None:
+        with w.store.session() as s:
+            run = s.get(Run, run_id)
+            assert run is not None
+            return run.lease_until
+
+    plain = check(lease=False)  # an older runtime: confirmed, no lease
+    assert plain["current"] is True and plain["lease_seconds"] is None and recorded() is None
+    first = check()
+    assert first["current"] is True and 89.5 < first["lease_seconds"] <= 90
+    end = recorded()
+    assert end is not None and abs((end - utcnow()).total_seconds() - 90) < 1
+    again = check()  # more than half remains: no write, what remains is granted
+    assert recorded() == end and again["lease_seconds"] <= first["lease_seconds"]
+    with w.store.transaction() as s:  # 50 s later, as far as the recorded end is concerned
+        s.execute(
+            update(Run).where(Run.id == run_id).values(lease_until=utcnow() + timedelta(seconds=40))
+        )
+    renewed = check()
+    assert 89.5 < renewed["lease_seconds"] <= 90
+    end = recorded()
+    assert end is not None and abs((end - utcnow()).total_seconds() - 90) < 1
+    assert w.runs("leased")[0]["lease_until"] is not None
+
+    # the run is closed without its cluster's word (as a fence does): no lease any more
+    with w.store.transaction() as s:
+        s.execute(update(Job).where(Job.name == "leased").values(state=JobState.QUEUED.value))
+        s.execute(
+            update(Run)
+            .where(Run.id == run_id)
+            .values(
+                state=RunState.LOST.value,
+                ended_at=utcnow(),
+                lease_until=utcnow() + timedelta(seconds=10),
+            )
+        )
+    closed = check()
+    assert closed["current"] is False and closed["fencing_token"] is None
+    assert closed["lease_seconds"] is None
+    stopped = w.client.post("/v1/jobs/leased/stop")
+    assert stopped.status_code == 202, stopped.text
+    for _ in range(3):
+        w.tick()
+    refused = w.client.delete("/v1/jobs/leased")
+    assert refused.status_code == 409, refused.text
+    assert "may hold a fence lease until" in refused.json()["detail"]
+    with w.store.transaction() as s:
+        s.execute(
+            update(Run).where(Run.id == run_id).values(lease_until=utcnow() - timedelta(seconds=6))
+        )
+    assert w.client.delete("/v1/jobs/leased").status_code == 204
