@@ -685,15 +685,22 @@ class RunContext:
             raise
 
     def fenced(
-        self, write_batch: Callable[[DataFrame, int], None]
+        self, write_batch: Callable[[DataFrame, int], None], *, commit_log: str | None = None
     ) -> Callable[[DataFrame, int], None]:
-        """``write_batch`` for ``foreachBatch``, with the fence check before it."""
+        """``write_batch`` for ``foreachBatch``, with the fence check before it.
+
+        ``commit_log``: a file to which one line ``<batch id> <run id> <unix time>`` is appended
+        for every batch this run hands to Spark to commit (written, and still current and leased
+        after the write): which run committed which batch, for checkers of "no batch committed
+        by two runs" (a replayed batch appends its line again, under its new run)."""
 
         def fenced_batch(batch: DataFrame, batch_id: int) -> None:
             self.on_batch(batch_id)  # a stale run writes and commits nothing
             write_batch(batch, batch_id)
             self.after_write(batch_id)  # and a run whose lease ran out meanwhile commits nothing
             self._state.finished_batch = max(self._state.finished_batch, batch_id)
+            if commit_log:
+                record_commit(commit_log, batch_id, self.run_id)
 
         return fenced_batch
 
@@ -808,6 +815,32 @@ class RunContext:
             finally:
                 prefix = LAPSED_LINE_PREFIX if self._state.lapsed else FENCED_LINE_PREFIX
                 _say(f"{prefix} {self._state.fenced}")
+
+
+def record_commit(path: str, batch_id: int, run_id: str) -> None:
+    """Append ``<batch id> <run id> <unix time>`` to ``path`` (one write of one line, O_APPEND:
+    lines of several processes never interleave)."""
+    line = f"{batch_id} {run_id or '-'} {time.time():.3f}\n".encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def read_commit_log(path: str) -> list[tuple[int, str, float]]:
+    """The lines of a commit log (:meth:`RunContext.fenced`): (batch id, run id, unix time)."""
+    try:
+        with open(path, encoding="utf-8") as log:
+            lines = log.read().splitlines()
+    except FileNotFoundError:
+        return []
+    out = []
+    for line in lines:
+        parts = line.split()
+        if len(parts) == 3 and parts[0].lstrip("-").isdigit():
+            out.append((int(parts[0]), parts[1], float(parts[2])))
+    return out
 
 
 def progress_report(

@@ -26,6 +26,7 @@ from pipelines.drover_runtime import (
     RunContext,
     Verdict,
     fence_verdict,
+    read_commit_log,
 )
 
 JOB, TOKEN = "orders", "tok-1"
@@ -478,3 +479,17 @@ def test_a_run_superseded_at_start_commits_no_batch(stub: Stub) -> None:
     with pytest.raises(FencedOut):
         ctx.on_batch(0)
     assert len(stub.requests) == 1  # decided once, never asked again
+
+
+def test_the_commit_log_records_the_run_of_each_batch_handed_to_spark(
+    stub: Stub, tmp_path: Any
+) -> None:
+    log = str(tmp_path / "commits")
+    ctx = make_ctx(HttpFence(stub.url))
+    write = ctx.fenced(lambda df, batch_id: None, commit_log=log)
+    write(None, 0)  # type: ignore[arg-type]
+    write(None, 1)  # type: ignore[arg-type]
+    stub.answer("tok-2")
+    with pytest.raises(FencedOut):
+        write(None, 2)  # type: ignore[arg-type]
+    assert [(b, r) for b, r, _ in read_commit_log(log)] == [(0, "1"), (1, "1")]
