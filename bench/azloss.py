@@ -12,7 +12,8 @@ short intervals of their loops, and ``--jobs`` self-fencing streams of the sampl
 
 Once every job is RUNNING on A with two batches committed, every process of A dies at once
 (master, worker, drivers, executors: SIGKILL). Where the group cannot fail over by itself, the
-bench asks for the failover of every job from A at once (an operator who reacts at once). Then
+bench asks for the failover of every job from A as soon as Drover has A abnormal (an operator
+who reacts at once; Drover refuses to fence a cluster it still has NORMAL). Then
 it waits for every job to be RUNNING on B, and for its first batch committed there.
 
 Figures (wall clock, from the kill): per job until RUNNING on B (p50, max = the total) and until
@@ -66,7 +67,7 @@ def _lease(env: dict[str, str]) -> float:
 
 
 def _batches(workdir: Path, job: str) -> list[BatchCommit]:
-    return commit_records(job, workdir / "commits" / job)
+    return commit_records(job, workdir / "commits" / f"{job}.log")
 
 
 def measure(
@@ -111,6 +112,7 @@ def measure(
             for node in nodes:
                 node.wait_ready()
             api = nodes[0]
+            (workdir / "commits").mkdir()
             for letter, cluster in clusters.items():
                 (workdir / "storage" / letter).mkdir(parents=True)
                 api.post(
@@ -144,7 +146,7 @@ def measure(
                             "--trigger-seconds",
                             "2",
                             "--commit-log",
-                            str(workdir / "commits" / name),
+                            str(workdir / "commits" / f"{name}.log"),
                         ],
                         "desired_state": "RUNNING",
                     },
@@ -170,7 +172,16 @@ def measure(
             killed_at = time.monotonic()
             killed = clusters["A"].kill()
             print(f"cluster A killed ({killed} processes)", flush=True)
+            detected = None
             if not automatic:
+                # what an operator does: wait for Drover to see A down, then fail every job over
+                poll(
+                    lambda: api.get("/v1/clusters/A")["health"] != "NORMAL",
+                    timeout=120,
+                    interval=0.5,
+                    what="cluster A abnormal",
+                )
+                detected = time.monotonic() - killed_at
                 api.post(
                     "/v1/failovers",
                     {"source": "A", "selector": {"all": True}, "reason": "bench: AZ lost"},
@@ -212,6 +223,7 @@ def measure(
                 "jobs": jobs,
                 "lease_s": lease,
                 "automatic": automatic,
+                "detected_s": detected,
                 "all_running_on_b_s": max(per_job),
                 "per_job_p50_s": statistics.median(per_job),
                 "per_job_max_s": max(per_job),

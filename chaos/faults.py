@@ -27,7 +27,8 @@ node and service faults above, ``cut_off``, and:
                     driver and executor on it); it starts again, empty, 6-14 s later
 ``two_way_cut``     a cluster is cut off both ways for the fence lease plus 4-12 s: Drover cannot
                     reach its master (REST and UI proxies cut) and its drivers cannot reach
-                    Drover (the proxies in front of the nodes' fence URLs refuse its processes);
+                    Drover (the proxies in front of the nodes' fence URLs refuse the fence checks
+                    carrying the fencing token of a driver of that cluster);
                     its drivers and the master still see each other
 ``driver_kill``     one live driver (its JVM and its Python process) killed -9
 ``freeze_executor`` the node executing a failover (the operation's ``executor``; waits up to 30 s
@@ -217,10 +218,11 @@ def _az_loss(stack: Stack, rng: random.Random) -> str:
     name = rng.choice(stack.cluster_names())
     seconds = rng.uniform(6, 14)
     cluster = stack.spark[name]
-    killed = cluster.kill()
+    processes = len(cluster.pids())
+    cluster.kill()
     time.sleep(seconds)
-    took = cluster.start()
-    return f"{name} (killed {killed} processes, down {seconds:.1f} s, back in {took:.1f} s)"
+    took = cluster.start(timeout=180)
+    return f"{name} (killed {processes} processes, down {seconds:.1f} s, back in {took:.1f} s)"
 
 
 def _two_way_cut(stack: Stack, rng: random.Random) -> str:
@@ -229,13 +231,18 @@ def _two_way_cut(stack: Stack, rng: random.Random) -> str:
     cluster = stack.spark[name]
     for proxy in stack.proxies[name]:
         proxy.cut()
+
+    def from_its_drivers(head: bytes) -> bool:
+        """A fence check of one of the cluster's drivers (its token in the request's head)."""
+        return any(d.fencing_token.encode() in head for d in cluster.drivers())
+
     for proxy in stack.fence_proxies:
-        proxy.cut_from(cluster.pids)
+        proxy.cut_if(from_its_drivers)
     try:
         time.sleep(seconds)
     finally:
         for proxy in stack.fence_proxies:
-            proxy.cut_from(None)
+            proxy.mend()
         for proxy in stack.proxies[name]:
             proxy.mend()
     return f"{name} ({seconds:.1f} s)"

@@ -5,7 +5,7 @@ server (as in the simulated mode), two Spark standalone clusters ``spark-a`` and
 (``harness/spark.py``: a master with its REST server and one worker each, on ports of their own;
 groups ``ga`` and ``gb``, each the other's failover cluster), three Drover nodes and a handful of
 self-fencing jobs: the sample pipeline ``pipelines/rate_counter.py`` with a 2 s trigger, each
-recording which run wrote and committed each batch (``--commit-log``).
+recording which run handed each batch to Spark to commit (``--commit-log``).
 
 Two kinds of proxies (``harness/tcpproxy.py``) let the faults cut a cluster off both ways:
 
@@ -13,7 +13,8 @@ Two kinds of proxies (``harness/tcpproxy.py``) let the faults cut a cluster off 
   each (the cluster is registered with the proxies' URLs; its ``master_url``, used by the drivers
   and executors only, is the master itself);
 - driver -> Drover: the nodes' fence URLs (``DROVER_FENCE_URLS``) are proxies in front of the
-  nodes' APIs, which refuse the connections of one cluster's processes while it is cut off.
+  nodes' APIs, which refuse the fence checks of one cluster's drivers (by the fencing tokens in
+  their environment) while it is cut off.
 
 A job costs ~0.9 GB (a 512 MB driver and a 512 MB executor, one core each; RUNTIME-NOTES), and
 the machine has 2 shared cores: 4-6 jobs. Each worker advertises room for every job (a cluster
@@ -80,7 +81,8 @@ def job_args(workdir: Path, name: str) -> list[str]:
 
 
 def commit_log(workdir: Path, job: str) -> Path:
-    return workdir / "commits" / job
+    """The file the job's runs append their committed batches to (``--commit-log``)."""
+    return workdir / "commits" / f"{job}.log"
 
 
 @contextmanager
@@ -101,6 +103,7 @@ def deployment(workdir: Path, nodes: int, jobs: int, lease_s: float) -> Iterator
             ]
             for name, cluster in clusters.items()
         }
+        (workdir / "commits").mkdir(parents=True, exist_ok=True)
         procs = deploy.node_processes(workdir, nodes)
         fence_proxies = [stack.enter_context(TcpProxy(node.port)) for node in procs]
         settings = {

@@ -16,7 +16,7 @@ Pollers run in threads for the whole run:
 A poll that fails is a ``PollMissed`` record (the checker asks whether a fault explains it).
 The operator thread adds ``WriteAcked`` and ``OperationAcked`` records itself (``acked``,
 ``operation_acked``). At the end ``finish`` reads the jobs' commit logs (``commit_logs``: the
-sample pipeline's ``--commit-log`` files, one ``BatchCommit`` each) and the store once more:
+sample pipeline's ``--commit-log`` files, ``BatchCommit`` records) and the store once more:
 ``FinalJob`` (desired
 state and arguments) for every job the run wrote, ``FinalOperation`` for every operation the
 API acknowledged, one ``Action`` per run row (a submission, recorded by the fenced intent under
@@ -346,20 +346,25 @@ class Recorder:
         return self.history
 
 
-def commit_records(job: str, directory: Path) -> list[BatchCommit]:
-    """The ``<batch>.<run>.wrote|committed`` files of one job's commit log, as records (the
-    file's modification time is when)."""
-    found = []
-    for path in directory.iterdir() if directory.is_dir() else ():
-        batch, _, rest = path.name.partition(".")
-        run, _, what = rest.rpartition(".")
-        if not batch.isdigit() or what not in ("wrote", "committed"):
-            continue
-        try:
-            when = path.stat().st_mtime
-        except OSError:
-            continue
-        found.append(BatchCommit(when, job, int(batch), run, what == "committed"))
+def commit_records(job: str, path: Path) -> list[BatchCommit]:
+    """One job's commit log (``<batch> <run> <time>`` lines, one per batch a run handed to Spark
+    to commit: ``pipelines.drover_runtime.read_commit_log``) as records: each line a batch
+    written (``committed`` false); and a batch committed (true, at the time of the later line)
+    when the same run went on to a later batch -- Spark begins a micro-batch only after it
+    committed the one before, so the last batch of a run may have been written and never
+    committed (the next run does it again: a replay, not a double commit)."""
+    from pipelines.drover_runtime import read_commit_log
+
+    lines = sorted(read_commit_log(str(path)), key=lambda line: line[2]) if path.exists() else []
+    found = [BatchCommit(t, job, batch, run, False) for batch, run, t in lines]
+    later: dict[str, list[tuple[int, float]]] = {}
+    for batch, run, t in lines:
+        later.setdefault(run, []).append((batch, t))
+    for run, batches in later.items():
+        for batch, _ in batches:
+            after = [t for other, t in batches if other > batch]
+            if after:
+                found.append(BatchCommit(min(after), job, batch, run, True))
     return found
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 
 from harness.nodes import free_port, poll
-from harness.procs import session_pids, signal_all
+from harness.procs import Proc, processes, session_pids, signal_all
 
 #: what one daemon JVM may use (a test cluster runs no big application)
 DAEMON_MEMORY = "256m"
@@ -29,9 +29,6 @@ DAEMON_MEMORY = "256m"
 #: live seconds to minutes (as scripts/services.sh's DROVER_SVC_JVM_OPTS)
 FAST_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 STOP_GRACE_S = 20.0
-DRIVER_MAIN = "org.apache.spark.deploy.worker.DriverWrapper"
-JOB_PROPERTY = "-Dspark.drover.job="
-RUN_PROPERTY = "-Dspark.drover.runId="
 
 
 def spark_home() -> Path:
@@ -150,33 +147,37 @@ class PrivateSparkCluster:
         workers = [w for w in state.get("workers", []) if w.get("state") == "ALIVE"]
         return state.get("status") == "ALIVE" and bool(workers)
 
-    def sessions(self) -> list[int]:
-        """The sessions of the cluster's live daemons (their pids): the worker's also holds
-        every driver and executor it launched."""
-        return [proc.pid for proc in self._procs.values() if proc.poll() is None]
-
     def pids(self) -> list[int]:
-        """Every live process of the cluster: master, worker, drivers, executors."""
-        return [pid for sid in self.sessions() for pid in session_pids(sid)]
+        """Every live process of the cluster: master, worker, and what the worker launched
+        (drivers, their Python processes, executors: they stay in the worker's session)."""
+        return [pid for proc in self._procs.values() for pid in session_pids(proc.pid)]
 
-    def kill(self, timeout: float = 30.0) -> int:
-        """Every process of the cluster dies at once (SIGKILL to master, worker and whatever the
-        worker launched: an availability zone gone). Returns how many processes died; the
-        cluster can :meth:`start` again on the same ports, with none of its state."""
-        procs, self._procs = dict(self._procs), {}
-        sids = [proc.pid for proc in procs.values()]
-        pids = [pid for sid in sids for pid in session_pids(sid)]
-        signal_all(pids)
-        for proc in procs.values():
-            proc.wait(timeout=timeout)
+    def kill(self) -> float:
+        """The whole cluster dies at once, as in the loss of its AZ: SIGKILL to the master, the
+        worker and every driver and executor. Returns when they are all gone (seconds)."""
+        started = time.monotonic()
+        signal_all(self.pids())
+        for proc in self._procs.values():
+            proc.wait(timeout=STOP_GRACE_S)
+        poll(lambda: not self.pids(), timeout=STOP_GRACE_S, interval=0.1, what="cluster gone")
+        self._procs.clear()
+        return time.monotonic() - started
 
-        def gone() -> bool:
-            left = [pid for sid in sids for pid in session_pids(sid)]
-            signal_all(left)  # one born while we killed (a driver being launched)
-            return not left
-
-        poll(gone, timeout=timeout, interval=0.1, what=f"every process of {self.master_url} gone")
-        return len(pids)
+    def drivers(self) -> list[Driver]:
+        """The live Drover drivers the worker runs (their JVM and Python processes), read from
+        /proc: what the drivers' own processes say, whatever the master says."""
+        worker = self._procs.get("worker")
+        if worker is None:
+            return []
+        sessions = {worker.pid}
+        found = []
+        for proc in processes():
+            if not proc.alive or proc.session not in sessions:
+                continue
+            driver = Driver.of(proc)
+            if driver is not None:
+                found.append(driver)
+        return found
 
     def stop(self) -> float:
         """Stop worker and master (SIGTERM to each process group, SIGKILL after a grace period).
@@ -195,6 +196,30 @@ class PrivateSparkCluster:
         return time.monotonic() - started
 
 
+@dataclass(frozen=True)
+class Driver:
+    """One process of a Drover run's driver (its JVM, or the Python process it started)."""
+
+    pid: int
+    job: str
+    run_id: str
+    #: the run's fencing token (in the driver's environment only): how its fence checks can be
+    #: told apart on the wire (``harness.tcpproxy.TcpProxy.cut_if``)
+    fencing_token: str
+
+    @classmethod
+    def of(cls, proc: Proc) -> Driver | None:
+        env = dict(
+            entry.decode(errors="replace").split("=", 1)
+            for entry in proc.environ()
+            if b"=" in entry
+        )
+        if not env.get("DROVER_RUN_ID") or not env.get("DROVER_FENCING_TOKEN"):
+            return None
+        return cls(proc.pid, env.get("DROVER_JOB", ""), env["DROVER_RUN_ID"],
+                   env["DROVER_FENCING_TOKEN"])  # fmt: skip
+
+
 def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
     try:
         os.killpg(proc.pid, sig)  # its own session: the group id is its pid
@@ -202,34 +227,25 @@ def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
         pass
 
 
+#: the main class of the JVM a standalone worker starts for a driver
+DRIVER_MAIN = b"org.apache.spark.deploy.worker.DriverWrapper"
+
+
 def driver_processes(
     clusters: dict[str, PrivateSparkCluster],
 ) -> list[tuple[str, int, str, str, list[int]]]:
     """Every live driver on the machine, by the cluster whose worker launched it: ``(cluster,
-    pid, job, run id, its children's pids)``. A driver is the JVM a worker starts
-    (``DriverWrapper``); the job is the ``spark.drover.job`` property on its command line. Its
-    Python process (a child) is not counted apart: without its JVM it cannot commit."""
-    import psutil
-
+    pid of its JVM, job, run id, the pids of its other processes)``. A driver is the JVM a
+    worker starts (``DriverWrapper``); its Python process is listed with it, not apart: without
+    its JVM it cannot commit."""
     found = []
     for name, cluster in clusters.items():
-        for pid in cluster.pids():
-            try:
-                proc = psutil.Process(pid)
-                if proc.status() == psutil.STATUS_ZOMBIE:
-                    continue
-                cmdline = proc.cmdline()
-                if DRIVER_MAIN not in cmdline:
-                    continue
-                job = _property(cmdline, JOB_PROPERTY)
-                run = _property(cmdline, RUN_PROPERTY)
-                children = [c.pid for c in proc.children(recursive=True)]
-            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        processes_of = cluster.drivers()
+        for driver in processes_of:
+            if DRIVER_MAIN not in Proc(driver.pid, "S", 0).cmdline():
                 continue
-            if job:
-                found.append((name, pid, job, run, children))
+            others = [
+                d.pid for d in processes_of if d.run_id == driver.run_id and d.pid != driver.pid
+            ]
+            found.append((name, driver.pid, driver.job, driver.run_id, others))
     return found
-
-
-def _property(cmdline: list[str], prefix: str) -> str:
-    return next((arg[len(prefix) :] for arg in cmdline if arg.startswith(prefix)), "")

@@ -10,25 +10,30 @@ connections through again.
     with TcpProxy(6066) as rest:          # 127.0.0.1:<rest.port> -> 127.0.0.1:6066
         ...; rest.cut(); ...; rest.mend()
 
-:meth:`TcpProxy.cut_from` cuts only the connections some processes make (those a function
-lists, e.g. one cluster's drivers): the proxy looks up which process holds the other end of each
-connection it accepts, so several clusters on one machine can be cut off from a Drover node one
-at a time ("A's drivers can no longer reach Drover, B's still can").
+A *selective* cut (:meth:`TcpProxy.cut_if`) refuses only the connections whose first bytes (an
+HTTP request's head) match a predicate, and lets the others through: e.g. the fence checks of
+the drivers of one cluster (their fencing tokens, ``harness.spark.PrivateSparkCluster.drivers``)
+while the drivers of another cluster still reach Drover through the same proxy -- one side of a
+two-way cut.
 
-One thread accepts, two threads pump each connection. Refusing is a prompt close (a refused
-or reset connection is what a blocked port looks like to an HTTP client with short timeouts).
+One thread accepts, two threads pump each connection (a selective cut reads the head in a
+thread of the connection's own first). Refusing is a prompt close (a refused or reset
+connection is what a blocked port looks like to an HTTP client with short timeouts).
 """
 
 from __future__ import annotations
 
 import socket
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from types import TracebackType
 
 from harness.nodes import free_port
 
 BUFFER = 64 << 10
+#: how long a selective cut waits for a connection's head, and how much of it it reads at most
+HEAD_TIMEOUT_S = 5.0
+HEAD_LIMIT = 64 << 10
 
 
 class TcpProxy:
@@ -41,11 +46,9 @@ class TcpProxy:
         self._listener.listen(128)
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()
-        #: accepted client socket -> the port its peer connected from
-        self._peers: dict[socket.socket, int] = {}
-        #: lists the processes whose connections are refused (None: nobody's)
-        self._cut_from: Callable[[], Iterable[int]] | None = None
         self._cut = False
+        #: a selective cut: refuse the connections whose head this says yes to
+        self._refuse_if: Callable[[bytes], bool] | None = None
         self._closed = False
         self.connections = 0
         self.refused = 0
@@ -68,27 +71,17 @@ class TcpProxy:
         for sock in sockets:
             _close(sock)
 
+    def cut_if(self, refuse: Callable[[bytes], bool]) -> None:
+        """From now on refuse the new connections whose head (the bytes up to the end of an HTTP
+        request's headers, at most 64 KiB) ``refuse`` says yes to; the others go through.
+        Connections already open are left alone. :meth:`mend` ends it."""
+        with self._lock:
+            self._refuse_if = refuse
+
     def mend(self) -> None:
         with self._lock:
             self._cut = False
-
-    def cut_from(self, who: Callable[[], Iterable[int]] | None) -> None:
-        """Close the connections of the processes ``who()`` lists now, and refuse theirs until
-        ``cut_from(None)`` (``who`` is asked again at every new connection: processes born
-        meanwhile are cut too)."""
-        with self._lock:
-            self._cut_from = who
-            peers = dict(self._peers)
-        if who is None:
-            return
-        owned = _ports_of(who(), self.port)
-        for client, port in peers.items():
-            if port in owned:
-                _close(client)
-
-    def _refused_peer(self, peer_port: int) -> bool:
-        who = self._cut_from
-        return who is not None and peer_port in _ports_of(who(), self.port)
+            self._refuse_if = None
 
     def close(self) -> None:
         self._closed = True
@@ -107,56 +100,70 @@ class TcpProxy:
     def _accept(self) -> None:
         while not self._closed:
             try:
-                client, peer = self._listener.accept()
+                client, _ = self._listener.accept()
             except OSError:
                 return  # closed
-            refuse_peer = self._refused_peer(peer[1])
             with self._lock:
-                refuse = self._cut or refuse_peer
+                refuse = self._cut
                 if refuse:
                     self.refused += 1
+                selective = self._refuse_if
             if refuse:
                 _close(client)
                 continue
-            try:
-                upstream = socket.create_connection(self.target, timeout=5)
-                upstream.settimeout(None)
-            except OSError:
-                _close(client)
-                continue
+            if selective is None:
+                self._connect(client, b"")
+            else:
+                threading.Thread(target=self._screen, args=(client, selective), daemon=True).start()
+
+    def _screen(self, client: socket.socket, refuse: Callable[[bytes], bool]) -> None:
+        """A selective cut: read the connection's head, refuse it or pass it on."""
+        head = b""
+        try:
+            client.settimeout(HEAD_TIMEOUT_S)
+            while b"\r\n\r\n" not in head and len(head) < HEAD_LIMIT:
+                data = client.recv(BUFFER)
+                if not data:
+                    break
+                head += data
+            client.settimeout(None)
+        except OSError:
+            _close(client)
+            return
+        try:
+            refused = bool(refuse(head))
+        except Exception:  # noqa: BLE001 - a predicate that fails refuses nothing
+            refused = False
+        if refused:
             with self._lock:
-                if self._cut:  # cut while connecting
-                    _close(client)
-                    _close(upstream)
-                    continue
-                self._open.update((client, upstream))
-                self._peers[client] = peer[1]
-                self.connections += 1
-            pair = _Pair(self, client, upstream)
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=pair.pump, args=(a, b), daemon=True).start()
+                self.refused += 1
+            _close(client)
+            return
+        self._connect(client, head)
+
+    def _connect(self, client: socket.socket, head: bytes) -> None:
+        try:
+            upstream = socket.create_connection(self.target, timeout=5)
+            upstream.settimeout(None)
+            if head:
+                upstream.sendall(head)
+        except OSError:
+            _close(client)
+            return
+        with self._lock:
+            if self._cut:  # cut while connecting
+                _close(client)
+                _close(upstream)
+                return
+            self._open.update((client, upstream))
+            self.connections += 1
+        pair = _Pair(self, client, upstream)
+        for a, b in ((client, upstream), (upstream, client)):
+            threading.Thread(target=pair.pump, args=(a, b), daemon=True).start()
 
     def _forget(self, *sockets: socket.socket) -> None:
         with self._lock:
             self._open.difference_update(sockets)
-            for sock in sockets:
-                self._peers.pop(sock, None)
-
-
-def _ports_of(pids: Iterable[int], remote_port: int) -> set[int]:
-    """The local ports of the TCP connections ``pids`` hold to ``remote_port``."""
-    import psutil
-
-    ports = set()
-    for pid in pids:
-        try:
-            connections = psutil.Process(pid).net_connections(kind="tcp")
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            continue
-        for conn in connections:
-            if conn.raddr and conn.raddr.port == remote_port and conn.laddr:
-                ports.add(conn.laddr.port)
-    return ports
 
 
 class _Pair:

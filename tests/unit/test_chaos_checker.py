@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from chaos import history as h
 from chaos.checker import (
+    batch_verdicts,
     check,
     convergence,
     double_commits,
@@ -385,3 +386,18 @@ def test_double_run_found_exactly_when_two_lives_overlap(lives: list[tuple[float
         a[0] <= b[1] and b[0] <= a[1] for i, a in enumerate(lives) for b in lives[i + 1 :]
     )
     assert bool(double_runs(history)) == overlapping
+
+
+def test_a_commit_log_says_which_batches_each_run_committed(tmp_path: Path) -> None:
+    from chaos.recorder import commit_records
+
+    log = tmp_path / "j.log"
+    # run 1 wrote 0-2 and died during 2; run 2 did 2 again and went on to 3
+    log.write_text("0 1 10.0\n1 1 12.0\n2 1 14.0\n2 2 30.0\n3 2 32.0\n")
+    records = commit_records("j", log)
+    committed = sorted((b.batch, b.run, b.t) for b in records if b.committed)
+    assert committed == [(0, "1", 12.0), (1, "1", 14.0), (2, "2", 32.0)]
+    assert len([b for b in records if not b.committed]) == 5
+    tally, doubled = batch_verdicts(History(batches=records))
+    assert tally == {"committed": 3, "replayed": 1} and doubled == []
+    assert commit_records("j", tmp_path / "none.log") == []
