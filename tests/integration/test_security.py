@@ -159,10 +159,12 @@ def test_hostile_tenant_at_the_api(api: TestClient, store: Store) -> None:
         job(api, a_op, "fine", "team-a", conf={"spark.sql.shuffle.partitions": "4"}).status_code
         == 201
     )
-    # a team admin may set what the allow-list does not name
+    # a team admin may set what the allow-list does not name, except what chooses code
     a_admin = member_token(store, "ann", "team-a", "admin")
-    extra = {"spark.driver.extraJavaOptions": "-Dx=1"}
+    extra = {"spark.network.timeout": "300s"}
     assert job(api, a_admin, "tuned", "team-a", conf=extra).status_code == 201
+    code = {"spark.driver.extraJavaOptions": "-Dx=1"}
+    assert job(api, a_admin, "agent", "team-a", conf=code).status_code == 422
 
 
 def test_cluster_artifact_roots(api: TestClient, store: Store, tmp_path: Path) -> None:
