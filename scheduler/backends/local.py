@@ -90,7 +90,7 @@ from scheduler.core.backend import (
     SubmitRequest,
 )
 from scheduler.core.errors import ClusterError, ClusterUnreachable, SubmissionRejected
-from scheduler.decisions.submission import OWNED_PROPERTIES
+from scheduler.decisions.submission import OWNED_PROPERTIES, refused_environment
 
 log = logging.getLogger(__name__)
 
@@ -113,9 +113,17 @@ _SUBMISSION_ID = re.compile(r"^local-(\d+)-(\d+)$")
 _APP_ID = re.compile(rb"(?<![\w-])(local-\d{10,})(?![\w-])")
 _PY_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b(?::.*)?$")
 
-# Spark properties the backend owns: passed as --name/--master, or fixed for local mode.
+# Spark properties the backend owns: passed as --name/--master, fixed for local mode, or the
+# Python every driver runs (the node's ``DROVER_SPARK_PYTHON``: no job chooses an executable).
 _OWNED_CONF = frozenset(
-    {"spark.app.name", "spark.master", "spark.submit.deployMode", *OWNED_PROPERTIES}
+    {
+        "spark.app.name",
+        "spark.master",
+        "spark.submit.deployMode",
+        "spark.pyspark.python",
+        "spark.pyspark.driver.python",
+        *OWNED_PROPERTIES,
+    }
 )
 #: the node's environment variables a driver inherits by default (nothing else of it: the
 #: node's own settings, e.g. DROVER_DATABASE_URL, are secrets the pipeline must not see)
@@ -375,6 +383,12 @@ class LocalSparkSubmitBackend:
             raise SubmissionRejected(f"entrypoint {request.entrypoint!r} is not a file")
         if not os.access(self.spark_submit, os.X_OK):
             raise ClusterUnreachable(f"{self.spark_submit} is missing or not executable")
+        refused = refused_environment(request.env)
+        if refused:
+            raise SubmissionRejected(
+                f"the driver's environment may not set {', '.join(refused)}: these choose the "
+                "executables and code it runs"
+            )
 
         run_dir = self.runs_dir / job / str(request.run_id)
         try:
@@ -476,6 +490,7 @@ class LocalSparkSubmitBackend:
         # where a killed driver would leave it behind
         conf.setdefault("spark.local.dir", str(run_dir / "local"))
         conf.update(request.drover_properties())
+        conf["spark.pyspark.python"] = conf["spark.pyspark.driver.python"] = self.python
         if self.loopback_driver:
             conf.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
         command = [str(self.spark_submit), "--master", self.master, "--name", request.app_name]
