@@ -151,7 +151,11 @@ class Creations:
                     )
                     planned.append(
                         jobs_store.plan_creation(
-                            session, facts, spec, cause=f"api:create by {creation.actor}"
+                            session,
+                            facts,
+                            spec,
+                            cause=f"api:create by {creation.actor}",
+                            anywhere=creation.principal.platform_admin,
                         )
                     )
                 except DroverError as exc:

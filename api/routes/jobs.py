@@ -184,6 +184,7 @@ def change_spec(
         else grace_seconds,
         rollback_after=rollback_after,
         rollback_of=rollback_of,
+        anywhere=principal.platform_admin,
     )
 
 
