@@ -58,6 +58,8 @@ class MembershipSettings:
     log_format: str = "json"
     log_level: str = "INFO"
     ray_log_level: str = "ERROR"
+    #: the ZooKeeper digest credential ``user:password`` ("" = none)
+    resolved_zk_auth: str = field(default="", repr=False)
 
     @property
     def group_roles(self) -> Mapping[str, Role]:
@@ -78,6 +80,7 @@ class MembershipSettings:
             log_format=settings.log_format,
             log_level=settings.log_level,
             ray_log_level=settings.ray_log_level,
+            resolved_zk_auth=settings.resolved_zk_auth,
         )
 
 
