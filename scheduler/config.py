@@ -106,6 +106,11 @@ class Settings(BaseSettings):
     spark_conf_allowed: str = DEFAULT_SPARK_CONF_ALLOWED
     #: node environment variables every driver inherits (everything else of it is withheld)
     driver_env_passthrough: str = DEFAULT_DRIVER_ENV
+    #: the unprivileged Unix user the drivers of local and spark-submit clusters run as;
+    #: ``{team}`` in it is the job's team (``drover-{team}``: one user per team, so one team's
+    #: drivers cannot read another's checkpoints). Empty: the node's own user, development
+    #: only (production refuses to run such clusters' drivers)
+    driver_user: str = ""
     #: JWTs from the platform's SSO: issuer (``iss``), audience (``aud``), keys (JWKS file or URL)
     jwt_issuer: str = ""
     jwt_audience: str = ""

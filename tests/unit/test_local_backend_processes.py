@@ -116,7 +116,7 @@ def test_lifecycle_running_then_killed(backend: LocalSparkSubmitBackend, tmp_pat
     assert status.app_id == "local-1795300856922"
 
     run_dir = backend.runs_dir / "job" / "1"
-    argv = (run_dir / "argv.txt").read_text().splitlines()
+    argv = (run_dir / "driver" / "argv.txt").read_text().splitlines()
     assert argv[:4] == ["--master", "local[2]", "--name", "drover:job:1"]
     assert argv[4:6] == ["--py-files", "/p/drover_runtime.py,/p/extra.py"]
     assert "spark.drover.fenceUrls=http://127.0.0.1:1,http://127.0.0.1:2" in argv
@@ -296,7 +296,7 @@ def test_conf_args_and_environment_never_choose_the_drivers_executables(
         )
     )
     wait_for(lambda: backend.status(sub.submission_id).state is AppState.FINISHED)
-    argv = (backend.runs_dir / "job" / "1" / "argv.txt").read_text().splitlines()
+    argv = (backend.runs_dir / "job" / "1" / "driver" / "argv.txt").read_text().splitlines()
     assert f"spark.pyspark.driver.python={backend.python}" in argv
     assert f"spark.pyspark.python={backend.python}" in argv
     assert not any("/usr/bin/find" in a for a in argv)
