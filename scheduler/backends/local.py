@@ -102,6 +102,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from scheduler.backends.driverlog import app_id_in
 from scheduler.core.backend import (
@@ -601,33 +602,24 @@ class LocalSparkSubmitBackend:
             env = self._environment(request, run_dir, log4j, user)
             argv = ["/bin/sh", "-c", _WRAPPER, "drover-run", str(work / "exit_code"), *command]
             log_fd = os.open(run_dir / "driver.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            # the switch to the driver's user happens in the child, between fork and exec
+            switch: dict[str, Any] = (
+                {}
+                if user is None
+                else {"user": user.uid, "group": user.gid, "extra_groups": [], "umask": 0o077}
+            )
             with os.fdopen(log_fd, "wb") as log_file:
-                if user is None:
-                    proc = subprocess.Popen(
-                        argv,
-                        stdin=subprocess.DEVNULL,
-                        stdout=log_file,
-                        stderr=subprocess.STDOUT,
-                        cwd=work,
-                        env=env,
-                        start_new_session=True,
-                        close_fds=True,
-                    )
-                else:  # the switch happens in the child, between fork and exec
-                    proc = subprocess.Popen(
-                        argv,
-                        stdin=subprocess.DEVNULL,
-                        stdout=log_file,
-                        stderr=subprocess.STDOUT,
-                        cwd=work,
-                        env=env,
-                        start_new_session=True,
-                        close_fds=True,
-                        user=user.uid,
-                        group=user.gid,
-                        extra_groups=[],
-                        umask=0o077,
-                    )
+                proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log_file,
+                    stderr=subprocess.STDOUT,
+                    cwd=work,
+                    env=env,
+                    start_new_session=True,
+                    close_fds=True,
+                    **switch,
+                )
         except OSError as exc:
             shutil.rmtree(run_dir, ignore_errors=True)  # nothing started: the run id may be retried
             raise ClusterUnreachable(

@@ -7,29 +7,26 @@ jobs keep running.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pwd
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from harness.nodes import admin_token, free_port
 from harness.procs import pids_with_cmdline
 from tests.conftest import wait_until
 from tests.support.driver_users import TEMPLATE, open_directory, team_user
+from tests.support.nodes import DROVER, NodeProcess
 
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
-DROVER = str(Path(sys.executable).with_name("drover"))
 HOSTILE = ROOT / "tests" / "e2e" / "pipelines" / "hostile_neighbour.py"
 VICTIM = ROOT / "pipelines" / "windowed_counts.py"
 #: a Python every user may run (the test's own lives under root's private home)
@@ -37,24 +34,14 @@ SYSTEM_PYTHON = "/usr/bin/python3.11"
 SECRET = "e2e-deployment-secret-" + "k" * 24
 
 
-@dataclass
-class Node:
-    client: httpx.Client
-    proc: subprocess.Popen[bytes]
-    base: Path
-    data: Path
-
-
 @pytest.fixture
-def node() -> Iterator[Node]:
+def node() -> Iterator[tuple[NodeProcess, Path]]:
+    """One node on SQLite in a directory drivers may pass through (pytest's are root's)."""
     with open_directory("drover-e2e-iso-") as base:
         data = base / "data"
-        port = free_port()
         env = {
             **os.environ,
             "DROVER_DATA_DIR": str(data),
-            "DROVER_API_PORT": str(port),
-            "DROVER_NODE_ID": "iso-node",
             "DROVER_RECONCILE_INTERVAL": "1",
             "DROVER_DEPLOYMENT_SECRET": SECRET,
             "DROVER_DRIVER_USER": TEMPLATE,
@@ -69,49 +56,21 @@ def node() -> Iterator[Node]:
         subprocess.run(
             [DROVER, "db", "upgrade"], env=env, check=True, capture_output=True, timeout=60
         )
-        log = (base / "node.log").open("wb")
-        proc = subprocess.Popen(
-            [DROVER, "node", "run"],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        client = httpx.Client(
-            base_url=f"http://127.0.0.1:{port}",
-            timeout=10,
-            headers={"Authorization": f"Bearer {admin_token(env)}", "X-Drover-Client": "e2e"},
-        )
+        node = NodeProcess("iso-node", env, base / "node.log")
+        node.start()
         try:
-
-            def ready() -> bool:
-                assert proc.poll() is None, (base / "node.log").read_text()[-3000:]
-                return client.get("/readyz").status_code == 200
-
-            wait_until(ready, timeout=120, interval=0.5, what="the node to be ready")
-            yield Node(client, proc, base, data)
+            node.wait_ready()
+            yield node, base
         finally:
-            client.close()
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout=60)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
-            log.close()
-            for pid in pids_with_cmdline(str(data).encode()):
+            node.stop()
+            for pid in pids_with_cmdline(str(data).encode()):  # drivers: sessions of their own
                 if pid != os.getpid():
-                    try:
+                    with contextlib.suppress(OSError):
                         os.killpg(os.getpgid(pid), signal.SIGKILL)
-                    except OSError:
-                        pass
 
 
-def job(client: httpx.Client, name: str) -> dict[str, Any]:
-    response = client.get(f"/v1/jobs/{name}")
-    response.raise_for_status()
-    return dict(response.json())
+def job(node: NodeProcess, name: str) -> dict[str, Any]:
+    return dict(node.get(f"/v1/jobs/{name}"))
 
 
 def owned_directory(path: Path, user: pwd.struct_passwd) -> Path:
@@ -121,16 +80,19 @@ def owned_directory(path: Path, user: pwd.struct_passwd) -> Path:
     return path
 
 
-def test_a_hostile_pipeline_reaches_nothing_and_both_jobs_run(node: Node) -> None:
+def test_a_hostile_pipeline_reaches_nothing_and_both_jobs_run(
+    node: tuple[NodeProcess, Path],
+) -> None:
     alpha, beta = team_user("alpha"), team_user("beta")
-    client, data = node.client, node.data
+    api, base = node
+    data = base / "data"
     root = data / "checkpoints" / "local"
     victim_ckpt = root / "victim" / "checkpoint"
 
-    out_a = owned_directory(node.base / "out-alpha", alpha)
-    made = client.post(
+    out_a = owned_directory(base / "out-alpha", alpha)
+    api.post(
         "/v1/jobs",
-        json={
+        {
             "name": "victim",
             "team": "alpha",
             "entrypoint": str(VICTIM),
@@ -138,20 +100,19 @@ def test_a_hostile_pipeline_reaches_nothing_and_both_jobs_run(node: Node) -> Non
             "desired_state": "RUNNING",
         },
     )
-    assert made.status_code == 201, made.text
     run = wait_until(
-        lambda: job(client, "victim")["current_run"],
+        lambda: job(api, "victim")["current_run"],
         timeout=30,
         interval=0.2,
         what="the victim's run to be recorded",
     )
     victim_log = data / "runs" / "victim" / str(run["id"]) / "driver.log"
 
-    out_b = owned_directory(node.base / "out-beta", beta)
+    out_b = owned_directory(base / "out-beta", beta)
     report = out_b / "report.json"
-    made = client.post(
+    api.post(
         "/v1/jobs",
-        json={
+        {
             "name": "hostile",
             "team": "beta",
             "entrypoint": str(HOSTILE),
@@ -159,7 +120,7 @@ def test_a_hostile_pipeline_reaches_nothing_and_both_jobs_run(node: Node) -> Non
                 "--report",
                 str(report),
                 "--node-pid",
-                str(node.proc.pid),
+                str(api.proc.pid if api.proc else 0),
                 "--data-dir",
                 str(data),
                 "--store",
@@ -172,10 +133,9 @@ def test_a_hostile_pipeline_reaches_nothing_and_both_jobs_run(node: Node) -> Non
             "desired_state": "RUNNING",
         },
     )
-    assert made.status_code == 201, made.text
 
     def running(name: str) -> bool:
-        current = job(client, name)
+        current = job(api, name)
         assert current["state"] != "FAILED", current
         return bool(current["state"] == "RUNNING")
 

@@ -138,6 +138,21 @@ def pipeline(base: Path, name: str, body: str) -> str:
     return str(path)
 
 
+def submit(
+    backend: LocalSparkSubmitBackend, job: str, team: str, entrypoint: str, **extra: object
+) -> str:
+    """Run 1 of ``job`` of ``team``: its submission id."""
+    request = SubmitRequest(
+        job_name=job,
+        team=team,
+        run_id=1,
+        fencing_token=f"tok-{job}",
+        entrypoint=entrypoint,
+        **extra,  # type: ignore[arg-type]
+    )
+    return backend.submit(request).submission_id
+
+
 def finished(backend: LocalSparkSubmitBackend, submission_id: str) -> None:
     status = wait_for(lambda: (s := backend.status(submission_id)).state.is_terminal and s)
     assert status.state is AppState.FINISHED, status
@@ -154,35 +169,29 @@ def test_a_driver_runs_as_its_teams_user_and_reaches_nothing_of_the_node(
     root = data / "checkpoints" / "local"
     a_ckpt = root / "a-job" / "checkpoint"
 
-    a = backend.submit(
-        SubmitRequest(
-            job_name="a-job",
-            team="alpha",
-            run_id=1,
-            fencing_token="tok-alpha",
-            entrypoint=pipeline(base, "benign", BENIGN),
-            checkpoint_location=f"file://{a_ckpt}",
-        )
+    a = submit(
+        backend,
+        "a-job",
+        "alpha",
+        pipeline(base, "benign", BENIGN),
+        checkpoint_location=f"file://{a_ckpt}",
     )
-    finished(backend, a.submission_id)
+    finished(backend, a)
     info = a_ckpt.stat()
     assert (info.st_uid, stat.S_IMODE(info.st_mode)) == (alpha.pw_uid, 0o700)
     assert (a_ckpt / "offsets" / "0").stat().st_uid == alpha.pw_uid  # the driver wrote it
     a_log = backend.runs_dir / "a-job" / "1" / "driver.log"
     assert f"as {alpha.pw_uid}" in a_log.read_text()
 
-    b = backend.submit(
-        SubmitRequest(
-            job_name="b-job",
-            team="beta",
-            run_id=1,
-            fencing_token="tok-beta",
-            entrypoint=pipeline(base, "hostile", HOSTILE),
-            args=[str(os.getpid()), str(data), str(store), str(a_log), str(a_ckpt)],
-            checkpoint_location=f"file://{root}/b-job/checkpoint",
-        )
+    b = submit(
+        backend,
+        "b-job",
+        "beta",
+        pipeline(base, "hostile", HOSTILE),
+        args=[str(os.getpid()), str(data), str(store), str(a_log), str(a_ckpt)],
+        checkpoint_location=f"file://{root}/b-job/checkpoint",
     )
-    finished(backend, b.submission_id)
+    finished(backend, b)
     log = (backend.runs_dir / "b-job" / "1" / "driver.log").read_text()
     report = json.loads(next(line for line in log.splitlines() if line.startswith("REPORT "))[7:])
     assert (report["uid"], report["gid"]) == (beta.pw_uid, beta.pw_gid)
@@ -217,11 +226,7 @@ def test_a_team_without_a_user_is_refused(base: Path, backend: LocalSparkSubmitB
     entry = pipeline(base, "benign", BENIGN)
     for team in ("no-such-team-x", "", "../etc", "a b"):
         with pytest.raises(SubmissionRejected, match="user"):
-            backend.submit(
-                SubmitRequest(
-                    job_name="lonely", team=team, run_id=1, fencing_token="t", entrypoint=entry
-                )
-            )
+            submit(backend, "lonely", team, entry)
     assert not (backend.runs_dir / "lonely" / "1").exists()
 
 
@@ -242,16 +247,7 @@ def test_a_driver_cannot_pass_its_processes_off_as_another_runs(
     that exists, one never submitted): they are never taken for them, so alpha's job is never
     adopted onto beta's process, nor killed through it."""
     team_user("alpha"), team_user("beta")
-    a = backend.submit(
-        SubmitRequest(
-            job_name="a-job",
-            team="alpha",
-            run_id=1,
-            fencing_token="tok-alpha",
-            entrypoint=pipeline(base, "benign", BENIGN),
-        )
-    )
-    finished(backend, a.submission_id)
+    finished(backend, submit(backend, "a-job", "alpha", pipeline(base, "benign", BENIGN)))
     runs = backend.runs_dir
     claims = [
         str(runs / "a-job" / "1"),
@@ -259,17 +255,9 @@ def test_a_driver_cannot_pass_its_processes_off_as_another_runs(
         str(runs / "a-job" / "2"),
         "drover:a-job:2",
     ]
-    b = backend.submit(
-        SubmitRequest(
-            job_name="b-job",
-            team="beta",
-            run_id=1,
-            fencing_token="tok-beta",
-            entrypoint=pipeline(base, "forger", FORGER),
-            args=claims,
-        )
+    finished(
+        backend, submit(backend, "b-job", "beta", pipeline(base, "forger", FORGER), args=claims)
     )
-    finished(backend, b.submission_id)
     log = (runs / "b-job" / "1" / "driver.log").read_text()
     forged = [int(line.split()[1]) for line in log.splitlines() if line.startswith("FORGED ")]
     assert len(forged) == 2
