@@ -126,6 +126,15 @@ class JobRecord:
 
 
 @dataclass(frozen=True)
+class Failures:
+    """A job's runs that ended as a counted failure within its restart window (how many, and
+    when the last one ended): what the ledger reads for the restart policy."""
+
+    count: int = 0
+    last_at: datetime | None = None
+
+
+@dataclass(frozen=True)
 class EventRecord:
     id: int
     job_name: str
