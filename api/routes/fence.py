@@ -39,7 +39,7 @@ from api.problems import problem, problem_responses
 from scheduler.core.errors import NotFound
 from scheduler.core.names import validate_name
 from scheduler.core.states import DesiredState, RunState
-from scheduler.decisions.identity import FENCING_TOKEN_HEADER, same_secret
+from scheduler.decisions.identity import FENCING_TOKEN_HEADER, same_secret, token_digest
 from scheduler.decisions.stalls import parse_report
 from scheduler.loops.progress import ProgressSink
 from scheduler.store import jobs as jobs_store
@@ -114,7 +114,10 @@ def get_fence(
     presented = request.headers.get(FENCING_TOKEN_HEADER)
     is_run = principal.run_of_job is not None and presented is not None
     current = (
-        is_run and run is not None and open_run and same_secret(presented or "", run.fencing_token)
+        is_run
+        and run is not None
+        and open_run
+        and same_secret(token_digest(presented or ""), run.fencing_token)  # stored: its digest
     )
     if current and run is not None and run.fence_checked_at is None:
         try:

@@ -175,7 +175,7 @@ def _run_principal(store: Store, token: str) -> Principal:
         row = session.execute(
             select(Job.name, Run.id)
             .join(Run, Run.job_id == Job.id)
-            .where(Run.fencing_token == token)
+            .where(Run.fencing_token == token_digest(token))  # the store keeps digests
         ).first()
     if row is None:  # a run of a deleted job, or garbage: either way not current anywhere
         return Principal(subject="run:unknown", run_of_job="", scopes=frozenset())

@@ -27,6 +27,7 @@ from scheduler.core.errors import AlreadyExists, Conflict, NotFound, NotOwner, S
 from scheduler.core.ownership import Fence
 from scheduler.core.records import JobRecord, RunRecord
 from scheduler.core.states import DesiredState, JobState, Priority, transition
+from scheduler.decisions.identity import token_digest
 from scheduler.decisions.operations.model import (
     ACTIVE_STATES,
     FINAL_STEP_NAMES,
@@ -616,7 +617,7 @@ def record_superseded_check(session: Session, job_name: str, token: str, at: dat
         update(Run)
         .where(
             Run.job_id == job_id,
-            Run.fencing_token == token,
+            Run.fencing_token == token_digest(token),  # the store keeps digests
             Run.fence_superseded_at.is_(None),
             or_(Run.ended_at.is_not(None), Run.id != current),
         )
