@@ -22,6 +22,7 @@ from scheduler.core.records import JobSpec
 from scheduler.decisions.identity import Principal, Role
 from scheduler.store.db import Store
 from tests.support.auth import admin_token, auth_headers, member_token, store_fingerprint
+from tests.support.schema import seed_jobs
 
 pytestmark = pytest.mark.integration
 
@@ -140,39 +141,15 @@ def test_the_migration_records_each_jobs_area(empty_store: Store) -> None:
     import sqlalchemy as sa
 
     empty_store.upgrade("0018")
-    now = "'2024-01-01 00:00:00'"
-    with empty_store.engine.begin() as conn:
-        conn.execute(
-            sa.text(
-                "INSERT INTO clusters (name, kind, master_url, rest_url, ui_url, az, cloud, "
-                "storage_root, health, max_concurrent_submissions, created_at, updated_at) "
-                f"VALUES ('c', 'local', '', '', '', '', '', 'file:///ck/c', 'NORMAL', 0, {now}, "
-                f"{now})"
-            )
-        )
-        conn.execute(
-            sa.text(
-                "INSERT INTO scheduling_groups (name, primary_cluster, created_at, updated_at) "
-                f"VALUES ('g', 'c', {now}, {now})"
-            )
-        )
-        for name, location in (
-            ("plain", ""),
-            ("own", "file:///ck/c/own/v2"),
-            ("placed", "file:///ck/c/shared/placed"),
-            ("lost", "file:///elsewhere/x"),
-        ):
-            conn.execute(
-                sa.text(
-                    "INSERT INTO jobs (name, group_name, team, business, priority, entrypoint, "
-                    "args, conf, checkpoint_location, desired_state, state, state_reason, "
-                    "generation, attempts_reset_at, owner_epoch, version, spec_version, "
-                    "created_at, updated_at, on_stall)"
-                    f" VALUES ('{name}', 'g', '', '', 'normal', '/p.py', '[]', '{{}}', "
-                    f"'{location}', 'STOPPED', 'STOPPED', '', 0, {now}, 0, 1, 1, {now}, {now}, "
-                    "'alert')"
-                )
-            )
+    seed_jobs(
+        empty_store,
+        {
+            "plain": "",
+            "own": "file:///ck/c/own/v2",
+            "placed": "file:///ck/c/shared/placed",
+            "lost": "file:///elsewhere/x",
+        },
+    )
     empty_store.upgrade()
     with empty_store.engine.connect() as conn:
         areas = dict(conn.execute(sa.text("SELECT name, checkpoint_area FROM jobs")).all())

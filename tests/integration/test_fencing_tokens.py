@@ -29,6 +29,7 @@ from scheduler.store.db import Store
 from scheduler.store.ledger import SqlLedger
 from scheduler.store.models import Run
 from tests.support.fakes import FakeBackend, FakeBackends
+from tests.support.schema import seed_jobs
 
 pytestmark = pytest.mark.integration
 
@@ -112,39 +113,15 @@ def test_the_migration_hashes_the_tokens_of_existing_runs(empty_store: Store) ->
     from sqlalchemy import text
 
     empty_store.upgrade("0019")
-    now = "'2024-01-01 00:00:00'"
+    seed_jobs(empty_store, {"orders": ""})
     with empty_store.engine.begin() as conn:
-        conn.execute(
-            text(
-                "INSERT INTO clusters (name, kind, master_url, rest_url, ui_url, az, cloud, "
-                "storage_root, health, max_concurrent_submissions, created_at, updated_at) "
-                f"VALUES ('c', 'local', '', '', '', '', '', 'file:///ck/c', 'NORMAL', 0, {now}, "
-                f"{now})"
-            )
-        )
-        conn.execute(
-            text(
-                "INSERT INTO scheduling_groups (name, primary_cluster, created_at, updated_at) "
-                f"VALUES ('g', 'c', {now}, {now})"
-            )
-        )
-        conn.execute(
-            text(
-                "INSERT INTO jobs (name, group_name, team, business, priority, entrypoint, "
-                "args, conf, checkpoint_location, desired_state, state, state_reason, "
-                "generation, attempts_reset_at, owner_epoch, version, spec_version, "
-                "created_at, updated_at, on_stall) VALUES ('orders', 'g', '', '', 'normal', "
-                f"'/p.py', '[]', '{{}}', '', 'RUNNING', 'RUNNING', '', 0, {now}, 0, 1, 1, {now}, "
-                f"{now}, 'alert')"
-            )
-        )
         for attempt, token in ((1, "a" * 32), (2, "b" * 32)):
             conn.execute(
                 text(
                     "INSERT INTO runs (job_id, attempt, generation, cluster_name, node_id, "
                     "owner_epoch, fencing_token, app_name, checkpoint_location, state, reason, "
                     "counts_as_failure, created_at) VALUES ((SELECT id FROM jobs), :attempt, 0, "
-                    "'c', 'n', 0, :token, '', '', 'RUNNING', '', 0, " + now + ")"
+                    "'c', 'n', 0, :token, '', '', 'RUNNING', '', 0, '2024-01-01 00:00:00')"
                 ),
                 {"attempt": attempt, "token": token},
             )
