@@ -29,13 +29,13 @@ from api.paging import (
 )
 from api.problems import problem_responses
 from api.schemas.alerts import AlertChannelCreate, AlertChannelPublic, AlertPublic
+from scheduler.core.clock import utcnow
 from scheduler.core.errors import NotFound
 from scheduler.core.names import validate_name
 from scheduler.core.paging import Sort
 from scheduler.decisions.alerts import PLATFORM, AlertKind, ChannelRecord, Event, Severity
 from scheduler.store import alerts as alert_store
 from scheduler.store import journal
-from scheduler.store.models import utcnow
 
 router = APIRouter(tags=["alerts"])
 

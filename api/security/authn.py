@@ -22,8 +22,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import select
-
 from scheduler.config import Settings
 from scheduler.core.errors import IdentityProviderUnavailable, Unauthenticated
 from scheduler.decisions.identity import (
@@ -167,16 +165,10 @@ def _token_principal(store: Store, secret: str, tokens: TokenCache | None = None
 
 
 def _run_principal(store: Store, token: str) -> Principal:
-    from scheduler.store.models import Job, Run
-
     if not token or len(token) > 64:
         raise Unauthenticated("not a fencing token")
     with store.session() as session:
-        row = session.execute(
-            select(Job.name, Run.id)
-            .join(Run, Run.job_id == Job.id)
-            .where(Run.fencing_token == token_digest(token))  # the store keeps digests
-        ).first()
+        row = identities.run_of_fencing_token(session, token)
     if row is None:  # a run of a deleted job, or garbage: either way not current anywhere
         return Principal(subject="run:unknown", run_of_job="", scopes=frozenset())
     return Principal(subject=f"run:{row[0]}/{row[1]}", run_of_job=row[0], scopes=frozenset())

@@ -11,8 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from scheduler.core.directive import Directive
-from scheduler.core.states import DesiredState, JobState, Priority, RunState
-from scheduler.decisions.stalls import OnStall, ProgressRecord
+from scheduler.core.states import DesiredState, JobState, OnStall, Priority, RunState
 
 
 @dataclass(frozen=True)
@@ -76,6 +75,27 @@ class RunRecord:
     #: the fencing token itself: only on the record the write that minted it returned (an
     #: intent, a reissue), which the submission carries to the driver; never stored
     fencing_secret: str | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class ProgressRecord:
+    """A run's progress as Drover keeps it (the pipeline's latest report, its heartbeat and the
+    stall verdict; ``scheduler.decisions.stalls`` decides on it)."""
+
+    run_id: int
+    job_id: int
+    batch_id: int | None
+    rows: int | None
+    input_rate: float | None
+    processing_rate: float | None
+    batch_duration_ms: int | None
+    trigger_interval_ms: int | None
+    spark_timestamp: str | None
+    declared_at: datetime
+    reported_at: datetime
+    heartbeat_at: datetime
+    reports: int = 0
+    stalled_since: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,14 @@ from urllib.parse import urlparse
 from scheduler.backends.changes import feed_of
 from scheduler.core import faults
 from scheduler.core.backend import AppState, AppStatus, ClusterBackend, SubmitRequest
-from scheduler.core.errors import ClusterUnreachable, NotOwner, StaleWrite, SubmissionRejected
+from scheduler.core.clock import utcnow
+from scheduler.core.errors import (
+    ClusterUnreachable,
+    LeaseExpired,
+    NotOwner,
+    StaleWrite,
+    SubmissionRejected,
+)
 from scheduler.core.ledger import (
     Adopted,
     Backends,
@@ -92,7 +99,6 @@ from scheduler.decisions.health import abnormal_job_reason
 from scheduler.decisions.planning import RestartPolicy, plan, timed
 from scheduler.loops.gate import SubmissionGate
 from scheduler.loops.quiet import KeptJobs
-from scheduler.store.models import utcnow
 
 log = logging.getLogger("drover.reconciler")
 
@@ -117,10 +123,6 @@ LEASE_CHECK_EVERY = 256
 
 _OPEN_RUN = frozenset(s for s in RunState if not s.is_final)
 _AT_REST = frozenset({JobState.STOPPED, JobState.FINISHED, JobState.FAILED})
-
-
-class LeaseExpired(Exception):
-    """The claim's lease ran out during a tick (frozen process, lost ZooKeeper): stop acting."""
 
 
 @dataclass

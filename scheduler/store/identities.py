@@ -1,4 +1,5 @@
-"""Teams, identities (users and service accounts), their role bindings and their API tokens.
+"""Teams, identities (users and service accounts), their role bindings and their API tokens;
+and the run a pipeline's fencing token names (the credential a pipeline proves itself with).
 
 Tokens are stored as SHA-256 digests; the secret exists only in the answer to its creation.
 """
@@ -12,6 +13,7 @@ from sqlalchemy import Connection, bindparam, delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from scheduler.core.clock import utcnow
 from scheduler.core.errors import AlreadyExists, Conflict, InvalidInput, NotFound
 from scheduler.core.names import validate_name
 from scheduler.core.paging import KeyPart, Window
@@ -24,7 +26,7 @@ from scheduler.decisions.identity import (
     token_digest,
 )
 from scheduler.store import paging
-from scheduler.store.models import ApiToken, Identity, RoleBinding, Team, utcnow
+from scheduler.store.models import ApiToken, Identity, Job, RoleBinding, Run, Team
 
 IDENTITY_KINDS = ("user", "service")
 
@@ -340,6 +342,18 @@ def authenticate_token(
     scopes = frozenset(Scope(s) for s in first.scopes.split(",") if s in known)
     roles = {row.team: Role.parse(row.role) for row in rows if row.team is not None}
     return Credential(first.id, first.name, first.kind, roles, scopes, first.expires_at)
+
+
+def run_of_fencing_token(session: Session, token: str) -> tuple[str, int] | None:
+    """The (job name, run id) of the run carrying ``token`` as its fencing token, or None (a run
+    of a deleted job, or no such token). The store keeps the tokens' digests
+    (``scheduler.store.ledger``): the token is hashed and looked up by its digest."""
+    row = session.execute(
+        select(Job.name, Run.id)
+        .join(Run, Run.job_id == Job.id)
+        .where(Run.fencing_token == token_digest(token))
+    ).first()
+    return None if row is None else (row[0], row[1])
 
 
 def bootstrap_admin(

@@ -33,6 +33,7 @@ from sqlalchemy import case, func, insert, literal, or_, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from scheduler.core.clock import utcnow
 from scheduler.core.errors import (
     NotFound,
     NotOwner,
@@ -54,7 +55,7 @@ from scheduler.core.states import DesiredState, JobState, RunState, transition
 from scheduler.store import reads
 from scheduler.store.db import Store
 from scheduler.store.mapping import run_record
-from scheduler.store.models import BusinessQuota, Group, Job, JobEvent, Run, utcnow
+from scheduler.store.models import BusinessQuota, Group, Job, JobEvent, Run
 
 #: the job table, for the reads of a tick: Core rows, not ORM objects (a tick may read tens
 #: of thousands of rows; an ORM object costs several times a row's decoding)

@@ -1,4 +1,4 @@
-"""Schemathesis over the whole published API, with and without credentials (issue 10 acc. 5).
+"""Schemathesis over the whole published API, with and without credentials: who may do what.
 
 The node's app runs in process on a seeded SQLite store behind a witness (an ASGI wrapper that
 sees every request). For each caller -- nobody, an operator of team ``ads`` and a viewer of
@@ -6,7 +6,7 @@ team ``web`` -- schemathesis generates requests for every operation. The run mus
 no failed schemathesis check, every 401/403 an RFC 9457 problem document, and every refused
 request (401/403) leaving the store exactly as it was. At least ``MIN_REQUESTS`` requests in all.
 
-(Issue 7's schemathesis run, with an admin, covers the rest of the contract; this one is about
+(``test_schemathesis.py``, with an admin, covers the rest of the contract; this one is about
 who may do what.)
 """
 

@@ -585,6 +585,6 @@ class SqlHarness:
             return [(a, b) for a, b in rows]
 
     def now(self) -> datetime:
-        from scheduler.store.models import utcnow
+        from scheduler.core.clock import utcnow
 
         return utcnow()

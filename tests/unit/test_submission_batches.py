@@ -1,4 +1,4 @@
-"""A tick with many submissions records their intents and outcomes in batches (issue 8 §2).
+"""A tick with many submissions records their intents and outcomes in batches.
 
 Against the in-memory ledger and backend: the same rows and events as one by one, a batch whose
 transaction does not land falls back to one by one (each job then gets its own answer), and a
