@@ -70,6 +70,11 @@ class Settings(BaseSettings):
     zk_hosts: str = ""
     zk_namespace: str = "/drover"
     zk_session_timeout: float = Field(default=10.0, gt=0)
+    #: a ZooKeeper digest credential ``user:password`` (or read from ``zk_auth_file``): the nodes
+    #: authenticate with it and create the namespace's znodes readable and writable by that
+    #: identity only (creator-all ACLs); empty: open znodes, as ZooKeeper makes them
+    zk_auth: str = Field(default="", repr=False)
+    zk_auth_file: Path | None = None
     #: ``g1:active,g2:backup``; empty = every group in the store, as ``active``
     groups: str = ""
     az: str = "az-1"
@@ -100,6 +105,11 @@ class Settings(BaseSettings):
     spark_conf_allowed: str = DEFAULT_SPARK_CONF_ALLOWED
     #: node environment variables every driver inherits (everything else of it is withheld)
     driver_env_passthrough: str = DEFAULT_DRIVER_ENV
+    #: the unprivileged Unix user the drivers of local and spark-submit clusters run as;
+    #: ``{team}`` in it is the job's team (``drover-{team}``: one user per team, so one team's
+    #: drivers cannot read another's checkpoints). Empty: the node's own user, development
+    #: only (production refuses to run such clusters' drivers)
+    driver_user: str = ""
     #: JWTs from the platform's SSO: issuer (``iss``), audience (``aud``), keys (JWKS file or URL)
     jwt_issuer: str = ""
     jwt_audience: str = ""
@@ -247,6 +257,12 @@ class Settings(BaseSettings):
         parse_groups(value)
         return value
 
+    @field_validator("zk_auth")
+    @classmethod
+    def _check_zk_auth(cls, value: str) -> str:
+        _check_digest(value, "DROVER_ZK_AUTH")
+        return value
+
     @model_validator(mode="after")
     def _refuse_unsafe_production(self) -> Settings:
         if self.environment != "production":
@@ -289,6 +305,15 @@ class Settings(BaseSettings):
         if self.deployment_secret:
             return self.deployment_secret
         return DEVELOPMENT_SECRET if self.environment == "development" else ""
+
+    @cached_property
+    def resolved_zk_auth(self) -> str:
+        """The ZooKeeper digest credential (``user:password``), or "" for none."""
+        if self.zk_auth_file is not None:
+            return _check_digest(
+                _read_secret(self.zk_auth_file, "DROVER_ZK_AUTH_FILE"), "DROVER_ZK_AUTH_FILE"
+            )
+        return self.zk_auth
 
     @cached_property
     def resolved_trusted_hosts(self) -> list[str]:
@@ -384,6 +409,7 @@ class Settings(BaseSettings):
             log_format=self.log_format,
             log_level=self.log_level,
             ray_log_level=self.ray_log_level,
+            resolved_zk_auth=self.resolved_zk_auth,
         )
 
     @property
@@ -407,6 +433,14 @@ def _read_secret(path: Path, setting: str) -> str:
         raise ValueError(f"{setting}: cannot read {path}: {exc.strerror}") from None
     if not value:
         raise ValueError(f"{setting}: {path} is empty")
+    return value
+
+
+def _check_digest(value: str, setting: str) -> str:
+    """A ZooKeeper digest credential: ``user:password``, both non-empty (never shown)."""
+    user, colon, password = value.partition(":")
+    if value and not (user and colon and password):
+        raise ValueError(f"{setting} must be user:password (a ZooKeeper digest credential)")
     return value
 
 

@@ -93,6 +93,8 @@ class SubmitRequest:
     #: Drover API base URLs the pipeline asks for its fencing check
     #: (Spark property ``spark.drover.fenceUrls`` and env ``DROVER_FENCE_URLS``, comma separated)
     fence_urls: Sequence[str] = ()
+    #: the job's team (a backend that runs drivers on the node's host runs them as its user)
+    team: str = ""
 
     @property
     def app_name(self) -> str:

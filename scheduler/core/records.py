@@ -47,6 +47,7 @@ class RunRecord:
     cluster: str
     node_id: str
     owner_epoch: int
+    #: what the store keeps of the run's fencing token: its SHA-256 (hex), like an API token's
     fencing_token: str
     app_name: str
     checkpoint_location: str
@@ -71,6 +72,9 @@ class RunRecord:
     drain_deadline: datetime | None = None
     #: the last micro-batch the run's pipeline committed before it stopped gracefully
     stop_batch: int | None = None
+    #: the fencing token itself: only on the record the write that minted it returned (an
+    #: intent, a reissue), which the submission carries to the driver; never stored
+    fencing_secret: str | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,16 @@ in production). The rule:
 - an explicit ``checkpoint_location`` must lie strictly inside the root of the job's group's
   primary cluster. On another cluster (after a failover) the same path relative to the primary's
   root is used under that cluster's root, so an explicit location never leaks a write elsewhere;
-- two clusters' roots never nest or coincide, so every path belongs to at most one root.
+- two clusters' roots never nest or coincide, so every path belongs to at most one root;
+- a job's checkpoint is its own: an explicit location lies under ``<root>/<its own name>/`` (its
+  *area*) unless a platform admin places it elsewhere (``check_writable(..., job=...)``), and
+  no two jobs checkpoint at the same place or one inside the other (:func:`first_overlap`).
+  Jobs are compared by their *checkpoint keys*, the path relative to the root the location lies
+  under (:func:`checkpoint_key`): that path is what a failover keeps on another cluster, so two
+  jobs of different clusters with one key would meet after a failover. Two jobs that both stay
+  in their own areas never overlap (their keys begin with different names); only a location a
+  platform admin placed can, which is why every job's key records its first directory (its
+  ``area``) and the store looks overlaps up by it.
 
 Locations are Hadoop paths, not percent-encoded URIs: Spark hands ``checkpointLocation`` to
 ``org.apache.hadoop.fs.Path``, which takes the string literally. So ``%``, ``?``, ``#``, ``\\``,
@@ -31,10 +40,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from scheduler.core.errors import InvalidInput
+from scheduler.core.errors import InvalidInput, RefusedSubmission
 
 #: the longest location the store keeps (``clusters.storage_root``, ``jobs.checkpoint_location``)
 MAX_LOCATION_LENGTH = 1024
+#: the directory of a job's default checkpoint in its area: ``<root>/<job>/checkpoint``
+DEFAULT_CHECKPOINT_DIR = "checkpoint"
+#: the longest first directory (area) of a checkpoint key the store indexes
+MAX_AREA_LENGTH = 255
+
+#: a checkpoint location relative to its cluster's root, as path segments
+Key = tuple[str, ...]
 SCHEMES = ("file", "s3a")
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):(.*)$", re.DOTALL)
@@ -198,7 +214,46 @@ def overlapping_root(root: str, others: Iterable[HasStorageRoot]) -> HasStorageR
 def default_checkpoint(cluster: HasStorageRoot, job_name: str) -> str:
     """``<cluster storage root>/<job name>/checkpoint``."""
     root = parse_location(cluster.storage_root, f"cluster {cluster.name!r} storage_root")
-    return str(root.child(job_name, "checkpoint"))
+    return str(root.child(job_name, DEFAULT_CHECKPOINT_DIR))
+
+
+def checkpoint_key(job_name: str, location: str, clusters: Iterable[HasStorageRoot]) -> Key | None:
+    """Where a job checkpoints relative to the root its location lies under: ``(job,
+    "checkpoint")`` without an explicit location; None for a location under no cluster's root
+    (a store older than the rule may hold one: it overlaps nothing Drover can tell)."""
+    if not location:
+        return (job_name, DEFAULT_CHECKPOINT_DIR)
+    parsed = parse_location(location, "checkpoint_location")
+    for cluster in clusters:
+        root = parse_location(cluster.storage_root, "storage_root")
+        if parsed.strictly_within(root):
+            return parsed.relative_to(root)
+    return None
+
+
+def checkpoint_area(key: Key) -> str:
+    """A key's first directory: the job's own name unless a platform admin placed it."""
+    area = key[0]
+    if len(area) > MAX_AREA_LENGTH:
+        raise InvalidInput(
+            f"checkpoint_location: the directory {area[:40]!r}... under the storage root is "
+            f"longer than {MAX_AREA_LENGTH} characters"
+        )
+    return area
+
+
+def overlap(a: Key, b: Key) -> bool:
+    """The same place, or one inside the other."""
+    shorter = min(len(a), len(b))
+    return a[:shorter] == b[:shorter]
+
+
+def first_overlap(key: Key, others: Iterable[tuple[str, Key | None]]) -> str | None:
+    """The name of the first of ``others`` (name, key) whose key overlaps ``key``."""
+    for name, other in others:
+        if other is not None and overlap(key, other):
+            return name
+    return None
 
 
 def checkpoint_location(
@@ -229,11 +284,19 @@ def checkpoint_location(
     )
 
 
-def check_writable(path: str, cluster: HasStorageRoot, clusters: Iterable[HasStorageRoot]) -> str:
+def check_writable(
+    path: str,
+    cluster: HasStorageRoot,
+    clusters: Iterable[HasStorageRoot],
+    *,
+    job: str | None = None,
+) -> str:
     """``path`` normalised, if a job on ``cluster`` may write there; else InvalidInput.
 
     Refused: a path under another cluster's root (read-only there), a path outside ``cluster``'s
-    root, and the root itself (a checkpoint needs its own directory).
+    root, and the root itself (a checkpoint needs its own directory). With ``job`` (a caller who
+    is not a platform admin), also a path outside the job's own area ``<root>/<job>``
+    (RefusedSubmission).
     """
     location = parse_location(path, "checkpoint_location")
     for other in clusters:
@@ -250,6 +313,13 @@ def check_writable(path: str, cluster: HasStorageRoot, clusters: Iterable[HasSto
         raise InvalidInput(
             f"checkpoint_location {str(location)!r} must lie under the storage root of cluster "
             f"{cluster.name!r} ({root})"
+        )
+    if job is not None and not location.within(root.child(job)):
+        raise RefusedSubmission(
+            f"checkpoint_location {str(location)!r} of job {job!r} must lie under "
+            f"{root.child(job)} (the job's own directory); only a platform admin places a "
+            "checkpoint elsewhere",
+            field="checkpoint_location",
         )
     return str(location)
 

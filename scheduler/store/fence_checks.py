@@ -2,7 +2,8 @@
 
 :func:`run_holding_token` is the one place a fencing token a pipeline presents is checked
 against the store (the API's security edge calls it for every request carrying one): how the
-token is kept, and what else a valid token must satisfy, is decided there and nowhere else.
+token is kept (its SHA-256 digest, never the token: ``scheduler/store/ledger.py`` says why), and
+what else a valid token must satisfy, is decided there and nowhere else.
 
 Check-ins: the first time a run's pipeline asked the fence endpoint as itself, written by
 ``GET /v1/jobs/{name}/fence`` (api/routes/fence.py) once per run, read back as
@@ -16,6 +17,7 @@ from datetime import datetime
 from sqlalchemy import Connection, bindparam, select, update
 from sqlalchemy.orm import Session
 
+from scheduler.core.ledger import fencing_digest
 from scheduler.core.states import RunState
 from scheduler.store.models import Job, Run
 
@@ -42,7 +44,7 @@ def run_holding_token(session: Session | Connection, job: str, token: str) -> in
     if not token or len(token) > MAX_TOKEN_LENGTH or not job:
         return None
     connection = session.connection() if isinstance(session, Session) else session
-    found = connection.execute(_RUN_OF_TOKEN, {"job": job, "token": token}).first()
+    found = connection.execute(_RUN_OF_TOKEN, {"job": job, "token": fencing_digest(token)}).first()
     return None if found is None else int(found[0])
 
 

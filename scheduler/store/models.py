@@ -164,6 +164,12 @@ class Job(Base):
     conf: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
     #: explicit checkpoint location; empty = ``<cluster storage root>/<job name>``
     checkpoint_location: Mapped[str] = mapped_column(String(1024), default="")
+    #: the first directory of the checkpoint's path under its root (the job's own name unless a
+    #: platform admin placed it elsewhere; "" for a location under no root): the store looks
+    #: the jobs whose checkpoints may overlap a new one up by it (scheduler.decisions.storage)
+    checkpoint_area: Mapped[str] = mapped_column(
+        Name(255), default="", server_default="", index=True
+    )
     #: mirror the checkpoint into the other cluster's root (``scheduler.decisions.replication``);
     #: null = only if the job is high priority
     replicate: Mapped[bool | None] = mapped_column(Boolean, nullable=True)

@@ -155,7 +155,7 @@ def running_run(store: Store, name: str, team: str = "ads") -> tuple[int, str]:
             node_id="n1",
             current_run_id=run.id,
         )
-    return run.id, run.fencing_token
+    return run.id, run.fencing_secret or ""
 
 
 def test_a_fencing_token_opens_its_own_jobs_fence_and_nothing_else(
@@ -255,10 +255,12 @@ def test_hostile_tenant_at_the_api(api: TestClient, store: Store) -> None:
         job(api, a_op, "fine", "team-a", conf={"spark.sql.shuffle.partitions": "4"}).status_code
         == 201
     )
-    # a team admin may set what the allow-list does not name
+    # a team admin may set what the allow-list does not name, except what chooses code
     a_admin = member_token(store, "ann", "team-a", "admin")
-    extra = {"spark.driver.extraJavaOptions": "-Dx=1"}
+    extra = {"spark.network.timeout": "300s"}
     assert job(api, a_admin, "tuned", "team-a", conf=extra).status_code == 201
+    code = {"spark.driver.extraJavaOptions": "-Dx=1"}
+    assert job(api, a_admin, "agent", "team-a", conf=code).status_code == 422
 
 
 def test_cluster_artifact_roots(api: TestClient, store: Store, tmp_path: Path) -> None:

@@ -148,7 +148,11 @@ def test_spark_property_allow_list() -> None:
     assert not property_allowed("spark.driver.extraJavaOptions", allowed)
     conf = {"spark.jars": "https://x/evil.jar", "spark.executor.memory": "1g"}
     assert refused_properties(conf, allowed, admin=False) == ["spark.jars"]
-    assert refused_properties(conf, allowed, admin=True) == []
+    assert refused_properties(conf, allowed, admin=True) == ["spark.jars"]  # the platform's
+    assert refused_properties(conf, allowed, admin=True, platform_admin=True) == []
+    tuning = {"spark.network.timeout": "300s", "spark.executor.memory": "1g"}
+    assert refused_properties(tuning, allowed, admin=False) == ["spark.network.timeout"]
+    assert refused_properties(tuning, allowed, admin=True) == []
     assert refused_properties({"spark.drover.fencingToken": "x"}, allowed, admin=True) == [
         "spark.drover.fencingToken"
     ]
