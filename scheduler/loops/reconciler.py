@@ -923,6 +923,7 @@ class Reconciler:
             checkpoint_location=run.checkpoint_location,
             py_files=self.py_files,
             fence_urls=self.fence_urls,
+            business=job.business,
         )
         try:
             submission = self._backends.for_cluster(cluster).submit(request)
