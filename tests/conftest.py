@@ -24,6 +24,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, make_url
 
+from harness.s3server import S3Server
 from tests.support.yarn import YarnCluster
 
 # Ray binds every port to 127.0.0.1 only with this set (see RUNTIME-NOTES); tests start Ray.
@@ -304,3 +305,14 @@ def yarn_a() -> YarnCluster:
 def yarn_b() -> YarnCluster:
     """YARN + HDFS test cluster "b"."""
     return _yarn_cluster("B")
+
+
+# --- S3-compatible object store ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """moto's S3 server on loopback, for the session (the ``moto[server]`` dev extra)."""
+    server = S3Server(log_path=tmp_path_factory.mktemp("s3") / "moto.log").start()
+    yield server
+    server.stop()

@@ -1,18 +1,9 @@
-"""Checkpoint storage behind one narrow interface: list, read, write atomically, exists, remove.
+"""Checkpoints in a directory tree (one machine, or a shared file system such as NFS): the
+``file://`` implementation of :class:`scheduler.storage.base.CheckpointStorage`.
 
-Replication (:mod:`scheduler.loops.replication`) copies checkpoint files through this interface only
-(and asks whether a storage root is reachable before it writes under it).
-Locations are the normalised locations of :mod:`scheduler.decisions.storage` (``file:///a/b``; plain
-absolute paths are accepted too); paths inside a location are relative, ``/``-separated.
-
-:class:`LocalStorage` implements it over a directory tree (one machine, or a shared file system
-such as NFS). An object store (``s3a://``) is a second implementation of the same five
-operations (list with sizes and modification times, ranged reads, a write made visible at once
-by a single PUT, delete); :func:`storage_for` says where it would plug in. Until it exists,
-``s3a://`` locations raise StorageError.
-
-Errors are StorageUnavailable (a location cannot be read or written: gone, refused, I/O error),
-chained to the OSError. A location that does not exist lists as empty: "no checkpoint there".
+A write goes to a hidden temporary file (``.<name>.<id>.drover.tmp``), is flushed to disk and
+renamed over the final name (atomic), carrying the source's modification time. Errors are
+StorageUnavailable, chained to the OSError. A location that does not exist lists as empty.
 """
 
 from __future__ import annotations
@@ -21,78 +12,40 @@ import errno
 import os
 import stat
 import uuid
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
-from pathlib import Path, PurePosixPath
-from typing import BinaryIO, Protocol
+from collections.abc import Iterable
+from pathlib import Path
+from typing import BinaryIO
 
-from scheduler.core.errors import InvalidInput, StorageError, StorageUnavailable
+from scheduler.core.errors import StorageError, StorageUnavailable
 from scheduler.decisions import storage
 from scheduler.decisions.checkpoints import FileInfo
+from scheduler.storage.base import (
+    CHUNK,
+    TEMP_SUFFIX,
+    CheckpointStorage,
+    reading,
+    relative,
+    storage_for,
+    unavailable,
+)
 
-#: bytes per read/write when copying a file
-CHUNK = 1 << 20
-#: the suffix of the temporary files a write goes through (hidden: ``.<name>.<id>.drover.tmp``)
-TEMP_SUFFIX = ".drover.tmp"
-
-
-class CheckpointStorage(Protocol):
-    """What replication needs of a storage system."""
-
-    #: a write can set the file's modification time (copies then carry the source's, and
-    #: "changed" means "another modification time"); object stores stamp their own
-    preserves_mtime: bool
-
-    def list(self, location: str) -> dict[str, FileInfo]:
-        """Every file under ``location`` (relative path -> size and mtime); {} if it does not
-        exist. Hidden files (checksums, temporary files) included."""
-        ...
-
-    def open(self, location: str, path: str) -> BinaryIO:
-        """A file for reading (the caller closes it); StorageUnavailable if it cannot be read,
-        FileNotFoundError (chained in StorageUnavailable) if it is gone."""
-        ...
-
-    def write(
-        self, location: str, path: str, chunks: Iterable[bytes], *, mtime_ns: int | None = None
-    ) -> int:
-        """Write a file atomically: readers see the old content or the whole new one, never a
-        part. Returns the bytes written."""
-        ...
-
-    def exists(self, location: str, path: str) -> bool: ...
-
-    def reachable(self, location: str) -> bool:
-        """Whether ``location`` (a storage root) exists and can be used: a root that is gone (an
-        unmounted file system, a deleted bucket) is never created by a copy."""
-        ...
-
-    def remove(self, location: str, path: str) -> None:
-        """Delete a file; a file already gone is not an error."""
-        ...
+__all__ = [
+    "CHUNK",
+    "TEMP_SUFFIX",
+    "CheckpointStorage",
+    "LocalStorage",
+    "local_storage",
+    "reading",
+    "storage_for",
+]
 
 
 def _directory(location: str) -> Path:
     """The local directory of a ``file://`` location (or an absolute path)."""
     parsed = storage.parse_location(location, "checkpoint location")
     if parsed.scheme != "file":
-        raise StorageError(
-            f"{location}: only file:// checkpoint storage can be replicated today "
-            "(an object store implementation of scheduler.storage.local is needed for "
-            f"{parsed.scheme}://)"
-        )
+        raise StorageError(f"{location}: not a file:// location")
     return Path("/", *parsed.parts)
-
-
-def _relative(path: str) -> PurePosixPath:
-    rel = PurePosixPath(path)
-    if rel.is_absolute() or not rel.parts or any(p in ("", ".", "..") for p in rel.parts):
-        raise InvalidInput(f"{path!r} is not a relative path inside a checkpoint")
-    return rel
-
-
-def _unavailable(what: str, exc: OSError) -> StorageUnavailable:
-    return StorageUnavailable(f"{what}: {exc.strerror or type(exc).__name__}")
 
 
 class LocalStorage:
@@ -115,7 +68,7 @@ class LocalStorage:
                     raise StorageUnavailable(f"{location} is not a directory")
                 return {}
         except OSError as exc:
-            raise _unavailable(f"cannot read {location}", exc) from exc
+            raise unavailable(f"cannot read {location}", exc) from exc
         for dirpath, _dirs, names in os.walk(root, onerror=failed):
             for name in names:
                 full = os.path.join(dirpath, name)
@@ -131,20 +84,20 @@ class LocalStorage:
                 rel = os.path.relpath(full, root).replace(os.sep, "/")
                 files[rel] = FileInfo(info.st_size, info.st_mtime_ns)
         if errors:
-            raise _unavailable(f"cannot list {location}", errors[0]) from errors[0]
+            raise unavailable(f"cannot list {location}", errors[0]) from errors[0]
         return files
 
     def open(self, location: str, path: str) -> BinaryIO:
-        full = _directory(location).joinpath(*_relative(path).parts)
+        full = _directory(location).joinpath(*relative(path).parts)
         try:
             return full.open("rb")
         except OSError as exc:
-            raise _unavailable(f"cannot read {path} in {location}", exc) from exc
+            raise unavailable(f"cannot read {path} in {location}", exc) from exc
 
     def write(
         self, location: str, path: str, chunks: Iterable[bytes], *, mtime_ns: int | None = None
     ) -> int:
-        rel = _relative(path)
+        rel = relative(path)
         final = _directory(location).joinpath(*rel.parts)
         temp = final.with_name(f".{final.name}.{uuid.uuid4().hex[:12]}{TEMP_SUFFIX}")
         written = 0
@@ -164,7 +117,7 @@ class LocalStorage:
             os.replace(temp, final)
         except OSError as exc:
             _unlink(temp)
-            raise _unavailable(f"cannot write {path} in {location}", exc) from exc
+            raise unavailable(f"cannot write {path} in {location}", exc) from exc
         except BaseException:
             _unlink(temp)
             raise
@@ -172,9 +125,9 @@ class LocalStorage:
 
     def exists(self, location: str, path: str) -> bool:
         try:
-            return _directory(location).joinpath(*_relative(path).parts).is_file()
+            return _directory(location).joinpath(*relative(path).parts).is_file()
         except OSError as exc:
-            raise _unavailable(f"cannot read {location}", exc) from exc
+            raise unavailable(f"cannot read {location}", exc) from exc
 
     def reachable(self, location: str) -> bool:
         try:
@@ -183,12 +136,12 @@ class LocalStorage:
             return False
 
     def remove(self, location: str, path: str) -> None:
-        full = _directory(location).joinpath(*_relative(path).parts)
+        full = _directory(location).joinpath(*relative(path).parts)
         try:
             full.unlink(missing_ok=True)
             _unlink(full.with_name(f".{full.name}.crc"))
         except OSError as exc:
-            raise _unavailable(f"cannot remove {path} in {location}", exc) from exc
+            raise unavailable(f"cannot remove {path} in {location}", exc) from exc
 
 
 def _unlink(path: Path) -> None:
@@ -198,31 +151,9 @@ def _unlink(path: Path) -> None:
         pass
 
 
-@contextmanager
-def reading(store: CheckpointStorage, location: str, path: str) -> Iterator[Iterator[bytes]]:
-    """The chunks of one file, closed afterwards."""
-    handle = store.open(location, path)
-    try:
-
-        def chunks() -> Iterator[bytes]:
-            while True:
-                try:
-                    chunk = handle.read(CHUNK)
-                except OSError as exc:
-                    raise _unavailable(f"cannot read {path} in {location}", exc) from exc
-                if not chunk:
-                    return
-                yield chunk
-
-        yield chunks()
-    finally:
-        handle.close()
-
-
 _LOCAL = LocalStorage()
 
 
-def storage_for(location: str) -> CheckpointStorage:
-    """The storage implementation for a location (``file://`` only, today)."""
-    _directory(location)  # raises StorageError for schemes without an implementation
+def local_storage() -> LocalStorage:
+    """The one local implementation (it holds no state)."""
     return _LOCAL
