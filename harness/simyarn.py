@@ -51,6 +51,7 @@ class SimResourceManager:
         self._apps: dict[str, SimApp] = {}
         self._next = 1
         self._down = False
+        self._recovering = False
         self._server: ThreadingHTTPServer | None = None
         self.requests = 0
 
@@ -96,6 +97,11 @@ class SimResourceManager:
     def unreachable(self) -> None:
         self._down = True
 
+    def recovering(self, on: bool = True) -> None:
+        """A restarted ResourceManager that serves its REST API before it has recovered its
+        applications: not ACTIVE, every application unknown."""
+        self._recovering = on
+
     def reachable(self) -> None:
         self._down = False
 
@@ -119,11 +125,15 @@ class SimResourceManager:
         return app_id
 
     def app(self, app_id: str) -> dict[str, Any] | None:
+        if self._recovering:
+            return None
         with self._lock:
             app = self._apps.get(app_id)
             return None if app is None else self._render(app)
 
     def apps(self, states: set[str] | None, tags: set[str] | None) -> list[dict[str, Any]]:
+        if self._recovering:
+            return []
         with self._lock:
             rendered = [self._render(a) for a in self._apps.values()]
         return [
@@ -207,7 +217,8 @@ class _Handler(BaseHTTPRequestHandler):
         query = parse_qs(url.query)
         parts = [p for p in url.path.split("/") if p]
         if url.path == "/ws/v1/cluster/info":
-            self._send(200, {"clusterInfo": {"state": "STARTED", "haState": "ACTIVE"}})
+            ha = "INITIALIZING" if self.rm._recovering else "ACTIVE"
+            self._send(200, {"clusterInfo": {"state": "STARTED", "haState": ha}})
         elif url.path == "/ws/v1/cluster/metrics":
             metrics = {"activeNodes": 1, "lostNodes": 0, "unhealthyNodes": 0}
             metrics |= {"availableMB": 8192, "availableVirtualCores": 8}

@@ -34,8 +34,16 @@ State of one application (``GET /ws/v1/cluster/apps/{id}``)::
     FINISHED, final status SUCCEEDED (or UNDEFINED)        -> FINISHED
     FINISHED, final status FAILED / KILLED                 -> FAILED / KILLED
     FAILED, KILLED                                         -> FAILED, KILLED
-    404 (unknown to this ResourceManager)                  -> NOT_FOUND
-    no answer, 5xx, garbled answer                         -> ClusterUnreachable
+    404 (unknown to this ResourceManager), asked again
+    after it said it was ACTIVE                            -> NOT_FOUND
+    not ACTIVE (a restarted one recovering), no answer,
+    5xx, garbled answer                                    -> ClusterUnreachable
+
+A restarted ResourceManager serves its REST API a moment before it has recovered its
+applications from its state store (it becomes ACTIVE once it has): meanwhile it answers 404 for
+applications it is about to bring back and lists none. So a 404 and every listing count only from
+a ResourceManager that said ACTIVE before; otherwise the answer is ClusterUnreachable (measured:
+trusting the early 404 closed two live runs as LOST).
 
 YARN's RUNNING means the ApplicationMaster registered, which Spark's does in cluster mode only
 once the driver's SparkContext is up (the driver has checked in); an application that has it but
@@ -283,7 +291,10 @@ class YarnBackend:
         return body
 
     def _apps(self, what: str, **params: str) -> list[dict[str, Any]]:
-        """``GET /ws/v1/cluster/apps`` with ``params``: the applications, never a guess."""
+        """``GET /ws/v1/cluster/apps`` with ``params``: the applications, never a guess. Only
+        from a ResourceManager that was ACTIVE before the listing: a restarted one serves its
+        REST API before it has recovered its applications, and lists none of them meanwhile."""
+        self._info(what)
         response = self._request("GET", "/ws/v1/cluster/apps", what, params=params)
         if response.status_code != 200:
             raise ClusterUnreachable(f"{what}: the ResourceManager answered {response.status_code}")
@@ -296,8 +307,12 @@ class YarnBackend:
         return [a for a in apps.get("app", []) if isinstance(a, dict)]
 
     def _app(self, app_id: str, what: str) -> dict[str, Any] | None:
-        """One application (None: the ResourceManager does not know it)."""
+        """One application (None: the ResourceManager does not know it). A 404 counts only
+        when asked again of a ResourceManager that was ACTIVE before (see :meth:`_apps`)."""
         response = self._request("GET", f"/ws/v1/cluster/apps/{app_id}", what)
+        if response.status_code == 404:
+            self._info(what)  # ClusterUnreachable while it is not ACTIVE (still recovering)
+            response = self._request("GET", f"/ws/v1/cluster/apps/{app_id}", what)
         if response.status_code == 404:
             return None
         if response.status_code != 200:

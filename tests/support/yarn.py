@@ -56,16 +56,15 @@ class YarnCluster:
         response = httpx.post(f"{self.control_url}/{what}", timeout=timeout, trust_env=False)
         response.raise_for_status()
 
-    def kill_all_live(self) -> None:
-        """Kill every live application (what a test left behind)."""
-        for app in self.apps(live=True):
-            httpx.put(
-                f"{self.rm_url}/ws/v1/cluster/apps/{app['id']}/state",
-                params={"user.name": app.get("user", "root")},
-                json={"state": "KILLED"},
-                timeout=5.0,
-                trust_env=False,
-            )
+    def kill(self, app_id: str) -> None:
+        """Kill one application (what a test left behind)."""
+        httpx.put(
+            f"{self.rm_url}/ws/v1/cluster/apps/{app_id}/state",
+            params={"user.name": "root"},
+            json={"state": "KILLED"},
+            timeout=5.0,
+            trust_env=False,
+        )
 
 
 @dataclass
@@ -78,13 +77,21 @@ class DoubleRunChecker:
     interval: float = 0.2
     samples: int = 0
     violations: list[str] = field(default_factory=list)
+    #: cluster looks that got no answer
     errors: int = 0
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def sample(self) -> None:
+        """One look at every cluster (a cluster that does not answer -- its ResourceManager
+        restarting -- is missed; the others are still looked at)."""
         running: dict[str, list[str]] = {}
         for cluster in self.clusters:
-            for app in cluster.apps(live=True):
+            try:
+                apps = cluster.apps(live=True)
+            except httpx.HTTPError:
+                self.errors += 1
+                continue
+            for app in apps:
                 if app.get("state") != "RUNNING":
                     continue
                 job_tags = [
@@ -101,10 +108,7 @@ class DoubleRunChecker:
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
-            try:
-                self.sample()
-            except httpx.HTTPError:
-                self.errors += 1  # a ResourceManager restarting: nothing to see there
+            self.sample()
 
     @contextmanager
     def running(self) -> Iterator[DoubleRunChecker]:

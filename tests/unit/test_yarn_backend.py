@@ -196,3 +196,28 @@ def test_a_business_quota_may_name_its_yarn_queue() -> None:
     for wrong in ("", "a b", "a..b", ".a", "x" * 256):
         with pytest.raises(InvalidInput):
             quotas.validate_quota(quotas.QuotaSpec(yarn_queue=wrong))
+
+
+def test_a_resource_manager_still_recovering_is_never_taken_at_its_word(tmp_path: Path) -> None:
+    """A restarted ResourceManager answers 404 and lists nothing until it has recovered its
+    applications (it is not ACTIVE yet): neither NOT_FOUND nor "no application" then."""
+    rm = SimResourceManager(app_start_delay=0).start()
+    try:
+        home = fake_spark_submit(tmp_path / "spark")
+        backend = YarnBackend(rm.url, rm.write_conf(tmp_path / "conf"), spark_home=home)
+        app_id = rm.submit("drover:orders:1", yarn_tags("orders", 1, "t"), "default")
+        rm.recovering()
+        with pytest.raises(ClusterUnreachable):
+            backend.status(app_id)
+        with pytest.raises(ClusterUnreachable):
+            backend.find("drover:orders:1")
+        with pytest.raises(ClusterUnreachable):
+            backend.list_applications()
+        rm.recovering(False)
+        assert backend.status(app_id).state.is_alive
+        found = backend.find("drover:orders:1")
+        assert found is not None and found.submission_id == app_id
+        assert backend.status("application_1_0404").state is AppState.NOT_FOUND
+        backend.close()
+    finally:
+        rm.stop()
