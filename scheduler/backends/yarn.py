@@ -92,6 +92,7 @@ from typing import Any
 
 import httpx
 
+from scheduler.backends import http
 from scheduler.core.backend import (
     AppInfo,
     AppState,
@@ -268,27 +269,11 @@ class YarnBackend:
 
     def _request(self, method: str, path: str, what: str, **kwargs: Any) -> httpx.Response:
         url = path if path.startswith("http") else f"{self.rm_url}{path}"
-        try:
-            response = self._http.request(method, url, **kwargs)
-        except httpx.HTTPError as exc:
-            raise ClusterUnreachable(f"{what}: no answer from {url}: {exc!r}") from exc
-        if response.status_code >= 500:
-            raise ClusterUnreachable(
-                f"{what}: {url} answered {response.status_code}: {response.text[:200]}"
-            )
-        return response
+        return http.request(self._http, method, url, what, **kwargs)
 
     @staticmethod
     def _json(response: httpx.Response, what: str) -> dict[str, Any]:
-        try:
-            body = response.json()
-        except ValueError as exc:
-            raise ClusterUnreachable(
-                f"{what}: garbled answer ({response.status_code}): {response.text[:200]!r}"
-            ) from exc
-        if not isinstance(body, dict):
-            raise ClusterUnreachable(f"{what}: unexpected answer {body!r:.200}")
-        return body
+        return http.json_object(response, what)
 
     def _apps(self, what: str, **params: str) -> list[dict[str, Any]]:
         """``GET /ws/v1/cluster/apps`` with ``params``: the applications, never a guess. Only

@@ -60,6 +60,17 @@ def webhdfs_addresses(text: str) -> dict[str, str]:
     return found
 
 
+def _call(what: str, call: Callable[[], T]) -> T:
+    """``call()``; StorageUnavailable (chained) when storage cannot be used, FileNotFoundError
+    as it is (a missing file is an answer)."""
+    try:
+        return call()
+    except FileNotFoundError:
+        raise
+    except _failures() as exc:
+        raise unavailable(what, exc) from exc
+
+
 class HdfsStorage:
     """One HDFS (one NameNode authority) over WebHDFS."""
 
@@ -107,24 +118,16 @@ class HdfsStorage:
         parts = list(parsed.parts) + (list(relative(path).parts) if path is not None else [])
         return "/" + "/".join(parts)
 
-    def _call(self, what: str, call: Callable[[], T]) -> T:
-        try:
-            return call()
-        except FileNotFoundError:
-            raise
-        except _failures() as exc:
-            raise unavailable(what, exc) from exc
-
     def list(self, location: str) -> dict[str, FileInfo]:
         root = self._path(location)
         try:
-            info = self._call(f"cannot read {location}", lambda: self._fs.info(root))
+            info = _call(f"cannot read {location}", lambda: self._fs.info(root))
         except FileNotFoundError:
             return {}
         if str(info.get("type", "")).lower() != "directory":
             raise StorageUnavailable(f"{location} is not a directory")
         try:
-            found = self._call(f"cannot list {location}", lambda: self._fs.find(root, detail=True))
+            found = _call(f"cannot list {location}", lambda: self._fs.find(root, detail=True))
         except FileNotFoundError:
             return {}
         files: dict[str, FileInfo] = {}
@@ -140,7 +143,7 @@ class HdfsStorage:
         full = self._path(location, path)
         what = f"cannot read {path} in {location}"
         try:
-            handle: BinaryIO = self._call(what, lambda: self._fs.open(full, "rb"))
+            handle: BinaryIO = _call(what, lambda: self._fs.open(full, "rb"))
         except FileNotFoundError as exc:
             raise unavailable(what, exc) from exc
         return handle
@@ -174,7 +177,7 @@ class HdfsStorage:
 
     def exists(self, location: str, path: str) -> bool:
         full = self._path(location, path)
-        return bool(self._call(f"cannot read {location}", lambda: self._fs.isfile(full)))
+        return bool(_call(f"cannot read {location}", lambda: self._fs.isfile(full)))
 
     def reachable(self, location: str) -> bool:
         try:
@@ -185,7 +188,7 @@ class HdfsStorage:
     def remove(self, location: str, path: str) -> None:
         full = self._path(location, path)
         try:
-            self._call(f"cannot remove {path} in {location}", lambda: self._fs.rm(full))
+            _call(f"cannot remove {path} in {location}", lambda: self._fs.rm(full))
         except FileNotFoundError:
             pass
 
@@ -223,20 +226,10 @@ class S3Storage:
             parts += relative(path).parts
         return "/".join(parts)
 
-    def _call(self, what: str, call: Callable[[], T]) -> T:
-        try:
-            return call()
-        except FileNotFoundError:
-            raise
-        except _failures() as exc:
-            raise unavailable(what, exc) from exc
-
     def list(self, location: str) -> dict[str, FileInfo]:
         prefix = self._key(location)
         try:
-            found = self._call(
-                f"cannot list {location}", lambda: self._fs.find(prefix, detail=True)
-            )
+            found = _call(f"cannot list {location}", lambda: self._fs.find(prefix, detail=True))
         except FileNotFoundError:
             return {}
         files: dict[str, FileInfo] = {}
@@ -252,7 +245,7 @@ class S3Storage:
         key = self._key(location, path)
         what = f"cannot read {path} in {location}"
         try:
-            handle: BinaryIO = self._call(what, lambda: self._fs.open(key, "rb"))
+            handle: BinaryIO = _call(what, lambda: self._fs.open(key, "rb"))
         except FileNotFoundError as exc:
             raise unavailable(what, exc) from exc
         return handle
@@ -263,7 +256,7 @@ class S3Storage:
         key = self._key(location, path)
         what = f"cannot write {path} in {location}"
         written = 0
-        out = self._call(what, lambda: self._fs.open(key, "wb"))
+        out = _call(what, lambda: self._fs.open(key, "wb"))
         try:
             for chunk in chunks:
                 out.write(chunk)
@@ -274,12 +267,12 @@ class S3Storage:
             if isinstance(exc, _failures()):
                 raise unavailable(what, exc) from exc
             raise
-        self._call(what, out.close)
+        _call(what, out.close)
         return written
 
     def exists(self, location: str, path: str) -> bool:
         key = self._key(location, path)
-        return bool(self._call(f"cannot read {location}", lambda: self._fs.isfile(key)))
+        return bool(_call(f"cannot read {location}", lambda: self._fs.isfile(key)))
 
     def reachable(self, location: str) -> bool:
         bucket = self._key(location).split("/", 1)[0]
@@ -291,7 +284,7 @@ class S3Storage:
     def remove(self, location: str, path: str) -> None:
         key = self._key(location, path)
         try:
-            self._call(f"cannot remove {path} in {location}", lambda: self._fs.rm_file(key))
+            _call(f"cannot remove {path} in {location}", lambda: self._fs.rm_file(key))
         except FileNotFoundError:
             pass
 
