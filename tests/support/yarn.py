@@ -4,11 +4,15 @@ server (a ResourceManager restart with recovery)."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -55,6 +59,37 @@ class YarnCluster:
         """``rm/stop``, ``rm/start`` or ``rm/restart`` through the launcher."""
         response = httpx.post(f"{self.control_url}/{what}", timeout=timeout, trust_env=False)
         response.raise_for_status()
+
+    # -- an AZ lost: the scaffolding of the AZ-loss tests on YARN ---------------------------
+
+    @property
+    def launcher_pid(self) -> int:
+        """The test cluster's JVM (``var/services/hadoop-<name>.pid``, next to its conf)."""
+        state = Path(self.conf_dir).parent.parent
+        return int((state / f"hadoop-{self.name}.pid").read_text().strip())
+
+    def lose(self) -> list[int]:
+        """The whole cluster dies at once, as its AZ would: the ResourceManager, the NodeManager
+        with every container it runs, the NameNode and the DataNode (SIGKILL to the JVM and to
+        its descendants: containers run in sessions of their own). Returns the PIDs killed."""
+        root = self.launcher_pid
+        doomed = [root, *descendants(root)]
+        for pid in doomed:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return doomed
+
+    def restore(self, repo: Path, timeout: float = 300.0) -> None:
+        """Start the lost cluster again (empty: a new HDFS, a new ResourceManager state) through
+        ``scripts/services.sh up hadoop``, which starts only the clusters not running."""
+        subprocess.run(
+            [str(repo / "scripts" / "services.sh"), "up", "hadoop"],
+            check=True,
+            timeout=timeout,
+            env={**os.environ, "HADOOP_CLUSTERS": "2"},
+        )
 
     def kill(self, app_id: str) -> None:
         """Kill one application (what a test left behind)."""
@@ -119,3 +154,23 @@ class DoubleRunChecker:
         finally:
             self._stop.set()
             thread.join(timeout=10)
+
+
+def descendants(root: int) -> list[int]:
+    """Every live descendant of process ``root`` (from ``/proc``)."""
+    parent: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            raw = (entry / "stat").read_bytes()
+        except OSError:
+            continue
+        parent[int(entry.name)] = int(raw[raw.rindex(b")") + 2 :].split()[1])
+    found, frontier = [], [root]
+    while frontier:
+        pid = frontier.pop()
+        children = [p for p, pp in parent.items() if pp == pid]
+        found.extend(children)
+        frontier.extend(children)
+    return found
