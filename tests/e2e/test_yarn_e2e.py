@@ -20,8 +20,11 @@ then, in order:
    job goes UNKNOWN, its run stays open), the ResourceManager comes back with recovery and
    brings the application back: it is killed, KILLED confirmed and recorded; the other job's
    application survives the restart (work-preserving recovery), never submitted again;
-4. ``test_stop_is_a_confirmed_kill`` (acceptance 1);
-5. ``test_a_failing_driver_is_restarted_by_the_policy`` (acceptance 1).
+4. ``test_a_failover_moves_the_job_with_its_hdfs_checkpoint_to_b``: a planned failover of the
+   self-fencing job from A to B: killed on A and confirmed, its checkpoint made available under
+   B's HDFS root, started on B once, its batch ids continue;
+5. ``test_stop_is_a_confirmed_kill`` (acceptance 1);
+6. ``test_a_failing_driver_is_restarted_by_the_policy`` (acceptance 1).
 
 Timings are printed; nothing is asserted on them.
 """
@@ -390,10 +393,61 @@ def test_a_kill_across_a_resource_manager_restart_is_confirmed(world: World) -> 
     )
 
 
+def test_a_failover_moves_the_job_with_its_hdfs_checkpoint_to_b(world: World) -> None:
+    """A planned failover from A (reachable) to B: the application on A is killed and confirmed
+    gone, the checkpoint made available under B's HDFS root, the job started on B once; its
+    batch ids continue from the checkpoint."""
+    w = world
+    own = f"{w.prefix}-own"
+    w.wait(lambda: len(w.batches(own)) >= 3, START_TIMEOUT_S, f"{own}: 3 batches")
+    began = time.monotonic()
+    op = w.post(
+        "/v1/failovers",
+        {"source": "yarn-a", "selector": {"jobs": [own]}, "reason": "YARN failover e2e"},
+    )
+    done = w.wait(
+        lambda: (f := w.get(f"/v1/failovers/{op['id']}"))["state"] in ("SUCCEEDED", "FAILED") and f,
+        START_TIMEOUT_S,
+        "the failover to end",
+    )
+    took = time.monotonic() - began
+    assert done["state"] == "SUCCEEDED", done
+    [item] = done["items"]
+    job = w.wait_running(own)
+    assert job["cluster"] == "yarn-b"
+    run = job["current_run"]
+    assert run["id"] == item["target_run_id"]
+    assert run["checkpoint_location"].startswith(f"{w.b.hdfs_url}/drover-e2e/")
+    assert [a["id"] for a in w.apps_of(run["id"], w.b)] == [run["app_id"]]  # submitted once
+    assert not w.a.apps(live=True) or not [
+        a for a in w.a.apps(live=True) if a["name"].startswith(f"drover:{own}:")
+    ]
+    batches = w.wait(
+        lambda: (
+            (found := w.batches(own))
+            and sum(1 for r in found.values() if r == run["id"]) >= 2
+            and found
+        ),
+        START_TIMEOUT_S,
+        f"{own} committing batches on B",
+    )
+    on_b = sorted(i for i, r in batches.items() if r == run["id"])
+    before = sorted(i for i, r in batches.items() if r != run["id"])
+    assert item["resume_batch"] is not None and on_b[0] == item["resume_batch"], (on_b, item)
+    assert before == list(range(0, on_b[0]))
+    print(
+        f"\nfailover yarn-a -> yarn-b of {own}: SUCCEEDED in {took:.1f} s; batches "
+        f"{before[0]}..{before[-1]} on A, {on_b[0]}..{on_b[-1]} on B "
+        f"(checkpoint from {item['checkpoint_from']} to {item['checkpoint_to']})"
+    )
+
+
 def test_stop_is_a_confirmed_kill(world: World) -> None:
     w = world
     own = f"{w.prefix}-own"
-    run = w.job(own)["current_run"]
+    job = w.job(own)
+    run = job["current_run"]
+    cluster = w.b if job["cluster"] == "yarn-b" else w.a
     began = time.monotonic()
     w.post(f"/v1/jobs/{own}/stop")
     job = w.wait(
@@ -401,9 +455,10 @@ def test_stop_is_a_confirmed_kill(world: World) -> None:
     )
     took = time.monotonic() - began
     assert job["current_run"]["state"] in ("KILLED", "FINISHED")
-    assert w.a.app(run["app_id"])["state"] in ("KILLED", "FINISHED")
-    assert not [a for a in w.a.apps(live=True) if a["id"] == run["app_id"]]
-    print(f"\nstop -> STOPPED with the application {w.a.app(run['app_id'])['state']}: {took:.1f} s")
+    state = cluster.app(run["app_id"])["state"]
+    assert state in ("KILLED", "FINISHED")
+    assert not [a for a in cluster.apps(live=True) if a["id"] == run["app_id"]]
+    print(f"\nstop -> STOPPED with the application {state}: {took:.1f} s")
 
 
 def test_a_failing_driver_is_restarted_by_the_policy(world: World) -> None:
