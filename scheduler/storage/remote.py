@@ -71,10 +71,42 @@ def _call(what: str, call: Callable[[], T]) -> T:
         raise unavailable(what, exc) from exc
 
 
-class HdfsStorage:
-    """One HDFS (one NameNode authority) over WebHDFS."""
+class _FsspecStorage:
+    """What both implementations do alike through their fsspec file system (``_fs``) once a
+    location and a path are resolved (``_where``)."""
 
     preserves_mtime = False
+
+    @property
+    def _fs(self) -> Any:
+        raise NotImplementedError
+
+    def _where(self, location: str, path: str) -> str:
+        raise NotImplementedError
+
+    def open(self, location: str, path: str) -> BinaryIO:
+        where = self._where(location, path)
+        what = f"cannot read {path} in {location}"
+        try:
+            handle: BinaryIO = _call(what, lambda: self._fs.open(where, "rb"))
+        except FileNotFoundError as exc:
+            raise unavailable(what, exc) from exc
+        return handle
+
+    def exists(self, location: str, path: str) -> bool:
+        where = self._where(location, path)
+        return bool(_call(f"cannot read {location}", lambda: self._fs.isfile(where)))
+
+    def remove(self, location: str, path: str) -> None:
+        where = self._where(location, path)
+        try:
+            _call(f"cannot remove {path} in {location}", lambda: self._fs.rm_file(where))
+        except FileNotFoundError:
+            pass
+
+
+class HdfsStorage(_FsspecStorage):
+    """One HDFS (one NameNode authority) over WebHDFS."""
 
     def __init__(self, authority: str, webhdfs_url: str, user: str | None = None) -> None:
         self.authority = authority
@@ -111,6 +143,9 @@ class HdfsStorage:
             self._local.fs = fs
         return fs
 
+    def _where(self, location: str, path: str) -> str:
+        return self._path(location, path)
+
     def _path(self, location: str, path: str | None = None) -> str:
         parsed = storage.parse_location(location, "checkpoint location")
         if parsed.scheme != "hdfs" or parsed.authority != self.authority:
@@ -139,15 +174,6 @@ class HdfsStorage:
             files[rel] = FileInfo(int(entry.get("length", entry.get("size", 0))), mtime_ms * 10**6)
         return files
 
-    def open(self, location: str, path: str) -> BinaryIO:
-        full = self._path(location, path)
-        what = f"cannot read {path} in {location}"
-        try:
-            handle: BinaryIO = _call(what, lambda: self._fs.open(full, "rb"))
-        except FileNotFoundError as exc:
-            raise unavailable(what, exc) from exc
-        return handle
-
     def write(
         self, location: str, path: str, chunks: Iterable[bytes], *, mtime_ns: int | None = None
     ) -> int:
@@ -175,35 +201,23 @@ class HdfsStorage:
             raise
         return written
 
-    def exists(self, location: str, path: str) -> bool:
-        full = self._path(location, path)
-        return bool(_call(f"cannot read {location}", lambda: self._fs.isfile(full)))
-
     def reachable(self, location: str) -> bool:
         try:
             return bool(self._fs.isdir(self._path(location)))
         except Exception:  # noqa: BLE001 - unreachable, whatever the reason
             return False
 
-    def remove(self, location: str, path: str) -> None:
-        full = self._path(location, path)
-        try:
-            _call(f"cannot remove {path} in {location}", lambda: self._fs.rm(full))
-        except FileNotFoundError:
-            pass
 
 
-class S3Storage:
+class S3Storage(_FsspecStorage):
     """Buckets of one S3-compatible endpoint."""
-
-    preserves_mtime = False
 
     def __init__(self, endpoint_url: str | None = None, **options: Any) -> None:
         import s3fs
 
         client: dict[str, Any] = {"endpoint_url": endpoint_url} if endpoint_url else {}
         self.endpoint_url = endpoint_url
-        self._fs = s3fs.S3FileSystem(
+        self._s3 = s3fs.S3FileSystem(
             client_kwargs=client,
             skip_instance_cache=True,
             use_listings_cache=False,
@@ -215,6 +229,13 @@ class S3Storage:
     def from_environment(cls) -> S3Storage:
         """From ``DROVER_S3_ENDPOINT_URL`` and the standard AWS credentials."""
         return cls(os.environ.get("DROVER_S3_ENDPOINT_URL") or None)
+
+    @property
+    def _fs(self) -> Any:
+        return self._s3
+
+    def _where(self, location: str, path: str) -> str:
+        return self._key(location, path)
 
     @staticmethod
     def _key(location: str, path: str | None = None) -> str:
@@ -241,15 +262,6 @@ class S3Storage:
             files[name[len(prefix) + 1 :]] = FileInfo(int(entry.get("size", 0)), mtime_ns)
         return files
 
-    def open(self, location: str, path: str) -> BinaryIO:
-        key = self._key(location, path)
-        what = f"cannot read {path} in {location}"
-        try:
-            handle: BinaryIO = _call(what, lambda: self._fs.open(key, "rb"))
-        except FileNotFoundError as exc:
-            raise unavailable(what, exc) from exc
-        return handle
-
     def write(
         self, location: str, path: str, chunks: Iterable[bytes], *, mtime_ns: int | None = None
     ) -> int:
@@ -270,10 +282,6 @@ class S3Storage:
         _call(what, out.close)
         return written
 
-    def exists(self, location: str, path: str) -> bool:
-        key = self._key(location, path)
-        return bool(_call(f"cannot read {location}", lambda: self._fs.isfile(key)))
-
     def reachable(self, location: str) -> bool:
         bucket = self._key(location).split("/", 1)[0]
         try:
@@ -281,12 +289,6 @@ class S3Storage:
         except Exception:  # noqa: BLE001 - unreachable, whatever the reason
             return False
 
-    def remove(self, location: str, path: str) -> None:
-        key = self._key(location, path)
-        try:
-            _call(f"cannot remove {path} in {location}", lambda: self._fs.rm_file(key))
-        except FileNotFoundError:
-            pass
 
 
 def _user() -> str:
