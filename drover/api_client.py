@@ -427,20 +427,23 @@ class ClearAbnormal(TypedDict):
 
 class ClusterCreate(TypedDict):
     """
-    A Spark cluster. ``storage_root``: an absolute path, ``file://`` or ``s3a://`` URI. Capacity
-    limits: 0 = unlimited.
+    A Spark cluster. ``storage_root``: an absolute path, ``file://``, ``hdfs://`` or ``s3a://`` URI.
+    Capacity limits: 0 = unlimited. A ``yarn`` cluster needs ``rest_url`` (the ResourceManager's web
+    address) and ``hadoop_conf_dir`` (docs/yarn.md).
     """
 
     #: letters and digits of any script and -_. (1 to 128 characters, not . or ..); the pattern
     #: is in Python's Unicode regular expression syntax
     name: str
-    #: `standalone` (REST submissions), `local` or `spark-submit`
+    #: `standalone` (REST submissions), `yarn` (cluster deploy mode, the ResourceManager's REST
+    #: API), `local` or `spark-submit`
     kind: ClusterKind
-    #: the checkpoint root this cluster writes (unique among clusters)
+    #: the checkpoint root this cluster writes (unique among clusters): a path, file://,
+    #: hdfs://namenode:port/... or s3a://bucket/...
     storage_root: str
-    #: the Spark master URL
+    #: the Spark master URL (`yarn` for a yarn cluster)
     master_url: NotRequired[str]
-    #: the master's REST submission server (standalone)
+    #: the master's REST submission server (standalone); the ResourceManager's web address (yarn)
     rest_url: NotRequired[str]
     #: the master's web UI (application listing)
     ui_url: NotRequired[str]
@@ -456,6 +459,8 @@ class ClusterCreate(TypedDict):
     max_cores: NotRequired[int]
     #: where entrypoints of jobs on this cluster may live (empty: the node's setting)
     artifact_roots: NotRequired[list[str]]
+    #: a yarn cluster's Hadoop client configuration directory on every node (empty: none)
+    hadoop_conf_dir: NotRequired[str]
 
 
 #: A cluster's health (see the module docstring).
@@ -481,7 +486,7 @@ class ClusterHealthPublic(TypedDict):
     history: list[HealthEventPublic]
 
 
-ClusterKind = Literal["standalone", "local", "spark-submit"]
+ClusterKind = Literal["standalone", "local", "spark-submit", "yarn"]
 
 
 class ClusterPage(TypedDict):
@@ -505,11 +510,11 @@ class ClusterPublic(TypedDict):
 
     #: the cluster's name
     name: str
-    #: `standalone`, `local` or `spark-submit`
+    #: `standalone`, `yarn`, `local` or `spark-submit`
     kind: ClusterKind
-    #: the Spark master URL
+    #: the Spark master URL (`yarn` for a yarn cluster)
     master_url: str
-    #: the master's REST submission server (standalone)
+    #: the master's REST submission server (standalone); the ResourceManager's web address (yarn)
     rest_url: str
     #: the master's web UI (application listing)
     ui_url: str
@@ -517,7 +522,8 @@ class ClusterPublic(TypedDict):
     az: str
     #: cloud or data center
     cloud: str
-    #: the checkpoint root this cluster writes (unique among clusters)
+    #: the checkpoint root this cluster writes (unique among clusters): a path, file://,
+    #: hdfs://namenode:port/... or s3a://bucket/...
     storage_root: str
     #: the cluster's health state
     health: ClusterHealth
@@ -535,18 +541,21 @@ class ClusterPublic(TypedDict):
     updated_at: str | None
     #: where entrypoints of jobs on this cluster may live (empty: the node's setting)
     artifact_roots: NotRequired[list[str]]
+    #: a yarn cluster's Hadoop client configuration directory on every node (empty: none)
+    hadoop_conf_dir: NotRequired[str]
 
 
 class ClusterUpdate(TypedDict):
     """Only the fields sent are changed; ``health`` is read-only."""
 
-    #: `standalone`, `local` or `spark-submit`
+    #: `standalone`, `yarn`, `local` or `spark-submit`
     kind: NotRequired[ClusterKind | None]
-    #: the checkpoint root this cluster writes (unique among clusters)
+    #: the checkpoint root this cluster writes (unique among clusters): a path, file://,
+    #: hdfs://namenode:port/... or s3a://bucket/...
     storage_root: NotRequired[str | None]
-    #: the Spark master URL
+    #: the Spark master URL (`yarn` for a yarn cluster)
     master_url: NotRequired[str | None]
-    #: the master's REST submission server (standalone)
+    #: the master's REST submission server (standalone); the ResourceManager's web address (yarn)
     rest_url: NotRequired[str | None]
     #: the master's web UI (application listing)
     ui_url: NotRequired[str | None]
@@ -562,6 +571,8 @@ class ClusterUpdate(TypedDict):
     max_cores: NotRequired[int | None]
     #: where entrypoints of jobs on this cluster may live (empty: the node's setting)
     artifact_roots: NotRequired[list[str] | None]
+    #: a yarn cluster's Hadoop client configuration directory on every node (empty: none)
+    hadoop_conf_dir: NotRequired[str | None]
 
 
 class ClustersOverview(TypedDict):
@@ -1446,6 +1457,8 @@ class QuotaPublic(TypedDict):
     burst: int
     #: the group reserved for the business's jobs (null: none)
     dedicated_group: str | None
+    #: the YARN queue of the business's applications (null: none set)
+    yarn_queue: NotRequired[str | None]
     #: Read-only. Submissions the business may make at once now (its bucket, refilled to this
     #: moment); null without a rate limit
     tokens: float | None
@@ -1471,6 +1484,9 @@ class QuotaPut(TypedDict):
     #: a group reserved for the business: its jobs live there and are owned only by that group's
     #: nodes; the group takes no other business's jobs. Null: none
     dedicated_group: NotRequired[str | None]
+    #: the YARN queue the business's applications go to on YARN clusters (spark.yarn.queue).
+    #: Null: the job's own spark.yarn.queue, else the default queue
+    yarn_queue: NotRequired[str | None]
 
 
 #: Where a job's replica stands. Legal transitions (:data:`REPLICA_TRANSITIONS`): - ``PENDING``

@@ -7,6 +7,9 @@
                     (both run drivers on this host, as DROVER_DRIVER_USER: production refuses
                     them without one)
     standalone      StandaloneRestBackend on the cluster's REST, master and UI URLs
+    yarn            YarnBackend on the ResourceManager's web URL (rest_url) and the cluster's
+                    Hadoop client configuration (hadoop_conf_dir); submissions go to the
+                    business's YARN queue (``queue_of``, the quotas' ``yarn_queue``)
 
 The simulated cluster (``harness/simcluster.py``) is not a kind: it is registered as a normal
 ``standalone`` cluster whose URLs point at the simulator.
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import replace
@@ -40,8 +44,11 @@ def is_loopback_master(master: str) -> bool:
 
 
 class BackendRegistry:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(
+        self, settings: Settings, *, queue_of: Callable[[str], str | None] | None = None
+    ) -> None:
         self._settings = settings
+        self._queue_of = queue_of
         self._lock = threading.Lock()
         self._backends: dict[str, tuple[ClusterRecord, ClusterBackend]] = {}
         self._warned = False
@@ -97,6 +104,22 @@ class BackendRegistry:
                 cluster.master_url,
                 cluster.ui_url,
                 python=settings.resolved_spark_python,
+            )
+        if kind == ClusterKind.YARN:
+            from scheduler.backends.yarn import YarnBackend
+
+            if not (cluster.rest_url and cluster.hadoop_conf_dir):
+                raise ClusterError(
+                    f"cluster {cluster.name!r} (yarn) needs rest_url and hadoop_conf_dir"
+                )
+            return YarnBackend(
+                cluster.rest_url,
+                cluster.hadoop_conf_dir,
+                spark_home=settings.resolved_spark_home,
+                python=settings.resolved_spark_python,
+                queue_of=self._queue_of,
+                env_passthrough=settings.driver_env_names,
+                work_dir=settings.runs_dir.parent / "yarn-submissions",
             )
         raise ClusterError(f"cluster {cluster.name!r}: no backend for kind {kind}")
 

@@ -196,6 +196,8 @@ class ClusterRecord:
     health_since: datetime | None = None
     #: where entrypoints may come from (empty: the node's DROVER_ARTIFACT_ROOTS)
     artifact_roots: tuple[str, ...] = ()
+    #: a YARN cluster's Hadoop client configuration on the nodes (HADOOP_CONF_DIR)
+    hadoop_conf_dir: str = ""
 
 
 @dataclass(frozen=True)

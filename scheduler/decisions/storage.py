@@ -1,7 +1,7 @@
 """Checkpoint storage roots: where a job may write, and where it may only read (pure).
 
-Every cluster has one storage root in shared storage (``file:///…`` here, ``s3a://bucket/prefix``
-in production). The rule:
+Every cluster has one storage root in shared storage (``file:///…`` here, ``hdfs://namenode:port/
+prefix`` on the cluster's own HDFS, ``s3a://bucket/prefix`` in an object store). The rule:
 
 - a job's checkpoint lives under the root of the cluster it runs on:
   ``<root>/<job name>/checkpoint`` unless the job names an explicit location;
@@ -51,11 +51,13 @@ MAX_AREA_LENGTH = 255
 
 #: a checkpoint location relative to its cluster's root, as path segments
 Key = tuple[str, ...]
-SCHEMES = ("file", "s3a")
+SCHEMES = ("file", "hdfs", "s3a")
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):(.*)$", re.DOTALL)
 # S3 bucket naming rules: 3-63 of lowercase letters, digits, dots and hyphens
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+# an HDFS authority: a NameNode's host[:port], or an HA nameservice's name
+_NAMENODE = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?$")
 _FORBIDDEN = frozenset("%?#\\:")
 
 
@@ -110,7 +112,8 @@ class Location:
 
 
 def parse_location(text: str, what: str = "location") -> Location:
-    """Parse and normalise ``text`` (an absolute path, ``file:`` or ``s3a://`` URI)."""
+    """Parse and normalise ``text`` (an absolute path, ``file:``, ``hdfs://`` or ``s3a://``
+    URI)."""
     if not isinstance(text, str) or not text:
         raise InvalidInput(f"{what} must not be empty")
     if text != text.strip():
@@ -126,18 +129,21 @@ def parse_location(text: str, what: str = "location") -> Location:
         match = _SCHEME.match(text)
         if match is None:
             raise InvalidInput(
-                f"{what} {text!r} must be an absolute path, a file:// URI or an s3a:// URI"
+                f"{what} {text!r} must be an absolute path, a file://, hdfs:// or s3a:// URI"
             )
         scheme, rest = match.group(1).lower(), match.group(2)
         if scheme == "file":
             authority, path = "", _file_path(rest, text, what)
         elif scheme == "s3a":
             authority, path = _s3a_parts(rest, text, what)
+        elif scheme == "hdfs":
+            authority, path = _hdfs_parts(rest, text, what)
         elif scheme in ("s3", "s3n"):
             raise InvalidInput(f"{what} {text!r}: use the s3a:// scheme (Hadoop's S3A connector)")
         else:
             raise InvalidInput(
-                f"{what} {text!r}: scheme {scheme!r} is not supported (use file:// or s3a://)"
+                f"{what} {text!r}: scheme {scheme!r} is not supported "
+                "(use file://, hdfs:// or s3a://)"
             )
     location = Location(scheme, authority, _normalise(path, text, what))
     if len(str(location)) > MAX_LOCATION_LENGTH:
@@ -168,6 +174,22 @@ def _s3a_parts(rest: str, text: str, what: str) -> tuple[str, str]:
             "(3-63 lowercase letters, digits, '.' and '-')"
         )
     return bucket, path
+
+
+def _hdfs_parts(rest: str, text: str, what: str) -> tuple[str, str]:
+    """``hdfs://namenode[:port]/path``: the NameNode is required (``hdfs:///path`` means
+    whichever file system is the reader's default, which differs from cluster to cluster)."""
+    if not rest.startswith("//"):
+        raise InvalidInput(f"{what} {text!r} must look like hdfs://namenode:port/path")
+    authority, _, path = rest[2:].partition("/")
+    authority = authority.lower()
+    port = authority.rpartition(":")[2] if ":" in authority else ""
+    if not _NAMENODE.match(authority) or (port and not 1 <= int(port) <= 65535):
+        raise InvalidInput(
+            f"{what} {text!r}: {authority or 'an empty NameNode'!r} is not a NameNode "
+            "(host[:port] or a nameservice)"
+        )
+    return authority, path
 
 
 def _normalise(path: str, text: str, what: str) -> tuple[str, ...]:

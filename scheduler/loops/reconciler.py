@@ -898,6 +898,7 @@ class Reconciler:
             py_files=self.py_files,
             fence_urls=self.fence_urls,
             team=job.team,
+            business=job.business,
         )
         try:
             submission = self._backends.for_cluster(cluster).submit(request)

@@ -1,18 +1,9 @@
-"""Checkpoint storage behind one narrow interface: list, read, write atomically, exists, remove.
+"""Checkpoints in a directory tree (one machine, or a shared file system such as NFS): the
+``file://`` implementation of :class:`scheduler.storage.base.CheckpointStorage`.
 
-Replication (:mod:`scheduler.loops.replication`) copies checkpoint files through this interface only
-(and asks whether a storage root is reachable before it writes under it).
-Locations are the normalised locations of :mod:`scheduler.decisions.storage` (``file:///a/b``; plain
-absolute paths are accepted too); paths inside a location are relative, ``/``-separated.
-
-:class:`LocalStorage` implements it over a directory tree (one machine, or a shared file system
-such as NFS). An object store (``s3a://``) is a second implementation of the same five
-operations (list with sizes and modification times, ranged reads, a write made visible at once
-by a single PUT, delete); :func:`storage_for` says where it would plug in. Until it exists,
-``s3a://`` locations raise StorageError.
-
-Errors are StorageUnavailable (a location cannot be read or written: gone, refused, I/O error),
-chained to the OSError. A location that does not exist lists as empty: "no checkpoint there".
+A write goes to a hidden temporary file (``.<name>.<id>.drover.tmp``), is flushed to disk and
+renamed over the final name (atomic), carrying the source's modification time. Errors are
+StorageUnavailable, chained to the OSError. A location that does not exist lists as empty.
 
 Nothing inside a location is trusted: drivers of local clusters run as their own users and own
 their checkpoint directories, while this code runs as the node (root). So below a location every
@@ -30,53 +21,29 @@ import stat
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path, PurePosixPath
-from typing import BinaryIO, Protocol
+from pathlib import Path
+from typing import BinaryIO
 
-from scheduler.core.errors import InvalidInput, StorageError, StorageUnavailable
+from scheduler.core.errors import StorageError, StorageUnavailable
 from scheduler.decisions import storage
 from scheduler.decisions.checkpoints import FileInfo
+from scheduler.storage.base import (
+    CHUNK,
+    TEMP_SUFFIX,
+    CheckpointStorage,
+    reading,
+    relative,
+    unavailable,
+)
 
-#: bytes per read/write when copying a file
-CHUNK = 1 << 20
-#: the suffix of the temporary files a write goes through (hidden: ``.<name>.<id>.drover.tmp``)
-TEMP_SUFFIX = ".drover.tmp"
-
-
-class CheckpointStorage(Protocol):
-    """What replication needs of a storage system."""
-
-    #: a write can set the file's modification time (copies then carry the source's, and
-    #: "changed" means "another modification time"); object stores stamp their own
-    preserves_mtime: bool
-
-    def list(self, location: str) -> dict[str, FileInfo]:
-        """Every file under ``location`` (relative path -> size and mtime); {} if it does not
-        exist. Hidden files (checksums, temporary files) included."""
-        ...
-
-    def open(self, location: str, path: str) -> BinaryIO:
-        """A file for reading (the caller closes it); StorageUnavailable if it cannot be read,
-        FileNotFoundError (chained in StorageUnavailable) if it is gone."""
-        ...
-
-    def write(
-        self, location: str, path: str, chunks: Iterable[bytes], *, mtime_ns: int | None = None
-    ) -> int:
-        """Write a file atomically: readers see the old content or the whole new one, never a
-        part. Returns the bytes written."""
-        ...
-
-    def exists(self, location: str, path: str) -> bool: ...
-
-    def reachable(self, location: str) -> bool:
-        """Whether ``location`` (a storage root) exists and can be used: a root that is gone (an
-        unmounted file system, a deleted bucket) is never created by a copy."""
-        ...
-
-    def remove(self, location: str, path: str) -> None:
-        """Delete a file; a file already gone is not an error."""
-        ...
+__all__ = [
+    "CHUNK",
+    "TEMP_SUFFIX",
+    "CheckpointStorage",
+    "LocalStorage",
+    "local_storage",
+    "reading",
+]
 
 
 def _directory(location: str) -> Path:
@@ -89,17 +56,6 @@ def _directory(location: str) -> Path:
             f"{parsed.scheme}://)"
         )
     return Path("/", *parsed.parts)
-
-
-def _relative(path: str) -> PurePosixPath:
-    rel = PurePosixPath(path)
-    if rel.is_absolute() or not rel.parts or any(p in ("", ".", "..") for p in rel.parts):
-        raise InvalidInput(f"{path!r} is not a relative path inside a checkpoint")
-    return rel
-
-
-def _unavailable(what: str, exc: OSError) -> StorageUnavailable:
-    return StorageUnavailable(f"{what}: {exc.strerror or type(exc).__name__}")
 
 
 #: a directory below a location: opened through its parent's descriptor, never through a link
@@ -158,7 +114,7 @@ class LocalStorage:
                     raise StorageUnavailable(f"{location} is not a directory")
                 return {}
         except OSError as exc:
-            raise _unavailable(f"cannot read {location}", exc) from exc
+            raise unavailable(f"cannot read {location}", exc) from exc
         for dirpath, _dirs, names, dirfd in os.fwalk(root, onerror=failed):
             for name in names:
                 try:
@@ -173,11 +129,11 @@ class LocalStorage:
                 rel = os.path.relpath(os.path.join(dirpath, name), root).replace(os.sep, "/")
                 files[rel] = FileInfo(info.st_size, info.st_mtime_ns)
         if errors:
-            raise _unavailable(f"cannot list {location}", errors[0]) from errors[0]
+            raise unavailable(f"cannot list {location}", errors[0]) from errors[0]
         return files
 
     def open(self, location: str, path: str) -> BinaryIO:
-        rel = _relative(path)
+        rel = relative(path)
         try:
             with _beneath(location, rel.parts[:-1]) as directory:
                 fd = os.open(rel.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=directory)
@@ -186,12 +142,12 @@ class LocalStorage:
                 raise OSError(errno.EINVAL, "not a regular file")
             return os.fdopen(fd, "rb")
         except OSError as exc:
-            raise _unavailable(f"cannot read {path} in {location}", exc) from exc
+            raise unavailable(f"cannot read {path} in {location}", exc) from exc
 
     def write(
         self, location: str, path: str, chunks: Iterable[bytes], *, mtime_ns: int | None = None
     ) -> int:
-        rel = _relative(path)
+        rel = relative(path)
         name = rel.name
         temp = f".{name}.{uuid.uuid4().hex[:12]}{TEMP_SUFFIX}"
         written = 0
@@ -221,11 +177,11 @@ class LocalStorage:
                     _unlink_at(directory, temp)
                     raise
         except OSError as exc:
-            raise _unavailable(f"cannot write {path} in {location}", exc) from exc
+            raise unavailable(f"cannot write {path} in {location}", exc) from exc
         return written
 
     def exists(self, location: str, path: str) -> bool:
-        rel = _relative(path)
+        rel = relative(path)
         try:
             with _beneath(location, rel.parts[:-1]) as directory:
                 info = os.stat(rel.name, dir_fd=directory, follow_symlinks=False)
@@ -235,7 +191,7 @@ class LocalStorage:
         except OSError as exc:
             if exc.errno in _LINKED:
                 return False
-            raise _unavailable(f"cannot read {location}", exc) from exc
+            raise unavailable(f"cannot read {location}", exc) from exc
 
     def reachable(self, location: str) -> bool:
         try:
@@ -244,7 +200,7 @@ class LocalStorage:
             return False
 
     def remove(self, location: str, path: str) -> None:
-        rel = _relative(path)
+        rel = relative(path)
         try:
             with _beneath(location, rel.parts[:-1]) as directory:
                 try:
@@ -257,7 +213,7 @@ class LocalStorage:
         except OSError as exc:
             if exc.errno in _LINKED:
                 return  # not a directory of the checkpoint's: nothing of it to remove there
-            raise _unavailable(f"cannot remove {path} in {location}", exc) from exc
+            raise unavailable(f"cannot remove {path} in {location}", exc) from exc
 
 
 def _unlink_at(directory: int, name: str) -> None:
@@ -267,31 +223,9 @@ def _unlink_at(directory: int, name: str) -> None:
         pass
 
 
-@contextmanager
-def reading(store: CheckpointStorage, location: str, path: str) -> Iterator[Iterator[bytes]]:
-    """The chunks of one file, closed afterwards."""
-    handle = store.open(location, path)
-    try:
-
-        def chunks() -> Iterator[bytes]:
-            while True:
-                try:
-                    chunk = handle.read(CHUNK)
-                except OSError as exc:
-                    raise _unavailable(f"cannot read {path} in {location}", exc) from exc
-                if not chunk:
-                    return
-                yield chunk
-
-        yield chunks()
-    finally:
-        handle.close()
-
-
 _LOCAL = LocalStorage()
 
 
-def storage_for(location: str) -> CheckpointStorage:
-    """The storage implementation for a location (``file://`` only, today)."""
-    _directory(location)  # raises StorageError for schemes without an implementation
+def local_storage() -> LocalStorage:
+    """The one local implementation (it holds no state)."""
     return _LOCAL

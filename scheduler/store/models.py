@@ -105,6 +105,8 @@ class Cluster(Base):
     #: where job entrypoints may come from (path prefixes, ``scheme://`` URL prefixes); null or
     #: empty = the node's ``DROVER_ARTIFACT_ROOTS``
     artifact_roots: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
+    #: a YARN cluster's Hadoop client configuration directory on the nodes (empty: none)
+    hadoop_conf_dir: Mapped[str] = mapped_column(String(1024), default="", server_default="")
     created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow, onupdate=utcnow)
 
@@ -744,6 +746,8 @@ class BusinessQuota(Base):
     dedicated_group: Mapped[str | None] = mapped_column(
         ForeignKey("scheduling_groups.name"), nullable=True, index=True
     )
+    #: the YARN queue of the business's applications (null: the job's own, else the default)
+    yarn_queue: Mapped[str | None] = mapped_column(String(255), nullable=True)
     tokens: Mapped[float] = mapped_column(Float, default=0.0)
     refilled_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
     bucket_version: Mapped[int] = mapped_column(Integer, default=1)

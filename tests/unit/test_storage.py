@@ -44,6 +44,9 @@ ALL = (A, A2, S3)
         ("s3a://ck-bucket", "s3a://ck-bucket"),
         ("s3a://ck-bucket/", "s3a://ck-bucket"),
         ("s3a://ck-bucket/a/b/../c/", "s3a://ck-bucket/a/c"),
+        ("hdfs://NN-a:8020/drover/a/", "hdfs://nn-a:8020/drover/a"),
+        ("hdfs://nameservice1/drover//a/./b/..", "hdfs://nameservice1/drover/a"),
+        ("hdfs://127.0.0.1:9105", "hdfs://127.0.0.1:9105"),
     ],
 )
 def test_locations_are_normalised(text: str, normal: str) -> None:
@@ -64,7 +67,11 @@ def test_locations_are_normalised(text: str, normal: str) -> None:
         "s3a://b/..",
         "s3://bucket/x",
         "gs://bucket/x",
-        "hdfs://nn/x",
+        "hdfs:///x",
+        "hdfs:/x",
+        "hdfs://nn:99999/x",
+        "hdfs://n_n/x",
+        "webhdfs://nn/x",
         "file://nas/share",
         "file:relative",
         "s3a://Upper/x",
