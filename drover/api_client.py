@@ -1803,7 +1803,9 @@ class TokenCreate(TypedDict):
     identity: NotRequired[str | None]
     #: what the token may do at most (empty: what its identity may)
     scopes: NotRequired[list[Scope]]
-    #: lifetime in seconds (null: never expires)
+    #: lifetime in seconds; absent: 90 days, cut to the minting credential's own expiry; `null`
+    #: (explicitly): never expires, for a platform admin whose own credential never expires. A
+    #: minted token never outlives, nor outranks, the credential minting it (403).
     expires_in_seconds: NotRequired[int | None]
     #: free text for people
     description: NotRequired[str]
@@ -1830,6 +1832,9 @@ class TokenCreated(TypedDict):
     expires_at: str | None
     #: when it was revoked (null: not revoked)
     revoked_at: str | None
+    #: the token that minted this one (null: minted by no token: the CLI on the store's host, or
+    #: a JWT); revoking that token revokes this one
+    parent_id: NotRequired[int | None]
     #: the secret: shown once, at creation
     token: str
 
@@ -1871,6 +1876,9 @@ class TokenPublic(TypedDict):
     expires_at: str | None
     #: when it was revoked (null: not revoked)
     revoked_at: str | None
+    #: the token that minted this one (null: minted by no token: the CLI on the store's host, or
+    #: a JWT); revoking that token revokes this one
+    parent_id: NotRequired[int | None]
 
 
 class VotePublic(TypedDict):
@@ -2195,6 +2203,9 @@ class DroverClient(_Base):
         Create an API token
 
         A new token for ``identity`` (default: the caller). Its secret is in this answer only.
+
+        The token minting it is its parent: the new token carries none of the parent's missing
+        scopes, expires no later than it, and is revoked with it.
 
         ``POST /v1/tokens``
         """
@@ -3350,7 +3361,8 @@ class DroverClient(_Base):
         """
         Revoke an API token
 
-        Revoke a token at once (idempotent); it is refused from the next request on.
+        Revoke a token at once (idempotent), and every token it minted (down the generations); they
+        are refused from the next request on.
 
         ``DELETE /v1/tokens/{token_id}``
         """

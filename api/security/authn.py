@@ -160,6 +160,8 @@ def _token_principal(store: Store, secret: str, tokens: TokenCache | None = None
         roles=dict(found.roles),
         scopes=found.scopes,
         identity=found.identity,
+        token_id=found.token_id,
+        expires_at=found.expires_at,
     )
     if tokens is not None:
         tokens.put(secret, principal, found.expires_at, generation)
@@ -288,4 +290,9 @@ class JwtVerifier:
         if "scope" in claims and isinstance(claims["scope"], str):
             named = {p.removeprefix("drover:") for p in claims["scope"].split()}
             scopes = frozenset(sc for sc in Scope if sc.value in named) or scopes
-        return Principal(subject=f"jwt:{claims['sub']}", roles=roles, scopes=scopes)
+        return Principal(
+            subject=f"jwt:{claims['sub']}",
+            roles=roles,
+            scopes=scopes,
+            expires_at=datetime.fromtimestamp(int(claims["exp"]), UTC),
+        )

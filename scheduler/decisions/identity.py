@@ -19,6 +19,9 @@ action                 who may
 ``catalog.write``      platform admin (create/change clusters and groups)
 ``team.read``          viewer of that team (its members and tokens)
 ``team.admin``         admin of that team (bind members, create and revoke its tokens)
+``token.own``          any principal with a stored identity, on its own tokens (create one no
+                       stronger and no longer-lived than the token minting it, revoke one);
+                       a write, like every mint (see :func:`may_mint`)
 ``platform.admin``     platform admin (teams, identities, audit of everything)
 ``audit.read``         admin of any team (entries of that team's jobs) or platform admin
 ``internal``           only a node presenting the deployment secret
@@ -33,6 +36,7 @@ import hmac
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 #: the team of a binding that covers every team
 ALL_TEAMS = "*"
@@ -75,6 +79,7 @@ class Action(enum.StrEnum):
     AUDIT_READ = "audit.read"
     FAILOVER_READ = "failover.read"
     FAILOVER_WRITE = "failover.write"
+    TOKEN_OWN = "token.own"
     INTERNAL = "internal"
 
 
@@ -138,6 +143,10 @@ class Principal:
     run_id: int | None = None
     #: the stored identity behind a Drover token (None for JWT, node and run principals)
     identity: str | None = None
+    #: the Drover token the principal proved (the parent of any token it mints)
+    token_id: int | None = None
+    #: when the credential stops being valid (a token's expiry, a JWT's ``exp``; None: never)
+    expires_at: datetime | None = None
 
     def role_on(self, team: str) -> Role | None:
         """The principal's role on ``team`` (the higher of its binding there and on ``*``)."""
@@ -191,6 +200,10 @@ def decide(
         return Decision(False, "the token is read-only")
     if action in READ_ACTIONS and not principal.scopes:
         return Decision(False, "no credentials")
+    if action is Action.TOKEN_OWN:
+        if principal.identity is not None:
+            return Decision(True, "one's own tokens")
+        return Decision(False, "this credential has no stored identity to hold tokens")
     if action in _PLATFORM:
         if principal.platform_admin:
             return Decision(True, "platform admin")
@@ -250,6 +263,44 @@ def grants(
 
 
 # --------------------------------------------------------------------------- API tokens
+
+
+def may_mint(
+    principal: Principal,
+    scopes: frozenset[Scope],
+    expires_at: datetime | None,
+    *,
+    platform_admin: bool,
+) -> Decision:
+    """May ``principal`` mint a token of ``scopes`` that expires at ``expires_at`` (None: never,
+    which a caller asks for explicitly)? A minted token never exceeds the credential minting
+    it: no scope it lacks, no expiry after its own, and a token that never expires only from a
+    platform admin (``platform_admin``: as the deciding authority says) whose own credential
+    never expires either. Whether the principal may mint at all (``token.own`` or
+    ``platform.admin``) is decided first, like any write."""
+    beyond = sorted(s.value for s in scopes - principal.scopes)
+    if beyond:
+        return Decision(False, f"a token may not carry scopes its minting token lacks: {beyond}")
+    if expires_at is None:
+        if not platform_admin:
+            return Decision(False, "only a platform admin mints a token that never expires")
+        if principal.expires_at is not None:
+            return Decision(False, "a token that expires may not mint one that never does")
+        return Decision(True, "a platform admin, asking for a token that never expires")
+    if principal.expires_at is not None and expires_at > principal.expires_at:
+        return Decision(
+            False,
+            "a token may not outlive the credential minting it "
+            f"(which expires at {principal.expires_at.isoformat()})",
+        )
+    return Decision(True, "within the minting credential's scopes and lifetime")
+
+
+def default_expiry(principal: Principal, now: datetime, lifetime: timedelta) -> datetime:
+    """A minted token's expiry when the caller names none: ``lifetime`` from ``now``, cut to the
+    minting credential's own expiry."""
+    wanted = now + lifetime
+    return wanted if principal.expires_at is None else min(wanted, principal.expires_at)
 
 
 @dataclass(frozen=True)

@@ -112,6 +112,96 @@ def test_read_only_token_and_own_tokens(api: TestClient, store: Store) -> None:
     assert theirs.status_code == 403
 
 
+def test_a_token_never_mints_a_stronger_or_longer_lived_one(api: TestClient, store: Store) -> None:
+    op = member_token(store, "olga", "ads", "operator")  # read and write, 90 days
+
+    def mint(parent: str, **body: Any) -> Any:
+        return api.post("/v1/tokens", json=body, headers=auth_headers(parent))
+
+    def expiry(answer: Any) -> datetime:
+        return datetime.fromisoformat(answer.json()["expires_at"])
+
+    def works(secret: str) -> bool:
+        api.app.state.token_cache.clear()  # type: ignore[attr-defined]
+        return api.get("/v1/whoami", headers=auth_headers(secret)).status_code == 200
+
+    before = store_fingerprint(store)
+    # a read-only token mints nothing: a token is a write like any other
+    reader = mint(op, scopes=["read"])
+    assert reader.status_code == 201, reader.text
+    ro = reader.json()["token"]
+    before = store_fingerprint(store)
+    for body in ({"scopes": ["read", "write"]}, {"scopes": ["read"]}, {}):
+        refused = mint(ro, **body)
+        assert refused.status_code == 403, (body, refused.text)
+    assert store_fingerprint(store) == before
+
+    # a short-lived token mints nothing that outlives it, and never a token that never expires
+    short = mint(op, expires_in_seconds=120)
+    assert short.status_code == 201, short.text
+    short_secret, short_id = short.json()["token"], short.json()["id"]
+    before = store_fingerprint(store)
+    for body in ({"expires_in_seconds": None}, {"expires_in_seconds": 3600}):
+        refused = mint(short_secret, **body)
+        assert refused.status_code == 403, (body, refused.text)
+        assert refused.headers["content-type"] == "application/problem+json"
+    assert store_fingerprint(store) == before
+    child = mint(short_secret)  # the default lifetime, cut to the parent's
+    assert child.status_code == 201, child.text
+    assert expiry(child) <= expiry(short)
+    assert child.json()["parent_id"] == short_id
+    grandchild = mint(child.json()["token"], scopes=["read"])
+    assert grandchild.status_code == 201, grandchild.text
+
+    # only a platform admin makes a token that never expires, and only by asking for it
+    assert mint(op, expires_in_seconds=None).status_code == 403
+    root = admin_token(store)  # the bootstrap admin's token never expires
+    forever = mint(root, identity="olga", expires_in_seconds=None)
+    assert forever.status_code == 201, forever.text
+    assert forever.json()["expires_at"] is None
+    assert mint(root, identity="olga").json()["expires_at"] is not None  # the default: 90 days
+    admin_for_a_day = mint(root, expires_in_seconds=86400).json()["token"]
+    assert mint(admin_for_a_day, expires_in_seconds=None).status_code == 403
+
+    # the audit entry names the minting token
+    entries = api.get(
+        "/v1/audit", params={"action": "token.create"}, headers=auth_headers(root)
+    ).json()["data"]
+    by_target = {e["target_name"]: e for e in entries}
+    entry = by_target[str(child.json()["id"])]
+    assert entry["detail"]["minted_by_token"] == short_id
+    assert entry["after"]["parent_id"] == short_id
+
+    # revoking a token revokes what it minted, and what that minted
+    assert works(child.json()["token"]) and works(grandchild.json()["token"])
+    revoked = api.delete(f"/v1/tokens/{short_id}", headers=auth_headers(op))
+    assert revoked.status_code == 200, revoked.text
+    assert not works(short_secret)
+    assert not works(child.json()["token"])
+    assert not works(grandchild.json()["token"])
+    assert works(op) and works(ro)
+
+
+def test_minting_ones_own_token_asks_the_permission_center(store: Store, tmp_path: Path) -> None:
+    center = Center()
+    try:
+        settings = Settings(
+            data_dir=tmp_path / "d", node_id="pc", authz_url=center.url, authz_cache_seconds=0.0
+        )
+        op = member_token(store, "olga", "ads", "operator")
+        with client_for(settings, store) as api:
+            center.allow = set()
+            before = store_fingerprint(store)
+            refused = api.post("/v1/tokens", json={}, headers=auth_headers(op))
+            assert refused.status_code == 403, refused.text
+            assert store_fingerprint(store) == before
+            assert any(c["subject"] == "user:olga" for c in center.calls)
+            center.allow = {"token.own"}
+            assert api.post("/v1/tokens", json={}, headers=auth_headers(op)).status_code == 201
+    finally:
+        center.stop()
+
+
 def test_garbage_credentials_are_401_problems(api: TestClient) -> None:
     for value in ("Bearer drv_" + "x" * 40, "Bearer a.b.c", "Basic dXNlcjpwdw==", "Bearer"):
         r = api.get("/v1/jobs", headers={"Authorization": value})
