@@ -170,7 +170,10 @@ class AlertChannelCreate(TypedDict):
     #: `webhook`: the documented JSON body (docs/observability.md), signed with `secret` when
     #: set; `slack`: a Slack incoming-webhook message (`{"text": ...}`)
     kind: NotRequired[ChannelKind]
-    #: where messages are POSTed (http or https)
+    #: where messages are POSTed (http or https), a public destination: a host that is, or
+    #: resolves to, a loopback, private, link-local, shared or multicast address is refused (422)
+    #: unless the operator allows it (DROVER_ALERT_ALLOWED_HOSTS); checked again before every
+    #: send
     url: str
     #: the alert kinds wanted (empty: all)
     kinds: NotRequired[list[AlertKind]]
@@ -192,7 +195,9 @@ class AlertChannelPublic(TypedDict):
     name: str
     #: how messages go out
     kind: ChannelKind
-    #: where messages are sent
+    #: where messages are POSTed: whole for the channel's team's admins (the platform's admins
+    #: for a platform channel), else only its scheme and host (`https://hooks.slack.com/…`: a
+    #: webhook URL is a credential)
     url: str
     #: `*`: the platform's channel
     team: str
@@ -3176,7 +3181,8 @@ class DroverClient(_Base):
         """
         A team's alert channels
 
-        The alert channels of one team (404 for an unknown team).
+        The alert channels of one team (404 for an unknown team); their URLs whole for the team's
+        admins, else masked to scheme and host.
 
         ``GET /v1/teams/{team}/alert-channels``
         """

@@ -23,6 +23,7 @@ from pydantic_settings import (
 )
 
 from scheduler.core.errors import ClusterError, InvalidInput
+from scheduler.decisions.destinations import Destinations
 from scheduler.decisions.health import HealthPolicy
 from scheduler.decisions.stalls import StallPolicy
 
@@ -206,6 +207,10 @@ class Settings(BaseSettings):
     alerts: bool = True
     #: seconds between two rounds of the alert loop
     alert_interval: float = Field(default=2.0, gt=0)
+    #: internal destinations alert channels may send to nonetheless (comma separated host
+    #: names, addresses, networks: ``hooks.internal,10.1.0.0/16``); every other destination
+    #: must be public (scheduler.decisions.destinations)
+    alert_allowed_hosts: str = ""
 
     # Failovers (scheduler/decisions/operations/): every node executes the operations of its groups
     #: run the operations executor on this node (off: it never executes nor starts failovers)
@@ -247,6 +252,12 @@ class Settings(BaseSettings):
     @classmethod
     def _check_groups(cls, value: str) -> str:
         parse_groups(value)
+        return value
+
+    @field_validator("alert_allowed_hosts")
+    @classmethod
+    def _check_alert_allowed_hosts(cls, value: str) -> str:
+        Destinations.parse(value)
         return value
 
     @model_validator(mode="after")
@@ -365,6 +376,10 @@ class Settings(BaseSettings):
     @property
     def stall_policy(self) -> StallPolicy:
         return StallPolicy(minimum=self.stall_after_min, triggers=self.stall_after_triggers)
+
+    @cached_property
+    def alert_destinations(self) -> Destinations:
+        return Destinations.parse(self.alert_allowed_hosts)
 
     @property
     def group_roles(self) -> dict[str, Role]:
