@@ -120,6 +120,17 @@ class Settings(BaseSettings):
     #: and a hand-over to a thread on every request of a caller seen within it (a polling UI,
     #: an internal service); 0 reads the token on every request
     token_cache_seconds: float = Field(default=2.0, ge=0, le=60)
+    #: seconds between two fetches of the JWT issuer's keys caused by a token naming a key id
+    #: the node does not know (a rotation); unknown ids within it are refused without a fetch
+    jwt_keys_refetch_seconds: float = Field(default=30.0, ge=0)
+    #: credentials that do not verify, per client address, within ``auth_failure_window``
+    #: seconds, before that address is answered 429 (a credential this node verified lately
+    #: still passes; probes and metrics are never throttled); 0: no throttle
+    auth_failure_limit: int = Field(default=30, ge=0)
+    auth_failure_window: float = Field(default=60.0, gt=0)
+    #: the longest request body a route reads (bytes); a longer one is a 413 before more than
+    #: this is read, chunked or not
+    api_max_body_bytes: int = Field(default=1024 * 1024, ge=1024, le=1024 * 1024 * 1024)
 
     # API
     #: threads serving the API's blocking work at once (route handlers, store reads), in each of

@@ -190,8 +190,13 @@ def _run_principal(store: Store, token: str, job: str | None) -> Principal:
 
 @dataclass
 class JwtVerifier:
-    """Verifies JWTs of the configured issuer; keys from a JWKS file or URL (re-read at most
-    every ``refresh_s``)."""
+    """Verifies JWTs of the configured issuer; keys from a JWKS file or URL, re-read every
+    ``refresh_s``, and when a token names a key id they lack (the issuer rotated its keys) --
+    but then at most once per ``DROVER_JWT_KEYS_REFETCH_SECONDS``: tokens naming unknown ids,
+    which anybody can forge, never make the node hammer the issuer.
+
+    (PyJWT's ``PyJWKClient`` caches keys too, but fetches again for every unknown key id and
+    reads URLs only, not the JWKS file this verifier also takes.)"""
 
     settings: Settings
     refresh_s: float = 300.0
@@ -220,7 +225,8 @@ class JwtVerifier:
         import jwt
 
         with self._lock:
-            if force or time.monotonic() - self._loaded_at > self.refresh_s:
+            age = time.monotonic() - self._loaded_at
+            if age > self.refresh_s or (force and age >= self.settings.jwt_keys_refetch_seconds):
                 try:
                     jwks = self._jwks()
                 except Exception as exc:  # unreadable keys: refuse, say why (no key material)
@@ -253,7 +259,7 @@ class JwtVerifier:
         kid = str(header.get("kid") or "")
         keys = self._load()
         if kid and kid not in keys:
-            keys = self._load(force=True)  # the issuer rotated its keys
+            keys = self._load(force=True)  # the issuer rotated its keys (or a forger guesses)
         candidates = [keys[kid]] if kid in keys else ([] if kid else list(keys.values()))
         if not candidates:
             raise Unauthenticated("JWT signed by an unknown key")

@@ -457,6 +457,82 @@ def test_jwt_from_the_configured_issuer(
             assert r.json()["type"] == "urn:drover:problem:unauthenticated", what
 
 
+class KeyServer:
+    """The issuer's JWKS over HTTP, counting how often it is fetched."""
+
+    def __init__(self, jwks: dict[str, Any]) -> None:
+        self.jwks = jwks
+        self.fetches = 0
+        keys = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+                keys.fetches += 1
+                answer = json.dumps(keys.jwks).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, *args: Any) -> None:
+                return None
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/jwks"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)
+
+
+def test_unknown_key_ids_refetch_the_issuers_keys_at_most_once_per_interval(
+    store: Store, tmp_path: Path, issuer: dict[str, Any]
+) -> None:
+    keys = KeyServer(json.loads(issuer["jwks"].read_text()))
+    try:
+        settings = Settings(
+            data_dir=tmp_path / "d",
+            node_id="jwks",
+            jwt_issuer=issuer["iss"],
+            jwt_audience=issuer["aud"],
+            jwt_jwks_url=keys.url,
+            jwt_keys_refetch_seconds=1.0,
+        )
+        with client_for(settings, store) as api:
+            assert api.get("/v1/whoami", headers=auth_headers(sign(issuer))).status_code == 200
+            assert keys.fetches == 1
+            now = int(time.time())
+            for n in range(20):  # anonymous requests, each naming a key the issuer never had
+                forged = jwt.encode(
+                    {"iss": issuer["iss"], "aud": issuer["aud"], "sub": "x", "exp": now + 60},
+                    issuer["key"],
+                    algorithm="RS256",
+                    headers={"kid": f"unknown-{n}"},
+                )
+                assert api.get("/v1/jobs", headers=auth_headers(forged)).status_code == 401
+            assert keys.fetches <= 2, keys.fetches  # one refetch at most, not one per request
+
+            # the issuer rotates its key: the new one is picked up once the interval passed
+            rotated = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+            jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(rotated.public_key()))
+            jwk.update({"kid": "k2", "use": "sig", "alg": "RS256"})
+            keys.jwks = {"keys": [*keys.jwks["keys"], jwk]}
+            claims = {"iss": issuer["iss"], "aud": issuer["aud"], "sub": "dana", "exp": now + 300}
+            fresh = jwt.encode(claims, rotated, algorithm="RS256", headers={"kid": "k2"})
+            wait_until(
+                lambda: api.get("/v1/whoami", headers=auth_headers(fresh)).status_code == 200,
+                timeout=10,
+                what="the rotated key",
+            )
+            assert keys.fetches <= 6, keys.fetches
+    finally:
+        keys.stop()
+
+
 # --------------------------------------------------------------------------- permission center
 
 
