@@ -158,11 +158,14 @@ class SecurityEdge:
 
         state: dict[str, Any] = scope.setdefault("state", {})
         host = _host_of(headers.get("host", "")).lower()
+        mutating = method in MUTATING
+        # the bodies the routes read (the others are never read)
+        length = headers.get("content-length") if mutating else None
         refusal: Response | None = None
         if not self.allow_any_host and host not in self.trusted and path not in PROBES:
             refusal = problem(400, "untrusted-host", "this node does not serve that Host", path)
         elif (
-            method in MUTATING
+            mutating
             and not is_json(headers.get("content-type", ""))
             and CLIENT_HEADER.lower() not in headers
         ):
@@ -172,9 +175,7 @@ class SecurityEdge:
                 f"send Content-Type: application/json or an {CLIENT_HEADER} header",
                 path,
             )
-        elif (length := headers.get("content-length")) is not None and not _fits(
-            length, self.max_body
-        ):
+        elif length is not None and not _fits(length, self.max_body):
             refusal = self._too_large(path)
         elif path in PUBLIC_PATHS or is_console_path(path):
             state["principal"] = ANONYMOUS
@@ -190,7 +191,7 @@ class SecurityEdge:
         if refusal is not None:
             await refusal(scope, receive, send_with_headers)
             return
-        if method in MUTATING and "content-length" not in headers:  # counted as it is read
+        if mutating and length is None:  # chunked: counted as it is read
             receive = _bounded(receive, self.max_body)
         try:
             await self.app(scope, receive, send_with_headers)
@@ -227,7 +228,7 @@ class SecurityEdge:
                 response.headers["Retry-After"] = str(max(1, math.ceil(wait)))
                 return response
         fence_job: str | None = None
-        if FENCING_TOKEN_HEADER in headers:
+        if token is None and FENCING_TOKEN_HEADER in headers:  # (a token says there is none)
             fence_job = fence_job_of(method, path)
             if fence_job is None:  # no store read, no body read
                 self.failures.failed(address)
