@@ -133,6 +133,9 @@ class Settings(BaseSettings):
     api_max_body_bytes: int = Field(default=1024 * 1024, ge=1024, le=1024 * 1024 * 1024)
 
     # API
+    #: serve the API's reference page (Swagger UI, from the node's own files) at ``/docs``;
+    #: default: on in development, off in production
+    api_docs: bool | None = None
     #: threads serving the API's blocking work at once (route handlers, store reads), in each of
     #: its two sets (its own for the hot routes and the checks, ``api/threads.py``; anyio's for
     #: the other routes); the API's store keeps as many connections open, so no request opens one
@@ -387,6 +390,10 @@ class Settings(BaseSettings):
     @property
     def stall_policy(self) -> StallPolicy:
         return StallPolicy(minimum=self.stall_after_min, triggers=self.stall_after_triggers)
+
+    @property
+    def serve_api_docs(self) -> bool:
+        return self.api_docs if self.api_docs is not None else self.environment != "production"
 
     @cached_property
     def alert_destinations(self) -> Destinations:

@@ -36,6 +36,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api import deferred
+from api.apidocs import DOCS_CSP, is_docs_path
 from api.console import CONSOLE_CSP, is_console_path
 from api.media import is_json
 from api.problems import problem
@@ -57,10 +58,9 @@ from scheduler.decisions.identity import (
 )
 from scheduler.store.db import Store
 
-#: paths anyone may call (probes, metrics, the API's own description)
-PUBLIC_PATHS = frozenset(
-    {"/healthz", "/readyz", "/metrics", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"}
-)
+#: paths anyone may call (probes, metrics, the API's own description; and every path of the
+#: reference page and the console: ``is_docs_path``, ``is_console_path``)
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/openapi.json"})
 #: probes and metrics: any Host (load balancers and kubelets use addresses)
 PROBES = frozenset({"/healthz", "/readyz", "/metrics"})
 CLIENT_HEADER = "X-Drover-Client"
@@ -72,7 +72,7 @@ SECURITY_HEADERS = {
     "Cross-Origin-Resource-Policy": "same-origin",
     "Permissions-Policy": "interest-cohort=()",
 }
-#: the API answers JSON only; the docs pages load Swagger UI / ReDoc from their CDN
+#: the API answers JSON only (the reference page and the console have their own policies)
 API_CSP = "default-src 'none'; frame-ancestors 'none'"
 
 
@@ -150,7 +150,9 @@ class SecurityEdge:
                     answer.setdefault(name, value)
                 if is_console_path(path):
                     answer["Content-Security-Policy"] = CONSOLE_CSP
-                elif path not in ("/docs", "/redoc", "/docs/oauth2-redirect"):
+                elif is_docs_path(path):
+                    answer["Content-Security-Policy"] = DOCS_CSP
+                else:
                     answer.setdefault("Content-Security-Policy", API_CSP)
                 if path != "/openapi.json":
                     answer.setdefault("Cache-Control", "no-store")
@@ -177,7 +179,7 @@ class SecurityEdge:
             )
         elif length is not None and not _fits(length, self.max_body):
             refusal = self._too_large(path)
-        elif path in PUBLIC_PATHS or is_console_path(path):
+        elif path in PUBLIC_PATHS or is_console_path(path) or is_docs_path(path):
             state["principal"] = ANONYMOUS
         else:
             client = scope.get("client")

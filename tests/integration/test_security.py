@@ -734,6 +734,40 @@ def test_browser_safety(store: Store, tmp_path: Path) -> None:
             assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
 
 
+def test_the_api_reference_page_comes_from_the_node_itself(store: Store, tmp_path: Path) -> None:
+    import re
+
+    settings = Settings(data_dir=tmp_path / "d", node_id="docs")
+    with client_for(settings, store) as api:
+        page = api.get("/docs")
+        assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+        policy = page.headers["content-security-policy"]
+        assert "script-src 'self';" in policy and "frame-ancestors 'none'" in policy
+        assert "unsafe-eval" not in policy and "script-src 'self' 'unsafe-inline'" not in policy
+        assert "<script>" not in page.text  # no inline script: the policy allows none
+        sources = re.findall(r'(?:src|href)="([^"]+)"', page.text)
+        assert sources and all(s.startswith("/docs/") for s in sources), sources
+        for source in sources:  # every file from this node, under the same policy
+            asset = api.get(source)
+            assert asset.status_code == 200, source
+            assert asset.headers["content-security-policy"] == policy, source
+            if source.endswith(".js"):
+                assert "javascript" in asset.headers["content-type"], source
+        assert "/openapi.json" in api.get("/docs/start.js").text
+        assert api.get("/redoc").status_code != 200  # ReDoc comes from a CDN only: off
+        assert api.get("/openapi.json").status_code == 200
+    off = Settings(data_dir=tmp_path / "d", node_id="docs", api_docs=False)
+    with client_for(off, store) as api:
+        assert api.get("/docs").status_code == 404
+        assert api.get("/openapi.json").status_code == 200
+    production = Settings(
+        environment="production",
+        database_url="mysql+pymysql://drover@db.example/drover",
+        deployment_secret="s" * 40,
+    )
+    assert not production.serve_api_docs
+
+
 def test_internal_calls_need_the_deployment_secret(api: TestClient, store: Store) -> None:
     body = {"group": "default"}
     wrong = api.post("/v1/internal/nudge", json=body, headers={"X-Drover-Node-Secret": "guess"})
