@@ -8,6 +8,7 @@ mode, one node on 127.0.0.1:8000.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import tomllib
 from functools import cached_property
@@ -268,6 +269,36 @@ class Settings(BaseSettings):
         parse_groups(value)
         return value
 
+    @field_validator("deployment_secret_file", "database_password_file", "jwt_jwks_file")
+    @classmethod
+    def _check_file(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_file():
+            raise ValueError(f"no such file: {value}")
+        return value
+
+    @model_validator(mode="after")
+    def _refuse_unknown_file_settings(self) -> Settings:
+        """A ``DROVER_*_FILE`` variable that names no setting is a mistake (a secret meant to be
+        read from a file), never something to ignore: ``DROVER_DATABASE_URL_FILE`` must not
+        leave a node on its default SQLite store."""
+        known = {f"DROVER_{name.upper()}" for name in type(self).model_fields}
+        unknown = sorted(
+            name
+            for name in os.environ
+            if name.startswith("DROVER_") and name.endswith("_FILE") and name not in known
+        )
+        if unknown:
+            files = sorted(n for n in known if n.endswith("_FILE"))
+            raise ValueError(
+                f"{', '.join(unknown)}: no such setting (file settings: {', '.join(files)})"
+            )
+        return self
+
+    def __repr_args__(self) -> Any:
+        """Every setting but secrets: URLs without their passwords (``repr``, ``str``)."""
+        for name, value in super().__repr_args__():
+            yield name, _without_password(value) if isinstance(value, str) else value
+
     @field_validator("alert_allowed_hosts")
     @classmethod
     def _check_alert_allowed_hosts(cls, value: str) -> str:
@@ -285,6 +316,11 @@ class Settings(BaseSettings):
             raise ValueError(
                 "production mode needs DROVER_DEPLOYMENT_SECRET(_FILE) of at least 32 characters "
                 "(not the development default)"
+            )
+        if self.jwt_issuer and not self.jwt_audience:
+            raise ValueError(
+                "production mode with JWTs (DROVER_JWT_ISSUER) needs DROVER_JWT_AUDIENCE: "
+                "else a token the issuer made for any other service is taken here"
             )
         return self
 
@@ -410,6 +446,14 @@ class Settings(BaseSettings):
     @property
     def checkpoints_dir(self) -> Path:
         return (self.data_dir / "checkpoints").resolve()
+
+
+#: ``scheme://user:password@`` in a URL (the password part is what never prints)
+_URL_PASSWORD = re.compile(r"(//[^/@:\s]*):[^@/\s]*@")
+
+
+def _without_password(text: str) -> str:
+    return _URL_PASSWORD.sub(r"\1:***@", text)
 
 
 def _csv(raw: str) -> list[str]:

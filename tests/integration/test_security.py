@@ -819,6 +819,51 @@ def test_secrets_from_files_and_production_refuses_defaults(
     assert "missing" in str(info.value)
 
 
+def test_settings_files_audience_and_passwords(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in list(os.environ):
+        if name.startswith("DROVER_"):
+            monkeypatch.delenv(name)
+    # a *_FILE setting that does not exist is an error, never a silent fallback to SQLite
+    monkeypatch.setenv("DROVER_DATABASE_URL_FILE", str(tmp_path / "url"))
+    with pytest.raises(InvalidInput, match="DROVER_DATABASE_URL_FILE"):
+        load_settings()
+    monkeypatch.delenv("DROVER_DATABASE_URL_FILE")
+    # nor is a file setting naming a file that is not there
+    monkeypatch.setenv("DROVER_JWT_JWKS_FILE", str(tmp_path / "no-such-jwks.json"))
+    with pytest.raises(InvalidInput, match="DROVER_JWT_JWKS_FILE"):
+        load_settings()
+    monkeypatch.delenv("DROVER_JWT_JWKS_FILE")
+    assert load_settings().resolved_database_url.startswith("sqlite")
+
+    # production with JWTs needs their audience
+    production = {
+        "environment": "production",
+        "database_url": "mysql+pymysql://drover:hunter2@db.example/drover",
+        "deployment_secret": "s" * 40,
+    }
+    jwks = tmp_path / "jwks.json"
+    jwks.write_text('{"keys": []}')
+    with pytest.raises(InvalidInput, match="JWT_AUDIENCE"):
+        load_settings(**production, jwt_issuer="https://sso.example", jwt_jwks_file=jwks)
+    settings = load_settings(
+        **production,
+        jwt_issuer="https://sso.example",
+        jwt_jwks_file=jwks,
+        jwt_audience="drover",
+        authz_url="https://pc:center-pw@pc.example/decide",
+        jwt_jwks_url="https://keys:keys-pw@sso.example/jwks",
+        zk_hosts="127.0.0.1:2181",
+    )
+    # settings never print a password (nor the deployment secret)
+    for shown in (repr(settings), str(settings), f"{settings}"):
+        for secret in ("hunter2", "center-pw", "keys-pw", "s" * 40):
+            assert secret not in shown, (secret, shown)
+    assert "db.example" in repr(settings)  # the rest stays readable
+    assert settings.resolved_database_url.endswith(":hunter2@db.example/drover")
+
+
 # --------------------------------------------------------------------------- CLI
 
 
