@@ -115,6 +115,10 @@ class Settings(BaseSettings):
     authz_url: str = ""
     authz_cache_seconds: float = Field(default=5.0, ge=0)
     authz_timeout: float = Field(default=2.0, gt=0)
+    #: who may mark a cluster abnormal (and clear the mark): ``team-operators`` (an operator of
+    #: any team; the mark names the team in every event) or ``platform-operators`` (operators
+    #: of every team, ``*``, only)
+    cluster_marks: Literal["team-operators", "platform-operators"] = "team-operators"
     #: seconds a verified API token is trusted without reading the store again. A revocation
     #: or role change made through this node applies at once; one made through another node or
     #: the CLI within this many seconds (like ``authz_cache_seconds``). It saves a store read

@@ -15,7 +15,9 @@ action                 who may
                        runs (the fence answers a run only whether it is current)
 ``job.write``          operator of the job's team (create, change, delete, start, stop, restart)
 ``catalog.read``       any authenticated principal (clusters, groups, nodes: no team data)
-``cluster.mark``       operator of any team (mark a cluster abnormal/normal; failovers)
+``cluster.mark``       operator of any team (mark a cluster abnormal/normal), or only of every
+                       team (``*``) where the platform keeps marks to its operators
+                       (``platform_marks``; ``DROVER_CLUSTER_MARKS``)
 ``catalog.write``      platform admin (create/change clusters and groups)
 ``team.read``          viewer of that team (its members and tokens)
 ``team.admin``         admin of that team (bind members, create and revoke its tokens)
@@ -178,13 +180,19 @@ class Decision:
 
 
 def decide(
-    principal: Principal, action: Action, team: str | None = None, job: str | None = None
+    principal: Principal,
+    action: Action,
+    team: str | None = None,
+    job: str | None = None,
+    *,
+    platform_marks: bool = False,
 ) -> Decision:
     """The built-in role bindings: may ``principal`` take ``action`` on a resource of ``team``?
 
     ``team`` is the resource's team for team-scoped actions (``""`` is a team like any other:
     the jobs nobody claimed; only ``*`` bindings reach them); ``job`` the job's name, which only
-    a run token's decision looks at.
+    a run token's decision looks at; ``platform_marks``: cluster marks are for operators of
+    every team only.
     """
     if action is Action.INTERNAL:
         if principal.node:
@@ -208,8 +216,8 @@ def decide(
         if principal.platform_admin:
             return Decision(True, "platform admin")
         return Decision(False, f"{action} needs the admin role on every team ('*')")
-    if action in _EVERY_TEAM_ROLE:
-        need = _EVERY_TEAM_ROLE[action]
+    if action in _EVERY_TEAM_ROLE or (platform_marks and action is Action.CLUSTER_MARK):
+        need = _EVERY_TEAM_ROLE.get(action, Role.OPERATOR)
         have = principal.roles.get(ALL_TEAMS)
         if have is not None and have >= need:
             return Decision(True, f"{have} on every team")
@@ -260,6 +268,18 @@ def grants(
         if allowed:
             out[action.value] = allowed
     return out
+
+
+def acting_as(principal: Principal, need: Role = Role.OPERATOR) -> str:
+    """Who ``principal`` is when a role on *some* team lets it act on what every team shares (a
+    cluster mark stops every team's starts there): its subject, and the teams whose role lets it
+    (``user:olga (operator of team ads)``), so the other teams see whose operator it was. A
+    platform operator (``*``) is its subject alone."""
+    every = principal.roles.get(ALL_TEAMS)
+    if every is not None and every >= need:
+        return principal.subject
+    holds = [f"{r} of team {t}" for t, r in sorted(principal.roles.items()) if r >= need]
+    return f"{principal.subject} ({', '.join(holds)})" if holds else principal.subject
 
 
 # --------------------------------------------------------------------------- API tokens
