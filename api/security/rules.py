@@ -202,7 +202,9 @@ async def authorize(request: Request) -> None:
     if principal is ANONYMOUS or principal.subject == ANONYMOUS.subject:
         raise Unauthenticated("credentials required")
     if rule.action is None:
-        return  # any authenticated principal (whoami, own token listing)
+        if principal.node:  # the deployment secret opens /v1/internal, nothing else
+            raise Forbidden("the deployment secret only opens /v1/internal")
+        return  # any authenticated caller (whoami, own token listing)
     context = request.app.state.context
     authorizer: Authorizer = request.app.state.authorizer
     params = request.path_params
