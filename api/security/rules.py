@@ -325,6 +325,8 @@ def _owns_token(request: Request, principal: Principal) -> bool:
             number = int(token_id)
         except ValueError:
             return False
+        if not 1 <= number <= 2**31 - 1:  # no such token (and no query past an INTEGER)
+            return False
         context = request.app.state.context
         with context.store.session() as session:
             try:
