@@ -19,7 +19,7 @@ import json
 import shutil
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -34,16 +34,15 @@ from api.deps import NodeContext
 from api.security.rules import RULES, api_routes
 from scheduler.config import DEVELOPMENT_SECRET, Settings
 from scheduler.coordination.zookeeper import GroupView, MemberInfo
-from scheduler.core.backend import app_name_for
 from scheduler.core.records import JobSpec
-from scheduler.core.states import DesiredState, JobState
+from scheduler.core.states import DesiredState
 from scheduler.decisions.alerts import ChannelKind, ChannelRecord
 from scheduler.decisions.catalog import ClusterSpec
 from scheduler.decisions.identity import Role, Scope
 from scheduler.decisions.membership import MembershipSnapshot, Mode, NodeCard
 from scheduler.decisions.operations.model import OperationKind
 from scheduler.decisions.quotas import QuotaSpec
-from scheduler.store import alerts, catalog, identities, ledger, operations, quotas
+from scheduler.store import alerts, catalog, identities, operations, quotas
 from scheduler.store import health as health_store
 from scheduler.store import jobs as jobs_store
 from scheduler.store.bootstrap import ensure_defaults
@@ -55,6 +54,7 @@ from tests.support.auth import (
     member_token,
     store_fingerprint,
 )
+from tests.support.runs import record_run
 
 pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
@@ -390,15 +390,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 
         catalog.create_group(session, "spare", primary_cluster="local", failover_cluster=None)
         quotas.put_quota(session, "ads", QuotaSpec(rate=5.0, burst=10), by="root")
-        run = ledger.create_run(  # a run of the job: the fencing token's
-            session,
-            jobs_store.get_job(session, JOB),
-            cluster="local",
-            node_id="t",
-            owner_epoch=0,
-            checkpoint_location="/ckpt",
-            app_name_for=app_name_for,
-        )
+        run = record_run(session, JOB)  # a run of the job: the fencing token's
         # a revision to roll back to
         jobs_store.update_job_spec(
             session, JOB, {"business": "b1"}, expected_version=None, cause="test", node_id="t"
@@ -406,33 +398,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         # a job that runs
         wanted = JobSpec(name=LIVE, entrypoint=PIPELINE, team=OWN, desired_state=RUNNING)
         jobs_store.create_job(session, wanted, cause="test", node_id="t")
-        live = jobs_store.get_job(session, LIVE)
-        live_run = ledger.create_run(
-            session,
-            live,
-            cluster="local",
-            node_id="t",
-            owner_epoch=0,
-            checkpoint_location="/ckpt2",
-            app_name_for=app_name_for,
-        )
-        version = ledger.transition_job(
-            session,
-            live,
-            JobState.SUBMITTING,
-            reason="t",
-            cause="test",
-            node_id="t",
-            current_run_id=live_run.id,
-        )
-        ledger.transition_job(
-            session,
-            replace(live, state=JobState.SUBMITTING, version=version),
-            JobState.RUNNING,
-            reason="t",
-            cause="test",
-            node_id="t",
-        )
+        record_run(session, LIVE, started=True)
         # a cluster marked abnormal by hand (clear)
         catalog.create_cluster(
             session,

@@ -30,14 +30,14 @@ from hypothesis import HealthCheck, Phase, settings
 from api.app import create_app
 from api.deps import NodeContext
 from scheduler.config import Settings
-from scheduler.core.backend import app_name_for
 from scheduler.core.records import JobSpec
 from scheduler.decisions.identity import Scope
-from scheduler.store import identities, ledger
+from scheduler.store import identities
 from scheduler.store import jobs as jobs_store
 from scheduler.store.bootstrap import ensure_defaults
 from scheduler.store.db import Store
 from tests.support.auth import CLIENT_HEADERS, auth_headers, member_token, store_fingerprint
+from tests.support.runs import record_run
 
 pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
@@ -132,15 +132,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             spec = JobSpec(name=name, entrypoint="/opt/pipelines/p.py", team=team)
             jobs_store.create_job(s, spec, cause="seed", node_id="seed")
     with store.transaction() as s:
-        run = ledger.create_run(
-            s,
-            jobs_store.get_job(s, "orders"),
-            cluster="local",
-            node_id="seed",
-            owner_epoch=0,
-            checkpoint_location="/ckpt",
-            app_name_for=app_name_for,
-        )
+        run = record_run(s, "orders")
     operator = member_token(store, "olga", "ads", "operator")
     with store.transaction() as s:
         reader, _ = identities.create_token(s, "olga", scopes=frozenset({Scope.READ}))

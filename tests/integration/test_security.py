@@ -13,7 +13,7 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -216,35 +216,16 @@ FENCE = "X-Drover-Fencing-Token"
 
 def running_run(store: Store, name: str, team: str = "ads") -> tuple[int, str]:
     """Job ``name`` with a run as a node records it: (the run's id, its fencing token)."""
-    from scheduler.core.backend import app_name_for
     from scheduler.core.records import JobSpec
-    from scheduler.core.states import DesiredState, JobState
+    from scheduler.core.states import DesiredState
     from scheduler.store import jobs as jobs_store
-    from scheduler.store import ledger
+    from tests.support.runs import record_run
 
     with store.transaction() as session:
         wanted = DesiredState.RUNNING
         spec = JobSpec(name=name, entrypoint=PIPELINE, team=team, desired_state=wanted)
         jobs_store.create_job(session, spec, cause="test", node_id="n1")
-        job = jobs_store.get_job(session, name)
-        run = ledger.create_run(
-            session,
-            job,
-            cluster="local",
-            node_id="n1",
-            owner_epoch=0,
-            checkpoint_location="/ckpt",
-            app_name_for=app_name_for,
-        )
-        ledger.transition_job(
-            session,
-            job,
-            JobState.SUBMITTING,
-            reason="t",
-            cause="test",
-            node_id="n1",
-            current_run_id=run.id,
-        )
+        run = record_run(session, name, started=True)
     return run.id, run.fencing_token
 
 
@@ -457,29 +438,33 @@ def test_jwt_from_the_configured_issuer(
             assert r.json()["type"] == "urn:drover:problem:unauthenticated", what
 
 
-class KeyServer:
-    """The issuer's JWKS over HTTP, counting how often it is fetched."""
+class JsonService:
+    """A small HTTP service on loopback: every GET or POST to it is answered
+    ``answer(method, body)`` (JSON both ways)."""
 
-    def __init__(self, jwks: dict[str, Any]) -> None:
-        self.jwks = jwks
-        self.fetches = 0
-        keys = self
-
+    def __init__(self, path: str, answer: Callable[[str, Any], Any]) -> None:
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-                keys.fetches += 1
-                answer = json.dumps(keys.jwks).encode()
+            def reply(self, method: str) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length)) if length else None
+                data = json.dumps(answer(method, body)).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(answer)))
+                self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(answer)
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+                self.reply("GET")
+
+            def do_POST(self) -> None:  # noqa: N802
+                self.reply("POST")
 
             def log_message(self, *args: Any) -> None:
                 return None
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/jwks"
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}{path}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
@@ -487,6 +472,19 @@ class KeyServer:
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(timeout=5)
+
+
+class KeyServer(JsonService):
+    """The issuer's JWKS over HTTP, counting how often it is fetched."""
+
+    def __init__(self, jwks: dict[str, Any]) -> None:
+        self.jwks = jwks
+        self.fetches = 0
+        super().__init__("/jwks", self._serve)
+
+    def _serve(self, method: str, body: Any) -> Any:
+        self.fetches += 1
+        return self.jwks
 
 
 def test_unknown_key_ids_refetch_the_issuers_keys_at_most_once_per_interval(
@@ -536,37 +534,17 @@ def test_unknown_key_ids_refetch_the_issuers_keys_at_most_once_per_interval(
 # --------------------------------------------------------------------------- permission center
 
 
-class Center:
+class Center(JsonService):
     """A tiny permission center: allows what ``allow`` says, counts the questions."""
 
     def __init__(self) -> None:
         self.allow: set[str] = set()
         self.calls: list[dict[str, Any]] = []
-        center = self
+        super().__init__("/decide", self._decide)
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                center.calls.append(body)
-                answer = json.dumps({"allow": body["action"] in center.allow}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
-
-            def log_message(self, *args: Any) -> None:
-                return None
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/decide"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=5)
+    def _decide(self, method: str, body: Any) -> Any:
+        self.calls.append(body)
+        return {"allow": body["action"] in self.allow}
 
 
 def test_external_permission_center(store: Store, tmp_path: Path) -> None:
