@@ -7,7 +7,8 @@ LINT_PATHS := $(wildcard scheduler api drover harness tests pipelines migrations
 
 .PHONY: test setup services-up services-down services-status lint demo chaos bench clean
 
-## test: setup, services up (down again at the end), ruff, mypy, compose file, pytest
+## test: setup, services up (down again at the end), ruff, mypy, import contract, compose file,
+##       pytest
 test:
 	scripts/test.sh
 
@@ -25,10 +26,12 @@ services-down:
 services-status:
 	scripts/services.sh status
 
-## lint: ruff and mypy
+## lint: ruff, mypy and the import contract (layers, no circles: [tool.importlinter] in
+##       pyproject.toml)
 lint: setup
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-logo
 
 ## demo: the local demo (one node, SQLite, Spark local mode, a sample pipeline)
 demo: setup

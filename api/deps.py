@@ -14,10 +14,12 @@ from fastapi.routing import APIRoute
 from api.media import is_json
 from api.paging import PageLimitQuery
 from api.security.rules import authorize, principal_of
+from scheduler.backends.registry import ClusterProbe
 from scheduler.config import Settings
 from scheduler.core.errors import InvalidInput, MalformedRequest, UnsupportedMediaType
 from scheduler.core.metrics import ActorMetrics
 from scheduler.core.names import MAX_NAME_LENGTH, NAME_PATTERN
+from scheduler.core.records import ClusterRecord
 from scheduler.decisions.identity import Principal
 from scheduler.decisions.membership import MembershipSnapshot, Mode, NodeCard, unavailable
 from scheduler.store.db import Store
@@ -67,6 +69,18 @@ class NodeContext:
     actor_metrics: Callable[[], ActorMetrics | None] = field(default=_no_actor_metrics)
     #: drain (True) or undrain this node's membership (``NodeRuntime.set_draining``)
     set_draining: Callable[[bool], dict[str, Any]] = field(default=_no_draining)
+    #: whether a cluster answers a probe now (a failover's plan kills on a source it reaches):
+    #: the node's one ``ClusterProbe``; None: one of this context's own, built from ``settings``
+    reachable: Callable[[ClusterRecord], bool] | None = None
+
+    def __post_init__(self) -> None:
+        if self.reachable is None:
+            self.reachable = ClusterProbe(self.settings).reachable
+
+    def probe(self, cluster: ClusterRecord) -> bool:
+        """Whether ``cluster`` answers a probe now."""
+        assert self.reachable is not None
+        return self.reachable(cluster)
 
 
 def context_of(request: Request) -> NodeContext:

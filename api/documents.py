@@ -29,8 +29,8 @@ from prometheus_client import Counter
 from api.schemas.resources import JobPublic, ReplicationPublic
 from scheduler.core.records import JobRecord
 from scheduler.core.states import JobState
+from scheduler.decisions.gate import QueueRow
 from scheduler.decisions.selffencing import self_fencing_settles_at
-from scheduler.loops.gate import QueueRow
 from scheduler.store.reads import RawJobRow
 
 DOCUMENTS = Counter(

@@ -1,10 +1,11 @@
 """The API's vocabulary: what each field of the published schemas means, with an example.
 
-The OpenAPI document is a contract (issue 11): every field of every schema has a description and
-an example. A model says it itself where it can (``Field(description=..., examples=[...])``);
-fields that recur across many models (``name``, ``team``, ``created_at``, ``state`` ...) mean
-the same thing everywhere, and saying it once here keeps the models short and the wording
-consistent. :func:`complete` fills, in the generated document, what a model left out:
+The OpenAPI document is a contract the UI and other services build on: every field of every
+schema has a description and an example. A model says it itself where it can
+(``Field(description=..., examples=[...])``); fields that recur across many models (``name``,
+``team``, ``created_at``, ``state`` ...) mean the same thing everywhere, and saying it once here
+keeps the models short and the wording consistent. :func:`complete` fills, in the generated
+document, what a model left out:
 
 - ``"Schema.field"`` first (a field whose meaning depends on the model), then ``"field"``;
 - a description or example the model gives itself always wins;

@@ -72,14 +72,15 @@ from scheduler.core.backend import (
     SubmitRequest,
     app_name_for,
 )
+from scheduler.core.clock import utcnow
 from scheduler.core.ownership import Claim, Fence
 from scheduler.core.records import ClusterRecord
 from scheduler.core.states import DesiredState, JobState, RunState
 from scheduler.decisions.planning import RestartPolicy
 from scheduler.store.db import Store
-from scheduler.store.models import Job, Run, utcnow
+from scheduler.store.models import Job, Run
 
-try:  # clusters' change feeds (issue 8's cost work)
+try:  # clusters' change feeds (a steady tick follows them instead of polling every run)
     from scheduler.backends.changes import ChangeLog
 except ImportError:  # pragma: no cover - older checkouts
     ChangeLog = None  # type: ignore[assignment,misc]

@@ -21,6 +21,13 @@ Figures (wall clock):
 - safety: creates on B (one per job), live applications per job across A and B at the end
   (never two; a poller samples both simulators during the failover too), runs on B per job.
 
+First, a smaller step counts the executor's **store trips per failover item** on the happy path
+(:func:`measure_trips`): ``--trips-jobs`` jobs (kill, checkpoint, switch, start) failed over by
+an executor and a reconciler running in this process, on their own simulators and database,
+the executor's transactions and statements counted on its own engine (its checkpoint I/O's
+included); a round every ``DROVER_FAILOVER_INTERVAL`` like the nodes'. ``--trips-jobs 0``
+skips it.
+
     set -a; . var/services/env; set +a
     .venv/bin/python -m bench.failover [--jobs 1000] [--nodes 2] [--parallelism 200]
 """
@@ -54,13 +61,25 @@ from bench.takeover import (
     zk_namespace,
 )
 from harness.nodes import NodeProcess, poll
+from scheduler.backends.registry import BackendRegistry
+from scheduler.config import Settings
+from scheduler.core.backend import app_name_for
+from scheduler.core.ownership import Claim, Fence
 from scheduler.core.states import JobState
 from scheduler.decisions import storage
 from scheduler.decisions.catalog import ClusterSpec
+from scheduler.decisions.operations import failover as fo
+from scheduler.decisions.planning import RestartPolicy
+from scheduler.loops.operations import Executor
+from scheduler.loops.reconciler import Reconciler
+from scheduler.loops.replication import ReplicaCheckpoints
 from scheduler.store import catalog as catalog_store
 from scheduler.store import jobs as jobs_store
+from scheduler.store import operations as ops_store
 from scheduler.store.db import Store
+from scheduler.store.ledger import SqlLedger
 from scheduler.store.models import Job, Run
+from scheduler.store.operations_ledger import SqlOperationsLedger
 
 GROUP = "default"
 
@@ -183,6 +202,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--mysql-url", default=os.environ.get("DROVER_TEST_MYSQL_URL", ""))
     parser.add_argument("--zk-hosts", default=os.environ.get("DROVER_TEST_ZK_HOSTS", ""))
     parser.add_argument("--keep-logs", action="store_true")
+    parser.add_argument(
+        "--trips-jobs", type=int, default=50, help="jobs of the store-trip count (0: skip it)"
+    )
     args = parser.parse_args(argv)
     if not args.mysql_url or not args.zk_hosts:
         parser.error("needs DROVER_TEST_MYSQL_URL and DROVER_TEST_ZK_HOSTS (var/services/env)")
@@ -352,6 +374,141 @@ def measure_sim(args: argparse.Namespace) -> dict[str, Any]:
             print(f"node logs kept in {workdir}")
         else:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+# -- store trips per failover item ------------------------------------------------------------
+
+#: the nodes' executor interval in this bench (``DROVER_FAILOVER_INTERVAL``)
+FAILOVER_INTERVAL = 0.5
+
+
+class TripCounter:
+    """Transactions (BEGIN ... COMMIT/ROLLBACK: one trip to the store and back, whatever it
+    holds) and statements on one engine, from when it is attached."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self.transactions = 0
+        self.statements = 0
+        self._lock = threading.Lock()
+        sa.event.listen(engine, "begin", self._begin)
+        sa.event.listen(engine, "before_cursor_execute", self._statement)
+
+    def _begin(self, *_args: object) -> None:
+        with self._lock:
+            self.transactions += 1
+
+    def _statement(self, *_args: object) -> None:
+        with self._lock:
+            self.statements += 1
+
+    def read(self) -> tuple[int, int]:
+        with self._lock:
+            return self.transactions, self.statements
+
+
+def _trips_executor(store: Store, settings: Settings, parallelism: int) -> Executor:
+    return Executor(
+        SqlOperationsLedger(store, node_id=settings.node_id),
+        node_id=settings.node_id,
+        timing=settings.failover_timing,
+        checkpoints=ReplicaCheckpoints(store),
+        parallelism=parallelism,
+    )
+
+
+def measure_trips(args: argparse.Namespace) -> dict[str, Any]:
+    """The executor's store trips per failover item on the happy path: ``args.trips_jobs`` jobs
+    RUNNING on simulated cluster A (a checkpoint each) failed over to B at once (kill, confirm,
+    checkpoint, switch, start), an executor round every :data:`FAILOVER_INTERVAL` seconds and a
+    reconcile tick after each, both in this process on their own stores: only the executor's
+    engine is counted (its checkpoint I/O's trips included, the failover's creation not)."""
+    jobs = args.trips_jobs
+    workdir = Path(tempfile.mkdtemp(prefix="drover-failover-trips-"))
+    try:
+        with (
+            simulator(args.app_start_delay) as sim_a,
+            simulator(args.app_start_delay) as sim_b,
+            fresh_database(args.mysql_url) as database_url,
+        ):
+            migrate(database_url)
+            stores = [Store(database_url) for _ in range(3)]
+            setup, owner_store, executor_store = stores
+            settings = Settings(
+                node_id="trips",
+                data_dir=workdir / "node",
+                database_url=database_url,
+                artifact_roots=f"{workdir}/",
+            )
+            backends = BackendRegistry(settings)
+            claim = Claim(GROUP, Fence(settings.node_id, 1), 0, 1)
+            reconciler = Reconciler(
+                SqlLedger(owner_store, node_id=settings.node_id, app_name_for=app_name_for),
+                backends,
+                node_id=settings.node_id,
+                group=GROUP,
+                claim=lambda: claim,
+                policy=RestartPolicy(),
+            )
+            executor = _trips_executor(executor_store, settings, jobs)
+            try:
+                register(setup, {"A": sim_a, "B": sim_b}, workdir)
+                entry = workdir / "pipeline.py"
+                entry.write_text(PIPELINE)
+                names = job_names(jobs)
+                seed_jobs(setup, names, str(entry))
+                with setup.transaction() as session:
+                    session.execute(sa.update(Job).values(priority="high"))
+                checkpoints(workdir, names)
+
+                def running() -> bool:
+                    reconciler.tick()
+                    return running_on(setup, "A") >= jobs
+
+                poll(running, timeout=120, interval=0.2, what=f"{jobs} jobs RUNNING on A")
+                op = executor.create_failover(
+                    fo.Request("A", None, fo.Selector(all=True)),
+                    created_by="bench",
+                    reason="store trips",
+                    source_reachable=True,
+                    parallelism=jobs,
+                )
+                counter = TripCounter(executor_store.engine)
+                per_round: list[int] = []
+                deadline = time.monotonic() + 120 + jobs
+                while True:
+                    began = time.monotonic()
+                    before = counter.read()[0]
+                    executor.round({GROUP: claim})
+                    per_round.append(counter.read()[0] - before)
+                    reconciler.tick()
+                    with setup.session() as session:
+                        final = ops_store.get_operation(session, op.id)
+                    if final.state.is_final or time.monotonic() > deadline:
+                        break
+                    time.sleep(max(0.0, FAILOVER_INTERVAL - (time.monotonic() - began)))
+                transactions, statements = counter.read()
+            finally:
+                executor.close()
+                reconciler.close()
+                backends.close()
+                for store in stores:
+                    store.dispose()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    done = sum(1 for i in final.items if i.step == "DONE")
+    print(
+        f"store trips per failover item: {transactions / jobs:.1f} transactions "
+        f"({statements / jobs:.1f} statements): the executor's {transactions} transactions and "
+        f"{statements} statements for the failover of {jobs} jobs ({final.state}, {done} DONE) "
+        f"in {len(per_round)} rounds"
+    )
+    return {
+        "trips_jobs": jobs,
+        "trips_state": final.state.value,
+        "trips_per_item": transactions / jobs,
+        "statements_per_item": statements / jobs,
+        "trips_rounds": len(per_round),
+    }
 
 
 # -- real Spark: a few jobs between two standalone clusters ---------------------------------------
@@ -575,11 +732,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     signal.signal(signal.SIGTERM, _interrupt)
     try:
+        trips = measure_trips(args) if args.trips_jobs > 0 else {}
         figures = measure_sim(args)
     except KeyboardInterrupt:
         print("interrupted")
         return 130
-    return 0 if figures["succeeded"] and not figures["double_runs"] else 1
+    trips_ok = trips.get("trips_state", "SUCCEEDED") == "SUCCEEDED"
+    return 0 if figures["succeeded"] and not figures["double_runs"] and trips_ok else 1
 
 
 if __name__ == "__main__":

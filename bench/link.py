@@ -1,4 +1,5 @@
-"""What the driver <-> application link costs (issue 7 §1): prints figures, asserts nothing.
+"""What the driver <-> application link costs (a driver linked to its application by the id
+the driver logs, never by name): prints figures, asserts nothing.
 
 ``sim`` (default): a simulated standalone master in its own process (``harness/simcluster.py``)
 with N drivers (default 1,000), all submitted through the real :class:`StandaloneRestBackend`,

@@ -56,6 +56,7 @@ from sqlalchemy.engine import URL, make_url
 
 from harness.nodes import DROVER, NodeProcess, poll
 from harness.simcluster import SimProcess, sim_process
+from scheduler.core.clock import utcnow
 from scheduler.core.errors import StoreError
 from scheduler.core.ownership import Member, owner_of, pool_of
 from scheduler.core.states import DesiredState, JobState
@@ -65,7 +66,7 @@ from scheduler.store import catalog as catalog_store
 from scheduler.store import inspection, ledger
 from scheduler.store import jobs as jobs_store
 from scheduler.store.db import Store
-from scheduler.store.models import Job, utcnow
+from scheduler.store.models import Job
 
 GROUP = "default"
 CLUSTER = "sim"
@@ -640,7 +641,8 @@ def print_summary(
     marks: dict[str, float],
     timeout_s: float,
 ) -> bool:
-    """Print the summary table and the issue's two bounds; True when every figure is in."""
+    """Print the summary table and the two bounds (kill -9: owned within the session timeout
+    + 2 s; SIGTERM: handed over within 1 s); True when every figure is in."""
 
     def cell(value: float | None) -> str:
         return "-" if value is None else f"{value:.2f} s ({value / timeout_s:.2f}x)"

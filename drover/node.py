@@ -34,7 +34,7 @@ def api_store(settings: Settings) -> Store:
 #: wait for the GIL after each database round trip, by default up to 5 ms each time, and a
 #: batch of creations makes seven. Meanwhile the requests queued behind that batch wait too,
 #: and the loop runs out of work: under a creation burst on MariaDB the API process used 85-88 %
-#: of its CPU at 5 ms and 91 % at 0.5 ms (bench/api.py, issue 11's note)
+#: of its CPU at 5 ms and 91 % at 0.5 ms (bench/api.py)
 GIL_SWITCH_INTERVAL_S = 0.0005
 
 
@@ -68,6 +68,7 @@ def run_node(settings: Settings) -> None:
     from api.app import create_app
     from api.deps import NodeContext
     from scheduler.actors import NodeRuntime
+    from scheduler.backends.registry import ClusterProbe
 
     store = api_store(settings)
     store.check_schema()
@@ -80,6 +81,7 @@ def run_node(settings: Settings) -> None:
         runtime.stop()
         store.dispose()
         raise
+    probe = ClusterProbe(settings)
     try:
         app = create_app(
             NodeContext(
@@ -92,6 +94,7 @@ def run_node(settings: Settings) -> None:
                 status=runtime.status,
                 actor_metrics=runtime.actor_metrics,
                 set_draining=runtime.set_draining,
+                reachable=probe.reachable,
             )
         )
         server = uvicorn.Server(
@@ -113,4 +116,5 @@ def run_node(settings: Settings) -> None:
     finally:
         log.info("node %s draining", settings.node_id)
         runtime.stop()
+        probe.close()
         store.dispose()

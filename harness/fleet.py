@@ -14,10 +14,11 @@ from datetime import timedelta
 
 import sqlalchemy as sa
 
+from scheduler.core.clock import utcnow
 from scheduler.core.states import DesiredState, JobState
 from scheduler.decisions.planning import GAVE_UP
 from scheduler.store.db import Store
-from scheduler.store.models import Job, utcnow
+from scheduler.store.models import Job
 
 CHUNK = 1000
 TEAMS = ("orders", "ads", "payments", "search", "risk", "growth")

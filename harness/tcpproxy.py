@@ -4,7 +4,8 @@ Tests register a cluster through it (its REST and UI URLs pointing at the proxy)
 proxy can cut Drover off from the cluster -- :meth:`TcpProxy.cut` closes every connection and
 refuses new ones -- while the cluster's drivers still reach the master and Drover's fence
 endpoint directly: "block Drover's access to A's REST and UI ports, not the driver's access to
-Drover" (issue 9, acceptance 3). :meth:`TcpProxy.mend` lets connections through again.
+Drover" (a stranded driver must stop by itself once superseded). :meth:`TcpProxy.mend` lets
+connections through again.
 
     with TcpProxy(6066) as rest:          # 127.0.0.1:<rest.port> -> 127.0.0.1:6066
         ...; rest.cut(); ...; rest.mend()

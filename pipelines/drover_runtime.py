@@ -34,8 +34,8 @@ Spark property / environment variable:
 - ``spark.drover.fenceIdleCheckSeconds`` / ``DROVER_FENCE_IDLE_CHECK_SECONDS``: see below
   (default 30, 0 = never)
 
-Self-fencing (DESIGN invariant 6)
----------------------------------
+Self-fencing (a superseded run stops before it commits)
+-------------------------------------------------------
 When :meth:`RunContext.from_spark` creates the context, and before each micro-batch is written
 (:meth:`RunContext.on_batch`, which :meth:`RunContext.fenced` calls for you), the run asks
 ``GET <url>/v1/jobs/<job>/fence`` (with its token) of the fence URLs in turn until one answers

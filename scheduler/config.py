@@ -26,12 +26,11 @@ from pydantic_settings import (
 from scheduler.core.errors import ClusterError, InvalidInput
 from scheduler.decisions.destinations import Destinations
 from scheduler.decisions.health import HealthPolicy
+from scheduler.decisions.membership import MembershipSettings, Role
 from scheduler.decisions.stalls import StallPolicy
 
 if TYPE_CHECKING:
     from scheduler.decisions.operations.failover import Timing as FailoverTiming
-
-Role = Literal["active", "backup"]
 
 #: the deployment secret of a development node when none is configured; production refuses it
 DEVELOPMENT_SECRET = "drover-development-secret-do-not-use-in-production"
@@ -166,7 +165,6 @@ class Settings(BaseSettings):
     restart_validity_interval: float = Field(default=600.0, gt=0)
     restart_backoff_initial: float = Field(default=2.0, ge=0)
     restart_backoff_max: float = Field(default=60.0, ge=0)
-    kill_grace_period: float = Field(default=10.0, ge=0)
     #: seconds a stop or restart waits for a self-fencing pipeline to finish its micro-batch
     #: and exit before it is killed, unless the request says (``grace_seconds``); 0 (the
     #: default): a stop kills at once unless it asks for grace
@@ -442,6 +440,24 @@ class Settings(BaseSettings):
     @property
     def group_roles(self) -> dict[str, Role]:
         return parse_groups(self.groups)
+
+    def membership_settings(self) -> MembershipSettings:
+        """What the Membership actor needs of these settings, as a plain value it can unpickle
+        without pydantic."""
+        return MembershipSettings(
+            node_id=self.node_id,
+            az=self.az,
+            cloud=self.cloud,
+            resolved_api_url=self.resolved_api_url,
+            zk_hosts=self.zk_hosts,
+            zk_namespace=self.zk_namespace,
+            zk_session_timeout=self.zk_session_timeout,
+            degraded_mode=self.degraded_mode,
+            groups=tuple(self.group_roles.items()),
+            log_format=self.log_format,
+            log_level=self.log_level,
+            ray_log_level=self.ray_log_level,
+        )
 
     @property
     def runs_dir(self) -> Path:

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Everything `make test` checks: set up .venv, start the real services (stopped again on exit),
-# then ruff, mypy, the compose file and pytest. Each check runs even when an earlier one failed;
-# the summary lists them all and the exit status is non-zero if any failed (pytest's exit 5,
-# "no tests collected", counts as a failure). Extra arguments go to pytest:
+# then ruff, mypy, the import contract, the compose file and pytest. Each check runs even when an
+# earlier one failed; the summary lists them all and the exit status is non-zero if any failed
+# (pytest's exit 5, "no tests collected", counts as a failure). Extra arguments go to pytest:
 #   scripts/test.sh tests/integration -x
 # KEEP_SERVICES=1 leaves the services running afterwards (stop them with scripts/services.sh down).
 set -euo pipefail
@@ -101,6 +101,8 @@ ensure_tool promtool prometheus "only to validate docs/prometheus/" || true
 ensure_tool node nodejs "only to check the console's JavaScript modules parse" || true
 step ruff .venv/bin/ruff check "${LINT_PATHS[@]}"
 step mypy .venv/bin/mypy
+# the scheduler's layers and no import circle ([tool.importlinter] in pyproject.toml)
+step imports .venv/bin/lint-imports --no-logo
 step compose compose_config
 if (($# > 0)); then # the tests named on the command line, as they are
     step pytest run_pytest "$@"

@@ -34,6 +34,7 @@ from api.paging import (
 from api.problems import problem_responses
 from api.schemas.alerts import AlertChannelCreate, AlertChannelPublic, AlertPublic
 from api.security.authz import Authorizer
+from scheduler.core.clock import utcnow
 from scheduler.core.errors import NotFound
 from scheduler.core.names import validate_name
 from scheduler.core.paging import Sort
@@ -42,7 +43,6 @@ from scheduler.decisions.destinations import mask_url
 from scheduler.decisions.identity import Action, Principal
 from scheduler.store import alerts as alert_store
 from scheduler.store import journal
-from scheduler.store.models import utcnow
 
 router = APIRouter(tags=["alerts"])
 

@@ -16,8 +16,6 @@ there. Creating and cancelling are audited in the same transaction.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request, Response, status
@@ -28,38 +26,19 @@ from api.idempotency import Idempotent
 from api.paging import CursorQuery, PageLimitQuery
 from api.problems import problem_responses
 from api.schemas.operations import FailoverCreate, FailoverPage, FailoverPublic
-from scheduler.backends.registry import BackendRegistry
-from scheduler.config import Settings
+from scheduler.core.clock import utcnow
 from scheduler.core.errors import Conflict, NotFound
 from scheduler.core.paging import Sort
 from scheduler.core.records import ClusterRecord
 from scheduler.decisions.operations import failover as fo
 from scheduler.decisions.operations.model import OperationKind, OperationState
-from scheduler.loops.operations import persist_failover
 from scheduler.store import catalog as catalog_store
 from scheduler.store import journal
 from scheduler.store import operations as ops_store
-from scheduler.store.models import utcnow
 
 router = APIRouter(prefix="/v1/failovers", tags=["failovers"])
 
 OperationId = Annotated[int, Path(ge=1, le=2**31 - 1, description="the failover's id")]
-_PROBES = ThreadPoolExecutor(4, thread_name_prefix="failover-probe")
-
-
-def reachable(settings: Settings, cluster: ClusterRecord) -> bool:
-    """Whether ``cluster`` answers a probe now (within the health probe timeout)."""
-    registry = BackendRegistry(settings)
-    try:
-        future = _PROBES.submit(lambda: registry.for_cluster(cluster).probe())
-        try:
-            return future.result(timeout=settings.health_probe_timeout).ok
-        except FutureTimeout:
-            return False
-        except Exception:  # noqa: BLE001 - a cluster that cannot even be probed is unreachable
-            return False
-    finally:
-        registry.close()
 
 
 def plan(
@@ -73,7 +52,7 @@ def plan(
         if request.target is not None and request.target not in clusters:
             raise NotFound(f"no cluster named {request.target!r}")
         jobs = ops_store.candidate_jobs(session, request.source)
-    up = reachable(ctx.settings, clusters[request.source])
+    up = ctx.probe(clusters[request.source])  # the node's probe (api.deps.NodeContext)
     return (
         fo.plan_failover(request, jobs, groups, clusters, source_reachable=up, now=utcnow()),
         clusters,
@@ -114,19 +93,16 @@ def create_failover(
             f"{found.digest}): review it again",
             plan_digest=found.digest,
         )
+    planned = fo.new_operation(
+        found,
+        request,
+        created_by=actor,
+        reason=body.reason,
+        home_group=found.home_group("default"),
+        parallelism=parallelism,
+    )
     with store.transaction() as session:
-        op = persist_failover(
-            session,
-            found,
-            request,
-            created_by=actor,
-            reason=body.reason,
-            incident=None,
-            home_group=found.home_group("default"),
-            parallelism=parallelism,
-            node_id=ctx.settings.node_id,
-            now=utcnow(),
-        )
+        op = ops_store.persist(session, planned, node_id=ctx.settings.node_id, now=utcnow())
     response.headers["Location"] = f"/v1/failovers/{op.id}"
     return FailoverPublic.of(op)
 

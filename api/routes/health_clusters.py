@@ -27,13 +27,13 @@ from api.schemas.resources import (
     MarkAbnormal,
     VotePublic,
 )
+from scheduler.core.clock import utcnow
 from scheduler.decisions.catalog import validate_cluster_name
 from scheduler.decisions.health import HealthEvent, assess, live_votes
 from scheduler.decisions.identity import acting_as
 from scheduler.store import catalog as catalog_store
 from scheduler.store import health as health_store
 from scheduler.store import journal
-from scheduler.store.models import utcnow
 
 router = APIRouter(prefix="/v1/clusters", tags=["cluster health"])
 

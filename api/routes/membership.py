@@ -22,10 +22,9 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from api.deps import ActorDep, ContextDep, NodeContext, StoreDep
 from api.problems import problem_responses
-from scheduler.coordination.zookeeper import DRAINING
 from scheduler.core.errors import Conflict, CoordinationUnavailable, NotFound
 from scheduler.core.names import validate_name
-from scheduler.decisions.membership import MembershipSnapshot
+from scheduler.decisions.membership import DRAINING, MembershipSnapshot
 from scheduler.store import jobs as jobs_store
 from scheduler.store import journal
 from scheduler.store.db import Store

@@ -34,18 +34,17 @@ from api.paging import CursorQuery, PageLimitQuery
 from api.problems import problem_responses
 from api.schemas.bulk import BulkCreate, OperationPage, OperationPublic
 from api.security.authz import Authorizer
+from scheduler.core.clock import utcnow
 from scheduler.core.errors import Conflict, Forbidden, InvalidInput, NotFound
 from scheduler.core.paging import Sort
 from scheduler.core.records import JobRecord
 from scheduler.decisions.identity import Action, Principal
 from scheduler.decisions.operations import bulk
 from scheduler.decisions.operations.model import OperationKind, OperationRecord, OperationState
-from scheduler.loops.operations import persist_bulk
 from scheduler.store import catalog as catalog_store
 from scheduler.store import journal
 from scheduler.store import operations as ops_store
 from scheduler.store.db import Store
-from scheduler.store.models import utcnow
 
 router = APIRouter(prefix="/v1/operations", tags=["operations"])
 
@@ -154,19 +153,17 @@ def create_operation(
             f"{found.digest}): review it again",
             plan_digest=found.digest,
         )
+    planned = bulk.new_operation(
+        found,
+        selector,
+        created_by=actor,
+        reason=body.reason,
+        home_group=found.home_group("default"),
+        parallelism=parallelism,
+        grace_seconds=body.grace_seconds,
+    )
     with store.transaction() as session:
-        op = persist_bulk(
-            session,
-            found,
-            selector,
-            created_by=actor,
-            reason=body.reason,
-            home_group=found.home_group("default"),
-            parallelism=parallelism,
-            node_id=ctx.settings.node_id,
-            now=utcnow(),
-            grace_seconds=body.grace_seconds,
-        )
+        op = ops_store.persist(session, planned, node_id=ctx.settings.node_id, now=utcnow())
     response.headers["Location"] = f"/v1/operations/{op.id}"
     return OperationPublic.of(op)
 

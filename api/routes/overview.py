@@ -15,10 +15,10 @@ from pydantic import BaseModel, Field
 
 from api.deps import PrincipalDep, SearchQuery, StoreDep
 from api.schemas.resources import Label, Name
+from scheduler.core.clock import utcnow
 from scheduler.core.states import DesiredState, JobState
 from scheduler.decisions.health import ClusterHealth
 from scheduler.store import overview as overview_store
-from scheduler.store.models import utcnow
 
 router = APIRouter(tags=["overview"])
 

@@ -16,11 +16,11 @@ from fastapi import APIRouter, Query
 from api.deps import ContextDep, NamePath, StoreDep
 from api.problems import problem_responses
 from api.schemas.progress import JobProgressPublic, ProgressPublic, SamplePublic
+from scheduler.core.clock import utcnow
 from scheduler.core.names import validate_name
 from scheduler.decisions.stalls import effective_stall_after
 from scheduler.store import jobs as jobs_store
 from scheduler.store import progress as progress_store
-from scheduler.store.models import utcnow
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 

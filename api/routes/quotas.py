@@ -19,11 +19,11 @@ from api.deps import ActorDep, ContextDep, ExpectedVersionDep, NamePath, StoreDe
 from api.paging import CountQuery, CursorQuery, PageLimitQuery
 from api.problems import problem_responses
 from api.schemas.quotas import QuotaPage, QuotaPublic, QuotaPut
+from scheduler.core.clock import utcnow
 from scheduler.core.paging import Sort
 from scheduler.decisions.quotas import QuotaRecord, QuotaSpec, validate_business
 from scheduler.store import journal
 from scheduler.store import quotas as quotas_store
-from scheduler.store.models import utcnow
 
 router = APIRouter(prefix="/v1/quotas", tags=["quotas"])
 

@@ -17,6 +17,7 @@ from api.paging import CountQuery, CursorQuery, Page, PageLimitQuery
 from api.problems import problem_responses
 from api.schemas.resources import Label, Name, ReplicationPublic
 from scheduler.config import Settings
+from scheduler.core.clock import utcnow
 from scheduler.core.errors import NotFound
 from scheduler.core.names import validate_name
 from scheduler.core.paging import Sort
@@ -26,7 +27,6 @@ from scheduler.loops.replication import stale_after
 from scheduler.store import catalog as catalog_store
 from scheduler.store import reads
 from scheduler.store import replicas as replicas_store
-from scheduler.store.models import utcnow
 
 router = APIRouter(tags=["replication"])
 

@@ -8,12 +8,11 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field
 
-from scheduler.core.records import JobRecord
+from scheduler.core.records import JobRecord, ProgressRecord
+from scheduler.core.states import OnStall
 from scheduler.decisions.stalls import (
     MAX_STALL_AFTER,
     MIN_STALL_AFTER,
-    OnStall,
-    ProgressRecord,
     ProgressStatus,
     shown_status,
 )

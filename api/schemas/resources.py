@@ -1,4 +1,5 @@
-"""Pydantic models of the REST API (the contract of DESIGN §5). Unknown fields are rejected."""
+"""Pydantic models of the REST API: the contract the UI and other services rely on (extended,
+never renamed). Unknown fields are rejected."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ from api.schemas.progress import ON_STALL_DESCRIPTION, ProgressPublic, StallAfte
 from scheduler.core.directive import Directive
 from scheduler.core.names import MAX_NAME_LENGTH, NAME_PATTERN, name_problem
 from scheduler.core.records import ClusterRecord, EventRecord, GroupRecord, JobRecord, RunRecord
-from scheduler.core.states import ClusterKind, DesiredState, JobState, Priority, RunState
+from scheduler.core.states import ClusterKind, DesiredState, JobState, OnStall, Priority, RunState
 from scheduler.core.text import text_problem
 from scheduler.decisions.catalog import MAX_LIMIT
+from scheduler.decisions.gate import QueueRow
 from scheduler.decisions.health import ClusterHealth, HealthEvent
 from scheduler.decisions.labels import (
     KEY_PATTERN,
@@ -27,8 +29,6 @@ from scheduler.decisions.labels import (
 )
 from scheduler.decisions.replication import ReplicaRecord, ReplicaState, replicates
 from scheduler.decisions.selffencing import CHECK_IN_GRACE_S, self_fencing
-from scheduler.decisions.stalls import OnStall
-from scheduler.loops.gate import QueueRow
 
 
 def _clean_text(value: str) -> str:
@@ -741,7 +741,7 @@ class GroupPublic(BaseModel):
     created_at: datetime | None
     updated_at: datetime | None
     members: list[GroupMemberPublic] | None = None
-    #: node ids sharing the group's jobs, in ownership order (DESIGN §2)
+    #: node ids sharing the group's jobs, in ownership order (``scheduler.core.ownership``)
     pool: list[str] | None = None
     #: fences every claim: ``(epoch_generation << 32) | cversion`` of the members znode
     epoch: int | None = None

@@ -36,7 +36,7 @@ from scheduler.decisions.identity import (
     same_secret,
     token_digest,
 )
-from scheduler.store import fence_checks, identities
+from scheduler.store import identities
 from scheduler.store.db import Store
 
 
@@ -177,7 +177,7 @@ def _run_principal(store: Store, token: str, job: str | None) -> Principal:
     if job is None:
         raise Unauthenticated("a fencing token opens only its own job's fence check")
     with store.connection() as connection:  # one read: no ORM session
-        run_id = fence_checks.run_holding_token(connection, job, token)
+        run_id = identities.run_of_fencing_token(connection, job, token)
     if run_id is None:
         raise Unauthenticated(NOT_A_RUN_OF_THIS_JOB)
     return Principal(

@@ -21,7 +21,6 @@ from typing import Annotated, Any
 
 import typer
 
-from drover.cli import main as base
 from drover.cli import operations as ops
 from drover.cli import output as out
 
@@ -30,8 +29,8 @@ bulk_app = typer.Typer(
     help="Start, stop or restart every job a selector picks (plan, run, follow, cancel).",
 )
 
-ApiOption = base.ApiOption
-JsonOption = base.JsonOption
+ApiOption = out.ApiOption
+JsonOption = out.JsonOption
 Many = list[str] | None
 TeamOption = Annotated[Many, typer.Option("--team", help="a team (repeatable)")]
 BusinessOption = Annotated[Many, typer.Option("--business", help="a business (repeatable)")]
@@ -115,7 +114,7 @@ def selector(
         "all": all_jobs,
     }
     if not any(chosen.values()):
-        base._fail(
+        out.fail(
             "select the jobs: --team, --business, --group, --cluster, --state, --priority, "
             "--prefix, --label, --job, or --all",
             out.Exit.USAGE,
@@ -124,7 +123,7 @@ def selector(
 
 
 def _url(api: str | None, suffix: str = "") -> str:
-    return f"{base._api(api)}/v1/operations{suffix}"
+    return f"{out.api_url(api)}/v1/operations{suffix}"
 
 
 def print_plan(data: dict[str, Any]) -> None:
@@ -225,10 +224,10 @@ def _command(kind: str) -> Any:
         if grace is not None:
             body["grace_seconds"] = grace
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
-        data = base._call("POST", _url(api), json=body, headers=headers)
+        data = out.call("POST", _url(api), json=body, headers=headers)
         if dry_run:
             if as_json:
-                base._print(data)
+                out.print_json(data)
                 return
             print_plan(data)
             typer.echo(
@@ -238,7 +237,7 @@ def _command(kind: str) -> Any:
             return
         if not wait:
             if as_json:
-                base._print(data)
+                out.print_json(data)
             else:
                 typer.echo(
                     f"{data['kind']} {data['id']} {data['state']}: {data['total']} item(s), "
@@ -302,9 +301,9 @@ def bulk_cancel(
     as_json: JsonOption = False,
 ) -> None:
     """Stop an operation after its current steps (items whose command was applied finish)."""
-    data = base._call("POST", _url(api, f"/{operation_id}/cancel"))
+    data = out.call("POST", _url(api, f"/{operation_id}/cancel"))
     if as_json:
-        base._print(data)
+        out.print_json(data)
         return
     typer.echo(
         f"{data['kind']} {operation_id}: cancel requested ({data['state']}); items under way finish"

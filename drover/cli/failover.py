@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from drover.cli import main as base
+from drover.cli import apps
 from drover.cli import operations as ops
 from drover.cli import output as out
 
@@ -23,8 +23,8 @@ failover_app = typer.Typer(
     help="Move a cluster's jobs to another cluster (plan, run, status, cancel).",
 )
 
-ApiOption = base.ApiOption
-JsonOption = base.JsonOption
+ApiOption = out.ApiOption
+JsonOption = out.JsonOption
 SourceArgument = Annotated[str, typer.Argument(help="the cluster the jobs leave")]
 TargetOption = Annotated[
     str | None,
@@ -59,7 +59,7 @@ DEFAULT_WAIT = ops.DEFAULT_WAIT
 
 def register(app: typer.Typer) -> None:
     app.add_typer(failover_app, name="failover")
-    base.groups_app.command("auto-failover")(groups_auto_failover)
+    apps.groups_app.command("auto-failover")(groups_auto_failover)
 
 
 def _body(
@@ -87,24 +87,24 @@ def _body(
         },
     }
     if not any(body["selector"].values()):
-        base._fail(
+        out.fail(
             "select the jobs: --priority, --team, --business, --group, --job, or --all",
             out.Exit.USAGE,
         )
     if force:
         if not acknowledge:
-            base._fail(
+            out.fail(
                 "--force needs --acknowledge (why the drivers on the source are no risk)",
                 out.Exit.USAGE,
             )
         body["force"] = {"jobs": list(force), "acknowledgement": acknowledge}
     elif acknowledge:
-        base._fail("--acknowledge goes with --force", out.Exit.USAGE)
+        out.fail("--acknowledge goes with --force", out.Exit.USAGE)
     return body
 
 
 def _url(api: str | None, suffix: str = "") -> str:
-    return f"{base._api(api)}/v1/failovers{suffix}"
+    return f"{out.api_url(api)}/v1/failovers{suffix}"
 
 
 def print_plan(data: dict[str, Any]) -> None:
@@ -191,9 +191,9 @@ def failover_plan(
     """Dry run: the items a failover would run, in order, each with what happens and why.
     Nothing is stored or changed."""
     body = _body(source, to, priority, team, business, group, job, all_jobs, force, acknowledge)
-    data = base._call("POST", _url(api), json={**body, "dry_run": True})
+    data = out.call("POST", _url(api), json={**body, "dry_run": True})
     if as_json:
-        base._print(data)
+        out.print_json(data)
         return
     print_plan(data)
     typer.echo(
@@ -234,10 +234,10 @@ def failover_run(
         body["parallelism"] = parallelism
     if expect_plan is not None:
         body["expected_plan"] = expect_plan
-    data = base._call("POST", _url(api), json=body)
+    data = out.call("POST", _url(api), json=body)
     if not wait:
         if as_json:
-            base._print(data)
+            out.print_json(data)
         else:
             typer.echo(
                 f"failover {data['id']} {data['state']}: {len(data['items'])} item(s), plan "
@@ -289,9 +289,9 @@ def failover_cancel(
     as_json: JsonOption = False,
 ) -> None:
     """Stop a failover after its current steps (items not yet switched stay where they are)."""
-    data = base._call("POST", _url(api, f"/{operation_id}/cancel"))
+    data = out.call("POST", _url(api, f"/{operation_id}/cancel"))
     if as_json:
-        base._print(data)
+        out.print_json(data)
         return
     typer.echo(
         f"failover {operation_id}: cancel requested ({data['state']}); items under way finish "
@@ -314,17 +314,17 @@ def groups_auto_failover(
     as_json: JsonOption = False,
 ) -> None:
     """Show a group's automatic failover, or change it (--enable/--disable, --after, ...)."""
-    url = base._resource_url(api, "groups", name) + "/auto-failover"
-    current = base._call("GET", url)
+    url = out.resource_url(api, "groups", name) + "/auto-failover"
+    current = out.call("GET", url)
     if enable is not None or after is not None or min_priority is not None:
         body = {
             "enabled": current["enabled"] if enable is None else enable,
             "after_seconds": current["after_seconds"] if after is None else after,
             "min_priority": current["min_priority"] if min_priority is None else min_priority,
         }
-        current = base._call("PUT", url, json=body, headers=base._if_match(current["version"]))
+        current = out.call("PUT", url, json=body, headers=out.if_match(current["version"]))
     if as_json:
-        base._print(current)
+        out.print_json(current)
         return
     state = "enabled" if current["enabled"] else "disabled"
     typer.echo(

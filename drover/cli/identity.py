@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from drover.cli import main as base
+from drover.cli import apps
 from drover.cli import output as out
 from drover.cli.output import JsonOption, LimitOption
 from scheduler.core.errors import DroverError
@@ -22,7 +22,7 @@ from scheduler.core.errors import DroverError
 token_app = typer.Typer(no_args_is_help=True, help="API tokens (shown once, stored hashed).")
 teams_app = typer.Typer(no_args_is_help=True, help="Teams and their members' roles.")
 
-ApiOption = base.ApiOption
+ApiOption = out.ApiOption
 
 
 def register(app: typer.Typer) -> None:
@@ -88,7 +88,7 @@ def token_create(
         }
         if expires_days is not None:  # absent: the API's default, cut to the caller's token
             body["expires_in_seconds"] = expires_days * 86400 if expires_days else None
-        created = base._call("POST", f"{base._api(api)}/v1/tokens", json=body)
+        created = out.call("POST", f"{out.api_url(api)}/v1/tokens", json=body)
         secret = created["token"]
         typer.echo(f"token {created['id']} for {created['identity']}", err=True)
     if output is not None:
@@ -96,9 +96,9 @@ def token_create(
         typer.echo(f"token written to {output}", err=True)
         created = {k: v for k, v in created.items() if k != "token"}
         if as_json:
-            base._print({**created, "output": str(output)})
+            out.print_json({**created, "output": str(output)})
     elif as_json:
-        base._print({**created, "token": secret})
+        out.print_json({**created, "token": secret})
     else:
         typer.echo(secret)
 
@@ -106,7 +106,7 @@ def token_create(
 def _bootstrap(name: str, force: bool, expires_days: int) -> str:
     from scheduler.store import identities, journal
 
-    store = base._store()
+    store = apps.store()
     expires = datetime.now(UTC) + timedelta(days=expires_days) if expires_days else None
     try:
         store.check_schema()
@@ -152,7 +152,7 @@ def token_list(
     api: ApiOption = None, limit: LimitOption = None, as_json: JsonOption = False
 ) -> None:
     """Your tokens (every token for a platform admin); never their secrets."""
-    listing = out.fetch_all(f"{base._api(api)}/v1/tokens", limit=limit, api=api)
+    listing = out.fetch_all(f"{out.api_url(api)}/v1/tokens", limit=limit, api=api)
     out.say_if_cut(listing, "tokens")
     out.show(listing.document(), as_json, _render_tokens)
 
@@ -160,7 +160,7 @@ def token_list(
 @token_app.command("revoke")
 def token_revoke(token_id: int, api: ApiOption = None, as_json: JsonOption = False) -> None:
     """Revoke a token at once."""
-    revoked = base._call("DELETE", f"{base._api(api)}/v1/tokens/{token_id}")
+    revoked = out.call("DELETE", f"{out.api_url(api)}/v1/tokens/{token_id}")
     out.show(
         revoked,
         as_json,
@@ -181,7 +181,7 @@ def teams_list(
     api: ApiOption = None, limit: LimitOption = None, as_json: JsonOption = False
 ) -> None:
     """Teams and their members' roles."""
-    listing = out.fetch_all(f"{base._api(api)}/v1/teams", limit=limit, api=api)
+    listing = out.fetch_all(f"{out.api_url(api)}/v1/teams", limit=limit, api=api)
     out.say_if_cut(listing, "teams")
     out.show(listing.document(), as_json, _render_teams)
 
@@ -191,7 +191,7 @@ def teams_create(
     name: str, description: str = "", api: ApiOption = None, as_json: JsonOption = False
 ) -> None:
     body = {"name": name, "description": description}
-    out.show(base._call("POST", f"{base._api(api)}/v1/teams", json=body), as_json)
+    out.show(out.call("POST", f"{out.api_url(api)}/v1/teams", json=body), as_json)
 
 
 @teams_app.command("bind")
@@ -204,17 +204,15 @@ def teams_bind(
     as_json: JsonOption = False,
 ) -> None:
     """Give IDENTITY the ROLE on TEAM ('*' = every team)."""
-    url = base._resource_url(api, "teams", team) + out.path_of("members", identity)[3:]
-    out.show(base._call("PUT", url, json={"role": role, "kind": kind}), as_json)
+    url = out.resource_url(api, "teams", team) + out.path_of("members", identity)[3:]
+    out.show(out.call("PUT", url, json={"role": role, "kind": kind}), as_json)
 
 
 @teams_app.command("unbind")
 def teams_unbind(
     team: str, identity: str, api: ApiOption = None, as_json: JsonOption = False
 ) -> None:
-    base._call(
-        "DELETE", base._resource_url(api, "teams", team) + out.path_of("members", identity)[3:]
-    )
+    out.call("DELETE", out.resource_url(api, "teams", team) + out.path_of("members", identity)[3:])
     out.show(
         {"team": team, "identity": identity, "unbound": True},
         as_json,
@@ -240,9 +238,9 @@ def login(
             token = sys.stdin.readline()
     token = (token or "").strip()
     if not token:
-        base._fail("no token given", out.Exit.USAGE)
-    url = base._api(api)
-    me = base._call("GET", f"{url}/v1/whoami", headers={"Authorization": f"Bearer {token}"})
+        out.fail("no token given", out.Exit.USAGE)
+    url = out.api_url(api)
+    me = out.call("GET", f"{url}/v1/whoami", headers={"Authorization": f"Bearer {token}"})
     path = credentials.save(token, url)
     out.show(
         {"subject": me["subject"], "api": url, "config": str(path)},
@@ -265,7 +263,7 @@ def logout(as_json: JsonOption = False) -> None:
 
 def whoami(api: ApiOption = None, as_json: JsonOption = False) -> None:
     """Who the credential is, and its roles per team."""
-    out.show(base._call("GET", f"{base._api(api)}/v1/whoami"), as_json)
+    out.show(out.call("GET", f"{out.api_url(api)}/v1/whoami"), as_json)
 
 
 def _render_audit(doc: dict[str, Any]) -> None:
@@ -289,6 +287,6 @@ def audit(
 ) -> None:
     """The newest audit entries (who changed what), oldest first in the table."""
     params = {"action": action, "actor": actor, "target_name": target}
-    listing = out.fetch_all(f"{base._api(api)}/v1/audit", params, limit=limit, api=api)
+    listing = out.fetch_all(f"{out.api_url(api)}/v1/audit", params, limit=limit, api=api)
     out.say_if_cut(listing, "audit entries")
     out.show(listing.document(), as_json, _render_audit)

@@ -1,12 +1,7 @@
-"""The ``drover`` command line: run a node, migrate the store, and drive jobs, clusters, groups,
-nodes, failovers and identities through a node's REST API.
-
-Every command prints a table by default and one JSON document with --json (stdout carries
-nothing else). Errors are one line on stderr. The node's URL and token come from --url/--token
-(before the command, or --api after it), DROVER_URL/DROVER_TOKEN, or the config file written by
-`drover login`; the CLI never reads a node's own settings to reach it.
+"""The ``drover`` console entry point: the node, db, jobs, clusters and groups commands, and
+the other command modules' commands registered on the apps of :mod:`drover.cli.apps` (whose
+``HELP`` is what ``drover --help`` says the command line does).
 """
-
 from __future__ import annotations
 
 import sys
@@ -15,71 +10,33 @@ from typing import Annotated, Any
 
 import typer
 
+from drover.cli import apps, bulk, failover, identity, nodes, quotas, replication, revisions
 from drover.cli import output as out
-from drover.cli.output import ApiOption, Exit, JsonOption, LimitOption, TimeoutOption, WaitOption
-from scheduler.config import load_settings
+from drover.cli.apps import (
+    DEFAULT_WAIT,
+    app,
+    clusters_app,
+    db_app,
+    groups_app,
+    job_status,
+    jobs_app,
+    judge,
+    node_app,
+    run_line,
+    wait_job,
+)
+from drover.cli.output import (
+    ApiOption,
+    Exit,
+    IfMatchOption,
+    JsonOption,
+    LimitOption,
+    TimeoutOption,
+    VersionOption,
+    WaitOption,
+)
 from scheduler.core.errors import DroverError
 from scheduler.core.logs import configure_from, configure_logging
-
-app = typer.Typer(
-    no_args_is_help=True,
-    add_completion=False,
-    help=out.paragraphs(__doc__),
-    epilog=out.EXIT_CODES_HELP,
-)
-node_app = typer.Typer(no_args_is_help=True, help="Run a Drover node.")
-db_app = typer.Typer(no_args_is_help=True, help="Metadata store schema.")
-jobs_app = typer.Typer(no_args_is_help=True, help="Jobs, through a node's REST API.")
-app.add_typer(node_app, name="node")
-app.add_typer(db_app, name="db")
-app.add_typer(jobs_app, name="jobs")
-clusters_app = typer.Typer(no_args_is_help=True, help="Spark clusters, through a node's REST API.")
-groups_app = typer.Typer(no_args_is_help=True, help="Scheduling groups, through a node's REST API.")
-app.add_typer(clusters_app, name="clusters")
-app.add_typer(groups_app, name="groups")
-
-
-@app.callback()
-def _root(
-    url: Annotated[
-        str | None,
-        typer.Option(
-            "--url",
-            envvar="DROVER_URL",
-            help="node API URL for every command (DROVER_URL; default: the config file written "
-            f"by drover login, else {out.DEFAULT_URL})",
-            show_default=False,
-        ),
-    ] = None,
-    token: Annotated[
-        str | None,
-        typer.Option(
-            "--token",
-            help="API token (default: DROVER_TOKEN, else the config file written by drover login)",
-            show_default=False,
-        ),
-    ] = None,
-) -> None:
-    out.GLOBAL.url = url
-    out.GLOBAL.token = token
-
-
-# The helpers the command modules share (kept here under their old names too).
-_fail = out.fail
-_print = out.print_json
-_call = out.call
-
-
-def _api(api: str | None) -> str:
-    return out.api_url(api)
-
-
-def _settings() -> Any:
-    try:
-        return load_settings()
-    except DroverError as exc:
-        out.fail_error(exc)
-
 
 # -- node -----------------------------------------------------------------------------------
 
@@ -90,7 +47,7 @@ def node_run() -> None:
     from drover.node import run_node
 
     configure_logging()
-    settings = _settings()
+    settings = apps.settings()
     configure_from(settings, "api")
     try:
         run_node(settings)
@@ -101,16 +58,10 @@ def node_run() -> None:
 # -- db -------------------------------------------------------------------------------------
 
 
-def _store() -> Any:
-    from scheduler.store.db import Store
-
-    return Store(_settings().resolved_database_url)
-
-
 @db_app.command("upgrade")
 def db_upgrade(revision: str = "head", as_json: JsonOption = False) -> None:
     """Migrate the store to REVISION (default: the newest)."""
-    store = _store()
+    store = apps.store()
     try:
         store.upgrade(revision)
         current = store.current_revision()
@@ -127,7 +78,7 @@ def db_downgrade(
     as_json: JsonOption = False,
 ) -> None:
     """Migrate the store back to REVISION."""
-    store = _store()
+    store = apps.store()
     try:
         store.downgrade(revision)
         current = store.current_revision()
@@ -143,7 +94,7 @@ def db_downgrade(
 @db_app.command("current")
 def db_current(as_json: JsonOption = False) -> None:
     """Print the store's schema revision and the code's."""
-    store = _store()
+    store = apps.store()
     try:
         doc = {"database": store.current_revision(), "code": store.head_revision()}
     except DroverError as exc:
@@ -160,28 +111,6 @@ def db_current(as_json: JsonOption = False) -> None:
 # -- jobs -----------------------------------------------------------------------------------
 
 
-def _job_url(api: str | None, name: str, suffix: str = "") -> str:
-    return out.api_url(api) + out.path_of("jobs", name) + suffix
-
-
-def _resource_url(api: str | None, kind: str, name: str | None = None) -> str:
-    base = out.api_url(api) + f"/v1/{kind}"
-    return base if name is None else base + out.path_of(name)[3:]
-
-
-def _if_match(version: int | None) -> dict[str, str]:
-    return {} if version is None else {"If-Match": f'"{version}"'}
-
-
-IfMatchOption = Annotated[
-    int | None,
-    typer.Option(
-        "--if-match",
-        help="refuse (exit 4) unless the job's spec_version (its ETag) is still this one",
-    ),
-]
-
-
 def _pairs(items: list[str] | None, option: str) -> dict[str, str]:
     pairs: dict[str, str] = {}
     for item in items or []:
@@ -196,21 +125,6 @@ def _entrypoint(value: str) -> str:
     return value if "://" in value else str(Path(value).resolve())
 
 
-def _run_line(run: dict[str, Any] | None) -> str:
-    if not run:
-        return "-"
-    app_id = run.get("app_id") or run.get("submission_id") or "no app yet"
-    return f"#{run['attempt']} {run['state']} on {run['cluster']} ({app_id})"
-
-
-def _job_status(job: dict[str, Any]) -> str:
-    reason = f" - {job['state_reason']}" if job.get("state_reason") else ""
-    return (
-        f"{job['name']}: {job['state']} (desired {job['desired_state']}), run "
-        f"{_run_line(job.get('current_run'))}{reason}"
-    )
-
-
 JOB_FIELDS = (
     "name", "state", "state_reason", "desired_state", "group", "cluster", "owner", "team",
     "business", "priority", "entrypoint", "args", "conf", "labels", "checkpoint_location",
@@ -221,7 +135,7 @@ JOB_FIELDS = (
 def _render_job(job: dict[str, Any]) -> None:
     out.record(job, JOB_FIELDS)
     run = job.get("current_run")
-    typer.echo(f"{'current_run'.ljust(19)}  {_run_line(run)}")
+    typer.echo(f"{'current_run'.ljust(19)}  {run_line(run)}")
     progress = job.get("progress")
     if progress:
         typer.echo(f"{'progress'.ljust(19)}  {out.cell(progress)}")
@@ -276,7 +190,7 @@ def jobs_list(
         "q": search,
         "sort": sort,
     }
-    listing = out.fetch_all(_resource_url(api, "jobs"), params, limit=limit, api=api)
+    listing = out.fetch_all(out.resource_url(api, "jobs"), params, limit=limit, api=api)
     out.say_if_cut(listing, "jobs")
     out.show(listing.document(), as_json, _render_jobs)
 
@@ -284,47 +198,7 @@ def jobs_list(
 @jobs_app.command("get")
 def jobs_get(name: str, api: ApiOption = None, as_json: JsonOption = False) -> None:
     """One job: spec, state, owner, current run, progress."""
-    out.show(out.call("GET", _job_url(api, name)), as_json, _render_job)
-
-
-def _wait_job(
-    name: str,
-    api: str | None,
-    command: str,
-    timeout: float,
-    as_json: bool,
-    old_run: int | None = None,
-) -> None:
-    """Follow the job until the command's effect is there (see ``_judge``)."""
-
-    def poll() -> dict[str, Any]:
-        return out.call("GET", _job_url(api, name))  # type: ignore[no-any-return]
-
-    def judge(job: dict[str, Any]) -> str:
-        return _judge(command, job, old_run)
-
-    def on_end(job: dict[str, Any]) -> None:
-        out.show(job, as_json, lambda j: typer.echo(_job_status(j)))
-
-    out.wait_for(poll, judge, _job_status, timeout=timeout, interval=1.0, on_end=on_end)
-
-
-def _judge(command: str, job: dict[str, Any], old_run: int | None = None) -> str:
-    """start and restart end at RUNNING (restart: on a new run), stop when nothing runs; a
-    start that FAILED, or a desired state changed by someone else, ends badly."""
-    state, desired = job["state"], job["desired_state"]
-    run = job.get("current_run") or {}
-    if command in ("start", "restart"):
-        if desired != "RUNNING":
-            return out.FAILED
-        if state == "RUNNING" and (command == "start" or run.get("id") != old_run):
-            return out.DONE
-        if state in ("FAILED", "FINISHED") and (command == "start" or run.get("id") != old_run):
-            return out.FAILED
-        return out.WAITING
-    if desired != "STOPPED":
-        return out.FAILED
-    return out.DONE if state in ("STOPPED", "FINISHED", "FAILED") else out.WAITING
+    out.show(out.call("GET", out.job_url(api, name)), as_json, _render_job)
 
 
 def _command(
@@ -339,19 +213,18 @@ def _command(
 ) -> None:
     old_run = None
     if command == "restart" and wait:
-        current = out.call("GET", _job_url(api, name)).get("current_run") or {}
+        current = out.call("GET", out.job_url(api, name)).get("current_run") or {}
         old_run = current.get("id")
     params = {"grace_seconds": grace} if grace is not None else None
     job = out.call(
-        "POST", _job_url(api, name, f"/{command}"), headers=_if_match(if_match), params=params
+        "POST", out.job_url(api, name, f"/{command}"), headers=out.if_match(if_match), params=params
     )
     if not wait:
-        out.show(job, as_json, lambda j: typer.echo(_job_status(j)))
+        out.show(job, as_json, lambda j: typer.echo(job_status(j)))
         return
-    _wait_job(name, api, command, timeout, as_json, old_run)
+    wait_job(name, api, command, timeout, as_json, old_run)
 
 
-DEFAULT_WAIT = 300.0
 GraceOption = Annotated[
     float | None,
     typer.Option(
@@ -449,9 +322,9 @@ def jobs_create(
         body["replicate"] = replicate
     if wait and not start:
         out.fail("--wait goes with --start", Exit.USAGE)
-    job = out.call("POST", _resource_url(api, "jobs"), json=body)
+    job = out.call("POST", out.resource_url(api, "jobs"), json=body)
     if wait:
-        _wait_job(name, api, "start", timeout, as_json)
+        wait_job(name, api, "start", timeout, as_json)
         return
     out.show(job, as_json, _render_job)
 
@@ -515,7 +388,7 @@ def jobs_update(
     """
     if arg and no_args:
         out.fail("--arg and --no-args exclude each other", Exit.USAGE)
-    url = _job_url(api, name)
+    url = out.job_url(api, name)
     body: dict[str, Any] = {}
     if arg or no_args:
         body["args"] = list(arg or [])
@@ -550,7 +423,7 @@ def jobs_update(
         "PATCH",
         url,
         json=body,
-        headers=_if_match(expected),
+        headers=out.if_match(expected),
         params={k: v for k, v in params.items() if v is not None} or None,
     )
     if not wait or current.get("desired_state") != "RUNNING":
@@ -559,19 +432,19 @@ def jobs_update(
     old_run = (current.get("current_run") or {}).get("id")
     version = job["spec_version"]
 
-    def judge(now: dict[str, Any]) -> str:
+    def verdict(now: dict[str, Any]) -> str:
         if now["spec_version"] != version:
             return out.FAILED  # rolled back (a new revision), or changed by someone else
-        return _judge("restart", now, old_run)
+        return judge("restart", now, old_run)
 
     def describe(now: dict[str, Any]) -> str:
         moved = now["spec_version"] != version
         note = f" (spec now at version {now['spec_version']}: rolled back?)" if moved else ""
-        return f"upgrade to spec version {version}: {_job_status(now)}{note}"
+        return f"upgrade to spec version {version}: {job_status(now)}{note}"
 
     out.wait_for(
         lambda: out.call("GET", url),
-        judge,
+        verdict,
         describe,
         timeout=timeout,
         interval=1.0,
@@ -584,7 +457,7 @@ def jobs_delete(
     name: str, api: ApiOption = None, if_match: IfMatchOption = None, as_json: JsonOption = False
 ) -> None:
     """Delete a stopped job (its runs and events go with it)."""
-    out.call("DELETE", _job_url(api, name), headers=_if_match(if_match))
+    out.call("DELETE", out.job_url(api, name), headers=out.if_match(if_match))
     out.show({"name": name, "deleted": True}, as_json, lambda d: typer.echo(f"{name}: deleted"))
 
 
@@ -607,7 +480,7 @@ def jobs_runs(
     name: str, api: ApiOption = None, limit: LimitOption = None, as_json: JsonOption = False
 ) -> None:
     """The job's runs (its execution history), newest first."""
-    listing = out.fetch_all(_job_url(api, name, "/runs"), limit=limit, api=api)
+    listing = out.fetch_all(out.job_url(api, name, "/runs"), limit=limit, api=api)
     out.say_if_cut(listing, "runs")
     out.show(listing.document(), as_json, _render_runs)
 
@@ -640,7 +513,7 @@ def jobs_events(
 ) -> None:
     """The job's state transitions with their causes, and its other events (oldest first in the
     table; the newest --limit of them)."""
-    listing = out.fetch_all(_job_url(api, name, "/events"), limit=limit, api=api)
+    listing = out.fetch_all(out.job_url(api, name, "/events"), limit=limit, api=api)
     out.say_if_cut(listing, "events")
     out.show(listing.document(), as_json, _render_events)
 
@@ -657,8 +530,8 @@ def jobs_logs(
 ) -> None:
     """What Drover knows of a run's driver: the run (cluster, application, exit code, reason,
     fence checks) and its events; where the driver's own log is."""
-    job = out.call("GET", _job_url(api, name))
-    runs = out.fetch_all(_job_url(api, name, "/runs"), api=api).data
+    job = out.call("GET", out.job_url(api, name))
+    runs = out.fetch_all(out.job_url(api, name, "/runs"), api=api).data
     chosen: dict[str, Any] | None
     if run is not None:
         chosen = next((r for r in runs if r["attempt"] == run), None)
@@ -666,7 +539,7 @@ def jobs_logs(
             out.fail(f"job {name!r} has no run with attempt {run}", Exit.NOT_FOUND)
     else:
         chosen = job.get("current_run") or (runs[0] if runs else None)
-    events = out.fetch_all(_job_url(api, name, "/events"), limit=0, api=api).data
+    events = out.fetch_all(out.job_url(api, name, "/events"), limit=0, api=api).data
     if chosen is not None:
         events = [e for e in events if e["run_id"] in (None, chosen["id"])]
     events = events[:limit] if limit else events
@@ -722,14 +595,6 @@ SubmissionsOption = Annotated[
 ]
 AppsOption = Annotated[int | None, typer.Option(help="most live applications (0 = unlimited)")]
 CoresOption = Annotated[int | None, typer.Option(help="most cores of live apps (0 = unlimited)")]
-VersionOption = Annotated[
-    int | None,
-    typer.Option(
-        "--if-version", "--if-match", help="refuse (exit 4) unless the record is at this version"
-    ),
-]
-
-
 def _cluster_fields(**options: Any) -> dict[str, Any]:
     return {key: value for key, value in options.items() if value is not None}
 
@@ -751,14 +616,14 @@ def clusters_list(
     api: ApiOption = None, limit: LimitOption = None, as_json: JsonOption = False
 ) -> None:
     """Every cluster with its health."""
-    listing = out.fetch_all(_resource_url(api, "clusters"), limit=limit, api=api)
+    listing = out.fetch_all(out.resource_url(api, "clusters"), limit=limit, api=api)
     out.say_if_cut(listing, "clusters")
     out.show(listing.document(), as_json, _render_clusters)
 
 
 @clusters_app.command("get")
 def clusters_get(name: str, api: ApiOption = None, as_json: JsonOption = False) -> None:
-    out.show(out.call("GET", _resource_url(api, "clusters", name)), as_json)
+    out.show(out.call("GET", out.resource_url(api, "clusters", name)), as_json)
 
 
 @clusters_app.command("create")
@@ -791,7 +656,7 @@ def clusters_create(
         max_running_apps=max_running_apps,
         max_cores=max_cores,
     )
-    out.show(out.call("POST", _resource_url(api, "clusters"), json=body), as_json)
+    out.show(out.call("POST", out.resource_url(api, "clusters"), json=body), as_json)
 
 
 @clusters_app.command("update")
@@ -826,8 +691,8 @@ def clusters_update(
     )
     if not body:
         out.fail("nothing to change: give at least one option", Exit.USAGE)
-    url = _resource_url(api, "clusters", name)
-    out.show(out.call("PATCH", url, json=body, headers=_if_match(if_version)), as_json)
+    url = out.resource_url(api, "clusters", name)
+    out.show(out.call("PATCH", url, json=body, headers=out.if_match(if_version)), as_json)
 
 
 # -- cluster health (runbook: docs/runbooks/cluster-flapping.md) ------------------------------
@@ -889,7 +754,7 @@ def clusters_health(
 ) -> None:
     """A cluster's health: state and reason, what the votes say now, each node's vote, history."""
     data = out.call(
-        "GET", _resource_url(api, "clusters", name) + "/health", params={"history": history}
+        "GET", out.resource_url(api, "clusters", name) + "/health", params={"history": history}
     )
     out.show(data, as_json, _render_health)
 
@@ -903,7 +768,7 @@ def clusters_mark_abnormal(
 ) -> None:
     """Mark a cluster MANUAL_ABNORMAL: nothing is started there until it is cleared."""
     event = out.call(
-        "POST", _resource_url(api, "clusters", name) + "/mark-abnormal", json={"reason": reason}
+        "POST", out.resource_url(api, "clusters", name) + "/mark-abnormal", json={"reason": reason}
     )
     out.show(
         event,
@@ -923,7 +788,7 @@ def clusters_clear(
 ) -> None:
     """Lift a manual mark: the cluster is NORMAL again (the monitor keeps judging it)."""
     event = out.call(
-        "POST", _resource_url(api, "clusters", name) + "/clear", json={"reason": reason}
+        "POST", out.resource_url(api, "clusters", name) + "/clear", json={"reason": reason}
     )
     out.show(
         event,
@@ -965,7 +830,7 @@ def groups_list(
     api: ApiOption = None, limit: LimitOption = None, as_json: JsonOption = False
 ) -> None:
     """Every scheduling group."""
-    listing = out.fetch_all(_resource_url(api, "groups"), limit=limit, api=api)
+    listing = out.fetch_all(out.resource_url(api, "groups"), limit=limit, api=api)
     out.say_if_cut(listing, "groups")
     out.show(listing.document(), as_json, _render_groups)
 
@@ -973,7 +838,7 @@ def groups_list(
 @groups_app.command("get")
 def groups_get(name: str, api: ApiOption = None, as_json: JsonOption = False) -> None:
     """A group, its live members (role, AZ, jobs owned), pool and epoch."""
-    out.show(out.call("GET", _resource_url(api, "groups", name)), as_json, _render_group)
+    out.show(out.call("GET", out.resource_url(api, "groups", name)), as_json, _render_group)
 
 
 @groups_app.command("create")
@@ -986,7 +851,7 @@ def groups_create(
 ) -> None:
     """Add a scheduling group bound to a primary (and optionally a failover) cluster."""
     body = {"name": name, "primary_cluster": primary, "failover_cluster": failover}
-    out.show(out.call("POST", _resource_url(api, "groups"), json=body), as_json, _render_group)
+    out.show(out.call("POST", out.resource_url(api, "groups"), json=body), as_json, _render_group)
 
 
 @groups_app.command("delete")
@@ -994,31 +859,17 @@ def groups_delete(
     name: str, api: ApiOption = None, if_version: VersionOption = None, as_json: JsonOption = False
 ) -> None:
     """Delete an empty group (refused while it has jobs; never the default group)."""
-    out.call("DELETE", _resource_url(api, "groups", name), headers=_if_match(if_version))
+    out.call("DELETE", out.resource_url(api, "groups", name), headers=out.if_match(if_version))
     out.show({"name": name, "deleted": True}, as_json, lambda d: typer.echo(f"{name}: deleted"))
 
 
-from drover.cli.failover import register as _register_failover  # noqa: E402
-from drover.cli.identity import register as _register_identity  # noqa: E402
-from drover.cli.nodes import register as _register_nodes  # noqa: E402
-from drover.cli.replication import register as _register_replication  # noqa: E402
-
-_register_identity(app)
-_register_failover(app)
-_register_replication(app)
-_register_nodes(app)
-
-from drover.cli.bulk import register as _register_bulk  # noqa: E402
-
-_register_bulk(app)
-
-from drover.cli.revisions import register as _register_revisions  # noqa: E402
-
-_register_revisions(jobs_app)
-
-from drover.cli.quotas import register as _register_quotas  # noqa: E402
-
-_register_quotas(app)
+identity.register(app)
+failover.register(app)
+replication.register(app)
+nodes.register(app)
+bulk.register(app)
+revisions.register(jobs_app)
+quotas.register(app)
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -1,7 +1,7 @@
 """What every ``drover`` command shares: where the node is, the caller's credential, HTTP calls
 with their failures mapped to exit codes, tables and ``--json``, lists that page, and ``--wait``.
 
-Every command module (``drover/cli*.py``) uses these and nothing else to talk to a node or to the
+Every command module (``drover/cli/*.py``) uses these and nothing else to talk to a node or to the
 terminal, so all commands behave alike:
 
 - stdout carries the result only: a table (or ``key  value`` lines for one record) by default,
@@ -211,6 +211,38 @@ def auth_headers() -> dict[str, str]:
 def path_of(*parts: str) -> str:
     """``/v1/a/b`` from parts, each quoted (names may hold any character the API allows)."""
     return "/v1/" + "/".join(quote(p, safe="") for p in parts)
+
+
+def job_url(api: str | None, name: str, suffix: str = "") -> str:
+    """The API URL of job ``name`` (``suffix``: a sub-resource or action, e.g. ``/start``)."""
+    return api_url(api) + path_of("jobs", name) + suffix
+
+
+def resource_url(api: str | None, kind: str, name: str | None = None) -> str:
+    """The API URL of the ``kind`` collection (``clusters``, ``groups``, ...) or of one of its
+    records."""
+    base = api_url(api) + f"/v1/{kind}"
+    return base if name is None else base + path_of(name)[3:]
+
+
+def if_match(version: int | None) -> dict[str, str]:
+    """The ``If-Match`` header for ``version`` (none for None)."""
+    return {} if version is None else {"If-Match": f'"{version}"'}
+
+
+IfMatchOption = Annotated[
+    int | None,
+    typer.Option(
+        "--if-match",
+        help="refuse (exit 4) unless the job's spec_version (its ETag) is still this one",
+    ),
+]
+VersionOption = Annotated[
+    int | None,
+    typer.Option(
+        "--if-version", "--if-match", help="refuse (exit 4) unless the record is at this version"
+    ),
+]
 
 
 def _problem_line(response: Any) -> str:

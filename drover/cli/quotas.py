@@ -11,16 +11,16 @@ from typing import Annotated, Any
 
 import typer
 
-from drover.cli import main as base
+from drover.cli import output as out
 
 quotas_app = typer.Typer(
     no_args_is_help=True,
     help="Per-business submission quotas: rate limits and dedicated groups.",
 )
 
-ApiOption = base.ApiOption
-JsonOption = base.JsonOption
-VersionOption = base.VersionOption
+ApiOption = out.ApiOption
+JsonOption = out.JsonOption
+VersionOption = out.VersionOption
 #: how many pages ``list`` follows at most before it says the list was cut
 MAX_PAGES = 100
 
@@ -40,17 +40,17 @@ def _tokens(quota: dict[str, Any]) -> str:
 @quotas_app.command("list")
 def quotas_list(api: ApiOption = None, as_json: JsonOption = False) -> None:
     """Every quota, by business (a business without one is not rate limited)."""
-    url: str | None = f"{base._api(api)}/v1/quotas?limit=1000"
+    url: str | None = f"{out.api_url(api)}/v1/quotas?limit=1000"
     quotas: list[dict[str, Any]] = []
     pages = 0
     while url is not None and pages < MAX_PAGES:
-        page = base._call("GET", url)
+        page = out.call("GET", url)
         quotas += page["data"]
         pages += 1
-        url = f"{base._api(api)}{page['next']}" if page["next"] else None
+        url = f"{out.api_url(api)}{page['next']}" if page["next"] else None
     cut = url is not None
     if as_json:
-        base._print({"data": quotas, "complete": not cut})
+        out.print_json({"data": quotas, "complete": not cut})
         return
     typer.echo(f"{'BUSINESS':<32} {'RATE':>10} {'BURST':>7} {'TOKENS':>8}  DEDICATED GROUP")
     for q in quotas:
@@ -64,9 +64,9 @@ def quotas_list(api: ApiOption = None, as_json: JsonOption = False) -> None:
 @quotas_app.command("show")
 def quotas_show(business: str, api: ApiOption = None, as_json: JsonOption = False) -> None:
     """One business's quota."""
-    q = base._call("GET", base._resource_url(api, "quotas", business))
+    q = out.call("GET", out.resource_url(api, "quotas", business))
     if as_json:
-        base._print(q)
+        out.print_json(q)
         return
     typer.echo(f"business         {q['business']}")
     typer.echo(f"rate             {_rate(q)} (burst {q['burst']}, now {_tokens(q)} at once)")
@@ -90,14 +90,14 @@ def quotas_set(
 ) -> None:
     """Create or replace a business's quota (a rate, a dedicated group, or both)."""
     body: dict[str, Any] = {"rate": rate, "burst": burst, "dedicated_group": dedicated_group}
-    q = base._call(
+    q = out.call(
         "PUT",
-        base._resource_url(api, "quotas", business),
+        out.resource_url(api, "quotas", business),
         json=body,
-        headers=base._if_match(if_version),
+        headers=out.if_match(if_version),
     )
     if as_json:
-        base._print(q)
+        out.print_json(q)
         return
     typer.echo(
         f"{q['business']}: rate {_rate(q)}, burst {q['burst']}, dedicated group "
@@ -113,10 +113,10 @@ def quotas_delete(
     as_json: JsonOption = False,
 ) -> None:
     """Remove a business's quota: no rate limit, no dedicated group."""
-    base._call(
-        "DELETE", base._resource_url(api, "quotas", business), headers=base._if_match(if_version)
+    out.call(
+        "DELETE", out.resource_url(api, "quotas", business), headers=out.if_match(if_version)
     )
     if as_json:
-        base._print({"business": business, "deleted": True})
+        out.print_json({"business": business, "deleted": True})
         return
     typer.echo(f"{business}: quota deleted")

@@ -6,7 +6,6 @@ from typing import Annotated
 
 import typer
 
-from drover.cli import main as base
 from drover.cli import output as out
 
 replication_app = typer.Typer(
@@ -14,8 +13,8 @@ replication_app = typer.Typer(
     help="Checkpoint replicas in the failover clusters' storage roots, and their lag.",
 )
 
-ApiOption = base.ApiOption
-JsonOption = base.JsonOption
+ApiOption = out.ApiOption
+JsonOption = out.JsonOption
 
 
 def register(app: typer.Typer) -> None:
@@ -45,11 +44,11 @@ def replication_list(
 ) -> None:
     """Every replica the caller may see: state, source and replica batch, lag."""
     params = {"cluster": cluster, "state": state, "team": team}
-    listing = out.fetch_all(f"{base._api(api)}/v1/replication", params, limit=limit, api=api)
+    listing = out.fetch_all(f"{out.api_url(api)}/v1/replication", params, limit=limit, api=api)
     out.say_if_cut(listing, "replicas")
     page = listing.document()
     if as_json:
-        base._print(page)
+        out.print_json(page)
         return
     typer.echo(
         f"{'JOB':<32} {'STATE':<9} {'FROM':<12} {'TO':<12} {'SOURCE':>7} {'REPLICA':>7}  LAG"
@@ -67,9 +66,9 @@ def replication_list(
 @replication_app.command("show")
 def replication_show(name: str, api: ApiOption = None, as_json: JsonOption = False) -> None:
     """One job's replica: where it is, the batches, the lag, the last copy and any error."""
-    view = base._call("GET", base._job_url(api, name, "/replication"))
+    view = out.call("GET", out.job_url(api, name, "/replication"))
     if as_json:
-        base._print(view)
+        out.print_json(view)
         return
     typer.echo(f"job       {view['job']}  (replicated: {'yes' if view['enabled'] else 'no'})")
     if view["state"] is None:

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from drover.cli import main as base
+from drover.cli import apps
 from drover.cli import output as out
 
 ApiOption = out.ApiOption
@@ -47,7 +47,7 @@ def jobs_revisions(
     as_json: JsonOption = False,
 ) -> None:
     """A job's revisions (every spec change; creation is revision 1), newest first."""
-    listing = out.fetch_all(base._job_url(api, name, "/revisions"), limit=limit, api=api)
+    listing = out.fetch_all(out.job_url(api, name, "/revisions"), limit=limit, api=api)
     out.say_if_cut(listing, "revisions")
     page = listing.document()
     if as_json:
@@ -75,7 +75,7 @@ def jobs_revision(
 ) -> None:
     """One revision of a job's spec (and, with --against, what changed since that one)."""
     params = {"against": against} if against is not None else None
-    rev = out.call("GET", base._job_url(api, name, f"/revisions/{revision}"), params=params)
+    rev = out.call("GET", out.job_url(api, name, f"/revisions/{revision}"), params=params)
     out.show(rev, as_json, _render_revision)
 
 
@@ -91,9 +91,9 @@ def jobs_rollback(
             "before it is killed (default: the node's; 0: kill at once)",
         ),
     ] = None,
-    if_match: base.IfMatchOption = None,
+    if_match: out.IfMatchOption = None,
     wait: out.WaitOption = False,
-    timeout: out.TimeoutOption = base.DEFAULT_WAIT,
+    timeout: out.TimeoutOption = apps.DEFAULT_WAIT,
     api: ApiOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -102,24 +102,24 @@ def jobs_rollback(
     run is RUNNING)."""
     old_run = None
     if wait:
-        current = out.call("GET", base._job_url(api, name)).get("current_run") or {}
+        current = out.call("GET", out.job_url(api, name)).get("current_run") or {}
         old_run = current.get("id")
     params = {"grace_seconds": grace} if grace is not None else None
     job = out.call(
         "POST",
-        base._job_url(api, name, "/rollback"),
+        out.job_url(api, name, "/rollback"),
         json={"revision": to},
         params=params,
-        headers=base._if_match(if_match),
+        headers=out.if_match(if_match),
     )
     if wait and job["desired_state"] == "RUNNING":
-        base._wait_job(name, api, "restart", timeout, as_json, old_run)
+        apps.wait_job(name, api, "restart", timeout, as_json, old_run)
         return
     out.show(
         job,
         as_json,
         lambda j: typer.echo(
             f"{j['name']}: rolled back to revision {to} as revision {j['spec_version']}; "
-            f"{base._job_status(j)}"
+            f"{apps.job_status(j)}"
         ),
     )

@@ -1,4 +1,5 @@
-"""The node's actors (DESIGN §4). Every Ray call of the scheduler is in this package.
+"""The node's actors, each owning one concern and one loop. Every Ray call of the scheduler is
+in this package.
 
     NodeSupervisor      supervisor.py   one per node, in the node process itself (not a Ray
      │                                  actor: a loop of its own, host.py); starts the
@@ -12,6 +13,11 @@
      │   ReplicationLoop replicator.py  mirrors the checkpoints of the replicated jobs this node
      │                                  owns into their other cluster's root
      │                                  (``scheduler.loops.replication``)
+     │   OperationsExecutor operations.py  claims this node's operations (failovers, bulk
+     │                                  operations) and advances their items
+     │                                  (``scheduler.loops.operations``)
+     │   AlertLoop      alerts.py       raises and resolves alerts, sends the outbox
+     │                                  (``scheduler.decisions.alerts``)
      ├── Membership     membership.py   Ray actor (its own process: the ZooKeeper session)
      └── JobReconciler  reconcilers.py  Ray actor: one reconcile loop per group, all in one
                                         process (a group costs a loop, not a process); also

@@ -37,6 +37,7 @@ from typing import Any
 import httpx
 
 from scheduler.actors.hosted import HostedLoop
+from scheduler.core.clock import utcnow
 from scheduler.core.errors import InvalidInput
 from scheduler.decisions.alerts import (
     MAX_ATTEMPTS,
@@ -56,7 +57,6 @@ from scheduler.decisions.health import ClusterHealth
 from scheduler.store import alerts as alert_store
 from scheduler.store import telemetry
 from scheduler.store.db import Store
-from scheduler.store.models import utcnow
 
 log = logging.getLogger("drover.alerts")
 

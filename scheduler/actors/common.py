@@ -6,8 +6,8 @@ import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # not at run time: the Membership worker loads no pydantic (membership.py)
-    from scheduler.config import Role, Settings
-    from scheduler.decisions.membership import MembershipSettings
+    from scheduler.config import Settings
+    from scheduler.decisions.membership import MembershipSettings, Role
 
 # Ray must bind to loopback only; it reads this before it starts (see RUNTIME-NOTES).
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
@@ -16,8 +16,8 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 # At most two glibc malloc arenas in each of Ray's processes (GCS, raylet, agents, the actors'
 # workers: 20-30 threads each; glibc would give every thread that allocates an arena of its own).
-# Python allocates small objects itself; a few MiB less resident per node (issue 8,
-# bench/node_rss.py).
+# Python allocates small objects itself; a few MiB less resident per node (bench/node_rss.py
+# measures it).
 os.environ.setdefault("MALLOC_ARENA_MAX", "2")
 # The actors' log lines are the node's (scheduler/core/logs.py): Ray ships them to the node process
 # as they are -- no "(Actor pid=...)" prefix, no colour codes, no "[repeated 3x]" folding of

@@ -3,7 +3,7 @@
 The session and every ZooKeeper call live in :mod:`scheduler.coordination.zookeeper`; the decisions
 (which claim, degraded or not) are the pure functions of :mod:`scheduler.decisions.membership`. This
 actor only keeps the inputs of those decisions current: the connection state (the coordinator's
-:class:`~scheduler.coordination.zookeeper.Connection`, in the order the events happened), the views,
+:class:`~scheduler.decisions.membership.Connection`, in the order the events happened), the views,
 and the lease — renewed by one cheap ZooKeeper round trip every quarter session timeout and valid
 for ``LEASE_SHARE`` of the session timeout, on the monotonic clock so a thawed node finds it
 expired.
@@ -21,10 +21,8 @@ from ray.exceptions import RayError, RayTaskError
 
 from scheduler.actors.common import LEASE_SHARE, RECONCILER, managed_groups, ray
 from scheduler.coordination.zookeeper import (
-    Connection,
     ConnectionChanged,
     Coordinator,
-    GroupView,
     Registered,
     ViewChanged,
 )
@@ -33,6 +31,8 @@ from scheduler.core.logs import configure_from
 from scheduler.core.ownership import Claim
 from scheduler.decisions.epochs import Incarnation
 from scheduler.decisions.membership import (
+    Connection,
+    GroupView,
     LeaseState,
     MembershipSettings,
     MembershipSnapshot,

@@ -4,9 +4,10 @@ A loop hosted by the NodeSupervisor in the node process (:mod:`scheduler.actors.
 Every ``DROVER_FAILOVER_INTERVAL`` seconds it asks Membership for this node's claim in each group
 (an operation is executed by the node holding the slot ``crc32(str(id)) % len(pool)`` of its home
 group's pool: :mod:`scheduler.loops.operations`), runs one
-:meth:`~scheduler.loops.operations.Executor.round` in a worker thread, then wakes the owners of
-the jobs the round wrote to: this node's reconcile loop of their group, or the owning node's over
-``POST /v1/internal/nudge``, once per group and node.
+:meth:`~scheduler.loops.operations.Executor.round` in a worker thread, and meanwhile (every
+``NUDGE_EVERY`` seconds, and at its end) wakes the owners of the jobs the round wrote to: this
+node's reconcile loop of their group, or the owning node's over ``POST /v1/internal/nudge``, once
+per group and node.
 """
 
 from __future__ import annotations
@@ -16,17 +17,23 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, cast
 
 from scheduler.actors.common import MEMBERSHIP, PING_TIMEOUT, RECONCILER, ray
 from scheduler.actors.hosted import HostedLoop, current_claims
-from scheduler.backends.registry import BackendRegistry
+from scheduler.backends.registry import ClusterProbe
 from scheduler.config import Settings
+from scheduler.core.ownership import Claim
 from scheduler.decisions.membership import MembershipSnapshot
 from scheduler.loops.operations import Executor
+from scheduler.loops.replication import ReplicaCheckpoints
 from scheduler.store.db import Store
+from scheduler.store.operations_ledger import SqlOperationsLedger
 
 log = logging.getLogger("drover.actors.operations")
+
+#: how often the owners of the jobs a round wrote to are woken while it runs (seconds)
+NUDGE_EVERY = 0.1
 
 
 class OperationsExecutor(HostedLoop):
@@ -40,16 +47,18 @@ class OperationsExecutor(HostedLoop):
         super().__init__(settings.failover_interval, log)
         self._settings = settings
         self._store = Store(settings.resolved_database_url)
-        self._backends = BackendRegistry(settings)
+        self._probe = ClusterProbe(settings)
         self._pending_nudges: set[tuple[str, str]] = set()
         self._nudge_lock = threading.Lock()
         self._executor = Executor(
-            self._store,
+            SqlOperationsLedger(self._store, node_id=settings.node_id),
             node_id=settings.node_id,
             timing=settings.failover_timing,
+            checkpoints=ReplicaCheckpoints(self._store),
             parallelism=settings.failover_parallelism,
             nudge=self._note_nudge,
-            probe=lambda cluster: self._backends.for_cluster(cluster).probe().ok,
+            probe=self._probe.reachable,
+            renew=_fetch_claim,
         )
         self._forwarder = ThreadPoolExecutor(2, thread_name_prefix="operations-nudge")
 
@@ -58,7 +67,7 @@ class OperationsExecutor(HostedLoop):
 
     def _release(self) -> None:
         self._executor.close()
-        self._backends.close()
+        self._probe.close()
         self._forwarder.shutdown(wait=False)
         self._store.dispose()
 
@@ -68,7 +77,11 @@ class OperationsExecutor(HostedLoop):
 
     async def _round(self) -> dict[str, Any]:
         claims = await current_claims(self._groups, log)
-        stats = await asyncio.to_thread(self._executor.round, claims)
+        running = asyncio.ensure_future(asyncio.to_thread(self._executor.round, claims))
+        while not running.done():  # the owners hear of a write while the round goes on
+            await asyncio.wait({running}, timeout=NUDGE_EVERY)
+            await self._deliver_nudges()
+        stats = running.result()
         finished = {
             "at": time.time(),
             "seconds": round(stats.seconds, 4),
@@ -112,6 +125,21 @@ class OperationsExecutor(HostedLoop):
         secret = self._settings.resolved_deployment_secret
         for (url, group), job in remote.items():
             self._forwarder.submit(_forward_nudge, url, group, job, secret)
+
+
+def _fetch_claim(group: str) -> Claim | None:
+    """This node's current claim in ``group`` from Membership, for a round whose claim ran out
+    (called from the round's worker thread, while the supervisor's event loop goes on); None when
+    Membership does not answer."""
+    try:
+        reply: Any = ray.get_actor(MEMBERSHIP).claim.remote(group)
+        answer = cast(
+            tuple[Claim | None, tuple[str, ...]], reply.future().result(timeout=PING_TIMEOUT)
+        )
+    except Exception as exc:  # noqa: BLE001 - the round stops; the next one asks again
+        log.info("no claim for group %s: membership not answering (%s)", group, exc)
+        return None
+    return answer[0]
 
 
 def _forward_nudge(api_url: str, group: str, job: str, secret: str) -> None:

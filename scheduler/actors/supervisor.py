@@ -4,7 +4,7 @@ It is not a Ray actor: it runs in the node process itself (the API's process, th
 on an event loop of its own in a thread (:class:`~scheduler.actors.host.LoopThread`, started by
 :class:`~scheduler.actors.runtime.NodeRuntime`). A Ray worker process costs a node about 140 MiB
 resident; the node process already holds the store, the settings and the backends' code, so the
-supervisor and the loops it hosts cost a few MiB there (issue 8).
+supervisor and the loops it hosts cost a few MiB there (bench/node_rss.py).
 
 **The one place that hosts the node's loops.** The cluster monitor's loop runs here, the failover
 executor's (:class:`~scheduler.actors.operations.OperationsExecutor`), and so does any other
@@ -53,7 +53,7 @@ from scheduler.core.metrics import (
     families_of,
     membership_families,
 )
-from scheduler.decisions.membership import MembershipSettings, MembershipSnapshot
+from scheduler.decisions.membership import MembershipSnapshot
 from scheduler.store import catalog as catalog_store
 from scheduler.store.db import Store
 
@@ -193,7 +193,7 @@ class NodeSupervisor:
         await asyncio.wait_for(self._reconciler.ping.remote(), timeout=ACTOR_START_TIMEOUT)
         self._membership = Membership.options(  # type: ignore[attr-defined]
             name=MEMBERSHIP, get_if_exists=True
-        ).remote(MembershipSettings.of(self._settings))
+        ).remote(self._settings.membership_settings())
         await self._membership.start.remote()
         if self._settings.health_monitor:
             self._monitor = ClusterMonitor(self._settings, self._monitor_metrics)

@@ -13,6 +13,8 @@ The simulated cluster (``harness/simcluster.py``) is not a kind: it is registere
 from __future__ import annotations
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import replace
 from urllib.parse import urlsplit
 
@@ -97,6 +99,33 @@ class BackendRegistry:
             self._backends.clear()
         for backend in backends:
             _close(backend)
+
+
+class ClusterProbe:
+    """Whether a cluster answers a probe now: its backend's ``probe()`` within ``timeout``
+    seconds (default: the health probe timeout), on a few threads of its own; an error or no
+    answer in time is "unreachable". Built once per user (the node's API, its operations
+    executor) and closed with it."""
+
+    def __init__(
+        self, settings: Settings, *, timeout: float | None = None, threads: int = 4
+    ) -> None:
+        self._registry = BackendRegistry(settings)
+        self._timeout = settings.health_probe_timeout if timeout is None else timeout
+        self._threads = ThreadPoolExecutor(threads, thread_name_prefix="cluster-probe")
+
+    def reachable(self, cluster: ClusterRecord) -> bool:
+        future = self._threads.submit(lambda: self._registry.for_cluster(cluster).probe().ok)
+        try:
+            return bool(future.result(timeout=self._timeout))
+        except FutureTimeout:
+            return False
+        except Exception:  # noqa: BLE001 - a cluster that cannot even be probed is unreachable
+            return False
+
+    def close(self) -> None:
+        self._threads.shutdown(wait=False, cancel_futures=True)
+        self._registry.close()
 
 
 def _same_cluster(a: ClusterRecord, b: ClusterRecord) -> bool:

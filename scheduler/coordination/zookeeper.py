@@ -1,4 +1,7 @@
-"""All of Drover's ZooKeeper code: membership registration, group views, connection state.
+"""The ZooKeeper client: every ZooKeeper call of Drover's (membership registration, reading the
+groups' views, the connection state). What it reads and writes -- roles, connection states and
+their legal transitions, member data, group views -- and the decisions on them are the pure
+:mod:`scheduler.decisions.membership`; this module does the I/O.
 
 Layout under the deployment's namespace (``DROVER_ZK_NAMESPACE``, default ``/drover``)::
 
@@ -6,31 +9,17 @@ Layout under the deployment's namespace (``DROVER_ZK_NAMESPACE``, default ``/dro
 
 A group's *epoch* is ``(generation << 32) | cversion`` (:mod:`scheduler.decisions.epochs`):
 ``cversion`` is the child version of its ``members`` znode, read in the same call as the children,
-so it grows with every join and every leave (DESIGN §1); ``generation`` comes from the metadata
-store for the znode's *incarnation* (its czxid and ctime, read in that same call), through the
-resolver the coordinator is given. A new incarnation (ZooKeeper wiped, or the znode deleted) is
-resolved, then the view is read again and published only if the incarnation is still the current
-one.
+so it grows with every join and every leave (an epoch grows with every membership change);
+``generation`` comes from the metadata store for the znode's *incarnation* (its czxid and ctime,
+read in that same call), through the resolver the coordinator is given. A new incarnation
+(ZooKeeper wiped, or the znode deleted) is resolved, then the view is read again and published
+only if the incarnation is still the current one.
 
-Connection states are our own (``Connection``), and each says what is safe:
-
-- ``CONNECTED``: session live, our member znodes exist, the views are current. The node may act
-  on what it owns (each action still behind a fenced store write).
-- ``SUSPENDED``: the connection dropped; the session may still be alive. Start no new action, keep
-  running work; views are frozen. A SUSPENDED period longer than the session timeout means the
-  server may have expired the session meanwhile: only the store's fencing protects then.
-- ``LOST``: the session expired (or the client had to be recreated): our member znodes are gone and
-  so is every claim. Own nothing until ``Registered``, fresh ``ViewChanged`` events and
-  ``ConnectionChanged(CONNECTED)`` have arrived. Also the state before ``start()`` and after
-  ``stop()``.
-
-Legal transitions (``_TRANSITIONS``; ``Coordinator._transition`` is the one place that changes it)::
-
-    LOST      -> CONNECTED   registered on a (new) session and every view read
-    CONNECTED -> SUSPENDED   connection dropped
-    SUSPENDED -> CONNECTED   reconnected with the same session, views re-read
-    CONNECTED -> LOST        session expired
-    SUSPENDED -> LOST        session expired, or the client was recreated after being stuck
+The connection state is a :class:`~scheduler.decisions.membership.Connection` (its docstring
+says what each state makes safe and lists the legal transitions); ``Coordinator._transition`` is
+the one place that changes it. After LOST the node owns nothing until ``Registered``, fresh
+``ViewChanged`` events and ``ConnectionChanged(CONNECTED)`` have arrived; LOST is also the state
+before ``start()`` and after ``stop()``.
 
 Threads: kazoo's state listener and watch callbacks only enqueue into the worker's inbox. One worker
 thread does all ZooKeeper I/O that follows (re-registration, re-reads, recreating a stuck client).
@@ -51,16 +40,14 @@ reloads sessions when it restarts and the old client reconnects within about a s
 
 from __future__ import annotations
 
-import enum
 import itertools
-import json
 import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
@@ -81,248 +68,30 @@ from scheduler.core.errors import (
     InvalidInput,
     NotFound,
 )
-from scheduler.core.ownership import Member, owner_of, pool_of
-from scheduler.decisions.epochs import Incarnation, compose_epoch, split_epoch
+from scheduler.decisions.epochs import Incarnation
+from scheduler.decisions.membership import (
+    DRAINING,
+    ROLES,
+    Connection,
+    ExistingMember,
+    GroupView,
+    MemberInfo,
+    MembershipSettings,
+    NodeInfo,
+    Role,
+    StuckVerdict,
+    build_view,
+    classify_existing,
+    next_state,
+    normalize_namespace,
+    stuck_verdict,
+    znode_name_problem,
+)
 
 if TYPE_CHECKING:
     from scheduler.config import Settings
-    from scheduler.decisions.membership import MembershipSettings
 
 log = logging.getLogger(__name__)
-
-Role = Literal["active", "backup"]
-_ROLES = ("active", "backup")
-#: a member's role in its znode: its configured role, or ``draining`` while an operator drains
-#: it (it stays a live member, in no pool: the others take its jobs; ``scheduler.core.ownership``)
-MemberRole = Literal["active", "backup", "draining"]
-DRAINING: MemberRole = "draining"
-_MEMBER_ROLES = (*_ROLES, DRAINING)
-
-
-class Connection(enum.StrEnum):
-    """This node's standing with ZooKeeper (the module docstring has the transitions)."""
-
-    #: registered, views current: may act on what it owns (each action behind a fenced write)
-    CONNECTED = "CONNECTED"
-    #: connection down, session perhaps alive: start nothing new, keep running work
-    SUSPENDED = "SUSPENDED"
-    #: session gone with our member znodes: own nothing until re-registered and re-read
-    LOST = "LOST"
-
-
-_TRANSITIONS: dict[Connection, frozenset[Connection]] = {
-    Connection.LOST: frozenset({Connection.CONNECTED}),
-    Connection.CONNECTED: frozenset({Connection.SUSPENDED, Connection.LOST}),
-    Connection.SUSPENDED: frozenset({Connection.CONNECTED, Connection.LOST}),
-}
-
-
-def next_state(current: Connection, new: Connection) -> Connection:
-    """``new`` if the table allows ``current -> new``; raise IllegalTransition otherwise."""
-    if new not in _TRANSITIONS[current]:
-        raise IllegalTransition(f"connection state {current} cannot become {new}")
-    return new
-
-
-# --- data -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class NodeInfo:
-    """What a node publishes about itself in every group it joins."""
-
-    node_id: str
-    az: str = "az-1"
-    cloud: str = "local"
-    api_url: str = ""
-    started_at: float = field(default_factory=time.time)
-
-    def as_member(self, role: MemberRole) -> MemberInfo:
-        return MemberInfo(self.node_id, role, self.az, self.cloud, self.api_url, self.started_at)
-
-
-@dataclass(frozen=True)
-class MemberInfo:
-    """One live membership: the data of an ephemeral member znode."""
-
-    node_id: str
-    role: MemberRole
-    az: str
-    cloud: str
-    api_url: str
-    started_at: float  # epoch seconds
-
-    def to_bytes(self) -> bytes:
-        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":")).encode("utf-8")
-
-    @classmethod
-    def from_bytes(cls, data: bytes) -> MemberInfo:
-        """Decode member data; raise InvalidInput on anything that is not a MemberInfo."""
-        try:
-            raw = json.loads(data.decode("utf-8"))
-            info = cls(
-                node_id=str(raw["node_id"]),
-                role=raw["role"],
-                az=str(raw["az"]),
-                cloud=str(raw["cloud"]),
-                api_url=str(raw["api_url"]),
-                started_at=float(raw["started_at"]),
-            )
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            raise InvalidInput(f"member data is not a MemberInfo: {data[:200]!r}") from exc
-        if info.role not in _MEMBER_ROLES:
-            raise InvalidInput(f"member {info.node_id!r} has an unknown role {info.role!r}")
-        return info
-
-
-@dataclass(frozen=True)
-class GroupView:
-    """The live members of a group and its epoch, read together under one session."""
-
-    group: str
-    members: tuple[MemberInfo, ...]  # sorted by node_id
-    #: ``(generation << 32) | cversion`` of the group's members znode (scheduler.decisions.epochs)
-    epoch: int
-    session_id: int  # the session that read it
-    #: the members znode's membership generation (the epoch's high bits)
-    generation: int = 0
-    #: which creation of the members znode the view was read from (None: it did not exist)
-    incarnation: Incarnation | None = None
-
-    def __post_init__(self) -> None:
-        if split_epoch(self.epoch)[0] != self.generation:
-            raise InvalidInput(f"epoch {self.epoch} is not of generation {self.generation}")
-
-    @property
-    def cversion(self) -> int:
-        """The members znode's child version (the epoch's low 32 bits)."""
-        return split_epoch(self.epoch)[1]
-
-    @property
-    def ownership_members(self) -> tuple[Member, ...]:
-        return tuple(Member(m.node_id, m.role) for m in self.members)
-
-    @property
-    def pool(self) -> tuple[str, ...]:
-        return pool_of(self.ownership_members)
-
-    @property
-    def node_ids(self) -> tuple[str, ...]:
-        return tuple(m.node_id for m in self.members)
-
-    def owner_of(self, job_name: str) -> str | None:
-        return owner_of(job_name, self.pool)
-
-    def member(self, node_id: str) -> MemberInfo | None:
-        return next((m for m in self.members if m.node_id == node_id), None)
-
-
-def build_view(
-    group: str,
-    data: Mapping[str, bytes],
-    cversion: int,
-    session_id: int,
-    *,
-    generation: int = 0,
-    incarnation: Incarnation | None = None,
-) -> GroupView:
-    """A GroupView from the member znodes' names and data; undecodable members are left out.
-
-    The znode name is the member's identity: data naming another node is ignored."""
-    members = []
-    for name in sorted(data):
-        try:
-            info = MemberInfo.from_bytes(data[name])
-        except InvalidInput as exc:
-            log.warning("group %s: ignoring member znode %r: %s", group, name, exc.message)
-            continue
-        if info.node_id != name:
-            log.warning("group %s: member znode %r carries data of %r", group, name, info.node_id)
-            continue
-        members.append(info)
-    epoch = compose_epoch(generation, cversion)
-    return GroupView(group, tuple(members), epoch, session_id, generation, incarnation)
-
-
-class ExistingMember(enum.StrEnum):
-    """Whose is a member znode found under our node id."""
-
-    OURS = "ours"  # created by the current session
-    STALE_OURS = "stale-ours"  # left by an earlier session of this coordinator
-    FOREIGN = "foreign"  # another live node, or not ephemeral at all
-
-
-def classify_existing(
-    ephemeral_owner: int, current_session: int, own_sessions: Iterable[int]
-) -> ExistingMember:
-    if ephemeral_owner == current_session:
-        return ExistingMember.OURS
-    if ephemeral_owner != 0 and ephemeral_owner in set(own_sessions):
-        return ExistingMember.STALE_OURS
-    return ExistingMember.FOREIGN
-
-
-class StuckVerdict(enum.StrEnum):
-    """What to do about a client that cannot reconnect, with a probe client opened beside it."""
-
-    #: nothing known yet (the server is unreachable, or the old client may still get back in)
-    WAIT = "wait"
-    #: the old client is connected again (same session, or kazoo's own new one): drop the probe
-    KEEP = "keep"
-    #: the server will never take the old session back: the probe becomes the client
-    REPLACE = "replace"
-
-
-def stuck_verdict(
-    *,
-    old_connected: bool,
-    old_last_zxid: int,
-    probe_connected_for: float | None,
-    server_zxid: int | None,
-    grace: float,
-) -> StuckVerdict:
-    """Decide about a disconnected client from what its probe found.
-
-    ``probe_connected_for``: seconds the probe has been connected (None: not connected);
-    ``server_zxid``: the last zxid of the server the probe reached, after a sync (None: not read
-    yet). A server refuses a session whose client has seen a zxid above its own last one ("has
-    seen zxid ... client must try another server"): after a wipe that is for ever.
-    """
-    if old_connected:
-        return StuckVerdict.KEEP
-    if probe_connected_for is None:
-        return StuckVerdict.WAIT
-    if server_zxid is not None and server_zxid < old_last_zxid:
-        return StuckVerdict.REPLACE
-    if probe_connected_for >= grace:
-        return StuckVerdict.REPLACE
-    return StuckVerdict.WAIT
-
-
-def znode_name_problem(name: str) -> str | None:
-    """Why ``name`` cannot be one znode name, or None."""
-    if not name:
-        return "must not be empty"
-    if name in (".", ".."):
-        return "must not be '.' or '..'"
-    if "/" in name:
-        return "must not contain '/'"
-    if any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in name):
-        return "must not contain control characters"
-    return None
-
-
-def normalize_namespace(namespace: str) -> str:
-    """``drover/`` → ``/drover``; the root ``/`` becomes the empty prefix."""
-    parts = [p for p in namespace.strip().split("/") if p]
-    for part in parts:
-        problem = znode_name_problem(part)
-        if problem is not None or part == "zookeeper":
-            raise InvalidInput(
-                f"ZooKeeper namespace {namespace!r}: {part!r} {problem or 'is reserved'}"
-            )
-    return "".join(f"/{p}" for p in parts)
-
 
 # --- events ---------------------------------------------------------------------------------
 
@@ -426,7 +195,7 @@ class Coordinator:
             problem = znode_name_problem(group)
             if problem is not None:
                 raise InvalidInput(f"group {group!r} {problem}")
-            if role not in _ROLES:
+            if role not in ROLES:
                 raise InvalidInput(f"group {group!r}: role must be active or backup, not {role!r}")
         self._hosts = hosts.strip()
         self._root = normalize_namespace(namespace)
@@ -474,7 +243,13 @@ class Coordinator:
         resolve_generation: GenerationResolver | None = None,
     ) -> Coordinator:
         """A coordinator for a node's settings (``groups`` overrides ``settings.group_roles``)."""
-        node = NodeInfo(settings.node_id, settings.az, settings.cloud, settings.resolved_api_url)
+        node = NodeInfo(
+            settings.node_id,
+            settings.az,
+            settings.cloud,
+            settings.resolved_api_url,
+            started_at=time.time(),
+        )
         return cls(
             settings.zk_hosts,
             settings.zk_namespace,
@@ -1020,7 +795,7 @@ class Coordinator:
                     data[name] = self._wait(result)[0]
             except NoNodeError:
                 continue  # a member left between the two reads; its watch fired: read again
-            return build_view(
+            view, ignored = build_view(
                 group,
                 data,
                 int(stat.cversion),
@@ -1028,6 +803,9 @@ class Coordinator:
                 generation=generation,
                 incarnation=incarnation,
             )
+            for why in ignored:
+                log.warning("group %s: %s", group, why)
+            return view
         raise CoordinationUnavailable(f"membership of group {group!r} kept changing while read")
 
     def _resolve(self, group: str, incarnation: Incarnation, cversion: int) -> None:

@@ -1,4 +1,4 @@
-"""The cluster-backend interface (DESIGN §4): submit, status, kill, list applications, probe.
+"""The cluster-backend interface: submit, status, kill, list applications, find, probe.
 
 Every backend (local spark-submit, spark-submit to any master, Spark standalone REST -- which
 also drives the simulated cluster of ``harness/simcluster.py``) implements :class:`ClusterBackend`.
@@ -12,7 +12,8 @@ A run's application is known by three handles:
   every submission carries in what Drover itself hands the cluster (the driver's launch command,
   its environment, the backend's run records), so that an owner can find and adopt an
   application after a crash between "submitted" and "recorded" instead of submitting a second
-  one (invariant 4). Drover also submits it as ``spark.app.name``, but that is only a default:
+  one (re-attach before resubmitting: a crash between submitting and recording must not make
+  a second application). Drover also submits it as ``spark.app.name``, but that is only a default:
   a pipeline that calls ``SparkSession.builder.appName("...")`` registers under its own name, so
   no backend may rely on the name an application registered with (it is at most a hint);
 - ``app_id``: Spark's application id, which a backend *links* to the submission from what the
@@ -191,7 +192,12 @@ class ClusterBackend(Protocol):
         ...
 
     def list_applications(self) -> list[AppInfo]:
-        """Every Drover application the cluster currently knows about, with its run's tag."""
+        """Every Drover application the cluster currently knows about, with its run's tag.
+
+        No loop of the node calls it (a tick asks about its own runs with :meth:`status` and
+        :meth:`find`); it is how the no-double-run checks see a whole cluster (the end-to-end
+        tests, ``bench/failover.py``'s leftover sweep), and what a check after a cluster
+        manager's own recovery (a YARN ResourceManager restart) would list."""
         ...
 
     def find(self, app_name: str) -> Submission | None:

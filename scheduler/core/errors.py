@@ -15,16 +15,23 @@ documents in one place (``api/problems.py``); the CLI prints their message on on
     │   └── TooManyFailedCredentials  this address failed too often; wait       → 429
     ├── Forbidden               the credential may not do this                   → 403
     ├── PermissionCenterUnavailable  the external permission center did not answer → 503
+    │   └── IdentityProviderUnavailable  the JWT issuer's keys could not be loaded → 503
     ├── NotFound                unknown job / cluster / group / run             → 404
     ├── Conflict                the request clashes with the current state      → 409
     │   ├── AlreadyExists
     │   ├── IllegalTransition   a state change the transition table forbids
     │   ├── IdempotencyKeyInUse  the first request with this key is still running (or its
     │   │                        answer was lost after its change committed)
-    │   └── StaleWrite          optimistic-concurrency or fencing check failed → 409 / 412
+    │   ├── DuplicateNode       another live node is registered under this node's id
+    │   └── StaleWrite          a conditional write matched no row              → 409
+    │       ├── NotOwner        this node's claim on a job is not current
+    │       └── PreconditionFailed  the client's If-Match is not the current version → 412
     ├── StoreError              the metadata store failed (a bug, bad data)      → 500
     │   ├── StoreUnavailable    unreachable, timed out, or without our tables   → 503
     │   └── SchemaOutOfDate     the database needs `drover db upgrade`          → 503
+    ├── CoordinationUnavailable  ZooKeeper did not answer, or no registered session → 503
+    ├── LeaseExpired            this node's claim lease ran out: it stops acting (never raised
+    │                           to the API; the loops stop their round and wait for the next)
     ├── ClusterError            a Spark cluster backend failed                  → 502
     │   ├── ClusterUnreachable  no answer: never a guess about the app state
     │   └── SubmissionRejected  the cluster refused the submission
@@ -174,6 +181,15 @@ class CoordinationUnavailable(DroverError):
     """ZooKeeper did not answer, or this node has no registered session right now."""
 
     kind = "coordination-unavailable"
+
+
+class LeaseExpired(DroverError):
+    """This node's claim (its slot in a group's pool under an epoch) is past its lease: the last
+    confirmed ZooKeeper round trip is too old (a frozen process, a lost session). Whoever acts
+    under the claim stops before its next write; nothing was written under the expired lease,
+    and the node acts again once its membership renews the claim."""
+
+    kind = "lease-expired"
 
 
 class ClusterError(DroverError):

@@ -1,4 +1,4 @@
-"""Who manages which job (DESIGN §2). Pure functions, no I/O.
+"""Who manages which job: the one rule every node computes alike. Pure functions, no I/O.
 
 ``owner(job) = pool[crc32(utf8(job.name)) % len(pool)]`` where ``pool`` is the sorted ids of the
 live ``active`` members of the job's group, or of the live ``backup`` members when no active one

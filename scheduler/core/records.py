@@ -11,8 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from scheduler.core.directive import Directive
-from scheduler.core.states import DesiredState, JobState, Priority, RunState
-from scheduler.decisions.stalls import OnStall, ProgressRecord
+from scheduler.core.states import DesiredState, JobState, OnStall, Priority, RunState
 
 
 @dataclass(frozen=True)
@@ -75,6 +74,27 @@ class RunRecord:
 
 
 @dataclass(frozen=True)
+class ProgressRecord:
+    """A run's progress as Drover keeps it (the pipeline's latest report, its heartbeat and the
+    stall verdict; ``scheduler.decisions.stalls`` decides on it)."""
+
+    run_id: int
+    job_id: int
+    batch_id: int | None
+    rows: int | None
+    input_rate: float | None
+    processing_rate: float | None
+    batch_duration_ms: int | None
+    trigger_interval_ms: int | None
+    spark_timestamp: str | None
+    declared_at: datetime
+    reported_at: datetime
+    heartbeat_at: datetime
+    reports: int = 0
+    stalled_since: datetime | None = None
+
+
+@dataclass(frozen=True)
 class JobRecord:
     id: int
     name: str
@@ -123,6 +143,15 @@ class JobRecord:
     #: generation is RUNNING by ``upgrade_deadline`` (scheduler.decisions.revisions)
     upgrade_deadline: datetime | None = None
     upgrade_from: int | None = None
+
+
+@dataclass(frozen=True)
+class Failures:
+    """A job's runs that ended as a counted failure within its restart window (how many, and
+    when the last one ended): what the ledger reads for the restart policy."""
+
+    count: int = 0
+    last_at: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -124,6 +124,13 @@ class Priority(enum.StrEnum):
     LOW = "low"
 
 
+class OnStall(enum.StrEnum):
+    """What the job's owner does when the job stalls (besides the event, metric and alert)."""
+
+    ALERT = "alert"
+    RESTART = "restart"
+
+
 class ClusterKind(enum.StrEnum):
     STANDALONE = "standalone"
     LOCAL = "local"

@@ -1,7 +1,8 @@
 """Clusters and groups as records: what makes a cluster or a group valid (pure).
 
-A cluster (DESIGN §5): ``name``, ``kind``, ``master_url``, ``rest_url``, ``ui_url``, ``az``,
-``cloud``, ``storage_root``, capacity limits, read-only ``health``. What each kind needs:
+A cluster, as the API takes and shows it: ``name``, ``kind``, ``master_url``, ``rest_url``,
+``ui_url``, ``az``, ``cloud``, ``storage_root``, capacity limits, read-only ``health``. What each
+kind needs:
 
 - ``standalone``: ``master_url`` (``spark://host:port``, several for a standby master
   ``spark://h1:7077,h2:7077``), ``rest_url`` (the REST submission server, ``http://host:6066``)

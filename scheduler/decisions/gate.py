@@ -1,7 +1,7 @@
 """The submission gate: which of the submissions a tick wants to make may go now (pure).
 
-Reference 003's submission side: during a mass failover or restart one business must not starve
-another, and critical jobs go first. Every submission a reconcile tick plans (a start, a restart,
+During a mass failover or restart one business must not starve another, and critical jobs go
+first. Every submission a reconcile tick plans (a start, a restart,
 a failover's resubmission) passes through :func:`admit`:
 
 - **per-business token buckets**: a business with a quota gets ``rate`` submissions per second
@@ -29,6 +29,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 
 from scheduler.core.states import Priority
 
@@ -98,6 +99,15 @@ class ClusterLoad:
 
 
 @dataclass(frozen=True)
+class Loads:
+    """Submissions in flight and live applications per cluster (every node's), as the store
+    counts them for the caps."""
+
+    in_flight: dict[str, int] = field(default_factory=dict)
+    running: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Candidate:
     """One submission a tick wants to make."""
 
@@ -124,6 +134,17 @@ class Waiting:
     kind: str = RATE
     #: seconds until the business's bucket holds a token again (0: not waiting for one)
     ready_in: float = 0.0
+
+
+@dataclass(frozen=True)
+class QueueRow:
+    """A job the gate holds back, as stored and as the API shows it: its position, the kind of
+    wait, why, and since when."""
+
+    position: int
+    kind: str
+    reason: str
+    since: datetime
 
 
 @dataclass(frozen=True)

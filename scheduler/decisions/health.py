@@ -1,5 +1,6 @@
 """Cluster health: the state, its legal transitions, and the monitor's decision. Pure: no store,
-no clock, no I/O (DESIGN §6).
+no clock, no I/O. While a cluster is abnormal its jobs don't flap through restarts, nothing new
+starts on it, and its jobs' alerts fold into the cluster's.
 
 Every node's ClusterMonitor probes the clusters its groups use and records a **vote** per probe
 (ok or failed, latency, detail). The cluster's state is a function of those votes:

@@ -36,9 +36,24 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from scheduler.core.backend import AppState, AppStatus
-from scheduler.core.records import JobRecord, RunRecord
+from scheduler.core.records import Failures, JobRecord, RunRecord
 from scheduler.core.states import DesiredState, JobState, RunState, can_transition
-from scheduler.decisions import revisions
+from scheduler.decisions import revisions, steering
+from scheduler.decisions.actions import (
+    Action,
+    CloseRun,
+    Drain,
+    GiveUp,
+    Hold,
+    Kill,
+    Noop,
+    Observed,
+    Resubmit,
+    RollBack,
+    SetState,
+    Submit,
+    UpgradeDone,
+)
 
 
 @dataclass(frozen=True)
@@ -64,144 +79,6 @@ class RestartPolicy:
     def window_start(self, now: datetime, attempts_reset_at: datetime) -> datetime:
         return max(now - timedelta(seconds=self.validity_interval), attempts_reset_at)
 
-
-@dataclass(frozen=True)
-class Failures:
-    """Runs that ended on their own within the policy window."""
-
-    count: int = 0
-    last_at: datetime | None = None
-
-
-# -- actions ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Noop:
-    why: str
-
-
-@dataclass(frozen=True)
-class SetState:
-    """Record a state without touching any cluster (e.g. QUEUED → STOPPED)."""
-
-    state: JobState
-    reason: str
-
-
-@dataclass(frozen=True)
-class Submit:
-    """Record a new run (intent), then submit it."""
-
-    reason: str
-
-
-@dataclass(frozen=True)
-class Resubmit:
-    """The run's intent was recorded but no application carries its name: submit that run."""
-
-    run: RunRecord
-
-
-@dataclass(frozen=True)
-class Observed:
-    """The application is alive: record its progress (STARTING → RUNNING, submission id)."""
-
-    run: RunRecord
-    status: AppStatus
-    job_state: JobState
-    run_state: RunState
-
-
-@dataclass(frozen=True)
-class Kill:
-    run: RunRecord
-    reason: str
-
-
-@dataclass(frozen=True)
-class CloseRun:
-    """The cluster confirmed the application is gone: close the run, set the job's state."""
-
-    run: RunRecord
-    run_state: RunState
-    job_state: JobState
-    reason: str
-    exit_code: int | None
-    #: a failure that counts against the restart budget
-    counts_as_failure: bool
-
-
-@dataclass(frozen=True)
-class GiveUp:
-    """The restart budget is spent: FAILED for good (until an operator starts the job again)."""
-
-    reason: str
-    #: the states the job passes through to FAILED (via QUEUED when FAILED is not reachable
-    #: from its state directly)
-    path: tuple[JobState, ...] = (JobState.FAILED,)
-
-
-@dataclass(frozen=True)
-class Hold:
-    """The job may not start now: record ``reason`` as its state reason; no state change, no
-    cluster call."""
-
-    reason: str
-
-
-@dataclass(frozen=True)
-class FenceRun:
-    """The run's cluster cannot be reached and is abnormal, and a failover drains the job: close
-    the run in the store, which supersedes its fencing token (a self-fencing driver stops at its
-    next check; ``scheduler.decisions.steering``)."""
-
-    run: RunRecord
-    reason: str
-
-
-@dataclass(frozen=True)
-class Drain:
-    """Ask the run's pipeline to finish its current micro-batch and exit (through its fence
-    check); the job is STOPPING meanwhile, and the run is killed after ``deadline``."""
-
-    run: RunRecord
-    deadline: datetime
-    reason: str
-
-
-@dataclass(frozen=True)
-class RollBack:
-    """The pending upgrade did not reach RUNNING in time: apply revision ``revision`` as a
-    new spec change (itself an upgrade, without a deadline)."""
-
-    revision: int
-    reason: str
-
-
-@dataclass(frozen=True)
-class UpgradeDone:
-    """The pending upgrade is over (its run is RUNNING, or the job is no longer to run):
-    clear its deadline."""
-
-    reason: str
-
-
-Action = (
-    Noop
-    | SetState
-    | Submit
-    | Resubmit
-    | Observed
-    | Kill
-    | CloseRun
-    | GiveUp
-    | Hold
-    | FenceRun
-    | Drain
-    | RollBack
-    | UpgradeDone
-)
 
 CLUSTER_ABNORMAL = (
     "waiting: the job's cluster is abnormal; no restart there until it is NORMAL again "
@@ -242,8 +119,6 @@ def plan(
     ``scheduler.decisions.steering.steer`` first.
     """
     if job.directive is not None:
-        from scheduler.decisions import steering  # steering builds on this module's actions
-
         steered = steering.steer(job, observed)
         if steered is not None:
             return steered

@@ -1,5 +1,6 @@
-"""Whether a job's pipeline fences itself (invariant 6), as far as Drover can see -- a pure
-decision on the job's current run.
+"""Whether a job's pipeline fences itself (checks its run's fencing token before each commit
+and exits once superseded), as far as Drover can see -- a pure decision on the job's current
+run.
 
 A pipeline fences itself by asking ``GET /v1/jobs/{name}/fence?run_id=<its run>`` before it
 commits (``pipelines/drover_runtime.py`` asks as soon as its session exists, then before every

@@ -44,6 +44,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from scheduler.core.records import ProgressRecord
+from scheduler.core.states import OnStall
+
 #: the batch id the runtime reports for its check when the session starts / while idle
 START_CHECK = -2
 IDLE_CHECK = -1
@@ -52,13 +55,6 @@ MAX_REPORT_BYTES = 1024
 #: the smallest stall_after a job may set (seconds)
 MIN_STALL_AFTER = 5.0
 MAX_STALL_AFTER = 7 * 24 * 3600.0
-
-
-class OnStall(enum.StrEnum):
-    """What the job's owner does when the job stalls (besides the event, metric and alert)."""
-
-    ALERT = "alert"
-    RESTART = "restart"
 
 
 class ProgressStatus(enum.StrEnum):
@@ -99,26 +95,6 @@ class ProgressReport:
         known = [b for b in (self.last_batch_id, self.batch - 1 if self.batch > 0 else None)]
         values = [b for b in known if b is not None and b >= 0]
         return max(values) if values else None
-
-
-@dataclass(frozen=True)
-class ProgressRecord:
-    """A run's progress as Drover keeps it."""
-
-    run_id: int
-    job_id: int
-    batch_id: int | None
-    rows: int | None
-    input_rate: float | None
-    processing_rate: float | None
-    batch_duration_ms: int | None
-    trigger_interval_ms: int | None
-    spark_timestamp: str | None
-    declared_at: datetime
-    reported_at: datetime
-    heartbeat_at: datetime
-    reports: int = 0
-    stalled_since: datetime | None = None
 
 
 # -- reports --------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from scheduler.core.backend import AppStatus
 from scheduler.core.directive import Phase
 from scheduler.core.records import JobRecord, RunRecord
 from scheduler.core.states import DesiredState, JobState, RunState, can_transition
-from scheduler.decisions.planning import Action, CloseRun, FenceRun, Hold, Kill, Noop, SetState
+from scheduler.decisions.actions import Action, CloseRun, FenceRun, Hold, Kill, Noop, SetState
 from scheduler.decisions.selffencing import self_fencing
 
 

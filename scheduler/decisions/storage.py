@@ -1,7 +1,7 @@
 """Checkpoint storage roots: where a job may write, and where it may only read (pure).
 
 Every cluster has one storage root in shared storage (``file:///…`` here, ``s3a://bucket/prefix``
-in production). The rule of issue 4:
+in production). The rule:
 
 - a job's checkpoint lives under the root of the cluster it runs on:
   ``<root>/<job name>/checkpoint`` unless the job names an explicit location;

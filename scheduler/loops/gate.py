@@ -30,35 +30,17 @@ does. Positions are a job's place among the submissions its owner waits to make.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
 from scheduler.core.records import ClusterRecord, JobRecord
 from scheduler.core.states import JobState
 from scheduler.decisions import gate
-from scheduler.decisions.gate import Bucket, Candidate, ClusterLoad, Waiting
+from scheduler.decisions.gate import Bucket, Candidate, ClusterLoad, Loads, QueueRow, Waiting
 
 #: seconds between rewrites of queue rows whose position alone changed
 POSITION_REFRESH = 1.0
-
-
-@dataclass(frozen=True)
-class Loads:
-    """Submissions in flight and live applications per cluster (every node's)."""
-
-    in_flight: dict[str, int] = field(default_factory=dict)
-    running: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class QueueRow:
-    """What the API shows of a job the gate holds back."""
-
-    position: int
-    kind: str
-    reason: str
-    since: datetime
 
 
 class GateStore(Protocol):

@@ -28,13 +28,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from scheduler.core.backend import ClusterBackend, ProbeResult
+from scheduler.core.clock import utcnow
 from scheduler.core.errors import StaleWrite
 from scheduler.core.records import ClusterRecord
 from scheduler.decisions.health import HealthPolicy, Vote, decide
 from scheduler.store import catalog as catalog_store
 from scheduler.store import health as health_store
 from scheduler.store.db import Store
-from scheduler.store.models import utcnow
 
 log = logging.getLogger("drover.monitor")
 

@@ -21,10 +21,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from scheduler.decisions.stalls import ProgressRecord, ProgressReport, merge
+from scheduler.core.clock import utcnow
+from scheduler.core.records import ProgressRecord
+from scheduler.decisions.stalls import ProgressReport, merge
 from scheduler.store import progress as progress_store
 from scheduler.store.db import Store
-from scheduler.store.models import utcnow
 
 log = logging.getLogger("drover.progress")
 

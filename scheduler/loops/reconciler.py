@@ -40,51 +40,64 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, assert_never
 from urllib.parse import urlparse
 
 from scheduler.backends.changes import feed_of
 from scheduler.core import faults
 from scheduler.core.backend import AppState, AppStatus, ClusterBackend, SubmitRequest
-from scheduler.core.errors import ClusterUnreachable, NotOwner, StaleWrite, SubmissionRejected
+from scheduler.core.clock import utcnow
+from scheduler.core.errors import (
+    ClusterUnreachable,
+    LeaseExpired,
+    NotOwner,
+    StaleWrite,
+    SubmissionRejected,
+)
 from scheduler.core.ledger import (
+    Adopted,
     Backends,
+    DrainRequest,
     FailureQuery,
     Intent,
+    KillIntent,
     Ledger,
     LedgerView,
     Observation,
+    Proof,
+    RevisionRestore,
+    RunClose,
+    RunFence,
+    StateMove,
     Submitted,
+    UpgradeEnd,
+    Write,
 )
 from scheduler.core.logs import log_context
 from scheduler.core.ownership import Claim, Fence
-from scheduler.core.records import ClusterRecord, JobRecord
+from scheduler.core.records import ClusterRecord, Failures, JobRecord
 from scheduler.core.states import DesiredState, JobState, RunState, can_transition
 from scheduler.decisions import catalog, planning, steering, storage
-from scheduler.decisions.health import abnormal_job_reason
-from scheduler.decisions.planning import (
+from scheduler.decisions.actions import (
     Action,
     CloseRun,
     Drain,
-    Failures,
     FenceRun,
     GiveUp,
     Hold,
     Kill,
     Noop,
     Observed,
-    RestartPolicy,
     Resubmit,
     RollBack,
     SetState,
     Submit,
     UpgradeDone,
-    plan,
-    timed,
 )
+from scheduler.decisions.health import abnormal_job_reason
+from scheduler.decisions.planning import RestartPolicy, plan, timed
 from scheduler.loops.gate import SubmissionGate
 from scheduler.loops.quiet import KeptJobs
-from scheduler.store.models import utcnow
 
 log = logging.getLogger("drover.reconciler")
 
@@ -109,10 +122,6 @@ LEASE_CHECK_EVERY = 256
 
 _OPEN_RUN = frozenset(s for s in RunState if not s.is_final)
 _AT_REST = frozenset({JobState.STOPPED, JobState.FINISHED, JobState.FAILED})
-
-
-class LeaseExpired(Exception):
-    """The claim's lease ran out during a tick (frozen process, lost ZooKeeper): stop acting."""
 
 
 @dataclass
@@ -465,9 +474,7 @@ class Reconciler:
             try:
                 self._check_lease()
                 if job.state != JobState.QUEUED and can_transition(job.state, JobState.QUEUED):
-                    self._done(
-                        self._ledger.record_state(job, self._fence, [JobState.QUEUED], reason)
-                    )
+                    self._done(self._apply(StateMove(job, (JobState.QUEUED,), reason)))
             except LeaseExpired:
                 raise
             except Exception as exc:
@@ -598,12 +605,8 @@ class Reconciler:
                 if found is None:
                     status = AppStatus(AppState.NOT_FOUND)
                 else:
-                    job = self._ledger.record_adopted(
-                        job,
-                        self._fence,
-                        submission_id=found.submission_id,
-                        app_id=found.app_id,
-                        at=self._clock(),
+                    job = self._apply(
+                        Adopted(job, found.submission_id, found.app_id, self._clock())
                     )
                     self._jobs.put(job)
                     status = backend.status(found.submission_id, run.app_name, found.app_id)
@@ -617,7 +620,7 @@ class Reconciler:
                 job, run, polls=polls, threshold=self._unknown_after, error=str(exc)
             )
             if unknown is not None:
-                job = self._ledger.record_state(job, self._fence, [unknown.state], unknown.reason)
+                job = self._act(job, unknown, Failures(), self._clock())
                 self._done(job)
             if job.directive is not None:  # a failover drains the job: fence, or say why not
                 self._steer_unreachable(job)
@@ -655,43 +658,97 @@ class Reconciler:
 
     def _act(self, job: JobRecord, action: Action, failures: Failures, now: datetime) -> JobRecord:
         """Record the action (and for a kill, then act); returns the job as written."""
-        fence = self._fence
-        if isinstance(action, SetState):
-            if action.state == job.state:
-                return job
-            return self._ledger.record_state(job, fence, [action.state], action.reason)
-        if isinstance(action, GiveUp):
-            return self._ledger.record_state(
-                job, fence, action.path, action.reason, not_before=None
-            )
-        if isinstance(action, Hold):
-            return self._ledger.record_state(job, fence, [], action.reason)
-        if isinstance(action, Observed):
-            return self._record_observed(job, action, now)
-        if isinstance(action, Kill):
-            return self._kill(job, action)
-        if isinstance(action, CloseRun):
-            return self._close(job, action, failures, now)
-        if isinstance(action, Drain):
-            log.info("job %s: %s", job.name, action.reason)
-            return self._ledger.record_drain(
-                job, fence, deadline=action.deadline, reason=action.reason
-            )
-        if isinstance(action, RollBack):
-            log.warning("job %s: %s", job.name, action.reason)
-            return self._ledger.roll_back(
-                job, fence, revision=action.revision, reason=action.reason
-            )
-        if isinstance(action, UpgradeDone):
-            return self._ledger.finish_upgrade(job, fence, reason=action.reason)
-        if isinstance(action, FenceRun):
-            written = self._ledger.fence_run(
-                job, fence, reason=action.reason, path=steering.fence_path(job), at=now
-            )
-            self._poll_failures.pop(action.run.id, None)
-            log.warning("job %s: %s", job.name, action.reason)
-            return written
-        raise AssertionError(f"not an action to record here: {action!r}")
+        write = self._write_of(job, action, failures, now)
+        if write is None:
+            return job
+        written = self._apply(write)
+        match write:  # what follows once the write landed
+            case KillIntent():  # repeated on every tick until the cluster confirms the kill
+                run = written.current_run
+                assert run is not None and run.submission_id is not None, "a live app is submitted"
+                self._check_lease()
+                self._backend(run.cluster).kill(run.submission_id)
+            case RunClose():
+                self._polls_over(job)
+            case RunFence():
+                self._polls_over(job)
+                log.warning("job %s: %s", job.name, write.reason)
+            case DrainRequest():
+                log.info("job %s: %s", job.name, write.reason)
+            case RevisionRestore():
+                log.warning("job %s: %s", job.name, write.reason)
+        return written
+
+    def _polls_over(self, job: JobRecord) -> None:
+        """The job's run is closed: its count of unanswered polls is over."""
+        if job.current_run_id is not None:
+            self._poll_failures.pop(job.current_run_id, None)
+
+    def _write_of(
+        self, job: JobRecord, action: Action, failures: Failures, now: datetime
+    ) -> Write | None:
+        """The ledger write that records ``action`` (None: nothing to record)."""
+        match action:
+            case SetState(state=state, reason=reason):
+                return None if state == job.state else StateMove(job, (state,), reason)
+            case GiveUp(reason=reason, path=path):
+                return StateMove(job, path, reason, clear_backoff=True)
+            case Hold(reason=reason):
+                return StateMove(job, (), reason)
+            case Observed():
+                return self._observation(job, action, now)
+            case Kill(reason=reason):
+                return KillIntent(job, reason)
+            case CloseRun():
+                return RunClose(
+                    job,
+                    action.run_state,
+                    action.job_state,
+                    action.reason,
+                    action.exit_code,
+                    action.counts_as_failure,
+                    ended_at=now,
+                    not_before=planning.retry_not_before(
+                        job, action, failures, policy=self._policy, now=now
+                    ),
+                )
+            case Drain(deadline=deadline, reason=reason):
+                return DrainRequest(job, deadline, reason)
+            case RollBack(revision=revision, reason=reason):
+                return RevisionRestore(job, revision, reason)
+            case UpgradeDone(reason=reason):
+                return UpgradeEnd(job, reason)
+            case FenceRun(reason=reason):
+                return RunFence(job, reason, tuple(steering.fence_path(job)), now)
+            case Noop() | Submit() | Resubmit():
+                raise AssertionError(f"not an action to record here: {action!r}")
+            case _:
+                assert_never(action)
+
+    def _apply(self, write: Write) -> JobRecord:
+        """One write, in a transaction of its own: the job as written."""
+        [written] = self._ledger.apply(self._fence, [write])
+        return written
+
+    def _apply_all(
+        self, fence: Fence, writes: list[Write], what: str
+    ) -> list[JobRecord | Exception]:
+        """``writes`` in one transaction; when that does not land, one at a time (each then gets
+        its own NotOwner or StaleWrite): per write, its job as written or what stopped it."""
+        if len(writes) > 1:
+            try:
+                return list(self._ledger.apply(fence, writes))
+            except StaleWrite as exc:
+                log.info("a batch of %d %s did not land (%s); one by one", len(writes), what, exc)
+            except Exception as exc:
+                log.warning("a batch of %d %s failed (%s); one by one", len(writes), what, exc)
+        results: list[JobRecord | Exception] = []
+        for write in writes:
+            try:
+                results.extend(self._ledger.apply(fence, [write]))
+            except Exception as exc:
+                results.append(exc)
+        return results
 
     @staticmethod
     def _observation(job: JobRecord, action: Observed, now: datetime) -> Observation:
@@ -708,80 +765,19 @@ class Reconciler:
             else None,
         )
 
-    def _record_observed(self, job: JobRecord, action: Observed, now: datetime) -> JobRecord:
-        o = self._observation(job, action, now)
-        return self._ledger.record_observed(
-            job,
-            self._fence,
-            run_state=o.run_state,
-            job_state=o.job_state,
-            reason=o.reason,
-            app_id=o.app_id,
-            started_at=o.started_at,
-        )
-
     def _record_observations(self, observations: list[Observation], stats: TickStats) -> None:
         """The tick's observations, in transactions of up to OBSERVATION_BATCH jobs (one by one
         when a batch does not land: each then gets its own NotOwner or StaleWrite)."""
         for start in range(0, len(observations), OBSERVATION_BATCH):
-            batch = observations[start : start + OBSERVATION_BATCH]
+            batch: list[Write] = [*observations[start : start + OBSERVATION_BATCH]]
             self._check_lease()
-            if len(batch) > 1:
-                try:
-                    for job in self._ledger.record_observed_all(self._fence, batch):
-                        self._done(job)
-                    continue
-                except StaleWrite:
-                    log.info("a batch of %d observations did not land; one by one", len(batch))
-                except Exception as exc:
-                    log.warning(
-                        "a batch of %d observations failed (%s); one by one", len(batch), exc
-                    )
-            for o in batch:
-                try:
-                    self._done(
-                        self._ledger.record_observed(
-                            o.job,
-                            self._fence,
-                            run_state=o.run_state,
-                            job_state=o.job_state,
-                            reason=o.reason,
-                            app_id=o.app_id,
-                            started_at=o.started_at,
-                        )
-                    )
-                except LeaseExpired:
-                    raise
-                except Exception as exc:
-                    self._failed(o.job, exc, stats)
-
-    def _kill(self, job: JobRecord, action: Kill) -> JobRecord:
-        # the fenced write first; repeated on every tick until the cluster confirms the kill
-        job = self._ledger.record_kill_intent(job, self._fence, reason=action.reason)
-        run = job.current_run
-        assert run is not None and run.submission_id is not None, "a live app has a submission"
-        self._check_lease()
-        self._backend(run.cluster).kill(run.submission_id)
-        return job
-
-    def _close(
-        self, job: JobRecord, action: CloseRun, failures: Failures, now: datetime
-    ) -> JobRecord:
-        written = self._ledger.close_run(
-            job,
-            self._fence,
-            run_state=action.run_state,
-            job_state=action.job_state,
-            reason=action.reason,
-            exit_code=action.exit_code,
-            counts_as_failure=action.counts_as_failure,
-            ended_at=now,
-            not_before=planning.retry_not_before(
-                job, action, failures, policy=self._policy, now=now
-            ),
-        )
-        self._poll_failures.pop(action.run.id, None)
-        return written
+            for write, result in zip(
+                batch, self._apply_all(self._fence, batch, "observations"), strict=True
+            ):
+                if isinstance(result, Exception):
+                    self._failed(write.job, result, stats)
+                else:
+                    self._done(result)
 
     def _submit(
         self, job: JobRecord, action: Submit | Resubmit, failures: Failures, now: datetime
@@ -796,9 +792,10 @@ class Reconciler:
     def _submit_batch(
         self, batch: list[tuple[JobRecord, Submit | Resubmit, Failures]], now: datetime
     ) -> list[tuple[JobRecord, JobRecord | BaseException]]:
-        """Submit a batch of jobs (runs in the submission pool): record every intent (new runs
-        in one transaction, else one by one), submit them one after the other, record the
-        outcomes (in one transaction, else one by one). Returns each job as written, or the
+        """Submit a batch of jobs (runs in the submission pool): record every intent (a new run,
+        or the proof of a run to resubmit; in one transaction, else one by one), submit them one
+        after the other, record the outcomes (in one transaction, else one by one). Returns
+        each job as written, or the
         exception that stopped it (LeaseExpired for those not submitted once the lease ran out:
         their runs are looked up on the cluster before anything is submitted again)."""
         fence = self._fence
@@ -807,42 +804,26 @@ class Reconciler:
         except LeaseExpired as exc:
             return [(job, exc) for job, _, _ in batch]
         results: dict[int, JobRecord | BaseException] = {}
-        ready: list[tuple[JobRecord, ClusterRecord, Failures]] = []
-        intents: dict[int, Intent] = {}
-        for job, action, _ in batch:
-            if isinstance(action, Submit):
-                try:
-                    intents[job.id] = self._intent(job, action)
-                except Exception as exc:
-                    results[job.id] = exc
-        recorded: dict[int, JobRecord] = {}
-        if len(intents) > 1:
-            try:
-                recorded = {
-                    j.id: j for j in self._ledger.record_intents(fence, [*intents.values()])
-                }
-            except Exception as exc:  # StaleWrite, NotOwner...: one by one tells each its own
-                log.info("a batch of %d intents did not land (%s); one by one", len(intents), exc)
+        # the intents of new runs and the proofs of runs to resubmit, in one transaction
+        writes: list[Write] = []
+        targets: dict[int, tuple[ClusterRecord, Failures]] = {}
         for job, action, failures in batch:
-            if job.id in results:
-                continue
             try:
                 if isinstance(action, Submit):
-                    intent = intents[job.id]
-                    written = recorded.get(job.id) or self._ledger.record_intent(
-                        job,
-                        fence,
-                        cluster=intent.cluster,
-                        checkpoint_location=intent.checkpoint_location,
-                        reason=intent.reason,
-                        note=intent.note,
-                    )
-                    ready.append((written, self._cluster(intent.cluster), failures))
+                    intent = self._intent(job, action)
+                    writes.append(intent)
+                    targets[job.id] = (self._cluster(intent.cluster), failures)
                 else:
-                    self._ledger.prove(job, fence)
-                    ready.append((job, self._cluster(action.run.cluster), failures))
+                    writes.append(Proof(job))
+                    targets[job.id] = (self._cluster(action.run.cluster), failures)
             except Exception as exc:
                 results[job.id] = exc
+        ready: list[tuple[JobRecord, ClusterRecord, Failures]] = []
+        for write, result in zip(writes, self._apply_all(fence, writes, "intents"), strict=True):
+            if isinstance(result, Exception):
+                results[write.job.id] = result
+            else:
+                ready.append((result, *targets[write.job.id]))
         outcomes: list[Submitted] = []
         expired: LeaseExpired | None = None
         proved_at = self._monotonic()
@@ -856,8 +837,10 @@ class Reconciler:
                 # a takeover looks a run without a submission id up on the cluster and, finding
                 # none, submits it: the intent must have been proven a moment ago, as for a
                 # single submission (one statement for the rest of the batch)
-                rest = [j for j, _, _ in ready[n:] if j.id not in results]
-                results.update(self._prove_all(rest, fence))
+                rest: list[Write] = [Proof(j) for j, _, _ in ready[n:] if j.id not in results]
+                for proof, result in zip(rest, self._apply_all(fence, rest, "proofs"), strict=True):
+                    if isinstance(result, Exception):
+                        results[proof.job.id] = result
                 proved_at = self._monotonic()
                 if job.id in results:
                     continue
@@ -875,24 +858,12 @@ class Reconciler:
                 outcomes.append(outcome)
             else:
                 results[job.id] = outcome
-        results.update(self._record_submitted(outcomes, fence))
+        recorded: list[Write] = [*outcomes]
+        for write, result in zip(
+            recorded, self._apply_all(fence, recorded, "outcomes"), strict=True
+        ):
+            results[write.job.id] = result
         return [(job, results[job.id]) for job, _, _ in batch]
-
-    def _prove_all(self, jobs: list[JobRecord], fence: Fence) -> dict[int, Exception]:
-        """Prove the claim on ``jobs`` again (one statement, else one by one): the jobs it does
-        not hold for, with their NotOwner or StaleWrite."""
-        try:
-            self._ledger.prove_all(fence, jobs)
-            return {}
-        except Exception as exc:
-            log.info("the proof of %d intents did not hold (%s); one by one", len(jobs), exc)
-        failed: dict[int, Exception] = {}
-        for job in jobs:
-            try:
-                self._ledger.prove(job, fence)
-            except Exception as exc:
-                failed[job.id] = exc
-        return failed
 
     def _intent(self, job: JobRecord, action: Submit) -> Intent:
         cluster = self._job_cluster(job)
@@ -928,7 +899,7 @@ class Reconciler:
             submission = self._backends.for_cluster(cluster).submit(request)
             faults.hit("after-submit")  # a crash here must never lead to a second application
         except SubmissionRejected as exc:
-            return self._close(job, planning.on_rejected(job, run, str(exc)), failures, now)
+            return self._act(job, planning.on_rejected(job, run, str(exc)), failures, now)
         except ClusterUnreachable as exc:
             self._ledger.add_event(
                 job,
@@ -938,26 +909,6 @@ class Reconciler:
             )
             return job
         return Submitted(job, submission.submission_id, submission.app_id, self._clock())
-
-    def _record_submitted(
-        self, outcomes: list[Submitted], fence: Fence
-    ) -> dict[int, JobRecord | BaseException]:
-        """The accepted submissions, in one transaction (one by one if that does not land)."""
-        if len(outcomes) > 1:
-            try:
-                written = self._ledger.record_submitted_all(fence, outcomes)
-                return {job.id: job for job in written}
-            except Exception as exc:
-                log.info("a batch of %d outcomes did not land (%s); one by one", len(outcomes), exc)
-        results: dict[int, JobRecord | BaseException] = {}
-        for o in outcomes:
-            try:
-                results[o.job.id] = self._ledger.record_submitted(
-                    o.job, fence, submission_id=o.submission_id, app_id=o.app_id, at=o.at
-                )
-            except Exception as exc:
-                results[o.job.id] = exc
-        return results
 
     # -- helpers ------------------------------------------------------------------------------
 

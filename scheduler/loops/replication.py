@@ -1,12 +1,14 @@
-"""Incremental checkpoint replication (issue 9, reference 002): copy what a checkpoint copy lacks,
-make a checkpoint available to a failover, and the replicator's round over a node's jobs.
+"""Incremental checkpoint replication, so a failed-over job resumes from its state even when the
+source's storage is gone: copy what a checkpoint copy lacks, make a checkpoint available to a
+failover, and the replicator's round over a node's jobs.
 
 - :func:`sync` brings a copy of a checkpoint to the source's newest complete batch through
   :mod:`scheduler.storage.local`, following the pure plan of
   :func:`scheduler.decisions.checkpoints.plan_sync`: only files the copy lacks or that changed, a
   batch's offsets and commit after everything they need, each file written under a temporary name
   and renamed, the locations inside transformWithState metadata rewritten for the copy's place.
-- :func:`make_available` is what a failover calls (the seam with the failover executor).
+- :func:`make_available` is what a failover calls (the seam with the failover executor, which
+  gets it as :class:`ReplicaCheckpoints`: ``scheduler.core.operations_ledger.Checkpoints``).
 - :class:`Replicator` is one round of the replication loop a node runs for the jobs it owns
   (hosted by the node supervisor: ``scheduler.actors.replicator``).
 
@@ -18,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -26,7 +28,9 @@ from datetime import datetime, timedelta
 from typing import Final
 
 from scheduler.core import faults
+from scheduler.core.clock import utcnow
 from scheduler.core.errors import DroverError, InvalidInput, StaleWrite, StorageError
+from scheduler.core.operations_ledger import Availability as Availability  # its word too
 from scheduler.core.ownership import Claim
 from scheduler.core.records import ClusterRecord, GroupRecord, JobRecord
 from scheduler.decisions import storage
@@ -55,7 +59,6 @@ from scheduler.store import jobs as jobs_store
 from scheduler.store import journal
 from scheduler.store import replicas as replicas_store
 from scheduler.store.db import Store
-from scheduler.store.models import utcnow
 
 log = logging.getLogger("drover.replication")
 
@@ -205,39 +208,6 @@ def _until(
 # --------------------------------------------------------------------------- make_available
 
 
-@dataclass(frozen=True)
-class Availability:
-    """Where a failed-over job's checkpoint is now and where it came from."""
-
-    #: the checkpoint location under the target cluster's root (the job's checkpoint there)
-    location: str
-    #: its newest complete batch: the job resumes with batch ``batch + 1`` (None: from scratch)
-    batch: int | None
-    #: ``"source"``, ``"replica"`` or ``"fresh start"``
-    origin: str
-    #: one sentence for the failover's item and the job's events
-    detail: str
-    files_copied: int = 0
-    bytes_copied: int = 0
-    seconds: float = 0.0
-
-    @property
-    def resume_batch(self) -> int | None:
-        """The batch the job runs next (``batch + 1``); None: it starts afresh."""
-        return None if self.batch is None else self.batch + 1
-
-    @property
-    def how(self) -> str:
-        """Alias of ``origin``."""
-        return self.origin
-
-    @property
-    def resumes(self) -> str:
-        if self.batch is None:
-            return "starts afresh"
-        return f"resumes from batch {self.batch + 1} ({self.origin})"
-
-
 def make_available(
     job: str,
     *,
@@ -251,6 +221,7 @@ def make_available(
     wait_seconds: float = 120.0,
     deadline_seconds: float | None = None,
     storage_of: Callable[[str], CheckpointStorage] = storage_for,
+    known: tuple[JobRecord, Iterable[ClusterRecord]] | None = None,
 ) -> Availability:
     """Make ``job``'s checkpoint available at ``target`` (its checkpoint location on the target
     cluster, ``storage.checkpoint_location(target_cluster, job, clusters)``) and say from where.
@@ -270,6 +241,7 @@ def make_available(
     PROMOTED; :func:`release` ends it sooner) and record the outcome on the job's replica.
     Idempotent: a second call (the executor's retry, another node resuming the failover, same
     ``holder``) finds the work done. Blocking; StorageError when ``target`` cannot be written.
+    ``known``: the job and the clusters as the caller just read them (not read again).
     """
     started = time.monotonic()
     target = storage.normalise_location(target, "target checkpoint location")
@@ -286,7 +258,9 @@ def make_available(
     deadline = None if deadline_seconds is None else started + deadline_seconds
     record = None
     if store is not None:
-        record = _promote(store, job, source or "", target, holder, hold_seconds, wait_seconds)
+        record = _promote(
+            store, job, source or "", target, holder, hold_seconds, wait_seconds, known
+        )
     result = _make_available(job, source, replica, target, deadline, storage_of)
     result = Availability(**{**result.__dict__, "seconds": round(time.monotonic() - started, 3)})
     if store is not None and record is not None:
@@ -427,10 +401,12 @@ def _promote(
     holder: str,
     hold_seconds: float,
     wait_seconds: float,
+    known: tuple[JobRecord, Iterable[ClusterRecord]] | None = None,
 ) -> JobRecord:
-    with store.session() as session:
-        job = jobs_store.get_job(session, job_name)
-        clusters = catalog_store.list_clusters(session)
+    if known is None:
+        with store.session() as session:
+            known = (jobs_store.get_job(session, job_name), catalog_store.list_clusters(session))
+    job, clusters = known
     source_cluster, target_cluster = _clusters_of(clusters, source or target, target)
     where = ReplicaTarget(
         source_cluster.name if source_cluster is not None else "",
@@ -494,6 +470,40 @@ def release(store: Store, job: str, *, holder: str) -> bool:
     :func:`make_available` runs out (a cancelled failover)."""
     with store.transaction() as session:
         return replicas_store.release(session, job, holder=holder)
+
+
+class ReplicaCheckpoints:
+    """:func:`make_available` and :func:`release` on ``store``, as the operations executor needs
+    them (``scheduler.core.operations_ledger.Checkpoints``)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def make_available(
+        self,
+        job: JobRecord,
+        *,
+        source: str | None,
+        target: str,
+        target_root: str | None,
+        clusters: Sequence[ClusterRecord],
+        holder: str,
+    ) -> Availability:
+        return make_available(
+            job.name,
+            source=source,
+            target=target,
+            target_root=target_root,
+            store=self._store,
+            holder=holder,
+            known=(job, clusters),
+        )
+
+    def release(self, jobs: Sequence[str], *, holder: str) -> None:
+        """Several jobs' replicas in one transaction."""
+        with self._store.transaction() as session:
+            for job in jobs:
+                replicas_store.release(session, job, holder=holder)
 
 
 # --------------------------------------------------------------------------- the replicator

@@ -17,19 +17,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from scheduler.core.clock import utcnow
 from scheduler.core.logs import log_context
 from scheduler.core.ownership import Claim
-from scheduler.core.states import JobState
+from scheduler.core.states import JobState, OnStall
 from scheduler.decisions.stalls import (
     MIN_STALL_AFTER,
-    OnStall,
     StallPolicy,
     decide_stall,
     effective_stall_after,
 )
 from scheduler.store import progress as progress_store
 from scheduler.store.db import Store
-from scheduler.store.models import utcnow
 
 log = logging.getLogger("drover.stalls")
 

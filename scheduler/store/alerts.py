@@ -17,6 +17,7 @@ from sqlalchemy import and_, exists, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, aliased
 
+from scheduler.core.clock import utcnow
 from scheduler.core.errors import AlreadyExists, NotFound
 from scheduler.decisions.alerts import (
     SEVERITY,
@@ -31,8 +32,7 @@ from scheduler.decisions.alerts import (
     key_of,
     routes,
 )
-from scheduler.store.models import Job, Run, utcnow
-from scheduler.store.models_observe import Alert, AlertChannel, AlertDelivery
+from scheduler.store.models import Alert, AlertChannel, AlertDelivery, Job, Run
 
 
 def channel_record(row: AlertChannel) -> ChannelRecord:

@@ -1,5 +1,6 @@
-"""The catalog: clusters and scheduling groups (DESIGN §1). Each function takes a session; the
-caller owns the transaction. Changes are checked against the version the caller read (``If-Match``).
+"""The catalog: clusters and scheduling groups (a group: the jobs bound to one primary cluster
+and its failover cluster). Each function takes a session; the caller owns the transaction.
+Changes are checked against the version the caller read (``If-Match``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from sqlalchemy import bindparam, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from scheduler.core.clock import utcnow
 from scheduler.core.errors import (
     AlreadyExists,
     Conflict,
@@ -26,7 +28,7 @@ from scheduler.core.states import JobState
 from scheduler.decisions import catalog, storage
 from scheduler.store import paging
 from scheduler.store.mapping import cluster_record, cluster_spec, group_record
-from scheduler.store.models import Cluster, Group, Job, utcnow
+from scheduler.store.models import Cluster, Group, Job
 
 
 def _spec_values(spec: catalog.ClusterSpec) -> dict[str, Any]:

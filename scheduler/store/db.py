@@ -28,8 +28,9 @@ if TYPE_CHECKING:
     from alembic.config import Config
 
 # Alembic (with Mako and Pygments, ~10 MiB resident) is imported only where migrations run (or a
-# schema check meets branches): not by the store, the node, the reconciler actor (issue 8); the
-# schema check reads the revisions itself (scheduler/store/schema.py).
+# schema check meets branches): not by the store, the node, the reconciler actor (a node's
+# memory, bench/node_rss.py); the schema check reads the revisions itself
+# (scheduler/store/schema.py).
 
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 
@@ -52,7 +53,8 @@ def _before_commit(session: Session) -> None:
 
 
 def _crc32(value: str | None) -> int | None:
-    """MySQL's ``CRC32()`` for SQLite: the ownership hash over UTF-8 bytes (DESIGN §2)."""
+    """MySQL's ``CRC32()`` for SQLite: the ownership hash over UTF-8 bytes
+    (``scheduler.core.ownership``), so a node selects its own jobs in SQL on either store."""
     return None if value is None else zlib.crc32(value.encode("utf-8"))
 
 

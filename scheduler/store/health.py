@@ -15,6 +15,7 @@ from datetime import datetime
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
+from scheduler.core.clock import utcnow
 from scheduler.core.errors import InvalidInput, StaleWrite
 from scheduler.decisions.health import (
     ClusterHealth,
@@ -33,7 +34,6 @@ from scheduler.store.models import (
     ClusterVote,
     Group,
     Job,
-    utcnow,
 )
 
 CAUSE = "cluster-health"

@@ -1,4 +1,5 @@
-"""Teams, identities (users and service accounts), their role bindings and their API tokens.
+"""Teams, identities (users and service accounts), their role bindings and their API tokens;
+and the run a pipeline's fencing token names (the credential a pipeline proves itself with).
 
 Tokens are stored as SHA-256 digests; the secret exists only in the answer to its creation.
 """
@@ -12,6 +13,7 @@ from sqlalchemy import Connection, bindparam, delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from scheduler.core.clock import utcnow
 from scheduler.core.errors import AlreadyExists, Conflict, InvalidInput, NotFound, Unauthenticated
 from scheduler.core.names import validate_name
 from scheduler.core.paging import KeyPart, Window
@@ -24,7 +26,7 @@ from scheduler.decisions.identity import (
     token_digest,
 )
 from scheduler.store import paging
-from scheduler.store.models import ApiToken, Identity, RoleBinding, Team, utcnow
+from scheduler.store.models import ApiToken, Identity, Job, RoleBinding, Run, Team
 
 IDENTITY_KINDS = ("user", "service")
 
@@ -391,6 +393,35 @@ def authenticate_token(
     scopes = frozenset(Scope(s) for s in first.scopes.split(",") if s in known)
     roles = {row.team: Role.parse(row.role) for row in rows if row.team is not None}
     return Credential(first.id, first.name, first.kind, roles, scopes, first.expires_at)
+
+
+#: the longest fencing token a run is given (``runs.fencing_token``)
+MAX_FENCING_TOKEN_LENGTH = 64
+
+_RUN_OF_FENCING_TOKEN = (
+    select(Run.__table__.c.id)
+    .join(Job.__table__, Job.__table__.c.id == Run.__table__.c.job_id)
+    .where(
+        Job.__table__.c.name == bindparam("job"),
+        Run.__table__.c.fencing_token == bindparam("token"),
+    )
+)
+
+
+def run_of_fencing_token(session: Session | Connection, job: str, token: str) -> int | None:
+    """The id of the run of job ``job`` whose fencing token is ``token``, or None (no such job,
+    no such run, or a run of another job: one answer for all, so a caller learns nothing about
+    which jobs exist). Any run of the job, current or not: whether it is current is the fence's
+    answer (api/routes/fence.py), not a matter of who is asking.
+
+    The one place a fencing token a pipeline presents is checked against the store (the API's
+    security edge calls it for every request carrying one): how the token is kept, and what
+    else a valid token must satisfy, is decided here and nowhere else."""
+    if not token or len(token) > MAX_FENCING_TOKEN_LENGTH or not job:
+        return None
+    connection = session.connection() if isinstance(session, Session) else session
+    found = connection.execute(_RUN_OF_FENCING_TOKEN, {"job": job, "token": token}).first()
+    return None if found is None else int(found[0])
 
 
 def bootstrap_admin(

@@ -28,6 +28,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from scheduler.core.clock import utcnow
 from scheduler.core.errors import (
     AlreadyExists,
     Conflict,
@@ -41,10 +42,9 @@ from scheduler.core.records import (
     JobSpec,
     RunRecord,
 )
-from scheduler.core.states import DesiredState, JobState, Priority, transition
+from scheduler.core.states import DesiredState, JobState, OnStall, Priority, transition
 from scheduler.decisions import revisions
 from scheduler.decisions.labels import Op, Requirement, validate_labels
-from scheduler.decisions.stalls import OnStall
 from scheduler.store import paging
 from scheduler.store import progress as progress_store
 from scheduler.store.catalog import (
@@ -55,7 +55,7 @@ from scheduler.store.catalog import (
 )
 from scheduler.store.journal import add_event
 from scheduler.store.mapping import job_record, run_record
-from scheduler.store.models import BusinessQuota, Group, Job, JobEvent, JobLabel, Run, utcnow
+from scheduler.store.models import BusinessQuota, Group, Job, JobEvent, JobLabel, Run
 from scheduler.store.quotas import (
     DEDICATIONS_WHERE,
     Placements,

@@ -10,32 +10,28 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, NoReturn
 
-from sqlalchemy import case, func, insert, or_, select, tuple_, update
+from sqlalchemy import case, func, insert, literal, or_, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from scheduler.core.clock import utcnow
 from scheduler.core.errors import (
     NotFound,
     NotOwner,
     StaleWrite,
 )
-from scheduler.core.ledger import FailureQuery, Intent, LedgerView, Observation, Submitted
+from scheduler.core.ledger import Effect, FailureQuery, Intent, LedgerView, Write, effect_of
 from scheduler.core.ownership import Claim, Fence
-from scheduler.core.records import (
-    JobRecord,
-    RunRecord,
-)
+from scheduler.core.records import Failures, JobRecord, RunRecord
 from scheduler.core.states import DesiredState, JobState, RunState, transition
-from scheduler.decisions.planning import Failures
 from scheduler.store import reads
 from scheduler.store.db import Store
 from scheduler.store.mapping import run_record
-from scheduler.store.models import BusinessQuota, Group, Job, JobEvent, Run, utcnow
+from scheduler.store.models import BusinessQuota, Group, Job, JobEvent, Run
 
 #: the job table, for the reads of a tick: Core rows, not ORM objects (a tick may read tens
 #: of thousands of rows; an ORM object costs several times a row's decoding)
@@ -279,13 +275,6 @@ def failures_since(
 # --------------------------
 
 
-class _Unset:
-    """Marks an argument that was not given (None is a value: "no backoff")."""
-
-
-_UNSET = _Unset()
-
-
 #: run states a run write may start from (a closed run is never written again)
 _OPEN_RUN_STATES = tuple(s.value for s in RunState if not s.is_final)
 #: ids per ``IN (...)`` list
@@ -393,221 +382,103 @@ class SqlLedger:
 
     # -- writes -------------------------------------------------------------------------------
 
-    def record_state(
-        self,
-        job: JobRecord,
-        fence: Fence,
-        path: Sequence[JobState],
-        reason: str,
-        *,
-        not_before: datetime | None | _Unset = _UNSET,
-    ) -> JobRecord:
-        state = _walk(job.state, path)
-        values: dict[str, Any] = {}
-        if not isinstance(not_before, _Unset):
-            values["not_before"] = not_before
-        with self._store.transaction() as session:
-            written = self._write_job(session, job, fence, state, reason, **values)
-            self._events(session, job, path, reason, job.current_run_id, epoch=fence.epoch)
-        return written
-
-    def record_intent(
-        self,
-        job: JobRecord,
-        fence: Fence,
-        *,
-        cluster: str,
-        checkpoint_location: str,
-        reason: str,
-        note: str | None = None,
-    ) -> JobRecord:
-        path = [] if job.state == JobState.QUEUED else [JobState.QUEUED]
-        path.append(JobState.SUBMITTING)
-        _walk(job.state, path)
-        current = job.current_run
-        last_attempt = current.attempt if current is not None else None
+    def apply(self, fence: Fence, writes: Sequence[Write]) -> list[JobRecord]:
+        """One transaction: the intents' runs inserted (one INSERT, and one SELECT of their ids
+        for more than one), one fenced UPDATE of the jobs that change (another for proofs), one
+        UPDATE of the runs written, one event INSERT, one COMMIT: no read before a write. A row
+        count short of the writes rolls it all back; one read then tells NotOwner from
+        StaleWrite."""
+        if not writes:
+            return []
+        if len({w.job.id for w in writes}) != len(writes):
+            raise StaleWrite("a job appears twice in one apply")
         now = self._clock()
+        effects = [effect_of(w) for w in writes if not isinstance(w, Intent)]
+        intents = [w for w in writes if isinstance(w, Intent)]
+        restored: dict[int, JobRecord] = {}
         with self._store.transaction() as session:
-            if last_attempt is None and job.current_run_id is not None:
-                last_attempt = session.scalar(
-                    select(func.max(Run.attempt)).where(Run.job_id == job.id)
-                )
-            values: dict[str, Any] = {
-                "job_id": job.id,
-                "attempt": (last_attempt or 0) + 1,
-                "generation": job.generation,
-                "cluster_name": cluster,
+            if intents:
+                runs = self._insert_runs(session, fence, intents, now)
+                effects += [effect_of(i, runs[i.job.id]) for i in intents]
+            self._write_jobs(session, fence, [e for e in effects if e.bumps], now)
+            self._write_jobs(session, fence, [e for e in effects if not e.bumps], None)
+            self._write_runs(session, [e for e in effects if e.run_fields is not None])
+            for e in effects:
+                if e.restore is not None:
+                    restored[e.job.id] = self._restore(session, e.job, e.restore)
+            rows = [
+                self._event(e.job, e.run_id, now, frm, to, message, epoch=fence.epoch)
+                for e in effects
+                for frm, to, message in e.events
+            ]
+            if rows:
+                session.execute(insert(JobEvent), rows)
+        by_job = {e.job.id: e for e in effects}
+        return [restored.get(w.job.id) or by_job[w.job.id].written(now) for w in writes]
+
+    def add_event(self, job: JobRecord, message: str, *, run_id: int | None = None) -> None:
+        with self._store.transaction() as session:
+            session.execute(
+                insert(JobEvent), [self._event(job, run_id, self._clock(), None, None, message)]
+            )
+
+    # -- the statements ------------------------------------------------------------------------
+
+    def _insert_runs(
+        self, session: Session, fence: Fence, intents: Sequence[Intent], now: datetime
+    ) -> dict[int, RunRecord]:
+        """The intents' new runs (SUBMITTING, a fresh fencing token each), by job id: one
+        INSERT, and for several one SELECT of their ids (MySQL has no INSERT ... RETURNING)."""
+        attempts = {i.job.id: i.job.current_run.attempt for i in intents if i.job.current_run}
+        unknown = [i.job.id for i in intents if i.job.current_run is None and i.job.current_run_id]
+        if unknown:  # a current run the read did not carry: its attempt is read
+            maxima = session.execute(
+                select(Run.job_id, func.max(Run.attempt))
+                .where(Run.job_id.in_(unknown))
+                .group_by(Run.job_id)
+            )
+            attempts.update({int(j): int(a or 0) for j, a in maxima})
+        values: list[dict[str, Any]] = [
+            {
+                "job_id": i.job.id,
+                "attempt": attempts.get(i.job.id, 0) + 1,
+                "generation": i.job.generation,
+                "cluster_name": i.cluster,
                 "node_id": self._node_id,
                 "owner_epoch": fence.epoch,
                 "fencing_token": secrets.token_hex(16),
+                # the name is written with the submission id (it is derived from the run id
+                # until then: scheduler.store.mapping), which saves a statement here
                 "app_name": "",
-                "checkpoint_location": checkpoint_location,
+                "checkpoint_location": i.checkpoint_location,
                 "state": RunState.SUBMITTING.value,
                 "reason": "",
                 "counts_as_failure": False,
                 "created_at": now,
             }
-            try:
-                inserted = session.execute(insert(Run).values(**values))
-            except IntegrityError as exc:  # that attempt exists: the job moved on meanwhile
-                raise StaleWrite(f"job {job.name!r} changed since version {job.version}") from exc
-            run_id = int(inserted.inserted_primary_key[0])  # type: ignore[attr-defined]
-            # the name is written with the submission id (it is derived from the run id until
-            # then: scheduler.store.mapping), which saves a statement here
-            app_name = self._app_name_for(job.name, run_id)
-            submitting = f"submitting attempt {values['attempt']} to cluster {cluster}"
-            written = self._write_job(
-                session,
-                job,
-                fence,
-                JobState.SUBMITTING,
-                submitting,
-                current_run_id=run_id,
-                cluster_name=cluster,
-                not_before=None,
-            )
-            steps = [(s, reason if s == JobState.QUEUED else submitting) for s in path]
-            self._events(session, job, steps, submitting, run_id, note=note, epoch=fence.epoch)
-        run = RunRecord(
-            id=run_id,
-            job_name=job.name,
-            attempt=values["attempt"],
-            generation=job.generation,
-            cluster=cluster,
-            node_id=self._node_id,
-            owner_epoch=fence.epoch,
-            fencing_token=values["fencing_token"],
-            app_name=app_name,
-            checkpoint_location=checkpoint_location,
-            submission_id=None,
-            app_id=None,
-            state=RunState.SUBMITTING,
-            reason="",
-            exit_code=None,
-            created_at=now,
-            submitted_at=None,
-            started_at=None,
-            ended_at=None,
-        )
-        return replace(
-            written, current_run_id=run_id, current_run=run, cluster=cluster, not_before=None
-        )
-
-    def record_intents(self, fence: Fence, intents: Sequence[Intent]) -> list[JobRecord]:
-        """``record_intent`` for a batch: one multi-row run INSERT, one SELECT of the new run
-        ids (portable: MySQL has no INSERT ... RETURNING), one fenced UPDATE of the jobs, one
-        event INSERT, one COMMIT; a row count short of the batch rolls it all back."""
-        if not intents:
-            return []
-        paths: dict[int, list[JobState]] = {}
-        for i in intents:
-            path = [] if i.job.state == JobState.QUEUED else [JobState.QUEUED]
-            path.append(JobState.SUBMITTING)
-            _walk(i.job.state, path)
-            paths[i.job.id] = path
-        if len({i.job.id for i in intents}) != len(intents):
-            raise StaleWrite("a job appears twice in a batch of intents")
-        now = self._clock()
-        with self._store.transaction() as session:
-            attempts = {
-                i.job.id: i.job.current_run.attempt
-                for i in intents
-                if i.job.current_run is not None
-            }
-            unknown = [
-                i.job.id
-                for i in intents
-                if i.job.current_run is None and i.job.current_run_id is not None
-            ]
-            if unknown:
-                maxima = session.execute(
-                    select(Run.job_id, func.max(Run.attempt))
-                    .where(Run.job_id.in_(unknown))
-                    .group_by(Run.job_id)
-                )
-                attempts.update({int(j): int(a or 0) for j, a in maxima})
-            values: list[dict[str, Any]] = [
-                {
-                    "job_id": i.job.id,
-                    "attempt": attempts.get(i.job.id, 0) + 1,
-                    "generation": i.job.generation,
-                    "cluster_name": i.cluster,
-                    "node_id": self._node_id,
-                    "owner_epoch": fence.epoch,
-                    "fencing_token": secrets.token_hex(16),
-                    "app_name": "",
-                    "checkpoint_location": i.checkpoint_location,
-                    "state": RunState.SUBMITTING.value,
-                    "reason": "",
-                    "counts_as_failure": False,
-                    "created_at": now,
-                }
-                for i in intents
-            ]
-            try:
+            for i in intents
+        ]
+        try:
+            if len(values) == 1:
+                inserted = session.execute(insert(Run).values(**values[0]))
+                ids = {values[0]["job_id"]: int(inserted.inserted_primary_key[0])}  # type: ignore[attr-defined]
+            else:
                 session.execute(insert(Run), values)
-            except IntegrityError as exc:  # an attempt exists: a job moved on meanwhile
-                raise StaleWrite("a job of the batch changed meanwhile") from exc
-            keys = [(v["job_id"], v["attempt"]) for v in values]
-            run_ids = {
-                int(job_id): int(run_id)
-                for job_id, run_id in session.execute(
-                    select(Run.job_id, Run.id).where(tuple_(Run.job_id, Run.attempt).in_(keys))
-                )
-            }
-            if len(run_ids) != len(intents):
-                raise StaleWrite("the runs of a batch of intents were not all recorded")
-            by_job = {v["job_id"]: v for v in values}
-            reasons = {
-                i.job.id: f"submitting attempt {by_job[i.job.id]['attempt']} to cluster {i.cluster}"
-                for i in intents
-            }
-            ids = [i.job.id for i in intents]
-            result = session.execute(
-                update(Job)
-                .where(
-                    Job.id.in_(ids),
-                    Job.version == case({i.job.id: i.job.version for i in intents}, value=Job.id),
-                    *_owned_by(fence),
-                )
-                .values(
-                    state=JobState.SUBMITTING.value,
-                    version=Job.version + 1,
-                    updated_at=now,
-                    state_reason=case(reasons, value=Job.id),
-                    current_run_id=case(run_ids, value=Job.id),
-                    cluster_name=case({i.job.id: i.cluster for i in intents}, value=Job.id),
-                    not_before=None,
-                )
-                .execution_options(synchronize_session=False)
-            )
-            if result.rowcount != len(intents):  # type: ignore[attr-defined]
-                raise StaleWrite(f"{len(intents) - result.rowcount} of a batch moved")  # type: ignore[attr-defined]
-            rows: list[dict[str, Any]] = []
-            for i in intents:
-                before = i.job.state
-                run_id = run_ids[i.job.id]
-                for step in paths[i.job.id]:
-                    if step == before:
-                        continue
-                    message = i.reason if step == JobState.QUEUED else reasons[i.job.id]
-                    rows.append(
-                        self._event(
-                            i.job, run_id, now, before.value, step.value, message, epoch=fence.epoch
-                        )
+                keys = [(v["job_id"], v["attempt"]) for v in values]
+                ids = {
+                    int(job_id): int(run_id)
+                    for job_id, run_id in session.execute(
+                        select(Run.job_id, Run.id).where(tuple_(Run.job_id, Run.attempt).in_(keys))
                     )
-                    before = step
-                if i.note is not None:
-                    rows.append(
-                        self._event(i.job, run_id, now, None, None, i.note, epoch=fence.epoch)
-                    )
-            if rows:
-                session.execute(insert(JobEvent), rows)
-        written = []
-        for i in intents:
-            v = by_job[i.job.id]
-            run_id = run_ids[i.job.id]
-            run = RunRecord(
+                }
+        except IntegrityError as exc:  # that attempt exists: a job moved on meanwhile
+            raise StaleWrite("a job of the intents changed meanwhile") from exc
+        if len(ids) != len(intents):
+            raise StaleWrite("the runs of the intents were not all recorded")
+        runs = {}
+        for i, v in zip(intents, values, strict=True):
+            run_id = ids[i.job.id]
+            runs[i.job.id] = RunRecord(
                 id=run_id,
                 job_name=i.job.name,
                 attempt=int(v["attempt"]),
@@ -628,564 +499,119 @@ class SqlLedger:
                 started_at=None,
                 ended_at=None,
             )
-            written.append(
-                replace(
-                    i.job,
-                    state=JobState.SUBMITTING,
-                    state_reason=reasons[i.job.id],
-                    version=i.job.version + 1,
-                    updated_at=now,
-                    current_run_id=run_id,
-                    current_run=run,
-                    cluster=i.cluster,
-                    not_before=None,
-                )
-            )
-        return written
+        return runs
 
-    def prove(self, job: JobRecord, fence: Fence) -> None:
-        with self._store.transaction() as session:
-            result = session.execute(
-                update(Job)
-                .where(Job.id == job.id, Job.version == job.version, *_owned_by(fence))
-                .values(owner_epoch=Job.owner_epoch)
-                .execution_options(synchronize_session=False)
-            )
-            if result.rowcount != 1:  # type: ignore[attr-defined]
-                self._refuse(session, job, fence)
-
-    def prove_all(self, fence: Fence, jobs: Sequence[JobRecord]) -> None:
-        if not jobs:
+    def _write_jobs(
+        self, session: Session, fence: Fence, effects: Sequence[Effect], now: datetime | None
+    ) -> None:
+        """One fenced UPDATE of the effects' jobs, each at the version its writer read;
+        ``now``: the version and ``updated_at`` bumped (None: proofs, and a restore's clear)."""
+        if not effects:
             return
-        with self._store.transaction() as session:
-            result = session.execute(
-                update(Job)
-                .where(
-                    Job.id.in_([j.id for j in jobs]),
-                    Job.version == case({j.id: j.version for j in jobs}, value=Job.id),
-                    *_owned_by(fence),
-                )
-                .values(owner_epoch=Job.owner_epoch)
-                .execution_options(synchronize_session=False)
-            )
-            if result.rowcount != len(jobs):  # type: ignore[attr-defined]
-                raise StaleWrite(f"{len(jobs) - result.rowcount} of a batch moved")  # type: ignore[attr-defined]
-
-    def record_submitted(
-        self, job: JobRecord, fence: Fence, *, submission_id: str, app_id: str | None, at: datetime
-    ) -> JobRecord:
-        run = _open_run(job)
-        _walk(job.state, [JobState.STARTING])
-        reason = f"submitted as {submission_id}"
-        with self._store.transaction() as session:
-            written = self._write_job(session, job, fence, JobState.STARTING, reason)
-            self._write_run(
-                session,
-                run,
-                app_name=run.app_name,
-                submission_id=submission_id,
-                app_id=app_id,
-                submitted_at=at,
-                state=RunState.STARTING.value,
-            )
-            self._events(session, job, [JobState.STARTING], reason, run.id, epoch=fence.epoch)
-        return replace(
-            written,
-            current_run=replace(
-                run,
-                submission_id=submission_id,
-                app_id=app_id,
-                submitted_at=at,
-                state=RunState.STARTING,
-            ),
+        values = _per_row(
+            _JOBS,
+            _JOBS.c.id,
+            [
+                (e.job.id, {_JOB_COLUMNS.get(k, k): v for k, v in e.job_fields.items()})
+                for e in effects
+            ],
         )
-
-    def record_submitted_all(self, fence: Fence, outcomes: Sequence[Submitted]) -> list[JobRecord]:
-        """``record_submitted`` for a batch: one fenced UPDATE of the jobs, one of the runs, one
-        event INSERT, one COMMIT; a row count short of the batch rolls it all back."""
-        if not outcomes:
-            return []
-        runs = {o.job.id: _open_run(o.job) for o in outcomes}
-        if len(runs) != len(outcomes):
-            raise StaleWrite("a job appears twice in a batch of submissions")
-        for o in outcomes:
-            _walk(o.job.state, [JobState.STARTING])
-        now = self._clock()
-        reasons = {o.job.id: f"submitted as {o.submission_id}" for o in outcomes}
-        by_run = {runs[o.job.id].id: o for o in outcomes}
-        with self._store.transaction() as session:
-            result = session.execute(
-                update(Job)
-                .where(
-                    Job.id.in_(list(runs)),
-                    Job.version == case({o.job.id: o.job.version for o in outcomes}, value=Job.id),
-                    *_owned_by(fence),
-                )
-                .values(
-                    state=JobState.STARTING.value,
-                    version=Job.version + 1,
-                    updated_at=now,
-                    state_reason=case(reasons, value=Job.id),
-                )
-                .execution_options(synchronize_session=False)
-            )
-            if result.rowcount != len(outcomes):  # type: ignore[attr-defined]
-                raise StaleWrite(f"{len(outcomes) - result.rowcount} of a batch moved")  # type: ignore[attr-defined]
-            app_ids = {r: o.app_id for r, o in by_run.items() if o.app_id is not None}
-            values: dict[str, Any] = {
-                "state": RunState.STARTING.value,
-                "app_name": case(
-                    {r: runs[o.job.id].app_name for r, o in by_run.items()}, value=Run.id
-                ),
-                "submission_id": case(
-                    {r: o.submission_id for r, o in by_run.items()}, value=Run.id
-                ),
-                "submitted_at": case({r: o.at for r, o in by_run.items()}, value=Run.id),
-            }
-            if app_ids:
-                values["app_id"] = case(app_ids, value=Run.id, else_=Run.app_id)
-            result = session.execute(
-                update(Run)
-                .where(Run.id.in_(list(by_run)), Run.state.in_(_OPEN_RUN_STATES))
-                .values(**values)
-                .execution_options(synchronize_session=False)
-            )
-            if result.rowcount != len(outcomes):  # type: ignore[attr-defined]
-                raise StaleWrite("a run of the batch is closed or gone")
-            rows = [
-                self._event(
-                    o.job,
-                    runs[o.job.id].id,
-                    now,
-                    o.job.state.value,
-                    JobState.STARTING.value,
-                    reasons[o.job.id],
-                    epoch=fence.epoch,
-                )
-                for o in outcomes
-                if o.job.state != JobState.STARTING
-            ]
-            if rows:
-                session.execute(insert(JobEvent), rows)
-        return [
-            replace(
-                o.job,
-                state=JobState.STARTING,
-                state_reason=reasons[o.job.id],
-                version=o.job.version + 1,
-                updated_at=now,
-                current_run=replace(
-                    runs[o.job.id],
-                    submission_id=o.submission_id,
-                    app_id=o.app_id,
-                    submitted_at=o.at,
-                    state=RunState.STARTING,
-                ),
-            )
-            for o in outcomes
-        ]
-
-    def record_adopted(
-        self, job: JobRecord, fence: Fence, *, submission_id: str, app_id: str | None, at: datetime
-    ) -> JobRecord:
-        run = _open_run(job)
-        submitted_at = run.submitted_at or at
-        message = f"adopted application {run.app_name} ({submission_id}) instead of resubmitting"
-        with self._store.transaction() as session:
-            written = self._write_job(session, job, fence, job.state, job.state_reason)
-            self._write_run(
-                session,
-                run,
-                app_name=run.app_name,
-                submission_id=submission_id,
-                app_id=app_id,
-                submitted_at=submitted_at,
-            )
-            self._events(session, job, [], message, run.id, note=message, epoch=fence.epoch)
-        return replace(
-            written,
-            current_run=replace(
-                run, submission_id=submission_id, app_id=app_id, submitted_at=submitted_at
-            ),
+        if now is not None:
+            values.update(version=Job.version + 1, updated_at=now)
+        if not values:  # a proof: changes nothing (and on MySQL locks the rows)
+            values["owner_epoch"] = Job.owner_epoch
+        version = _per_row(
+            _JOBS, _JOBS.c.id, [(e.job.id, {"version": e.job.version}) for e in effects]
         )
-
-    def record_observed(
-        self,
-        job: JobRecord,
-        fence: Fence,
-        *,
-        run_state: RunState,
-        job_state: JobState,
-        reason: str,
-        app_id: str | None = None,
-        started_at: datetime | None = None,
-    ) -> JobRecord:
-        run = _open_run(job)
-        fields: dict[str, Any] = {"state": run_state.value}
-        if app_id is not None:
-            fields["app_id"] = app_id
-        if started_at is not None:
-            fields["started_at"] = started_at
-        path = [job_state] if job_state != job.state else []
-        _walk(job.state, path)
-        with self._store.transaction() as session:
-            written = self._write_job(
-                session, job, fence, job_state, reason if path else job.state_reason
+        result = session.execute(
+            update(Job)
+            .where(
+                Job.id.in_([e.job.id for e in effects]),
+                Job.version == version["version"],
+                *_owned_by(fence),
             )
-            self._write_run(session, run, **fields)
-            self._events(session, job, path, reason, run.id, epoch=fence.epoch)
-        return replace(
-            written,
-            current_run=replace(
-                run,
-                state=run_state,
-                app_id=app_id if app_id is not None else run.app_id,
-                started_at=started_at if started_at is not None else run.started_at,
-            ),
+            .values(**values)
+            .execution_options(synchronize_session=False)
         )
+        if result.rowcount != len(effects):  # type: ignore[attr-defined]
+            self._refuse(session, [e.job for e in effects], fence)
 
-    def record_observed_all(
-        self, fence: Fence, observations: Sequence[Observation]
-    ) -> list[JobRecord]:
-        """One fenced UPDATE per (job state, run state, start time) for all the jobs, one per
-        runs, one event INSERT, one COMMIT; a row count short of the batch rolls it all back."""
-        if not observations:
-            return []
-        runs = {o.job.id: _open_run(o.job) for o in observations}
-        for o in observations:
-            _walk(o.job.state, [o.job_state])
-        now = self._clock()
-        groups: dict[tuple[JobState, RunState, datetime | None], list[Observation]] = {}
-        for o in observations:
-            groups.setdefault((o.job_state, o.run_state, o.started_at), []).append(o)
-        rows: list[dict[str, Any]] = []
-        with self._store.transaction() as session:
-            for (job_state, run_state, started_at), batch in groups.items():
-                ids = [o.job.id for o in batch]
-                reasons = {
-                    o.job.id: o.reason if o.job_state != o.job.state else o.job.state_reason
-                    for o in batch
-                }
-                result = session.execute(
-                    update(Job)
-                    .where(
-                        Job.id.in_(ids),
-                        Job.version == case({o.job.id: o.job.version for o in batch}, value=Job.id),
-                        *_owned_by(fence),
-                    )
-                    .values(
-                        state=job_state.value,
-                        version=Job.version + 1,
-                        updated_at=now,
-                        state_reason=case(reasons, value=Job.id),
-                    )
-                    .execution_options(synchronize_session=False)
-                )
-                if result.rowcount != len(batch):  # type: ignore[attr-defined]
-                    raise StaleWrite(f"{len(batch) - result.rowcount} of a batch moved")  # type: ignore[attr-defined]
-                run_ids = {runs[o.job.id].id: o for o in batch}
-                values: dict[str, Any] = {"state": run_state.value}
-                if started_at is not None:
-                    values["started_at"] = started_at
-                app_ids = {r: o.app_id for r, o in run_ids.items() if o.app_id is not None}
-                if app_ids:
-                    values["app_id"] = case(app_ids, value=Run.id, else_=Run.app_id)
-                result = session.execute(
-                    update(Run)
-                    .where(Run.id.in_(list(run_ids)), Run.state.in_(_OPEN_RUN_STATES))
-                    .values(**values)
-                    .execution_options(synchronize_session=False)
-                )
-                if result.rowcount != len(batch):  # type: ignore[attr-defined]
-                    raise StaleWrite("a run of the batch is closed or gone")
-                for o in batch:
-                    if o.job_state != o.job.state:
-                        rows.append(
-                            self._event(
-                                o.job,
-                                runs[o.job.id].id,
-                                now,
-                                o.job.state.value,
-                                o.job_state.value,
-                                o.reason,
-                                epoch=fence.epoch,
-                            )
-                        )
-            if rows:
-                session.execute(insert(JobEvent), rows)
-        written = []
-        for o in observations:
-            run = runs[o.job.id]
-            written.append(
-                replace(
-                    o.job,
-                    state=o.job_state,
-                    state_reason=o.reason if o.job_state != o.job.state else o.job.state_reason,
-                    version=o.job.version + 1,
-                    updated_at=now,
-                    current_run=replace(
-                        run,
-                        state=o.run_state,
-                        app_id=o.app_id if o.app_id is not None else run.app_id,
-                        started_at=o.started_at if o.started_at is not None else run.started_at,
-                    ),
-                )
-            )
-        return written
-
-    def record_kill_intent(self, job: JobRecord, fence: Fence, *, reason: str) -> JobRecord:
-        run = _open_run(job)
-        if job.state == JobState.STOPPING and run.state == RunState.STOPPING:
-            self.prove(job, fence)  # a repeated kill: the proof is the intent
-            return job
-        path = [JobState.STOPPING] if job.state != JobState.STOPPING else []
-        _walk(job.state, path)
-        message = f"stopping: {reason}"
-        with self._store.transaction() as session:
-            written = self._write_job(
-                session, job, fence, JobState.STOPPING, message if path else job.state_reason
-            )
-            if run.state != RunState.STOPPING:
-                self._write_run(session, run, state=RunState.STOPPING.value)
-            self._events(session, job, path, message, run.id, epoch=fence.epoch)
-        return replace(written, current_run=replace(run, state=RunState.STOPPING))
-
-    def close_run(
-        self,
-        job: JobRecord,
-        fence: Fence,
-        *,
-        run_state: RunState,
-        job_state: JobState,
-        reason: str,
-        exit_code: int | None,
-        counts_as_failure: bool,
-        ended_at: datetime,
-        not_before: datetime | None = None,
-    ) -> JobRecord:
-        run = _open_run(job)
-        transition(job.state, job_state)
-        values: dict[str, Any] = {} if not_before is None else {"not_before": not_before}
-        with self._store.transaction() as session:
-            written = self._write_job(session, job, fence, job_state, reason, **values)
-            self._write_run(
-                session,
-                run,
-                state=run_state.value,
-                reason=reason,
-                exit_code=exit_code,
-                ended_at=ended_at,
-                counts_as_failure=counts_as_failure,
-            )
-            self._events(session, job, [job_state], reason, run.id, epoch=fence.epoch)
-        return replace(
-            written,
-            current_run=replace(
-                run, state=run_state, reason=reason, exit_code=exit_code, ended_at=ended_at
-            ),
+    def _write_runs(self, session: Session, effects: Sequence[Effect]) -> None:
+        """One UPDATE of the effects' runs, each only while it is still open."""
+        if not effects:
+            return
+        rows = []
+        for e in effects:
+            assert e.run_id is not None and e.run_fields is not None
+            columns = dict(e.run_fields)
+            if "submission_id" in columns and e.job.current_run is not None:
+                columns["app_name"] = e.job.current_run.app_name  # stored with the submission
+            rows.append((e.run_id, columns))
+        result = session.execute(
+            update(Run)
+            .where(Run.id.in_([run_id for run_id, _ in rows]), Run.state.in_(_OPEN_RUN_STATES))
+            .values(**_per_row(Run.__table__, Run.__table__.c.id, rows))
+            .execution_options(synchronize_session=False)
         )
+        if result.rowcount != len(rows):  # type: ignore[attr-defined]
+            raise StaleWrite(f"a run of {len(rows)} is already closed or gone")
 
-    def fence_run(
-        self, job: JobRecord, fence: Fence, *, reason: str, path: Sequence[JobState], at: datetime
-    ) -> JobRecord:
-        run = _open_run(job)
-        state = _walk(job.state, path)
-        with self._store.transaction() as session:
-            written = self._write_job(session, job, fence, state, reason)
-            self._write_run(
-                session,
-                run,
-                state=RunState.LOST.value,
-                reason=reason,
-                ended_at=at,
-                counts_as_failure=False,
-                fenced_at=at,
-            )
-            self._events(session, job, path, reason, run.id, epoch=fence.epoch)
-        return replace(
-            written,
-            current_run=replace(run, state=RunState.LOST, reason=reason, ended_at=at, fenced_at=at),
-        )
-
-    def record_drain(
-        self, job: JobRecord, fence: Fence, *, deadline: datetime, reason: str
-    ) -> JobRecord:
-        run = _open_run(job)
-        path = [JobState.STOPPING] if job.state != JobState.STOPPING else []
-        _walk(job.state, path)
-        message = f"stopping gracefully: {reason}"
-        with self._store.transaction() as session:
-            written = self._write_job(session, job, fence, JobState.STOPPING, message)
-            self._write_run(session, run, drain_deadline=deadline)
-            self._events(
-                session,
-                job,
-                path,
-                message,
-                run.id,
-                note=None if path else message,
-                epoch=fence.epoch,
-            )
-        return replace(written, current_run=replace(run, drain_deadline=deadline))
-
-    def roll_back(self, job: JobRecord, fence: Fence, *, revision: int, reason: str) -> JobRecord:
+    def _restore(self, session: Session, job: JobRecord, revision: int) -> JobRecord:
+        """Revision ``revision``'s spec as the job's next revision (``RevisionRestore``)."""
         from scheduler.decisions import revisions
         from scheduler.store import jobs as jobs_store
         from scheduler.store.revisions import revision_of
 
-        with self._store.transaction() as session:
-            target = revision_of(session, job.id, job.name, revision)
-            result = session.execute(  # the fence and the version, as every ledger write
-                update(Job)
-                .where(Job.id == job.id, Job.version == job.version, *_owned_by(fence))
-                .values(upgrade_deadline=None, upgrade_from=None)
-                .execution_options(synchronize_session=False)
-            )
-            if result.rowcount != 1:  # type: ignore[attr-defined]
-                self._refuse(session, job, fence)
-            changes = revisions.rollback_changes(revisions.spec_of(job), target.spec)
-            written = jobs_store.update_job_spec(
-                session,
-                job.name,
-                changes,
-                expected_version=None,
-                cause=self._cause,
-                node_id=self._node_id,
-                grace_seconds=job.grace_seconds,
-                rollback_of=revision,
-            )
-            self._events(
-                session, job, [], reason, job.current_run_id, note=reason, epoch=fence.epoch
-            )
-        return written
-
-    def finish_upgrade(self, job: JobRecord, fence: Fence, *, reason: str) -> JobRecord:
-        with self._store.transaction() as session:
-            written = self._write_job(
-                session,
-                job,
-                fence,
-                job.state,
-                job.state_reason,
-                upgrade_deadline=None,
-                upgrade_from=None,
-            )
-            self._events(
-                session, job, [], reason, job.current_run_id, note=reason, epoch=fence.epoch
-            )
-        return written
-
-    def add_event(self, job: JobRecord, message: str, *, run_id: int | None = None) -> None:
-        with self._store.transaction() as session:
-            self._events(session, job, [], message, run_id, note=message)
-
-    # -- the statements ------------------------------------------------------------------------
-
-    def _write_job(
-        self,
-        session: Session,
-        job: JobRecord,
-        fence: Fence,
-        state: JobState,
-        reason: str,
-        **fields: Any,
-    ) -> JobRecord:
-        """The fenced, version-conditional job write every ledger write starts with."""
-        now = self._clock()
-        values: dict[str, Any] = {
-            "state": state.value,
-            "version": job.version + 1,
-            "updated_at": now,
-            **fields,
-        }
-        if reason != job.state_reason:
-            values["state_reason"] = reason
-        result = session.execute(
-            update(Job)
-            .where(Job.id == job.id, Job.version == job.version, *_owned_by(fence))
-            .values(**values)
-            .execution_options(synchronize_session=False)
+        target = revision_of(session, job.id, job.name, revision)
+        return jobs_store.update_job_spec(
+            session,
+            job.name,
+            revisions.rollback_changes(revisions.spec_of(job), target.spec),
+            expected_version=None,
+            cause=self._cause,
+            node_id=self._node_id,
+            grace_seconds=job.grace_seconds,
+            rollback_of=revision,
         )
-        if result.rowcount != 1:  # type: ignore[attr-defined]
-            self._refuse(session, job, fence)
-        changes: dict[str, Any] = {
-            "state": state,
-            "state_reason": reason,
-            "version": job.version + 1,
-            "updated_at": now,
-        }
-        for key, value in fields.items():
-            changes[{"cluster_name": "cluster"}.get(key, key)] = value
-        return replace(job, **changes)
-
-    def _write_run(self, session: Session, run: RunRecord, **values: Any) -> None:
-        result = session.execute(
-            update(Run)
-            .where(Run.id == run.id, Run.state.in_(_OPEN_RUN_STATES))
-            .values(**values)
-            .execution_options(synchronize_session=False)
-        )
-        if result.rowcount != 1:  # type: ignore[attr-defined]
-            raise StaleWrite(f"run {run.id} is already closed or gone")
 
     @staticmethod
-    def _refuse(session: Session, job: JobRecord, fence: Fence) -> NoReturn:
-        """The fenced write matched nothing: NotOwner, or StaleWrite when only the version moved."""
-        row = session.execute(
-            select(Job.owner, Job.owner_epoch, Job.version).where(Job.id == job.id)
-        ).first()
-        if row is None or (row[0], row[1]) != (fence.node_id, fence.epoch):
+    def _refuse(session: Session, jobs: Sequence[JobRecord], fence: Fence) -> NoReturn:
+        """A fenced write matched fewer rows than it wrote: NotOwner when the fence does not
+        hold for one of the jobs, else StaleWrite (a version moved)."""
+        owned = set(
+            session.scalars(
+                select(Job.id).where(Job.id.in_([j.id for j in jobs]), *_owned_by(fence))
+            )
+        )
+        lost = [j for j in jobs if j.id not in owned]
+        if lost:
             raise NotOwner(
-                f"job {job.name!r} is no longer owned by {fence.node_id} under epoch {fence.epoch}"
+                f"job {lost[0].name!r} is no longer owned by {fence.node_id} under epoch "
+                f"{fence.epoch}" + (f" ({len(lost)} of {len(jobs)} jobs)" if len(jobs) > 1 else "")
             )
-        raise StaleWrite(f"job {job.name!r} changed since version {job.version}")
-
-    def _events(
-        self,
-        session: Session,
-        job: JobRecord,
-        path: Sequence[JobState | tuple[JobState, str]],
-        reason: str,
-        run_id: int | None,
-        *,
-        note: str | None = None,
-        epoch: int | None = None,
-    ) -> None:
-        """One event per state passed through (and ``note``), in one INSERT; ``epoch``: the
-        claim's the fenced write of the same transaction proved."""
-        now = self._clock()
-        rows: list[dict[str, Any]] = []
-        before = job.state
-        for step in path:
-            state, message = step if isinstance(step, tuple) else (step, reason)
-            if state == before:
-                continue
-            rows.append(
-                self._event(job, run_id, now, before.value, state.value, message, epoch=epoch)
-            )
-            before = state
-        if note is not None:
-            rows.append(self._event(job, run_id, now, None, None, note, epoch=epoch))
-        if rows:
-            session.execute(insert(JobEvent), rows)
+        if len(jobs) == 1:
+            raise StaleWrite(f"job {jobs[0].name!r} changed since version {jobs[0].version}")
+        raise StaleWrite(f"a job of {len(jobs)} changed since it was read")
 
     def _event(
         self,
         job: JobRecord,
         run_id: int | None,
         at: datetime,
-        from_state: str | None,
-        to_state: str | None,
+        from_state: JobState | None,
+        to_state: JobState | None,
         message: str,
         *,
         epoch: int | None = None,
     ) -> dict[str, Any]:
+        """One event row; ``epoch``: the claim's the fenced write of the same transaction
+        proved (None: an unfenced event)."""
         return {
             "job_id": job.id,
             "run_id": run_id,
             "at": at,
-            "from_state": from_state,
-            "to_state": to_state,
+            "from_state": None if from_state is None else from_state.value,
+            "to_state": None if to_state is None else to_state.value,
             "cause": self._cause,
             "message": message,
             "node_id": self._node_id,
@@ -1193,17 +619,27 @@ class SqlLedger:
         }
 
 
-def _walk(state: JobState, path: Sequence[JobState]) -> JobState:
-    """The state at the end of ``path``, each step a legal transition (IllegalTransition)."""
-    for step in path:
-        if step != state:
-            transition(state, step)
-            state = step
-    return state
+#: JobRecord field -> jobs column, where they differ
+_JOB_COLUMNS = {"cluster": "cluster_name"}
 
 
-def _open_run(job: JobRecord) -> RunRecord:
-    run = job.current_run
-    if run is None or run.state.is_final:
-        raise StaleWrite(f"job {job.name!r} has no open run")
-    return run
+def _per_row(table: Any, key: Any, rows: Sequence[tuple[int, Mapping[str, Any]]]) -> dict[str, Any]:
+    """The SET clause that gives each row (by ``key``) its own values: a column every row sets
+    to one value gets that value, else a CASE on the key (rows that do not set it keep theirs)."""
+    values: dict[str, Any] = {}
+    for name in dict.fromkeys(k for _, columns in rows for k in columns):
+        column = table.c[name]
+        given = {row: _db(columns[name]) for row, columns in rows if name in columns}
+        first = next(iter(given.values()))
+        if len(given) == len(rows) and all(
+            type(v) is type(first) and v == first for v in given.values()
+        ):
+            values[name] = first
+            continue
+        whens = {row: literal(value, column.type) for row, value in given.items()}
+        values[name] = case(whens, value=key, else_=column)
+    return values
+
+
+def _db(value: Any) -> Any:
+    return value.value if isinstance(value, JobState | RunState) else value

@@ -10,9 +10,8 @@ from scheduler.core.records import (
     JobRecord,
     RunRecord,
 )
-from scheduler.core.states import DesiredState, JobState, Priority, RunState
+from scheduler.core.states import DesiredState, JobState, OnStall, Priority, RunState
 from scheduler.decisions import catalog
-from scheduler.decisions.stalls import OnStall
 from scheduler.store.models import Cluster, Group, Job, Run
 
 

@@ -1,5 +1,5 @@
-"""Operations (failovers) in the store: creation, reads, the executor's fenced writes, cancel,
-job directives and switches, groups' automatic failover policies.
+"""Operations (failovers, bulk operations) in the store: creation, reads, the executor's fenced
+writes, cancel, job directives and switches, groups' automatic failover policies.
 
 Every write an executor makes is conditional on its claim on the operation (``executor = :me AND
 executor_epoch = :epoch``: NotOwner otherwise) and, for an item or a job, on the version it read
@@ -7,13 +7,14 @@ executor_epoch = :epoch``: NotOwner otherwise) and, for an item or a job, on the
 (directive, switch) bump the job's ``version`` and ``updated_at`` like any other write, so the
 job's owner re-reads the job and acts on it, and a write of the owner decided on an older
 version is refused (the owner's ledger checks the version too). Each function takes a session;
-the caller owns the transaction.
+the caller owns the transaction (the executor's transactions:
+``scheduler.store.operations_ledger``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -22,21 +23,27 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
+from scheduler.core.clock import utcnow
 from scheduler.core.directive import Directive
 from scheduler.core.errors import AlreadyExists, Conflict, NotFound, NotOwner, StaleWrite
-from scheduler.core.ownership import Fence
-from scheduler.core.records import JobRecord, RunRecord
-from scheduler.core.states import DesiredState, JobState, Priority, transition
-from scheduler.decisions.operations.model import (
+from scheduler.core.operations import (
     ACTIVE_STATES,
     FINAL_STEP_NAMES,
+    ItemChange,
     ItemRecord,
+    NewOperation,
     OperationKind,
     OperationRecord,
     OperationState,
     StepEntry,
+    audit_prefix,
     transition_operation,
 )
+from scheduler.core.operations import NewItem as NewItem  # the store's word for it too
+from scheduler.core.ownership import Fence
+from scheduler.core.records import JobRecord, RunRecord
+from scheduler.core.states import DesiredState, JobState, Priority, transition
+from scheduler.store import journal
 from scheduler.store.jobs import with_current_runs
 from scheduler.store.mapping import run_record
 from scheduler.store.models import (
@@ -47,27 +54,10 @@ from scheduler.store.models import (
     Operation,
     OperationItem,
     Run,
-    utcnow,
 )
 
 CAUSE = "failover"
 _ACTIVE = [s.value for s in ACTIVE_STATES]
-#: the longest note kept in an item's history, and the most entries kept
-MAX_NOTE = 2000
-MAX_HISTORY = 100
-
-
-@dataclass(frozen=True)
-class NewItem:
-    job_id: int | None
-    job_name: str
-    action: str
-    why: str
-    step: str
-    source_cluster: str | None = None
-    target_cluster: str | None = None
-    source_run_id: int | None = None
-    detail: Mapping[str, Any] = field(default_factory=dict)
 
 
 # -- records -------------------------------------------------------------------------------------
@@ -207,17 +197,53 @@ def _final_step(step: str) -> bool:
     return step in FINAL_STEP_NAMES
 
 
-def get_operation(session: Session, operation_id: int) -> OperationRecord:
+def persist(session: Session, new: NewOperation, *, node_id: str, now: datetime) -> OperationRecord:
+    """Store a plan as a PENDING operation (failover or bulk), with its audit entry as its
+    creator. AlreadyExists when its incident already has an operation."""
+    op = create_operation(
+        session,
+        kind=new.kind,
+        home_group=new.home_group,
+        source_cluster=new.source_cluster,
+        target_cluster=new.target_cluster,
+        selector=new.selector,
+        options=new.options,
+        reason=new.reason,
+        created_by=new.created_by,
+        plan_digest=new.plan_digest,
+        items=new.items,
+        incident=new.incident,
+        now=now,
+        team=new.team,
+    )
+    journal.add_audit(
+        session,
+        actor=new.created_by,
+        action=f"{audit_prefix(new.kind)}.create",
+        target_kind="operation",
+        target_name=str(op.id),
+        detail=dict(new.audit),
+        node_id=node_id,
+        team=new.team or "",
+        after={"state": op.state.value, "items": [[i.job_name, i.action] for i in op.items]},
+    )
+    return op
+
+
+def get_operation(session: Session, operation_id: int, *, items: bool = True) -> OperationRecord:
+    """The operation, with its items in plan order unless ``items`` is False (NotFound)."""
     row = session.get(Operation, operation_id, populate_existing=True)
     if row is None:
         raise NotFound(f"no operation {operation_id}")
-    items = session.scalars(
+    if not items:
+        return _operation_record(row)
+    rows = session.scalars(
         select(OperationItem)
         .where(OperationItem.operation_id == operation_id)
         .order_by(OperationItem.position)
         .execution_options(populate_existing=True)
     ).all()
-    return _operation_record(row, items)
+    return _operation_record(row, rows)
 
 
 def list_operations(
@@ -315,21 +341,31 @@ def claim_operation(session: Session, operation_id: int, fence: Fence) -> bool:
     return bool(result.rowcount)  # type: ignore[attr-defined]
 
 
-def check_executor(session: Session, operation_id: int, fence: Fence) -> None:
-    """Prove in this transaction that ``fence`` still executes the operation (NotOwner). A no-op
-    UPDATE: on MySQL it also locks the row until the transaction ends, so a concurrent claim by
-    another node waits for this transaction."""
-    result = session.execute(
-        update(Operation)
-        .where(
-            Operation.id == operation_id,
-            Operation.executor == fence.node_id,
-            Operation.executor_epoch == fence.epoch,
-        )
-        .values(executor_epoch=Operation.executor_epoch)
-        .execution_options(synchronize_session=False)
+def check_executor(
+    session: Session, operation_id: int, fence: Fence, *, shared: bool = False
+) -> None:
+    """Prove in this transaction that ``fence`` still executes the operation (NotOwner). On MySQL
+    it also locks the operation's row until the transaction ends, so a concurrent claim by
+    another node waits for this transaction: ``shared``, a shared lock (the executor's own
+    transactions on several items of the operation go on side by side); else an exclusive one
+    (a no-op UPDATE: before a change of the operation's row)."""
+    owned = (
+        Operation.id == operation_id,
+        Operation.executor == fence.node_id,
+        Operation.executor_epoch == fence.epoch,
     )
-    if result.rowcount != 1:  # type: ignore[attr-defined]
+    if shared:
+        held = session.execute(select(Operation.id).where(*owned).with_for_update(read=True))
+        proven = held.first() is not None
+    else:
+        result = session.execute(
+            update(Operation)
+            .where(*owned)
+            .values(executor_epoch=Operation.executor_epoch)
+            .execution_options(synchronize_session=False)
+        )
+        proven = result.rowcount == 1  # type: ignore[attr-defined]
+    if not proven:
         raise NotOwner(
             f"operation {operation_id} is no longer executed by {fence.node_id} under epoch "
             f"{fence.epoch}"
@@ -362,62 +398,57 @@ def set_operation_state(
     return _operation_record(row)
 
 
-def advance_item(
-    session: Session,
-    item: ItemRecord,
-    fence: Fence,
-    *,
-    step: str | None,
-    note: str,
-    now: datetime,
-    fields: Mapping[str, Any] | None = None,
-    detail: Mapping[str, Any] | None = None,
-    error: str | None = None,
-    not_before: datetime | None = None,
-    attempt: bool = False,
-) -> ItemRecord:
-    """Record the item's next step (``None``: the same step, a note only) with the executor's
-    claim and the item's version as conditions. ``fields``: item columns (``source_run_id``,
-    ``target_run_id``); ``detail``: entries merged into its detail."""
-    check_executor(session, item.operation_id, fence)
-    history = [h.to_json() for h in item.history]
-    if note and (step is not None or not history or history[-1]["note"] != note[:MAX_NOTE]):
-        history.append(StepEntry(step or item.step, now, note[:MAX_NOTE]).to_json())
-    if len(history) > MAX_HISTORY:
-        history = history[:1] + history[-(MAX_HISTORY - 1) :]
+def _item_values(before: ItemRecord, after: ItemRecord) -> dict[str, Any]:
+    """The columns that make ``before`` into ``after`` (:meth:`ItemRecord.after`)."""
     values: dict[str, Any] = {
-        "history": history,
-        "version": item.version + 1,
-        "updated_at": now,
-        "not_before": not_before,
+        "history": [h.to_json() for h in after.history],
+        "version": after.version,
+        "updated_at": after.updated_at,
+        "not_before": after.not_before,
     }
-    if step is not None:
-        values["step"] = step
-        if item.started_at is None:
-            values["started_at"] = now
-        if _final_step(step):
-            values["finished_at"] = now
-    for key, value in (fields or {}).items():
-        if key not in ("source_run_id", "target_run_id"):
-            raise ValueError(f"not an item field: {key}")
-        values[key] = value
-    if detail:
-        values["detail"] = {**item.detail, **detail}
-    if error is not None:
-        values["last_error"] = error[:MAX_NOTE]
-    if attempt:
-        values["attempts"] = item.attempts + 1
+    for column in (
+        "step",
+        "started_at",
+        "finished_at",
+        "source_run_id",
+        "target_run_id",
+        "last_error",
+        "attempts",
+    ):
+        if getattr(after, column) != getattr(before, column):
+            values[column] = getattr(after, column)
+    if after.detail != before.detail:
+        values["detail"] = dict(after.detail)
+    return values
+
+
+def write_item(
+    session: Session, item: ItemRecord, changes: Sequence[ItemChange], *, now: datetime
+) -> ItemRecord | None:
+    """Write ``changes`` of the item (one after the other: :meth:`ItemRecord.after`) in one
+    statement, conditional on the version ``item`` was read at. The item as written; None when
+    its version moved (nothing written). The caller proves the executor's claim
+    (:func:`check_executor`)."""
+    after = item
+    for change in changes:
+        after = after.after(change, now)
     result = session.execute(
         update(OperationItem)
         .where(OperationItem.id == item.id, OperationItem.version == item.version)
-        .values(**values)
+        .values(**_item_values(item, after))
         .execution_options(synchronize_session=False)
     )
-    if result.rowcount != 1:  # type: ignore[attr-defined]
+    return after if result.rowcount == 1 else None  # type: ignore[attr-defined]
+
+
+def advance_item(
+    session: Session, item: ItemRecord, changes: Sequence[ItemChange], *, now: datetime
+) -> ItemRecord:
+    """:func:`write_item`, StaleWrite when the item's version moved."""
+    written = write_item(session, item, changes, now=now)
+    if written is None:
         raise StaleWrite(f"item {item.id} changed since version {item.version}")
-    row = session.get(OperationItem, item.id, populate_existing=True)
-    assert row is not None
-    return _item_record(row)
+    return written
 
 
 def request_cancel(
@@ -529,7 +560,10 @@ def _write_job(
     node_id: str,
     message: str,
     to_state: JobState | None = None,
-) -> None:
+    written: Mapping[str, Any],
+) -> JobRecord:
+    """Write ``values`` on the job's row, conditional on its version; an event. The job as
+    written: ``job`` with ``written`` (the record's fields of ``values``)."""
     values = {**values, "version": job.version + 1, "updated_at": now}
     result = session.execute(
         update(Job)
@@ -551,6 +585,7 @@ def _write_job(
             node_id=node_id,
         )
     )
+    return replace(job, **written, version=job.version + 1, updated_at=now)
 
 
 def set_directive(
@@ -561,15 +596,17 @@ def set_directive(
     now: datetime,
     node_id: str,
     message: str,
-) -> None:
-    """Write (or clear) the job's directive, conditional on the version ``job`` was read at."""
-    _write_job(
+) -> JobRecord:
+    """Write (or clear) the job's directive, conditional on the version ``job`` was read at;
+    the job as written."""
+    return _write_job(
         session,
         job,
         {"directive": directive.to_json() if directive is not None else None},
         now=now,
         node_id=node_id,
         message=message,
+        written={"directive": directive},
     )
 
 
@@ -582,9 +619,10 @@ def switch_cluster(
     reason: str,
     now: datetime,
     node_id: str,
-) -> None:
+) -> JobRecord:
     """Switch the job to ``target`` (its open run must be closed: StaleWrite otherwise). A job
-    that should run and is at rest is queued to run there, its restart budget reset."""
+    that should run and is at rest is queued to run there, its restart budget reset. The job as
+    written."""
     current = job.current_run
     if current is not None and not current.state.is_final:
         raise StaleWrite(f"job {job.name!r} still has an open run ({current.id})")
@@ -593,15 +631,25 @@ def switch_cluster(
         "directive": directive.to_json() if directive is not None else None,
         "not_before": None,
     }
+    written: dict[str, Any] = {"cluster": target, "directive": directive, "not_before": None}
     to_state = None
     if job.desired_state == DesiredState.RUNNING:
-        values["attempts_reset_at"] = now
-        values["state_reason"] = reason
+        values["attempts_reset_at"] = written["attempts_reset_at"] = now
+        values["state_reason"] = written["state_reason"] = reason
         if job.state != JobState.QUEUED:
             transition(job.state, JobState.QUEUED)
             values["state"] = JobState.QUEUED.value
-            to_state = JobState.QUEUED
-    _write_job(session, job, values, now=now, node_id=node_id, message=reason, to_state=to_state)
+            written["state"] = to_state = JobState.QUEUED
+    return _write_job(
+        session,
+        job,
+        values,
+        now=now,
+        node_id=node_id,
+        message=reason,
+        to_state=to_state,
+        written=written,
+    )
 
 
 # -- fence checks --------------------------------------------------------------------------------
@@ -609,7 +657,7 @@ def switch_cluster(
 
 def record_superseded_check(session: Session, job_name: str, run_id: int, at: datetime) -> bool:
     """A fence check of one of the job's runs (``run_id``, which the check's fencing token
-    proved: ``fence_checks.run_holding_token``) that is not current (closed, or replaced) was
+    proved: ``identities.run_of_fencing_token``) that is not current (closed, or replaced) was
     answered "superseded": note it on that run, once (the failover's fence step waits for it)."""
     job_id = select(Job.id).where(Job.name == job_name).scalar_subquery()
     current = select(Job.current_run_id).where(Job.name == job_name).scalar_subquery()

@@ -15,13 +15,13 @@ from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.orm import Session
 
 from scheduler.core.ownership import Fence
-from scheduler.core.states import JobState
+from scheduler.core.records import ProgressRecord
+from scheduler.core.states import JobState, OnStall
 from scheduler.decisions.alerts import AlertKind, Signal, key_of
-from scheduler.decisions.stalls import OnStall, ProgressRecord, StallChange
+from scheduler.decisions.stalls import StallChange
 from scheduler.store.alerts import raise_alert, resolve_alert
 from scheduler.store.journal import add_event
-from scheduler.store.models import Job, JobEvent, Run
-from scheduler.store.models_observe import ProgressSample, RunProgress
+from scheduler.store.models import Job, JobEvent, ProgressSample, Run, RunProgress
 
 #: the job event causes of the stall verdicts (and of the restarts they make)
 STALLED = "stall"

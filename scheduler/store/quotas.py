@@ -1,4 +1,5 @@
-"""Business quotas, their shared token buckets, and the submission queue (issue 11).
+"""Business quotas, their shared token buckets, and the submission queue (the store's side of
+the submission gate, ``scheduler.decisions.gate``).
 
 Every SQL statement of the submission gate: the quota catalog (``/v1/quotas``), the dedicated
 groups' rules, what a reconcile tick's gate reads (buckets, cluster loads), the conditional
@@ -16,13 +17,13 @@ from datetime import datetime
 from sqlalchemy import bindparam, delete, func, insert, or_, select, update
 from sqlalchemy.orm import Session
 
+from scheduler.core.clock import utcnow
 from scheduler.core.errors import Conflict, InvalidInput, NotFound, PreconditionFailed
 from scheduler.core.paging import KeyPart, Window
 from scheduler.core.states import RunState
 from scheduler.decisions import quotas
-from scheduler.decisions.gate import Bucket
+from scheduler.decisions.gate import Bucket, Loads, QueueRow
 from scheduler.decisions.quotas import QuotaRecord, QuotaSpec
-from scheduler.loops.gate import Loads, QueueRow
 from scheduler.store import paging
 from scheduler.store.db import Store
 from scheduler.store.models import (
@@ -32,7 +33,6 @@ from scheduler.store.models import (
     JobEvent,
     QueueEntry,
     Run,
-    utcnow,
 )
 
 #: run states that count as a submission in flight (submitted, application not running yet)

@@ -30,11 +30,18 @@ from sqlalchemy.orm import Session
 
 from scheduler.core.paging import KeyPart, Window
 from scheduler.core.records import ClusterRecord, GroupRecord, JobRecord
+from scheduler.decisions.gate import QueueRow
 from scheduler.decisions.replication import ReplicaRecord
-from scheduler.loops.gate import QueueRow
 from scheduler.store.mapping import cluster_record, group_record, job_record
-from scheduler.store.models import CheckpointReplica, Cluster, Group, Job, QueueEntry, Run
-from scheduler.store.models_observe import RunProgress
+from scheduler.store.models import (
+    CheckpointReplica,
+    Cluster,
+    Group,
+    Job,
+    QueueEntry,
+    Run,
+    RunProgress,
+)
 from scheduler.store.rowcodec import RowCodec, Statements
 
 _JOBS = Job.__table__

@@ -17,6 +17,7 @@ from sqlalchemy import ColumnElement, and_, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from scheduler.core.clock import utcnow
 from scheduler.core.errors import NotFound, StaleWrite
 from scheduler.core.paging import KeyPart, Window
 from scheduler.core.records import JobRecord
@@ -31,7 +32,7 @@ from scheduler.decisions.replication import (
 )
 from scheduler.store import journal, paging
 from scheduler.store.jobs import with_current_runs
-from scheduler.store.models import CheckpointReplica, Job, utcnow
+from scheduler.store.models import CheckpointReplica, Job
 
 #: the longest error text kept
 MAX_ERROR_LENGTH = 2000

@@ -11,11 +11,12 @@ from typing import Any
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
+from scheduler.core.clock import utcnow
 from scheduler.core.errors import NotFound
 from scheduler.core.paging import KeyPart, Window
 from scheduler.core.records import RevisionRecord
 from scheduler.store import paging
-from scheduler.store.models import Job, JobRevision, utcnow
+from scheduler.store.models import Job, JobRevision
 
 
 def _record(row: JobRevision, job_name: str) -> RevisionRecord:

@@ -1,4 +1,4 @@
-"""The driver <-> application link end to end (issue 7, acceptance 1): pipelines that name their
+"""The driver <-> application link end to end: pipelines that name their
 own application, on the real Spark standalone cluster A, driven by two real Drover nodes
 (ZooKeeper, MariaDB) through their REST API.
 

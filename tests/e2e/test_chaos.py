@@ -1,4 +1,4 @@
-"""A short chaos run is part of the suite (issue 13): faults of every kind at random against a
+"""A short chaos run is part of the suite: faults of every kind at random against a
 private deployment (3 nodes, ZooKeeper, MariaDB, two simulated clusters behind proxies that can
 block their ports) while an operator stops, starts, restarts, upgrades and fails jobs over
 through the API, and the checker finds no double run, no lost job, no lost write and no

@@ -1,4 +1,4 @@
-"""Cluster health end to end (issue 9, acceptance point 1): two Drover node processes in one group
+"""Cluster health end to end: two Drover node processes in one group
 (ZooKeeper membership, MariaDB), a PRIVATE Spark standalone cluster started by the test on ports
 of its own (the shared clusters A and B are left alone), the runbook CLI against a node's API.
 

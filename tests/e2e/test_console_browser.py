@@ -1,4 +1,4 @@
-"""The ops console in a real browser (issue 12, acceptance 4 and 5): headless Debian Chromium
+"""The ops console in a real browser, and how fast its pages load: headless Debian Chromium
 driven by Playwright against one Drover node process (SQLite, no ZooKeeper) whose groups run on
 two simulated standalone clusters (``harness/simcluster.py``), with 10,000 more jobs in the store.
 
@@ -370,7 +370,7 @@ def test_failover_dry_run_then_its_live_progress(stack: Stack) -> None:
 
 
 def test_page_load_times_with_10000_jobs(stack: Stack) -> None:
-    """Acceptance 5: printed, not asserted (a shared 2-core machine)."""
+    """Page load times: printed, not asserted (a shared 2-core machine)."""
     job = stack.jobs[0]
     pages = [
         ("jobs", "jobs", "#/jobs"),

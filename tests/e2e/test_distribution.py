@@ -1,4 +1,4 @@
-"""Leaderless distribution end to end (issue 3): real node processes, real ZooKeeper, MariaDB and,
+"""Leaderless distribution end to end: real node processes, real ZooKeeper, MariaDB and,
 where applications matter, the real Spark standalone cluster A.
 
 - the five takeover rules with three nodes in two groups (active and backup in different AZs),

@@ -1,4 +1,4 @@
-"""Cluster failover end to end (issue 9, acceptance 2, 3 and 4) on the shared Spark standalone
+"""Cluster failover end to end, without a double run, on the shared Spark standalone
 clusters A and B, two Drover node processes (ZooKeeper membership, MariaDB), self-fencing
 pipelines that record which run committed each micro-batch (tests/e2e/pipelines/batch_ids.py).
 
@@ -10,12 +10,13 @@ asserts that at no instant two live applications of one job exist across A and B
 One shared setup: three jobs on A (two high priority, one normal), both nodes in group ``fo``
 (primary A, failover B), then
 
-- acceptance 2 and 4 -- ``test_high_priority_jobs_fail_over_to_b_and_survive_the_executor``:
+- a failover that survives its executor --
+  ``test_high_priority_jobs_fail_over_to_b_and_survive_the_executor``:
   the dry run lists exactly the items that then run, in that order; the failover runs one item at
   a time and the node executing it is killed -9 once the first item is switched to B; the other
   node finishes it; each job resumes on B from its checkpoint (its batch ids continue) and was
   submitted there once;
-- acceptance 3 -- ``test_a_stranded_driver_stops_by_itself_once_superseded``: Drover is cut off
+- a stranded driver -- ``test_a_stranded_driver_stops_by_itself_once_superseded``: Drover is cut off
   from A, whose monitors then vote it VOTE_ABNORMAL; the failover of the normal-priority job
   fences its run; the stale driver, still running on A, is answered "superseded" at its next
   fence check and stops by itself (its driver FINISHED on A: nobody could kill it); only then is

@@ -1,5 +1,5 @@
-"""An idle node runs only the Ray processes Drover uses, and its actors' output is in its log
-(issue 8 §2: "an idle node ... with every Ray helper that Drover does not use switched off").
+"""An idle node runs only the Ray processes Drover uses (every Ray helper Drover does not use
+is switched off), and its actors' output is in its log.
 
 One real node (``drover node run``, fresh MariaDB database, a ZooKeeper namespace of its own):
 

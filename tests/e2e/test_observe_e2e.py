@@ -1,13 +1,13 @@
-"""Issue 12 acceptance 2 and 3, end to end: a node (MariaDB, the shared Spark cluster A), two
-real self-fencing pipelines that report their progress, and a webhook receiver started here.
+"""Stalls, alerts and structured logs end to end: a node (MariaDB, the shared Spark cluster A),
+two real self-fencing pipelines that report their progress, and a webhook receiver started here.
 
-2. A pipeline frozen with SIGSTOP on its driver (the driver JVM and its Python process) is
+1. A pipeline frozen with SIGSTOP on its driver (the driver JVM and its Python process) is
    reported stalled within its ``stall_after`` (the job's ``progress``, an event, the metric, a
    ``job_stalled`` message to the webhook) and recovers when thawed (``resolved`` message).
    During a cluster outage (the cluster marked abnormal, both drivers frozen) the receiver gets
    the cluster's one alert and its resolve, and no message per job: the jobs' stalls are folded
    into it.
-3. The node's log (its stderr) is JSON lines, carrying node, group, job, run and request ids.
+2. The node's log (its stderr) is JSON lines, carrying node, group, job, run and request ids.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The README's API tour runs verbatim against a fresh node (issue 11, acceptance 7).
+"""The README's API tour runs verbatim against a fresh node, so it stays true.
 
 The test reads the fenced ``sh`` blocks of the README's "API tour" section. The first block
 starts the fresh node (the embedded default: one node, SQLite under ``DROVER_DATA_DIR``, no

@@ -1,4 +1,4 @@
-"""Issue 9, acceptance 5, on the real Spark standalone clusters A and B: checkpoint replication.
+"""Checkpoint replication on the real Spark standalone clusters A and B.
 
 One Drover node (standalone membership) on a fresh MariaDB database; clusters A and B with
 storage roots under the test's directory, group ``g`` (primary A, failover B). A high priority

@@ -1,4 +1,4 @@
-"""Acceptance of the Spark-clusters issue end to end: one real Drover node process (standalone
+"""Drover on real Spark standalone clusters end to end: one real Drover node process (standalone
 membership, no ZooKeeper) with its metadata in a fresh MariaDB database, driven only through its
 REST API, running jobs on the real Spark standalone clusters A and B (``scripts/services.sh``).
 
@@ -7,10 +7,11 @@ Clusters are registered through ``POST /v1/clusters`` (storage roots under ``tmp
 reports is checked against the clusters themselves: the master's ``/json/`` for applications, and
 ``/proc`` for the Python drivers (found by the fencing token or job name in their environment).
 
-Points (issue 4, "Acceptance"): 1 and 3 in :func:`test_lifecycle_checkpoint_and_driver_crash`,
-2 in :func:`test_crash_between_submit_and_record_adopts`, 5 in :func:`test_restart_policy`,
-6 in :func:`test_two_clusters_at_once`. Point 4 (a superseded pipeline exits by itself within two
-batches) is shown on cluster A by
+A job's lifecycle, its checkpoint and a driver crash are in
+:func:`test_lifecycle_checkpoint_and_driver_crash`; adoption after a crash between submitting and
+recording in :func:`test_crash_between_submit_and_record_adopts`; the restart policy in
+:func:`test_restart_policy`; jobs on both clusters at once in :func:`test_two_clusters_at_once`.
+That a superseded pipeline exits by itself within two batches is shown on cluster A by
 ``tests/integration/test_pipelines.py::test_superseded_pipeline_exits_by_itself_on_standalone_cluster``.
 
 At most two Spark applications of this file are alive at once. Each test's jobs carry a random
@@ -48,9 +49,9 @@ WINDOWED = ROOT / "pipelines" / "windowed_counts.py"
 ALWAYS_FAILS = Path(__file__).resolve().parent / "pipelines" / "always_fails.py"
 FAILS_AFTER = Path(__file__).resolve().parent / "pipelines" / "fails_after.py"
 
-# The node's restart policy: small, so that point 5 fits in two minutes. An always failing run
-# lives 3-5 s on a quiet machine (driver JVM + Python), up to ~25 s when other agents load the
-# 2 cores; its MAX_ATTEMPTS failures must fall within VALIDITY_S.
+# The node's restart policy: small, so that test_restart_policy fits in two minutes. An always
+# failing run lives 3-5 s on a quiet machine (driver JVM + Python), up to ~25 s when other agents
+# load the 2 cores; its MAX_ATTEMPTS failures must fall within VALIDITY_S.
 MAX_ATTEMPTS = 3
 VALIDITY_S = 40.0
 BACKOFF_INITIAL_S = 0.5
@@ -317,7 +318,7 @@ def _tear_down(stack: Stack) -> None:
     assert not leftovers, f"left behind by the test (killed now): {leftovers}"
 
 
-# --------------------------------------------------------------------------- points 1 and 3
+# ---------------------------------------------------------- lifecycle, checkpoint, driver crash
 
 
 def test_lifecycle_checkpoint_and_driver_crash(stack_factory: Callable[..., Stack]) -> None:
@@ -425,7 +426,7 @@ def test_lifecycle_checkpoint_and_driver_crash(stack_factory: Callable[..., Stac
     )
 
 
-# --------------------------------------------------------------------------- point 2
+# ------------------------------------------------------------ a crash between submit and record
 
 
 def test_crash_between_submit_and_record_adopts(
@@ -501,7 +502,7 @@ def test_crash_between_submit_and_record_adopts(
     )
 
 
-# --------------------------------------------------------------------------- point 5
+# ------------------------------------------------------------------------------- restart policy
 
 
 def test_restart_policy(stack_factory: Callable[..., Stack]) -> None:
@@ -572,7 +573,7 @@ def test_restart_policy(stack_factory: Callable[..., Stack]) -> None:
     )
 
 
-# --------------------------------------------------------------------------- point 6
+# ------------------------------------------------------------------------- two clusters at once
 
 
 def test_two_clusters_at_once(stack_factory: Callable[..., Stack]) -> None:

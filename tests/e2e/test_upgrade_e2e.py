@@ -1,4 +1,4 @@
-"""Acceptance 2 of issue 11 end to end: a graceful upgrade and a rollback by itself, on the real
+"""A graceful upgrade and a rollback by itself end to end, on the real
 Spark standalone cluster A, with one real Drover node process (MariaDB, no ZooKeeper) driven
 through its REST API (the node and clusters of ``test_standalone_e2e.py``'s ``stack_factory``).
 

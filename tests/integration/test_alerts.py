@@ -14,11 +14,11 @@ import httpx
 import pytest
 
 from scheduler.actors.alerts import AlertLoop
+from scheduler.core.clock import utcnow
 from scheduler.decisions.alerts import AlertKind, ChannelKind, ChannelRecord, Signal, key_of
 from scheduler.decisions.destinations import Destinations
 from scheduler.store import alerts as alert_store
 from scheduler.store.db import Store
-from scheduler.store.models import utcnow
 
 pytestmark = pytest.mark.integration
 

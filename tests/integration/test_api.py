@@ -470,9 +470,9 @@ def test_a_list_shows_every_change_another_node_makes(
 
     from api.schemas.resources import JobPublic
     from scheduler.core.paging import Sort, Window
+    from scheduler.core.records import ProgressRecord
     from scheduler.core.states import JobState
-    from scheduler.decisions.stalls import ProgressRecord
-    from scheduler.loops.gate import QueueRow
+    from scheduler.decisions.gate import QueueRow
     from scheduler.store import fence_checks, ledger
     from scheduler.store import progress as progress_store
     from scheduler.store import quotas as quotas_store

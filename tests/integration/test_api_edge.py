@@ -1,5 +1,5 @@
-"""Hostile and malformed input at the API edge (issue 7 §3), on SQLite and MariaDB: every case gets
-a clear RFC 9457 problem document and leaves the store exactly as it was.
+"""Hostile and malformed input at the API edge, on SQLite and MariaDB: every case gets a clear
+RFC 9457 problem document and leaves the store exactly as it was.
 
 Bounded integers, control characters in every free-text field, broken and non-JSON bodies,
 undeclared query parameters, ``Allow`` on 405, store errors that must not leak SQL, and

@@ -1,4 +1,4 @@
-"""Bulk operations (issue 11) on a real store (SQLite and MariaDB) with the real reconciler and
+"""Bulk operations on a real store (SQLite and MariaDB) with the real reconciler and
 executor and a fake cluster: stop, start and restart by selector through ``/v1/operations`` (the
 dry run lists exactly what then runs, in that order), each job's command applied once and
 reached, team scoping, idempotent retries, cancel, and an executor taken over by a newer epoch
@@ -26,9 +26,11 @@ from scheduler.decisions.operations import failover as fo
 from scheduler.decisions.planning import RestartPolicy
 from scheduler.loops.operations import Executor
 from scheduler.loops.reconciler import Reconciler
+from scheduler.loops.replication import ReplicaCheckpoints
 from scheduler.store import catalog as catalog_store
 from scheduler.store.db import Store
 from scheduler.store.ledger import SqlLedger
+from scheduler.store.operations_ledger import SqlOperationsLedger
 from tests.support.auth import auth_headers, member_token
 from tests.support.fakes import FakeBackend, FakeBackends
 
@@ -146,7 +148,13 @@ def world(
 
 
 def executor(w: World, node: str = "n1") -> Executor:
-    return Executor(w.store, node_id=node, timing=TIMING, parallelism=2)
+    return Executor(
+        SqlOperationsLedger(w.store, node_id=node),
+        node_id=node,
+        timing=TIMING,
+        checkpoints=ReplicaCheckpoints(w.store),
+        parallelism=2,
+    )
 
 
 def drive(

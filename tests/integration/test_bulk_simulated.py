@@ -26,8 +26,10 @@ from scheduler.decisions.operations import failover as fo
 from scheduler.decisions.planning import RestartPolicy
 from scheduler.loops.operations import Executor
 from scheduler.loops.reconciler import Reconciler
+from scheduler.loops.replication import ReplicaCheckpoints
 from scheduler.store.db import Store
 from scheduler.store.ledger import SqlLedger
+from scheduler.store.operations_ledger import SqlOperationsLedger
 
 pytestmark = pytest.mark.integration
 
@@ -90,7 +92,10 @@ def test_rolling_restart_and_stop_on_a_simulated_cluster(
         policy=RestartPolicy(),
     )
     executor = Executor(
-        store, node_id=settings.node_id, timing=fo.Timing(drain_timeout=60, start_timeout=60)
+        SqlOperationsLedger(store, node_id=settings.node_id),
+        node_id=settings.node_id,
+        timing=fo.Timing(drain_timeout=60, start_timeout=60),
+        checkpoints=ReplicaCheckpoints(store),
     )
 
     def states() -> dict[str, str]:

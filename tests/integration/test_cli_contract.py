@@ -1,4 +1,4 @@
-"""The CLI's contract (issue 11, acceptance 5) against a real node API (uvicorn on loopback and
+"""The CLI's contract against a real node API (uvicorn on loopback and
 a SQLite store): every command of the typer app — found by walking it, so a new command is
 covered — takes ``--json`` and prints exactly one parseable JSON document on stdout; every class
 of failure exits with its own code (``drover.cli.output.Exit``), with one line on stderr and

@@ -16,6 +16,7 @@ from sqlalchemy import select
 from api.app import create_app
 from api.deps import NodeContext
 from scheduler.config import Settings
+from scheduler.core.clock import utcnow
 from scheduler.core.errors import StaleWrite
 from scheduler.core.records import JobSpec
 from scheduler.decisions.health import ClusterHealth, HealthPolicy, Vote, decide
@@ -24,7 +25,6 @@ from scheduler.store import jobs as jobs_store
 from scheduler.store import journal
 from scheduler.store.bootstrap import ensure_defaults
 from scheduler.store.db import Store
-from scheduler.store.models import utcnow
 from tests.integration.test_catalog_cli import api_url, drover
 from tests.support.schema import install_head_schema
 

@@ -17,20 +17,16 @@ import pytest
 from kazoo.client import KazooClient
 
 from scheduler.coordination.zookeeper import (
-    Connection,
     ConnectionChanged,
     Coordinator,
     CoordinatorEvent,
     GenerationResolver,
-    GroupView,
-    MemberInfo,
-    NodeInfo,
     Registered,
-    Role,
     ViewChanged,
 )
 from scheduler.core.errors import DuplicateNode
 from scheduler.decisions.epochs import compose_epoch
+from scheduler.decisions.membership import Connection, GroupView, MemberInfo, NodeInfo, Role
 from scheduler.store.db import Store
 from scheduler.store.generations import GenerationResolver as StoreResolver
 from scheduler.store.generations import recorded_generations
@@ -109,7 +105,9 @@ class Nodes:
         session_timeout: float = SESSION,
     ) -> tuple[Coordinator, Recorder]:
         recorder = Recorder()
-        node = NodeInfo(node_id, az=az, cloud="test", api_url=f"http://127.0.0.1/{node_id}")
+        node = NodeInfo(
+            node_id, az=az, cloud="test", api_url=f"http://127.0.0.1/{node_id}", started_at=1.0
+        )
         resolver: GenerationResolver | None = None
         if self.store is not None:
             resolver = StoreResolver(self.store, node_id)

@@ -17,9 +17,9 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from api.deps import NodeContext
-from api.routes import failovers as failover_routes
 from scheduler.config import Settings
 from scheduler.core.backend import app_name_for
+from scheduler.core.clock import utcnow
 from scheduler.core.errors import NotOwner
 from scheduler.core.ledger import Backends
 from scheduler.core.ownership import Claim, Fence
@@ -30,13 +30,15 @@ from scheduler.decisions.operations import failover as fo
 from scheduler.decisions.planning import RestartPolicy
 from scheduler.loops.operations import Executor
 from scheduler.loops.reconciler import Reconciler
+from scheduler.loops.replication import ReplicaCheckpoints
 from scheduler.store import catalog as catalog_store
 from scheduler.store import health as health_store
 from scheduler.store import operations as ops_store
 from scheduler.store.db import Store
 from scheduler.store.fence_checks import record_fence_check
 from scheduler.store.ledger import SqlLedger
-from scheduler.store.models import Run, utcnow
+from scheduler.store.models import Run
+from scheduler.store.operations_ledger import SqlOperationsLedger
 from tests.support.fakes import FakeBackend, FakeBackends
 
 pytestmark = pytest.mark.integration
@@ -123,15 +125,14 @@ def world(
     a = FakeBackend(start_running=True)
     b = FakeBackend(start_running=True)
     w = World(store, None, a, b, root, FakeBackends(A=a, B=b))  # type: ignore[arg-type]
-    original = failover_routes.reachable
-    failover_routes.reachable = lambda _settings, cluster: w.reachable[cluster.name]
-    app = create_app(NodeContext(settings, store))
+    app = create_app(
+        NodeContext(settings, store, reachable=lambda cluster: w.reachable[cluster.name])
+    )
     try:
         with TestClient(app, base_url="http://127.0.0.1", headers=admin_headers) as client:
             w.client = client
             yield w
     finally:
-        failover_routes.reachable = original
         for reconciler in w.reconcilers.values():
             reconciler.close()
 
@@ -186,7 +187,13 @@ def drive(
 
 
 def executor(w: World, node: str = "n1") -> Executor:
-    return Executor(w.store, node_id=node, timing=TIMING, parallelism=2)
+    return Executor(
+        SqlOperationsLedger(w.store, node_id=node),
+        node_id=node,
+        timing=TIMING,
+        checkpoints=ReplicaCheckpoints(w.store),
+        parallelism=2,
+    )
 
 
 def test_failover_kills_copies_switches_and_starts_once_on_b(world: World) -> None:

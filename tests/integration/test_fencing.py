@@ -1,4 +1,5 @@
-"""Ownership claims and fenced writes in the store (invariant 3), on SQLite and real MariaDB."""
+"""Ownership claims and fenced writes in the store (a node with a stale view of membership can
+no longer write), on SQLite and real MariaDB."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Acceptance 1 of issue 11, its third point: a failover onto a capped simulated cluster
+"""The submission gate during a failover: a failover onto a capped simulated cluster
 (``harness/simcluster.py``) never has more submissions in flight there than the cluster's
 ``max_concurrent_submissions`` -- in the simulator's own record of every driver (created,
 application running) -- and the jobs the gate holds back meanwhile show QUEUED with a position
@@ -23,11 +23,11 @@ from sqlalchemy import select
 
 from api.app import create_app
 from api.deps import NodeContext
-from api.routes import failovers as failover_routes
 from harness.simcluster import SimCluster
 from scheduler.backends.registry import BackendRegistry
 from scheduler.config import Settings
 from scheduler.core.backend import ClusterBackend
+from scheduler.core.clock import utcnow
 from scheduler.core.directive import Directive, Phase
 from scheduler.core.ownership import Claim, Fence
 from scheduler.core.records import ClusterRecord
@@ -37,11 +37,13 @@ from scheduler.decisions.operations import failover as fo
 from scheduler.decisions.operations.model import OperationKind
 from scheduler.loops.operations import Executor
 from scheduler.loops.reconciler import Reconciler
+from scheduler.loops.replication import ReplicaCheckpoints
 from scheduler.store import catalog as catalog_store
 from scheduler.store import jobs as jobs_store
 from scheduler.store import operations as ops_store
 from scheduler.store.db import Store
-from scheduler.store.models import Job, utcnow
+from scheduler.store.models import Job
+from scheduler.store.operations_ledger import SqlOperationsLedger
 from tests.integration.test_submission_gate import (
     DEADLINE,
     add_sim_cluster,
@@ -205,8 +207,6 @@ def test_a_failover_through_the_executor_respects_the_target_clusters_cap(
     store = sqlite_store
     cap, n_jobs = 10, 120
     sim = SimCluster(app_start_delay=0.1).start()
-    original = failover_routes.reachable
-    failover_routes.reachable = lambda _settings, _cluster: True
     node: Reconciler | None = None
     try:
         make_clusters(store, sim, tmp_path, cap)
@@ -216,7 +216,7 @@ def test_a_failover_through_the_executor_respects_the_target_clusters_cap(
         tick_until([node], lambda: jobs_on(store, "A", "RUNNING") == n_jobs, "jobs on A")
 
         client = TestClient(
-            create_app(NodeContext(settings, store)),
+            create_app(NodeContext(settings, store, reachable=lambda _cluster: True)),
             base_url="http://127.0.0.1",
             headers=auth_headers(admin_token(store)),
         )
@@ -228,7 +228,8 @@ def test_a_failover_through_the_executor_respects_the_target_clusters_cap(
         operation = started.json()["id"]
         assert len(started.json()["items"]) == n_jobs
         executor = Executor(
-            store,
+            SqlOperationsLedger(store, node_id="n1"),
+            checkpoints=ReplicaCheckpoints(store),
             node_id="n1",
             timing=fo.Timing(
                 fence_exit_grace=0, drain_timeout=60, start_timeout=120, retry_after=0
@@ -249,7 +250,6 @@ def test_a_failover_through_the_executor_respects_the_target_clusters_cap(
             assert time.monotonic() < deadline, f"the failover did not end: {state}"
         assert state == "SUCCEEDED", client.get(f"/v1/failovers/{operation}").json()["counts"]
     finally:
-        failover_routes.reachable = original
         if node is not None:
             node.close()
         drivers = sim.drivers()

@@ -1,4 +1,4 @@
-"""Idempotency keys on a real store (SQLite and MariaDB), issue 11 acceptance 3: retrying an
+"""Idempotency keys on a real store (SQLite and MariaDB): retrying an
 idempotent call with the same key never creates a second job, run or command; the same key with
 another request is a 422; concurrent duplicates are safe; keys expire; a crashed holder's key is
 taken over, and a request that lost its key cannot commit."""
@@ -244,9 +244,9 @@ def test_a_lost_answer_is_a_409_not_a_second_change(client: TestClient, store: S
     assert generation(store) == before + 1
 
 
-# -- every idempotent route (found by walking the app), acceptance 3 ------------------------------
+# -- every idempotent route (found by walking the app) ---------------------------------------------
 
-#: POST routes that must honour Idempotency-Key (issue 11): creations, commands, operations
+#: POST routes that must honour Idempotency-Key: creations, commands, operations
 MUST_BE_IDEMPOTENT = re.compile(
     r"^/v1/(jobs|failovers|bulk[^/]*|operations)$"  # create a job, a failover, a bulk operation
     r"|^/v1/jobs/\{name\}/(start|stop|restart|upgrade|rollback)$"

@@ -1,4 +1,4 @@
-"""Issue 12 acceptance 1: ``/metrics`` parses with the Prometheus text parser, moves with a job
+"""``/metrics`` parses with the Prometheus text parser, moves with a job
 through its states, and keeps a bounded number of series with 10,000 jobs (SQLite and MariaDB).
 
 The reconciler runs in process with a fixed claim against the simulated standalone cluster
@@ -23,13 +23,14 @@ from harness.simcluster import SimCluster
 from scheduler.backends.registry import BackendRegistry
 from scheduler.config import Settings
 from scheduler.core.backend import app_name_for
+from scheduler.core.clock import utcnow
 from scheduler.core.metrics import BY_NAME, ActorMetrics, ReconcilerMetrics
 from scheduler.core.ownership import Claim, Fence
 from scheduler.decisions.planning import RestartPolicy
 from scheduler.loops.reconciler import Reconciler
 from scheduler.store.db import Store
 from scheduler.store.ledger import SqlLedger
-from scheduler.store.models import Job, utcnow
+from scheduler.store.models import Job
 
 pytestmark = pytest.mark.integration
 

@@ -25,8 +25,7 @@ from drover.cli.main import app
 from drover.cli.output import Exit
 from harness.nodes import free_port
 from scheduler.config import Settings
-from scheduler.coordination.zookeeper import GroupView, MemberInfo
-from scheduler.decisions.membership import MembershipSnapshot, Mode, NodeCard
+from scheduler.decisions.membership import GroupView, MemberInfo, MembershipSnapshot, Mode, NodeCard
 from scheduler.store.bootstrap import ensure_defaults
 from scheduler.store.db import Store
 from tests.conftest import wait_until

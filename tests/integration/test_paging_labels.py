@@ -21,8 +21,9 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from api.deps import NodeContext
 from scheduler.config import Settings
+from scheduler.core.clock import utcnow
 from scheduler.store.db import Store
-from scheduler.store.models import Job, JobLabel, utcnow
+from scheduler.store.models import Job, JobLabel
 from tests.support.auth import store_fingerprint
 
 pytestmark = pytest.mark.integration

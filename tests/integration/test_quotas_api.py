@@ -13,11 +13,11 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from api.deps import NodeContext
 from scheduler.config import Settings
+from scheduler.core.clock import utcnow
+from scheduler.decisions.gate import QueueRow
 from scheduler.decisions.identity import Role
-from scheduler.loops.gate import QueueRow
 from scheduler.store import quotas as quotas_store
 from scheduler.store.db import Store
-from scheduler.store.models import utcnow
 from tests.support.auth import auth_headers, member_token
 
 pytestmark = pytest.mark.integration

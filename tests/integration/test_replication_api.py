@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from api.app import create_app
 from api.deps import NodeContext
 from scheduler.config import Settings
+from scheduler.core.clock import utcnow
 from scheduler.core.ownership import Claim, Fence
 from scheduler.decisions.checkpoints import lag
 from scheduler.loops.replication import Replicator
@@ -23,7 +24,7 @@ from scheduler.storage.local import LocalStorage
 from scheduler.store import jobs as jobs_store
 from scheduler.store import replicas as replicas_store
 from scheduler.store.db import Store
-from scheduler.store.models import Job, utcnow
+from scheduler.store.models import Job
 from tests.support.checkpoints import Checkpoint
 
 pytestmark = pytest.mark.integration

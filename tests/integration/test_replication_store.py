@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from scheduler.core.clock import utcnow
 from scheduler.core.errors import StaleWrite
 from scheduler.core.ownership import Claim, Fence, owner_index
 from scheduler.core.records import JobSpec
@@ -23,7 +24,7 @@ from scheduler.store import jobs as jobs_store
 from scheduler.store import journal
 from scheduler.store import replicas as replicas_store
 from scheduler.store.db import Store
-from scheduler.store.models import Job, utcnow
+from scheduler.store.models import Job
 from tests.support.checkpoints import Checkpoint, visible_cut
 
 pytestmark = pytest.mark.integration

@@ -1,4 +1,5 @@
-"""Schemathesis over the whole published OpenAPI, in process, on a real store (issue 7 acc. 3).
+"""Schemathesis over the whole published OpenAPI, in process, on a real store: the server
+answers as its document says.
 
 The node's FastAPI app runs in this process, called by a platform admin (no network; no actors,
 so nothing reaches Spark: the API only writes to the store) on a store holding clusters, groups,
@@ -54,7 +55,7 @@ from tests.support.auth import admin_token, auth_headers
 pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
 MIN_REQUESTS = 1000
-#: the checks that hold the server to its published contract (issue 11 acceptance 4): each must
+#: the checks that hold the server to its published contract: each must
 #: run on every answer, and none may fail. Enabled by name, so a change of schemathesis'
 #: defaults cannot switch them off silently.
 CONFORMANCE_CHECKS = (

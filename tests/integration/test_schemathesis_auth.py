@@ -1,4 +1,4 @@
-"""Schemathesis over the whole published API, with and without credentials (issue 10 acc. 5).
+"""Schemathesis over the whole published API, with and without credentials: who may do what.
 
 The node's app runs in process on a seeded SQLite store behind a witness (an ASGI wrapper that
 sees every request). For each caller -- nobody, an operator of team ``ads``, a viewer of team
@@ -9,7 +9,7 @@ request (401/403) leaving the store exactly as it was, and no 2xx that the autho
 forbids (``FORBIDDEN``: a read-only token changes nothing; a fencing token opens its own job's
 fence check only). At least ``MIN_REQUESTS`` requests in all.
 
-(Issue 7's schemathesis run, with an admin, covers the rest of the contract; this one is about
+(``test_schemathesis.py``, with an admin, covers the rest of the contract; this one is about
 who may do what.)
 """
 

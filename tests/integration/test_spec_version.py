@@ -1,5 +1,5 @@
-"""Acceptance 5 of issue 7: a PATCH with the ETag just read succeeds while the job moves through
-its states (SQLite and MariaDB).
+"""A PATCH with the ETag just read succeeds while the job moves through its states: state
+changes never move the spec version (SQLite and MariaDB).
 
 The reconciler (in process, with a fixed claim) drives a job on the simulated standalone cluster
 (``harness/simcluster.py``: the Spark REST submission server and master ``/json/`` on a loopback

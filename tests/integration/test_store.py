@@ -294,7 +294,7 @@ def test_only_runs_flagged_as_failures_use_the_restart_budget(store: Store) -> N
         )
 
 
-# -- spec version (issue 7 §4) --------------------------------------------------------------------
+# -- spec version (what If-Match protects; state changes never move it) ----------------------------
 
 
 def test_only_spec_changes_move_the_spec_version(store: Store) -> None:

@@ -12,19 +12,19 @@ from typing import Any
 import pytest
 
 from scheduler.config import Settings
+from scheduler.core.clock import utcnow
 from scheduler.core.paging import Sort, Window
 from scheduler.core.records import JobRecord, JobSpec
 from scheduler.core.states import DesiredState, JobState
+from scheduler.decisions.gate import QueueRow
 from scheduler.decisions.identity import Role
-from scheduler.loops.gate import QueueRow
 from scheduler.store import catalog as catalog_store
 from scheduler.store import identities, reads
 from scheduler.store import jobs as jobs_store
 from scheduler.store import quotas as quotas_store
 from scheduler.store import replicas as replicas_store
 from scheduler.store.db import Store
-from scheduler.store.models import CheckpointReplica, Job, QueueEntry, Run, utcnow
-from scheduler.store.models_observe import RunProgress
+from scheduler.store.models import CheckpointReplica, Job, QueueEntry, Run, RunProgress
 from tests.support.auth import member_token
 
 pytestmark = pytest.mark.integration

@@ -1,4 +1,4 @@
-"""Acceptance 1 of issue 11: the submission gate on the real store, with the real reconciler
+"""The submission gate on the real store, with the real reconciler
 and the simulated standalone cluster (``harness/simcluster.py``), whose record of every driver
 (created, application running) is the measure.
 

@@ -1,10 +1,10 @@
 """In-memory stand-ins for the reconciler's two interfaces: a ledger and cluster backends.
 
-:class:`FakeLedger` honours the ledger's rules (``scheduler.core.ledger``): every write is
-conditional on the job's version and on the claim's fence (NotOwner / StaleWrite otherwise, nothing
-changed), bumps the version and ``updated_at``, and records one event per state passed through. It
-also plays the other writers (an operator through the API, another node's claim) and can crash right
-before or after a method (``crash``), to test what a restarted reconciler does.
+:class:`FakeLedger` honours the ledger's rules (``scheduler.core.ledger``): an ``apply`` lands
+every write's effect (``effect_of``, the same for every ledger) or none, each conditional on the
+job's version and on the claim's fence (NotOwner / StaleWrite otherwise, nothing changed). It also
+plays the other writers (an operator through the API, another node's claim) and can crash right
+before or after a call (``crash``), to test what a restarted reconciler does.
 
 :class:`FakeBackend` is one cluster: applications by submission id, looked up by name, killed
 (confirmed at once or only when told), rejected or unreachable on demand. Both are thread-safe
@@ -34,11 +34,11 @@ from scheduler.core.backend import (
     app_name_for,
 )
 from scheduler.core.errors import ClusterUnreachable, NotOwner, StaleWrite, SubmissionRejected
-from scheduler.core.ledger import FailureQuery, Intent, LedgerView, Observation, Submitted
+from scheduler.core.ledger import Effect, FailureQuery, Intent, LedgerView, Write, effect_of
 from scheduler.core.ownership import Claim, Fence, owner_index
-from scheduler.core.records import ClusterRecord, JobRecord, RunRecord
-from scheduler.core.states import DesiredState, JobState, Priority, RunState, transition
-from scheduler.decisions.planning import Failures
+from scheduler.core.records import ClusterRecord, Failures, JobRecord, RunRecord
+from scheduler.core.states import DesiredState, JobState, Priority, RunState
+from scheduler.decisions import revisions as rev
 
 START = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -106,14 +106,17 @@ class FakeLedger:
         self.clusters: dict[str, ClusterRecord] = {"c1": cluster("c1")}
         self.primary = "c1"
         self.calls: list[str] = []
-        #: method name -> ("before" | "after", how many more times)
+        #: the kinds of the writes of every apply, in order (one tuple per apply)
+        self.applied: list[tuple[str, ...]] = []
+        #: method name or write kind -> ("before" | "after", how many more times)
         self._crashes: dict[str, tuple[str, int]] = {}
-        #: method name -> a function run (once) right before the method
+        #: method name or write kind -> a function run (once) right before the call
         self._before: dict[str, Callable[[], object]] = {}
+        #: job writes that changed something (not proofs)
         self.writes = 0
         #: closed runs that counted as failures
         self._failed_runs: set[int] = set()
-        #: (job id, revision) -> spec (scheduler.decisions.revisions), for roll_back
+        #: (job id, revision) -> spec (scheduler.decisions.revisions), for RevisionRestore
         self.revisions: dict[tuple[int, int], dict[str, Any]] = {}
         self._ids = itertools.count(1)
         self._run_ids = itertools.count(100)
@@ -121,13 +124,20 @@ class FakeLedger:
 
     # -- test controls ------------------------------------------------------------------------
 
-    def crash(self, method: str, when: str = "after", times: int = 1) -> None:
-        """Raise :class:`Crash` right ``before`` or ``after`` (committed) the next call(s)."""
-        self._crashes[method] = (when, times)
+    def crash(self, call: str, when: str = "after", times: int = 1) -> None:
+        """Raise :class:`Crash` right ``before`` or ``after`` (committed) the next call(s):
+        ``call`` a method (``read``), or a write's kind (``Intent``: an apply that carries one)."""
+        self._crashes[call] = (when, times)
 
-    def before(self, method: str, action: Callable[[], object]) -> None:
-        """Run ``action`` once, right before the next call of ``method`` (a concurrent writer)."""
-        self._before[method] = action
+    def before(self, call: str, action: Callable[[], object]) -> None:
+        """Run ``action`` once, right before the next ``call`` (as for :meth:`crash`): a
+        concurrent writer."""
+        self._before[call] = action
+
+    def applies(self, kind: str) -> list[int]:
+        """How many writes of ``kind`` each apply carrying one had, in order."""
+        with self._lock:
+            return [n for kinds in self.applied if (n := kinds.count(kind))]
 
     def add_job(
         self,
@@ -268,315 +278,31 @@ class FakeLedger:
                     answer[query.job_id] = Failures(len(ended), max(ended))
             return answer
 
-    def record_state(
-        self,
-        job: JobRecord,
-        fence: Fence,
-        path: Sequence[JobState],
-        reason: str,
-        *,
-        not_before: Any = "unset",
-    ) -> JobRecord:
-        with self._call("record_state"):
-            self._check(job, fence)
-            fields = {} if not_before == "unset" else {"not_before": not_before}
-            return self._with_run(self._write(job, path, reason, job.current_run_id, **fields))
-
-    def record_intent(
-        self,
-        job: JobRecord,
-        fence: Fence,
-        *,
-        cluster: str,
-        checkpoint_location: str,
-        reason: str,
-        note: str | None = None,
-    ) -> JobRecord:
-        with self._call("record_intent"):
-            self._check(job, fence)
-            run_id = next(self._run_ids)
-            run = self._new_run(job, run_id, cluster, fence, checkpoint_location)
-            path = [JobState.SUBMITTING]
-            if job.state != JobState.QUEUED:
-                path.insert(0, JobState.QUEUED)
-            self._validate(job.state, path)
-            self.runs[run_id] = run
-            written = self._write(
-                job,
-                path,
-                f"submitting attempt {run.attempt} to cluster {cluster}",
-                run_id,
-                current_run_id=run_id,
-                cluster=cluster,
-                not_before=None,
-            )
-            if note:
-                self._event(job.id, run_id, None, None, note)
-            return self._with_run(written)
-
-    def record_intents(self, fence: Fence, intents: Sequence[Intent]) -> list[JobRecord]:
-        with self._call("record_intents"):
-            for i in intents:  # all or nothing
-                try:
-                    self._check(i.job, fence)
-                except NotOwner as exc:
-                    raise StaleWrite(str(exc)) from exc
-                path = [JobState.SUBMITTING]
-                if i.job.state != JobState.QUEUED:
-                    path.insert(0, JobState.QUEUED)
-                self._validate(i.job.state, path)
-            if len({i.job.id for i in intents}) != len(intents):
-                raise StaleWrite("a job appears twice in a batch")
-            written = []
-            for i in intents:
-                run_id = next(self._run_ids)
-                run = self._new_run(i.job, run_id, i.cluster, fence, i.checkpoint_location)
-                path = [JobState.SUBMITTING]
-                if i.job.state != JobState.QUEUED:
-                    path.insert(0, JobState.QUEUED)
-                self.runs[run_id] = run
-                job = self._write(
-                    i.job,
-                    path,
-                    f"submitting attempt {run.attempt} to cluster {i.cluster}",
-                    run_id,
-                    current_run_id=run_id,
-                    cluster=i.cluster,
-                    not_before=None,
-                )
-                if i.note:
-                    self._event(i.job.id, run_id, None, None, i.note)
-                written.append(self._with_run(job))
-            return written
-
-    def prove(self, job: JobRecord, fence: Fence) -> None:
-        with self._call("prove"):
-            self._check(job, fence)
-
-    def prove_all(self, fence: Fence, jobs: Sequence[JobRecord]) -> None:
-        with self._call("prove_all"):
-            for job in jobs:
-                try:
-                    self._check(job, fence)
-                except NotOwner as exc:
-                    raise StaleWrite(str(exc)) from exc
-
-    def record_submitted(
-        self, job: JobRecord, fence: Fence, *, submission_id: str, app_id: str | None, at: datetime
-    ) -> JobRecord:
-        with self._call("record_submitted"):
-            self._check(job, fence)
-            run = self._open_run(job)
-            self._validate(job.state, [JobState.STARTING])
-            self.runs[run.id] = replace(
-                run,
-                submission_id=submission_id,
-                app_id=app_id,
-                submitted_at=at,
-                state=RunState.STARTING,
-            )
-            return self._with_run(
-                self._write(job, [JobState.STARTING], f"submitted as {submission_id}", run.id)
-            )
-
-    def record_submitted_all(self, fence: Fence, outcomes: Sequence[Submitted]) -> list[JobRecord]:
-        with self._call("record_submitted_all"):
-            for o in outcomes:  # all or nothing
-                try:
-                    self._check(o.job, fence)
-                except NotOwner as exc:
-                    raise StaleWrite(str(exc)) from exc
-                self._open_run(o.job)
-                self._validate(o.job.state, [JobState.STARTING])
-            if len({o.job.id for o in outcomes}) != len(outcomes):
-                raise StaleWrite("a job appears twice in a batch")
-            written = []
-            for o in outcomes:
-                run = self._open_run(o.job)
-                self.runs[run.id] = replace(
-                    run,
-                    submission_id=o.submission_id,
-                    app_id=o.app_id,
-                    submitted_at=o.at,
-                    state=RunState.STARTING,
-                )
-                job = self._write(
-                    o.job, [JobState.STARTING], f"submitted as {o.submission_id}", run.id
-                )
-                written.append(self._with_run(job))
-            return written
-
-    def record_adopted(
-        self, job: JobRecord, fence: Fence, *, submission_id: str, app_id: str | None, at: datetime
-    ) -> JobRecord:
-        with self._call("record_adopted"):
-            self._check(job, fence)
-            run = self._open_run(job)
-            self.runs[run.id] = replace(
-                run,
-                submission_id=submission_id,
-                app_id=app_id,
-                submitted_at=run.submitted_at or at,
-            )
-            written = self._write(job, [], job.state_reason, run.id)
-            self._event(job.id, run.id, None, None, f"adopted application {run.app_name}")
-            return self._with_run(written)
-
-    def record_observed(
-        self,
-        job: JobRecord,
-        fence: Fence,
-        *,
-        run_state: RunState,
-        job_state: JobState,
-        reason: str,
-        app_id: str | None = None,
-        started_at: datetime | None = None,
-    ) -> JobRecord:
-        with self._call("record_observed"):
-            self._check(job, fence)
-            run = self._open_run(job)
-            path = [job_state] if job_state != job.state else []
-            self._validate(job.state, path)
-            self.runs[run.id] = replace(
-                run,
-                state=run_state,
-                app_id=app_id or run.app_id,
-                started_at=started_at or run.started_at,
-            )
-            return self._with_run(
-                self._write(job, path, reason if path else job.state_reason, run.id)
-            )
-
-    def record_observed_all(
-        self, fence: Fence, observations: Sequence[Observation]
-    ) -> list[JobRecord]:
-        with self._call("record_observed_all"):
-            for o in observations:  # all or nothing
-                try:
-                    self._check(o.job, fence)
-                except NotOwner as exc:
-                    raise StaleWrite(str(exc)) from exc
-                self._open_run(o.job)
-                self._validate(o.job.state, [o.job_state])
-            written = []
-            for o in observations:
-                run = self._open_run(o.job)
-                path = [o.job_state] if o.job_state != o.job.state else []
-                self.runs[run.id] = replace(
-                    run,
-                    state=o.run_state,
-                    app_id=o.app_id or run.app_id,
-                    started_at=o.started_at or run.started_at,
-                )
-                reason = o.reason if path else o.job.state_reason
-                written.append(self._with_run(self._write(o.job, path, reason, run.id)))
-            return written
-
-    def record_kill_intent(self, job: JobRecord, fence: Fence, *, reason: str) -> JobRecord:
-        with self._call("record_kill_intent"):
-            self._check(job, fence)
-            run = self._open_run(job)
-            if job.state == JobState.STOPPING and run.state == RunState.STOPPING:
-                return job  # the proof
-            path = [JobState.STOPPING] if job.state != JobState.STOPPING else []
-            self._validate(job.state, path)
-            self.runs[run.id] = replace(run, state=RunState.STOPPING)
-            return self._with_run(self._write(job, path, f"stopping: {reason}", run.id))
-
-    def close_run(
-        self,
-        job: JobRecord,
-        fence: Fence,
-        *,
-        run_state: RunState,
-        job_state: JobState,
-        reason: str,
-        exit_code: int | None,
-        counts_as_failure: bool,
-        ended_at: datetime,
-        not_before: datetime | None = None,
-    ) -> JobRecord:
-        with self._call("close_run"):
-            self._check(job, fence)
-            run = self._open_run(job)
-            self._validate(job.state, [job_state])
-            self.runs[run.id] = replace(
-                run, state=run_state, reason=reason, exit_code=exit_code, ended_at=ended_at
-            )
-            if counts_as_failure:
-                self._failed_runs.add(run.id)
-            fields = {} if not_before is None else {"not_before": not_before}
-            return self._with_run(self._write(job, [job_state], reason, run.id, **fields))
-
-    def fence_run(
-        self, job: JobRecord, fence: Fence, *, reason: str, path: Sequence[JobState], at: datetime
-    ) -> JobRecord:
-        with self._call("fence_run"):
-            self._check(job, fence)
-            run = self._open_run(job)
-            self._validate(job.state, path)
-            self.runs[run.id] = replace(
-                run, state=RunState.LOST, reason=reason, ended_at=at, fenced_at=at
-            )
-            return self._with_run(self._write(job, path, reason, run.id))
-
-    def record_drain(
-        self, job: JobRecord, fence: Fence, *, deadline: datetime, reason: str
-    ) -> JobRecord:
-        with self._call("record_drain"):
-            self._check(job, fence)
-            run = self._open_run(job)
-            path = [JobState.STOPPING] if job.state != JobState.STOPPING else []
-            self._validate(job.state, path)
-            self.runs[run.id] = replace(run, drain_deadline=deadline)
-            return self._with_run(self._write(job, path, f"stopping gracefully: {reason}", run.id))
-
-    def roll_back(self, job: JobRecord, fence: Fence, *, revision: int, reason: str) -> JobRecord:
-        from scheduler.decisions import revisions as rev
-
-        with self._call("roll_back"):
-            self._check(job, fence)
-            spec = self.revisions[(job.id, revision)]
-            stored = self.jobs[job.id]
-            changes = rev.rollback_changes(rev.spec_of(stored), spec)
-            fields: dict[str, Any] = {
-                k: tuple(v) if k == "args" else v
-                for k, v in changes.items()
-                if k in ("entrypoint", "args", "conf", "checkpoint_location")
-            }
-            path = [JobState.QUEUED] if stored.state.is_at_rest else []
-            self._event(job.id, job.current_run_id, None, None, reason)
-            written = self._write(
-                job,
-                path,
-                stored.state_reason if not path else reason,
-                job.current_run_id,
-                generation=stored.generation + 1,
-                spec_version=stored.spec_version + 1,
-                upgrade_deadline=None,
-                upgrade_from=None,
-                attempts_reset_at=self.clock.now(),
-                not_before=None,
-                **fields,
-            )
-            self.revisions[(job.id, written.spec_version)] = rev.spec_of(written)
-            return self._with_run(written)
-
-    def finish_upgrade(self, job: JobRecord, fence: Fence, *, reason: str) -> JobRecord:
-        with self._call("finish_upgrade"):
-            self._check(job, fence)
-            self._event(job.id, job.current_run_id, None, None, reason)
-            return self._with_run(
-                self._write(
-                    job,
-                    [],
-                    job.state_reason,
-                    job.current_run_id,
-                    upgrade_deadline=None,
-                    upgrade_from=None,
-                )
-            )
+    def apply(self, fence: Fence, writes: Sequence[Write]) -> list[JobRecord]:
+        kinds = [type(w).__name__ for w in writes]
+        with self._call("apply", kinds):
+            if len({w.job.id for w in writes}) != len(writes):
+                raise StaleWrite("a job appears twice in one apply")
+            effects = []
+            for w in writes:
+                new_run = None
+                if isinstance(w, Intent):
+                    run_id = next(self._run_ids)
+                    new_run = self._new_run(w.job, run_id, w.cluster, fence, w.checkpoint_location)
+                effects.append(effect_of(w, new_run))
+            lost = [w.job for w in writes if not self._owns(w.job.id, fence)]
+            if lost:
+                raise NotOwner(f"job {lost[0].name!r} is not owned by {fence}")
+            for w in writes:
+                if self.jobs[w.job.id].version != w.job.version:
+                    raise StaleWrite(f"job {w.job.name!r} changed since version {w.job.version}")
+            for e in effects:
+                if e.run_fields is not None and self.runs[e.run_id or 0].state.is_final:
+                    raise StaleWrite(f"run {e.run_id} is already closed")
+            now = self.clock.now()  # every check passed: all of it lands
+            for e in effects:
+                self._land(e, now)
+            return [self._with_run(self.jobs[w.job.id]) for w in writes]
 
     def add_event(self, job: JobRecord, message: str, *, run_id: int | None = None) -> None:
         with self._call("add_event"):
@@ -584,55 +310,69 @@ class FakeLedger:
 
     # -- inside -------------------------------------------------------------------------------
 
-    def _call(self, method: str) -> _Call:
-        return _Call(self, method)
+    def _call(self, method: str, kinds: Sequence[str] = ()) -> _Call:
+        return _Call(self, method, kinds)
 
-    def _check(self, job: JobRecord, fence: Fence) -> None:
-        stored = self.jobs.get(job.id)
-        if stored is None or (stored.owner, stored.owner_epoch) != (fence.node_id, fence.epoch):
-            raise NotOwner(f"job {job.name!r} is not owned by {fence}")
-        if stored.version != job.version:
-            raise StaleWrite(f"job {job.name!r} changed since version {job.version}")
-
-    @staticmethod
-    def _validate(state: JobState, path: Sequence[JobState]) -> None:
-        for step in path:
-            if step != state:
-                transition(state, step)
-                state = step
-
-    def _open_run(self, job: JobRecord) -> RunRecord:
-        run = self.runs.get(job.current_run_id) if job.current_run_id is not None else None
-        if run is None or run.state.is_final:
-            raise StaleWrite(f"job {job.name!r} has no open run")
-        return run
-
-    def _write(
-        self,
-        job: JobRecord,
-        path: Sequence[JobState],
-        reason: str,
-        run_id: int | None,
-        **fields: Any,
-    ) -> JobRecord:
-        self._validate(job.state, path)
-        state = job.state
-        for step in path:
-            if step != state:
-                self._event(job.id, run_id, state.value, step.value, reason)
-                state = step
-        stored = self.jobs[job.id]
-        written = replace(
-            stored,
-            state=state,
-            state_reason=reason,
-            version=stored.version + 1,
-            updated_at=self.clock.now(),
-            **fields,
+    def _owns(self, job_id: int, fence: Fence) -> bool:
+        stored = self.jobs.get(job_id)
+        return stored is not None and (stored.owner, stored.owner_epoch) == (
+            fence.node_id,
+            fence.epoch,
         )
-        self.jobs[job.id] = written
+
+    def _land(self, effect: Effect, now: datetime) -> None:
+        """One write's effect (its conditions were checked)."""
+        stored = self.jobs[effect.job.id]
+        if effect.new_run is not None:
+            self.runs[effect.new_run.id] = effect.new_run
+        if effect.run_fields is not None and effect.run_id is not None:
+            self.runs[effect.run_id] = effect.run_written(self.runs[effect.run_id])
+            if effect.run_fields.get("counts_as_failure"):
+                self._failed_runs.add(effect.run_id)
+        changes = dict(effect.job_fields)
+        if effect.bumps:
+            changes.update(version=stored.version + 1, updated_at=now)
+            self.writes += 1
+        if effect.restore is not None:
+            changes.update(self._restored(stored, effect, now))
+        self.jobs[stored.id] = replace(stored, **changes)
+        if effect.restore is not None:
+            written = self.jobs[stored.id]
+            self.revisions[(stored.id, written.spec_version)] = rev.spec_of(written)
+        for from_state, to_state, message in effect.events:
+            self._event(
+                stored.id,
+                effect.run_id,
+                None if from_state is None else from_state.value,
+                None if to_state is None else to_state.value,
+                message,
+            )
+
+    def _restored(self, stored: JobRecord, effect: Effect, now: datetime) -> dict[str, Any]:
+        """The job's fields once the restored revision's spec is its next one (as the store's
+        spec change makes them: a new generation, queued again when at rest)."""
+        assert effect.restore is not None
+        spec = self.revisions[(stored.id, effect.restore)]
+        changes = rev.rollback_changes(rev.spec_of(stored), spec)
+        fields = {
+            k: tuple(v) if k == "args" else v
+            for k, v in changes.items()
+            if k in ("entrypoint", "args", "conf", "checkpoint_location")
+        }
+        if stored.state.is_at_rest:
+            reason = effect.events[-1][2]
+            self._event(stored.id, stored.current_run_id, stored.state.value, "QUEUED", reason)
+            fields.update(state=JobState.QUEUED, state_reason=reason)
         self.writes += 1
-        return written
+        return {
+            **fields,
+            "generation": stored.generation + 1,
+            "spec_version": stored.spec_version + 1,
+            "version": stored.version + 1,
+            "updated_at": now,
+            "attempts_reset_at": now,
+            "not_before": None,
+        }
 
     def _event(
         self,
@@ -682,39 +422,57 @@ class FakeLedger:
 
 
 class _Call:
-    """One ledger call: serialised, logged, with the crash points and concurrent writers."""
+    """One ledger call: serialised, logged, with the crash points and concurrent writers.
 
-    def __init__(self, ledger: FakeLedger, method: str) -> None:
+    A call is logged as ``ledger.<method>``; an apply as ``ledger.apply <kind>`` for one write
+    and ``ledger.apply <kind>*<n>`` for n writes of one kind (kinds joined by ``+`` when they
+    differ). Crash points and concurrent writers are keyed by method, or by a write's kind for
+    the next apply that carries one."""
+
+    def __init__(self, ledger: FakeLedger, method: str, kinds: Sequence[str] = ()) -> None:
         self._ledger = ledger
-        self._method = method
+        self._kinds = tuple(kinds)
+        self._keys = [method, *dict.fromkeys(kinds)]
+        self._label = method
+        if kinds:
+            distinct = "+".join(dict.fromkeys(kinds))
+            self._label += f" {distinct}" + (f"*{len(kinds)}" if len(kinds) > 1 else "")
 
     def __enter__(self) -> None:
         ledger = self._ledger
-        action = ledger._before.pop(self._method, None)
-        if action is not None:
-            action()
+        for key in self._keys:
+            action = ledger._before.pop(key, None)
+            if action is not None:
+                action()
         ledger._lock.acquire()
-        ledger.calls.append(f"ledger.{self._method}")
-        crash = ledger._crashes.get(self._method)
-        if crash is not None and crash[0] == "before":
-            self._spend(crash)
+        ledger.calls.append(f"ledger.{self._label}")
+        if self._kinds:
+            ledger.applied.append(self._kinds)
+        crash = self._crash("before")
+        if crash is not None:
             ledger._lock.release()
-            raise Crash(f"before {self._method}")
+            raise Crash(f"before {crash}")
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        ledger = self._ledger
-        ledger._lock.release()
-        crash = ledger._crashes.get(self._method)
-        if exc_type is None and crash is not None and crash[0] == "after":
-            self._spend(crash)
-            raise Crash(f"after {self._method}")
+        self._ledger._lock.release()
+        if exc_type is None:
+            crash = self._crash("after")
+            if crash is not None:
+                raise Crash(f"after {crash}")
 
-    def _spend(self, crash: tuple[str, int]) -> None:
-        when, times = crash
-        if times <= 1:
-            del self._ledger._crashes[self._method]
-        else:
-            self._ledger._crashes[self._method] = (when, times - 1)
+    def _crash(self, when: str) -> str | None:
+        """The key of a crash point due now (spent once), if any."""
+        crashes = self._ledger._crashes
+        for key in self._keys:
+            crash = crashes.get(key)
+            if crash is None or crash[0] != when:
+                continue
+            if crash[1] <= 1:
+                del crashes[key]
+            else:
+                crashes[key] = (when, crash[1] - 1)
+            return key
+        return None
 
 
 @dataclass

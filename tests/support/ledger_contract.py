@@ -15,7 +15,22 @@ from typing import Protocol
 import pytest
 
 from scheduler.core.errors import IllegalTransition, NotOwner, StaleWrite
-from scheduler.core.ledger import FailureQuery, Intent, Ledger, Observation, Submitted
+from scheduler.core.ledger import (
+    Adopted,
+    DrainRequest,
+    FailureQuery,
+    Intent,
+    KillIntent,
+    Ledger,
+    Observation,
+    Proof,
+    RunClose,
+    RunFence,
+    StateMove,
+    Submitted,
+    UpgradeEnd,
+    Write,
+)
 from scheduler.core.ownership import Claim, Fence, owner_index
 from scheduler.core.records import JobRecord
 from scheduler.core.states import DesiredState, JobState, RunState
@@ -57,13 +72,20 @@ def _owned(h: Harness, name: str = "orders") -> JobRecord:
     return h.job(job.id)
 
 
-def _submitted(h: Harness) -> JobRecord:
-    job = _owned(h)
+def _one(h: Harness, write: Write, fence: Fence = ME) -> JobRecord:
+    """Apply one write; the job as written."""
+    [written] = h.ledger.apply(fence, [write])
+    return written
+
+
+def _intent(h: Harness, job: JobRecord, reason: str = "desired RUNNING") -> JobRecord:
     cluster = h.ledger.read(ME, "default").primary_cluster
-    job = h.ledger.record_intent(
-        job, ME, cluster=cluster, checkpoint_location="/ck/orders", reason="desired RUNNING"
-    )
-    return h.ledger.record_submitted(job, ME, submission_id="driver-1", app_id=None, at=h.now())
+    return _one(h, Intent(job, cluster, f"/ck/{job.name}", reason))
+
+
+def _submitted(h: Harness, name: str = "orders") -> JobRecord:
+    job = _intent(h, _owned(h, name))
+    return _one(h, Submitted(job, f"driver-{name}", None, h.now()))
 
 
 def claim_takes_the_slot_but_never_from_a_newer_epoch(h: Harness) -> None:
@@ -109,9 +131,7 @@ def read_in_full_or_only_what_changed(h: Harness) -> None:
 def intent_submission_observation_and_close(h: Harness) -> None:
     job = _owned(h)
     cluster = h.ledger.read(ME, "default").primary_cluster
-    written = h.ledger.record_intent(
-        job, ME, cluster=cluster, checkpoint_location="/ck/orders", reason="desired RUNNING"
-    )
+    written = _one(h, Intent(job, cluster, "/ck/orders", "desired RUNNING"))
     run = written.current_run
     assert run is not None and written == h.job(job.id)
     assert (written.state, run.state, run.attempt, run.owner_epoch) == (
@@ -122,35 +142,31 @@ def intent_submission_observation_and_close(h: Harness) -> None:
     )
     assert run.app_name.endswith(f":{run.id}") and run.fencing_token
     assert written.version == job.version + 1
-    started = h.ledger.record_submitted(
-        written, ME, submission_id="driver-1", app_id="app-1", at=h.now()
-    )
+    started = _one(h, Submitted(written, "driver-1", "app-1", h.now()))
     assert started == h.job(job.id)
     assert started.current_run is not None and started.current_run.submission_id == "driver-1"
-    running = h.ledger.record_observed(
-        started,
-        ME,
-        run_state=RunState.RUNNING,
-        job_state=JobState.RUNNING,
-        reason="application app-1 is RUNNING",
-        started_at=h.now(),
+    observed = Observation(
+        started, RunState.RUNNING, JobState.RUNNING, "application app-1 is RUNNING", None, h.now()
     )
+    running = _one(h, observed)
     assert running == h.job(job.id)
     assert running.state == JobState.RUNNING
     ended = h.now()
-    closed = h.ledger.close_run(
-        running,
-        ME,
-        run_state=RunState.FAILED,
-        job_state=JobState.FAILED,
-        reason="exit code 1",
-        exit_code=1,
-        counts_as_failure=True,
-        ended_at=ended,
-        not_before=ended + timedelta(seconds=2),
+    closed = _one(
+        h,
+        RunClose(
+            running,
+            RunState.FAILED,
+            JobState.FAILED,
+            "exit code 1",
+            exit_code=1,
+            counts_as_failure=True,
+            ended_at=ended,
+            not_before=ended + timedelta(seconds=2),
+        ),
     )
     stored = h.job(job.id)
-    assert closed.version == stored.version and stored.state == JobState.FAILED
+    assert closed == stored and stored.state == JobState.FAILED
     assert stored.current_run is not None and stored.current_run.state == RunState.FAILED
     assert stored.not_before == ended + timedelta(seconds=2)
     assert h.transitions(job.id)[-4:] == [
@@ -162,24 +178,14 @@ def intent_submission_observation_and_close(h: Harness) -> None:
     failures = h.ledger.failures([FailureQuery(job.id, ended - timedelta(seconds=1))])
     assert (failures[job.id].count, failures[job.id].last_at) == (1, ended)
     assert h.ledger.failures([FailureQuery(job.id, ended + timedelta(seconds=1))]) == {}
-    again = h.ledger.record_intent(
-        closed, ME, cluster=cluster, checkpoint_location="/ck/orders", reason="restart"
-    )
+    again = _one(h, Intent(closed, cluster, "/ck/orders", "restart"))
     assert again.current_run is not None and again.current_run.attempt == 2
+    assert again.not_before is None and again == h.job(job.id)
     assert h.transitions(job.id)[-2:] == [("FAILED", "QUEUED"), ("QUEUED", "SUBMITTING")]
 
 
 def observations_land_together_or_not_at_all(h: Harness) -> None:
-    cluster = h.ledger.read(ME, "default").primary_cluster
-    jobs = []
-    for name in ("a", "b", "c"):
-        job = _owned(h, name)
-        job = h.ledger.record_intent(
-            job, ME, cluster=cluster, checkpoint_location="/ck", reason="desired RUNNING"
-        )
-        jobs.append(
-            h.ledger.record_submitted(job, ME, submission_id=f"d-{name}", app_id=None, at=h.now())
-        )
+    jobs = [_submitted(h, name) for name in ("a", "b", "c")]
     at = h.now()
 
     def running(job: JobRecord) -> Observation:
@@ -188,10 +194,10 @@ def observations_land_together_or_not_at_all(h: Harness) -> None:
     h.api_write(jobs[2].id)
     moved = h.job(jobs[2].id)
     with pytest.raises(StaleWrite):
-        h.ledger.record_observed_all(ME, [running(j) for j in jobs])
+        h.ledger.apply(ME, [running(j) for j in jobs])
     assert [h.job(j.id).version for j in jobs[:2]] == [j.version for j in jobs[:2]]
     assert h.job(jobs[2].id) == moved
-    written = h.ledger.record_observed_all(ME, [running(j) for j in jobs[:2]])
+    written = h.ledger.apply(ME, [running(j) for j in jobs[:2]])
     assert written == [h.job(j.id) for j in jobs[:2]]
     for job in written:
         assert job.state == JobState.RUNNING and job.current_run is not None
@@ -206,16 +212,10 @@ def intents_and_submissions_land_together_or_not_at_all(h: Harness) -> None:
     cluster = h.ledger.read(ME, "default").primary_cluster
     jobs = [_owned(h, name) for name in ("a", "b", "c")]
     # "c" ran once already: its next attempt is 2, its path goes through QUEUED again
-    c = h.ledger.record_intent(jobs[2], ME, cluster=cluster, checkpoint_location="/ck", reason="r")
-    c = h.ledger.close_run(
-        c,
-        ME,
-        run_state=RunState.FAILED,
-        job_state=JobState.FAILED,
-        reason="exit code 1",
-        exit_code=1,
-        counts_as_failure=True,
-        ended_at=h.now(),
+    c = _intent(h, jobs[2], "r")
+    c = _one(
+        h,
+        RunClose(c, RunState.FAILED, JobState.FAILED, "exit code 1", 1, True, h.now()),
     )
     jobs[2] = h.job(c.id)
 
@@ -225,11 +225,11 @@ def intents_and_submissions_land_together_or_not_at_all(h: Harness) -> None:
     h.api_write(jobs[1].id)
     moved = h.job(jobs[1].id)
     with pytest.raises(StaleWrite):
-        h.ledger.record_intents(ME, [intent(j) for j in jobs])
+        h.ledger.apply(ME, [intent(j) for j in jobs])
     assert [h.job(j.id) for j in (jobs[0], jobs[2])] == [jobs[0], jobs[2]]
     assert h.job(jobs[1].id) == moved
     jobs[1] = moved
-    written = h.ledger.record_intents(ME, [intent(j) for j in jobs])
+    written = h.ledger.apply(ME, [intent(j) for j in jobs])
     assert written == [h.job(j.id) for j in jobs]
     for job, before in zip(written, jobs, strict=True):
         run = job.current_run
@@ -246,9 +246,9 @@ def intents_and_submissions_land_together_or_not_at_all(h: Harness) -> None:
 
     with pytest.raises(StaleWrite):  # another node's newer claim on one of them
         h.other_claims(written[0].id, Fence("node-b", ME.epoch + 1))
-        h.ledger.record_submitted_all(ME, [outcome(j) for j in written])
+        h.ledger.apply(ME, [outcome(j) for j in written])
     assert [h.job(j.id).version for j in written[1:]] == [j.version for j in written[1:]]
-    started = h.ledger.record_submitted_all(ME, [outcome(j) for j in written[1:]])
+    started = h.ledger.apply(ME, [outcome(j) for j in written[1:]])
     assert started == [h.job(j.id) for j in written[1:]]
     for job in started:
         run = job.current_run
@@ -262,42 +262,111 @@ def intents_and_submissions_land_together_or_not_at_all(h: Harness) -> None:
         assert h.transitions(job.id)[-1] == ("SUBMITTING", "STARTING")
 
 
+def writes_of_several_kinds_land_together_or_not_at_all(h: Harness) -> None:
+    """One apply of an intent, a proof, an observation and a state move: all in one
+    transaction (each job as written, in order), or nothing when one of them does not hold."""
+    fresh, proven, started = _owned(h, "fresh"), _owned(h, "proven"), _submitted(h, "started")
+    stopped = h.add_job("stopped", desired=DesiredState.STOPPED)
+    h.ledger.claim(CLAIM)
+    stopped = h.job(stopped.id)
+    cluster = h.ledger.read(ME, "default").primary_cluster
+
+    def writes() -> list[Write]:
+        return [
+            Intent(h.job(fresh.id), cluster, "/ck/fresh", "desired RUNNING"),
+            Proof(h.job(proven.id)),
+            Observation(h.job(started.id), RunState.RUNNING, JobState.RUNNING, "up"),
+            StateMove(stopped, (JobState.QUEUED, JobState.FAILED), "gave up", clear_backoff=True),
+        ]
+
+    h.api_write(stopped.id)
+    before = [h.job(j.id) for j in (fresh, proven, started)]
+    with pytest.raises(StaleWrite):
+        h.ledger.apply(ME, writes())
+    assert [h.job(j.id) for j in (fresh, proven, started)] == before
+    stopped = h.job(stopped.id)
+    written = h.ledger.apply(ME, writes())
+    assert written == [h.job(j.id) for j in (fresh, proven, started, stopped)]
+    assert [j.state for j in written] == [
+        JobState.SUBMITTING,
+        JobState.QUEUED,
+        JobState.RUNNING,
+        JobState.FAILED,
+    ]
+    assert written[1] == before[1]  # the proof changed nothing
+    assert h.transitions(stopped.id)[-2:] == [("STOPPED", "QUEUED"), ("QUEUED", "FAILED")]
+    with pytest.raises(StaleWrite):  # a job twice in one apply
+        h.ledger.apply(ME, [Proof(written[1]), Proof(written[1])])
+
+
 def a_batch_proof_holds_only_for_all(h: Harness) -> None:
     jobs = [_owned(h, name) for name in ("a", "b", "c")]
-    h.ledger.prove_all(ME, jobs)  # changes nothing
+    assert h.ledger.apply(ME, [Proof(j) for j in jobs]) == jobs  # changes nothing
     assert [h.job(j.id) for j in jobs] == jobs
     h.api_write(jobs[1].id)
-    with pytest.raises(StaleWrite):
-        h.ledger.prove_all(ME, jobs)
+    with pytest.raises(StaleWrite) as raised:
+        h.ledger.apply(ME, [Proof(j) for j in jobs])
+    assert not isinstance(raised.value, NotOwner)
     h.other_claims(jobs[2].id, Fence("node-b", ME.epoch + 1))
-    with pytest.raises(StaleWrite):
-        h.ledger.prove_all(ME, [jobs[0], jobs[2]])
-    h.ledger.prove_all(ME, [jobs[0]])
+    with pytest.raises(NotOwner):
+        h.ledger.apply(ME, [Proof(jobs[0]), Proof(jobs[2])])
+    h.ledger.apply(ME, [Proof(jobs[0])])
     assert h.job(jobs[0].id) == jobs[0]
 
 
 def adoption_records_the_found_application(h: Harness) -> None:
-    job = _owned(h)
-    cluster = h.ledger.read(ME, "default").primary_cluster
-    job = h.ledger.record_intent(
-        job, ME, cluster=cluster, checkpoint_location="/ck", reason="desired RUNNING"
-    )
-    adopted = h.ledger.record_adopted(job, ME, submission_id="driver-9", app_id=None, at=h.now())
+    job = _intent(h, _owned(h))
+    adopted = _one(h, Adopted(job, "driver-9", None, h.now()))
     stored = h.job(job.id)
     assert adopted == stored and stored.state == JobState.SUBMITTING
     assert stored.current_run is not None and stored.current_run.submission_id == "driver-9"
+    assert stored.version == job.version + 1
 
 
 def kill_intent_then_proof(h: Harness) -> None:
     job = _submitted(h)
-    stopping = h.ledger.record_kill_intent(job, ME, reason="desired STOPPED")
+    stopping = _one(h, KillIntent(job, "desired STOPPED"))
     stored = h.job(job.id)
     assert stopping == stored and stored.state == JobState.STOPPING
     assert stored.current_run is not None and stored.current_run.state == RunState.STOPPING
-    again = h.ledger.record_kill_intent(stopping, ME, reason="desired STOPPED")
+    assert stored.state_reason == "stopping: desired STOPPED"
+    again = _one(h, KillIntent(stopping, "desired STOPPED"))
     assert again.version == h.job(job.id).version  # a proof, not a change
     with pytest.raises(NotOwner):
-        h.ledger.record_kill_intent(stopping, Fence("node-a", ME.epoch - 1), reason="late")
+        _one(h, KillIntent(stopping, "late"), Fence("node-a", ME.epoch - 1))
+
+
+def drain_fence_and_upgrade_end(h: Harness) -> None:
+    """A graceful stop's deadline, a fenced run (closed LOST, the job through its path) and the
+    end of an upgrade: each with its events."""
+    running = _one(
+        h, Observation(_submitted(h), RunState.RUNNING, JobState.RUNNING, "up", None, h.now())
+    )
+    deadline = h.now() + timedelta(seconds=30)
+    draining = _one(h, DrainRequest(running, deadline, "desired STOPPED"))
+    assert draining == h.job(running.id) and draining.state == JobState.STOPPING
+    assert draining.current_run is not None and draining.current_run.drain_deadline == deadline
+    assert draining.current_run.state == RunState.RUNNING
+    assert h.transitions(running.id)[-1] == ("RUNNING", "STOPPING")
+    at = h.now()
+    path = (JobState.QUEUED,)
+    fenced = _one(h, RunFence(draining, "fenced: cluster abnormal", path, at))
+    stored = h.job(running.id)
+    assert fenced == stored and (stored.state, stored.state_reason) == (
+        JobState.QUEUED,
+        "fenced: cluster abnormal",
+    )
+    run = stored.current_run
+    assert run is not None and (run.state, run.fenced_at, run.ended_at) == (RunState.LOST, at, at)
+    assert h.transitions(running.id)[-1] == ("STOPPING", "QUEUED")
+    with pytest.raises(StaleWrite):  # the run is closed: no run write any more
+        _one(h, Observation(fenced, RunState.RUNNING, JobState.RUNNING, "up"))
+    assert h.ledger.failures([FailureQuery(running.id, at - timedelta(seconds=1))]) == {}
+    ended = _one(h, UpgradeEnd(fenced, "upgrade to revision 2 is over"))
+    assert ended == h.job(running.id) and ended.version == fenced.version + 1
+    assert (ended.state, ended.state_reason) == (fenced.state, fenced.state_reason)
+    assert (ended.upgrade_deadline, ended.upgrade_from) == (None, None)
+    assert h.transitions(running.id)[-1] == ("STOPPING", "QUEUED")  # a note, not a move
 
 
 def state_path_and_reason(h: Harness) -> None:
@@ -305,12 +374,10 @@ def state_path_and_reason(h: Harness) -> None:
     h.ledger.claim(CLAIM)
     job = h.job(job.id)
     assert job.state == JobState.STOPPED
-    failed = h.ledger.record_state(
-        job, ME, [JobState.QUEUED, JobState.FAILED], "gave up", not_before=None
-    )
+    failed = _one(h, StateMove(job, (JobState.QUEUED, JobState.FAILED), "gave up", True))
     assert failed == h.job(job.id) and failed.state_reason == "gave up"
     assert h.transitions(job.id)[-2:] == [("STOPPED", "QUEUED"), ("QUEUED", "FAILED")]
-    held = h.ledger.record_state(failed, ME, [], "waiting")
+    held = _one(h, StateMove(failed, (), "waiting"))
     assert (
         (held.state, held.state_reason)
         == (JobState.FAILED, "waiting")
@@ -320,29 +387,21 @@ def state_path_and_reason(h: Harness) -> None:
         )
     )
     with pytest.raises(IllegalTransition):
-        h.ledger.record_state(held, ME, [JobState.RUNNING], "nope")
+        _one(h, StateMove(held, (JobState.RUNNING,), "nope"))
     assert h.job(job.id).version == held.version
 
 
-def _writes(h: Harness, job: JobRecord, fence: Fence) -> list[Callable[[], object]]:
+def _writes(h: Harness, job: JobRecord) -> list[Write]:
     return [
-        lambda: h.ledger.prove(job, fence),
-        lambda: h.ledger.record_state(job, fence, [JobState.STOPPING], "stop"),
-        lambda: h.ledger.record_observed(
-            job, fence, run_state=RunState.RUNNING, job_state=JobState.RUNNING, reason="r"
-        ),
-        lambda: h.ledger.record_kill_intent(job, fence, reason="stop"),
-        lambda: h.ledger.record_adopted(job, fence, submission_id="d", app_id=None, at=h.now()),
-        lambda: h.ledger.close_run(
-            job,
-            fence,
-            run_state=RunState.KILLED,
-            job_state=JobState.FAILED,
-            reason="gone",
-            exit_code=None,
-            counts_as_failure=False,
-            ended_at=h.now(),
-        ),
+        Proof(job),
+        StateMove(job, (JobState.STOPPING,), "stop"),
+        Observation(job, RunState.RUNNING, JobState.RUNNING, "r"),
+        KillIntent(job, "stop"),
+        Adopted(job, "d", None, h.now()),
+        RunClose(job, RunState.KILLED, JobState.FAILED, "gone", None, False, h.now()),
+        DrainRequest(job, h.now(), "stop"),
+        RunFence(job, "fenced", (JobState.STOPPING, JobState.QUEUED), h.now()),
+        UpgradeEnd(job, "over"),
     ]
 
 
@@ -351,14 +410,14 @@ def a_stale_fence_changes_nothing(h: Harness) -> None:
     before = h.job(job.id)
     h.other_claims(job.id, Fence("node-b", ME.epoch + 1))
     taken = h.job(job.id)
-    for write in _writes(h, job, ME):
+    for write in _writes(h, job):
         with pytest.raises(NotOwner):
-            write()
+            _one(h, write)
     assert h.job(job.id) == taken and taken.version == before.version
     other = _owned(h, "other")
     h.other_claims(other.id, Fence("node-b", ME.epoch + 1))
     with pytest.raises(NotOwner):
-        h.ledger.record_intent(other, ME, cluster="c", checkpoint_location="/ck", reason="r")
+        _one(h, Intent(other, "c", "/ck", "r"))
     assert h.job(other.id).current_run_id is None and h.job(other.id).version == other.version
 
 
@@ -366,9 +425,9 @@ def a_stale_version_changes_nothing(h: Harness) -> None:
     job = _submitted(h)
     h.api_write(job.id)
     moved = h.job(job.id)
-    for write in _writes(h, job, ME):
+    for write in _writes(h, job):
         with pytest.raises(StaleWrite) as raised:
-            write()
+            _one(h, write)
         assert not isinstance(raised.value, NotOwner)
     assert h.job(job.id) == moved
 
@@ -380,9 +439,11 @@ CONTRACT: list[Callable[[Harness], None]] = [
     intent_submission_observation_and_close,
     observations_land_together_or_not_at_all,
     intents_and_submissions_land_together_or_not_at_all,
+    writes_of_several_kinds_land_together_or_not_at_all,
     a_batch_proof_holds_only_for_all,
     adoption_records_the_found_application,
     kill_intent_then_proof,
+    drain_fence_and_upgrade_end,
     state_path_and_reason,
     a_stale_fence_changes_nothing,
     a_stale_version_changes_nothing,
@@ -497,6 +558,6 @@ class SqlHarness:
             return [(a, b) for a, b in rows]
 
     def now(self) -> datetime:
-        from scheduler.store.models import utcnow
+        from scheduler.core.clock import utcnow
 
         return utcnow()

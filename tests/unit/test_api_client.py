@@ -34,6 +34,12 @@ def test_the_committed_client_is_the_generated_one() -> None:
     )
 
 
+def test_the_client_says_it_is_generated_on_its_first_line() -> None:
+    first = (ROOT / "drover" / "api_client.py").read_text(encoding="utf-8").splitlines()[0]
+    assert first == generator().MARKER
+    assert first.startswith("# Code generated ") and first.endswith("DO NOT EDIT.")
+
+
 def test_every_operation_is_a_method_with_its_parameters() -> None:
     spec = generator().spec_of_app()
     seen = set()

@@ -1,4 +1,4 @@
-"""One contract every cluster backend passes (issue 8), without real services, in seconds.
+"""One contract every cluster backend passes, without real services, in seconds.
 
 Each backend runs against something fast and fake, named here so nobody mistakes it for Spark
 (and the reconciler's own in-memory fake backend, ``tests/support/fakes.py``, keeps the contract

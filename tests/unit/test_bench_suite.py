@@ -9,27 +9,27 @@ from pathlib import Path
 
 import pytest
 
-from bench import suite
+from bench import suite, targets
 
 
 def test_targets_compare_with_numbers_and_other_figures() -> None:
-    ratio = suite.TARGET_OF["steady_tick_ratio_10k_to_1k"]
+    ratio = targets.TARGET_OF["steady_tick_ratio_10k_to_1k"]
     assert ratio.met({"steady_tick_ratio_10k_to_1k": 1.4}) is True
     assert ratio.met({"steady_tick_ratio_10k_to_1k": 2.5}) is False
     assert ratio.met({}) is None  # not measured is not a pass
     assert ratio.met({"steady_tick_ratio_10k_to_1k": math.nan}) is None
-    owned = suite.TARGET_OF["takeover_kill9_1k_owned_s"]
+    owned = targets.TARGET_OF["takeover_kill9_1k_owned_s"]
     assert owned.text() == "<= session_timeout_s + 2"
     assert owned.met({"takeover_kill9_1k_owned_s": 3.9, "session_timeout_s": 2.0}) is True
     assert owned.met({"takeover_kill9_1k_owned_s": 4.1, "session_timeout_s": 2.0}) is False
     assert owned.met({"takeover_kill9_1k_owned_s": 3.0}) is None  # no session timeout
-    restarts = suite.TARGET_OF["rolling_restart_app_restarts"]
+    restarts = targets.TARGET_OF["rolling_restart_app_restarts"]
     assert restarts.met({"rolling_restart_app_restarts": 0}) is True
     assert restarts.met({"rolling_restart_app_restarts": 1}) is False
-    real = suite.TARGET_OF["failover_real_succeeded"]
+    real = targets.TARGET_OF["failover_real_succeeded"]
     assert real.met({"failover_real_succeeded": True}) is True
     assert real.met({"failover_real_succeeded": False}) is False
-    get_ratio = suite.TARGET_OF["api_get_ratio_to_bare"]
+    get_ratio = targets.TARGET_OF["api_get_ratio_to_bare"]
     assert get_ratio.text() == ">= 0.5"
     assert get_ratio.met({"api_get_ratio_to_bare": 0.5}) is True
     assert get_ratio.met({"api_get_ratio_to_bare": 0.49}) is False

@@ -1,4 +1,5 @@
-"""The chaos checker catches what it must (issue 13, acceptance 3) and nothing else."""
+"""The chaos checker catches what it must (a double run, a lost write, a job not running again
+in time) and nothing else."""
 
 from __future__ import annotations
 

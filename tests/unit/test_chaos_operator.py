@@ -1,4 +1,4 @@
-"""The chaos operator reports exactly the writes the API acknowledged (issue 13): retries with
+"""The chaos operator reports exactly the writes the API acknowledged: retries with
 one Idempotency-Key while the outcome is unknown, counts "applied, answer lost" as acknowledged,
 a refusal as nothing, and a write never answered as in doubt."""
 

@@ -9,7 +9,7 @@ import pytest
 import typer
 
 from drover.cli import output as out
-from drover.cli.main import _judge
+from drover.cli.apps import judge as _judge
 from drover.cli.output import Exit
 
 

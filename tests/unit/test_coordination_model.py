@@ -1,5 +1,6 @@
-"""The pure parts of scheduler.coordination.zookeeper: member data, views, the state table,
-names."""
+"""The model the ZooKeeper client works with (scheduler.decisions.membership: member data,
+views, the state table, names, the stuck-client verdict) and the client's own checks of its
+arguments."""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.coordination.zookeeper import (
+from scheduler.coordination.zookeeper import Coordinator
+from scheduler.core.errors import IllegalTransition, InvalidInput
+from scheduler.core.ownership import Member, owner_of, pool_of
+from scheduler.decisions.epochs import Incarnation
+from scheduler.decisions.membership import (
     _TRANSITIONS,
     Connection,
-    Coordinator,
     ExistingMember,
     GroupView,
     MemberInfo,
@@ -24,9 +28,6 @@ from scheduler.coordination.zookeeper import (
     normalize_namespace,
     stuck_verdict,
 )
-from scheduler.core.errors import IllegalTransition, InvalidInput
-from scheduler.core.ownership import Member, owner_of, pool_of
-from scheduler.decisions.epochs import Incarnation
 
 texts = st.text(min_size=1, max_size=20)
 members = st.builds(
@@ -80,7 +81,11 @@ def test_build_view_sorts_and_skips_bad_members() -> None:
         "junk": b"{",
         "n2": _member("someone-else").to_bytes(),  # name and data disagree
     }
-    view = build_view("g", data, cversion=7, session_id=42)
+    view, ignored = build_view("g", data, cversion=7, session_id=42)
+    assert ignored == [
+        "ignoring member znode 'junk': member data is not a MemberInfo: b'{'",
+        "member znode 'n2' carries data of 'someone-else'",
+    ]
     assert view.node_ids == ("n1", "n3")
     assert (view.group, view.epoch, view.session_id) == ("g", 7, 42)
     assert (view.generation, view.cversion, view.incarnation) == (0, 7, None)
@@ -93,7 +98,8 @@ def test_build_view_sorts_and_skips_bad_members() -> None:
 @given(st.dictionaries(st.text(min_size=1, max_size=8), st.sampled_from(["active", "backup"])))
 def test_view_pool_and_owner_follow_the_ownership_rule(roles: dict[str, str]) -> None:
     data = {n: _member(n, r).to_bytes() for n, r in roles.items()}
-    view = build_view("g", data, cversion=1, session_id=1)
+    view, ignored = build_view("g", data, cversion=1, session_id=1)
+    assert ignored == []
     assert list(view.node_ids) == sorted(roles)
     expected_pool = pool_of(Member(n, r) for n, r in roles.items())
     assert view.pool == expected_pool
@@ -102,10 +108,10 @@ def test_view_pool_and_owner_follow_the_ownership_rule(roles: dict[str, str]) ->
 
 def test_build_view_composes_the_epoch_from_generation_and_cversion() -> None:
     incarnation = Incarnation(0x200000003, 1_700_000_000_123)
-    view = build_view("g", {}, 5, 1, generation=3, incarnation=incarnation)
+    view, _ = build_view("g", {}, 5, 1, generation=3, incarnation=incarnation)
     assert view.epoch == (3 << 32) | 5 and (view.generation, view.cversion) == (3, 5)
     assert view.incarnation == incarnation
-    assert view.epoch > build_view("g", {}, 2**31, 1, generation=2).epoch
+    assert view.epoch > build_view("g", {}, 2**31, 1, generation=2)[0].epoch
 
 
 def test_a_view_refuses_an_epoch_of_another_generation() -> None:
@@ -173,7 +179,7 @@ def _noop(event: object) -> None:
 )
 def test_coordinator_refuses_bad_identity(node_id: str, groups: dict, message: str) -> None:
     with pytest.raises(InvalidInput, match=message):
-        Coordinator("127.0.0.1:1", "/drover", NodeInfo(node_id), groups, 2.0, _noop)
+        Coordinator("127.0.0.1:1", "/drover", NodeInfo(node_id, started_at=1.0), groups, 2.0, _noop)
 
 
 def test_coordinator_from_settings() -> None:
@@ -199,11 +205,16 @@ def test_coordinator_from_settings() -> None:
 def test_start_without_a_server_fails_clearly_and_leaves_nothing_running() -> None:
     import threading
 
-    from scheduler.coordination.zookeeper import CoordinationUnavailable
+    from scheduler.core.errors import CoordinationUnavailable
     from tests.support.zkserver import free_port
 
     coordinator = Coordinator(
-        f"127.0.0.1:{free_port()}", "/drover", NodeInfo("n1"), {"g": "active"}, 2.0, _noop
+        f"127.0.0.1:{free_port()}",
+        "/drover",
+        NodeInfo("n1", started_at=1.0),
+        {"g": "active"},
+        2.0,
+        _noop,
     )
     with pytest.raises(CoordinationUnavailable, match="no ZooKeeper session"):
         coordinator.start(timeout=1.0)

@@ -16,9 +16,10 @@ from scheduler.core.backend import AppState, AppStatus, app_name_for
 from scheduler.core.directive import Directive, Phase
 from scheduler.core.errors import IllegalTransition, InvalidInput
 from scheduler.core.ownership import owner_index
-from scheduler.core.records import ClusterRecord, GroupRecord, JobRecord, RunRecord
+from scheduler.core.records import ClusterRecord, Failures, GroupRecord, JobRecord, RunRecord
 from scheduler.core.states import DesiredState, JobState, Priority, RunState
 from scheduler.decisions import steering
+from scheduler.decisions.actions import CloseRun, FenceRun, Hold, Kill, Noop, SetState, Submit
 from scheduler.decisions.operations import auto
 from scheduler.decisions.operations import failover as fo
 from scheduler.decisions.operations.model import (
@@ -30,18 +31,8 @@ from scheduler.decisions.operations.model import (
     final_state,
     transition_operation,
 )
-from scheduler.decisions.planning import (
-    CloseRun,
-    Failures,
-    FenceRun,
-    Hold,
-    Kill,
-    Noop,
-    SetState,
-    Submit,
-    plan,
-)
 from scheduler.decisions.planning import RestartPolicy as Policy
+from scheduler.decisions.planning import plan
 
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 

@@ -9,9 +9,9 @@ from datetime import datetime
 
 from scheduler.core.ownership import Claim, Fence
 from scheduler.core.states import JobState
-from scheduler.decisions.gate import Bucket
+from scheduler.decisions.gate import Bucket, Loads, QueueRow
 from scheduler.decisions.planning import RestartPolicy
-from scheduler.loops.gate import Loads, QueueRow, SubmissionGate
+from scheduler.loops.gate import SubmissionGate
 from scheduler.loops.reconciler import Reconciler
 from tests.support.fakes import Clock, FakeBackend, FakeBackends, FakeLedger, cluster
 

@@ -12,8 +12,8 @@ from api.documents import JobDocuments, job_document
 from api.schemas.resources import JobPage, JobPublic
 from scheduler.core.records import JobRecord
 from scheduler.core.states import JobState
+from scheduler.decisions.gate import QueueRow
 from scheduler.decisions.selffencing import CHECK_IN_GRACE_S
-from scheduler.loops.gate import QueueRow
 from tests.unit.test_planning import NOW, make_job, make_run
 
 

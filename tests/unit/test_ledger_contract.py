@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from scheduler.config import Settings
+from scheduler.core.ledger import KillIntent
 from scheduler.store.bootstrap import ensure_defaults
 from scheduler.store.db import Store
 from tests.support.ledger_contract import CONTRACT, FakeHarness, Harness, SqlHarness
@@ -46,7 +47,7 @@ def test_fenced_events_name_the_epoch_they_were_written_under(tmp_path: Path) ->
     try:
         h = SqlHarness(store)
         job = contract._submitted(h)
-        h.ledger.record_kill_intent(job, contract.ME, reason="desired STOPPED")
+        h.ledger.apply(contract.ME, [KillIntent(job, "desired STOPPED")])
         h.api_write(job.id)
         with store.session() as session:
             events = session.execute(

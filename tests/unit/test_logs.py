@@ -1,4 +1,4 @@
-"""Structured logs (issue 12): one JSON object per line carrying the ids bound where it was
+"""Structured logs: one JSON object per line carrying the ids bound where it was
 logged; Ray workers' other output wrapped into such objects; readable text on request."""
 
 from __future__ import annotations

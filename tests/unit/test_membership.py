@@ -8,10 +8,12 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.coordination.zookeeper import Connection, GroupView, MemberInfo
 from scheduler.core.ownership import owner_of
 from scheduler.decisions.membership import (
+    Connection,
+    GroupView,
     LeaseState,
+    MemberInfo,
     MembershipSnapshot,
     Mode,
     NodeCard,
@@ -182,3 +184,16 @@ def test_live_node_ids_for_cluster_health_majorities() -> None:
     ):
         assert MembershipSnapshot(mode, connection, me, groups).live_node_ids() is None
     assert MembershipSnapshot(Mode.ZOOKEEPER, "CONNECTED", me, {}).live_node_ids() is None
+
+
+def test_the_membership_settings_carry_what_the_coordinator_reads_of_the_node_settings() -> None:
+    from scheduler.config import Settings
+
+    settings = Settings(
+        node_id="n7", zk_hosts="127.0.0.1:1", groups="g1:active,g2:backup", az="az-9", cloud="aws"
+    )
+    plain = settings.membership_settings()
+    for name in ("node_id", "az", "cloud", "resolved_api_url", "zk_hosts", "zk_namespace"):
+        assert getattr(plain, name) == getattr(settings, name)
+    assert plain.zk_session_timeout == settings.zk_session_timeout
+    assert plain.group_roles == settings.group_roles == {"g1": "active", "g2": "backup"}

@@ -1,4 +1,4 @@
-"""A booting node retries registering while coordination is unavailable (issue 13's chaos run:
+"""A booting node retries registering while coordination is unavailable (a chaos run found it:
 MariaDB restarting while the node resolved a membership generation made the node exit)."""
 
 from __future__ import annotations

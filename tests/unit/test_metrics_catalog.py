@@ -1,4 +1,4 @@
-"""The metric catalog and the actors' figures (issue 12): names follow Prometheus conventions,
+"""The metric catalog and the actors' figures: names follow Prometheus conventions,
 label sets are bounded, the families cross process boundaries."""
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ import re
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from scheduler.coordination.zookeeper import GroupView, MemberInfo
 from scheduler.core.metrics import (
     CATALOG,
     ReconcilerMetrics,
@@ -17,7 +16,7 @@ from scheduler.core.metrics import (
     membership_families,
     names_in,
 )
-from scheduler.decisions.membership import MembershipSnapshot, Mode, NodeCard
+from scheduler.decisions.membership import GroupView, MemberInfo, MembershipSnapshot, Mode, NodeCard
 from scheduler.loops.reconciler import TickStats
 
 NAME = re.compile(r"^drover_[a-z0-9_]+$")

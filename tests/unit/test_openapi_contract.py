@@ -1,4 +1,4 @@
-"""The published OpenAPI is a contract (issue 11, "OpenAPI as a contract"): walks
+"""The published OpenAPI is a contract the UI and other services build on: walks
 ``app.openapi()`` and the app's routes and fails on any operation or field that does not say what
 it is, so a new route or field without these fails here:
 

@@ -1,4 +1,5 @@
-"""Ownership (DESIGN §2): the shared test vectors, then the takeover rules as properties."""
+"""Ownership (``owner(job) = pool[crc32(utf8(name)) % len(pool)]``): the shared test vectors,
+then the takeover rules as properties."""
 
 from __future__ import annotations
 

@@ -11,25 +11,22 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scheduler.core.backend import AppState, AppStatus, app_name_for
-from scheduler.core.records import JobRecord, RunRecord
+from scheduler.core.records import Failures, JobRecord, RunRecord
 from scheduler.core.states import DesiredState, JobState, Priority, RunState, can_transition
-from scheduler.decisions.health import abnormal_job_reason
-from scheduler.decisions.planning import (
-    CLUSTER_ABNORMAL,
+from scheduler.decisions.actions import (
     Action,
     CloseRun,
-    Failures,
     GiveUp,
     Hold,
     Kill,
     Noop,
     Observed,
-    RestartPolicy,
     Resubmit,
     SetState,
     Submit,
-    plan,
 )
+from scheduler.decisions.health import abnormal_job_reason
+from scheduler.decisions.planning import CLUSTER_ABNORMAL, RestartPolicy, plan
 
 NOW = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 POLICY = RestartPolicy(

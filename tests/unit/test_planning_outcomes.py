@@ -5,11 +5,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 from scheduler.core.backend import AppState, AppStatus
+from scheduler.core.records import Failures
 from scheduler.core.states import DesiredState, JobState, RunState
+from scheduler.decisions.actions import CloseRun, GiveUp
 from scheduler.decisions.planning import (
-    CloseRun,
-    Failures,
-    GiveUp,
     needs_failures,
     on_rejected,
     on_unreachable,

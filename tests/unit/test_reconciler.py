@@ -94,8 +94,9 @@ def test_submit_records_the_intent_before_the_cluster_call(world: World) -> None
     assert run is not None and run.state == RunState.STARTING and run.submission_id
     assert run.owner_epoch == ME.epoch and run.cluster == "c1"
     calls = world.ledger.calls
-    assert calls.index("ledger.record_intent") < calls.index(f"backend.submit {run.app_name}")
-    assert calls.index(f"backend.submit {run.app_name}") < calls.index("ledger.record_submitted")
+    assert calls.index("ledger.apply Intent") < calls.index(f"backend.submit {run.app_name}")
+    assert calls.index(f"backend.submit {run.app_name}") < calls.index("ledger.apply Submitted")
+    assert world.ledger.applied == [("Intent",), ("Submitted",)]  # two fenced writes per start
     assert transitions(world, job) == [("QUEUED", "SUBMITTING"), ("SUBMITTING", "STARTING")]
     assert [a.app_name for a in world.backend.live("orders")] == [run.app_name]
 
@@ -120,8 +121,7 @@ def test_observations_of_a_tick_are_recorded_in_one_transaction(world: World) ->
     rec.tick()
     world.backend.start_all()
     rec.tick()
-    assert world.ledger.calls.count("ledger.record_observed_all") == 1
-    assert "ledger.record_observed" not in world.ledger.calls
+    assert world.ledger.applies("Observation") == [4]  # one apply of the four
     assert all(world.job(j).state == JobState.RUNNING for j in jobs)
 
 
@@ -130,10 +130,10 @@ def test_a_batch_that_does_not_land_is_recorded_one_by_one(world: World) -> None
     rec = world.reconciler()
     rec.tick()
     world.backend.start_all()
-    world.ledger.before("record_observed_all", lambda: world.ledger.api_write(jobs[0].id))
+    world.ledger.before("Observation", lambda: world.ledger.api_write(jobs[0].id))
     stats = rec.tick()
     assert stats.errors == 0
-    assert world.ledger.calls.count("ledger.record_observed") == 3
+    assert world.ledger.applies("Observation") == [3, 1, 1, 1]  # the batch, then one by one
     assert [world.job(j).state for j in jobs[1:]] == [JobState.RUNNING] * 2
     assert world.job(jobs[0]).state == JobState.STARTING  # moved: re-read, then observed
     rec.tick()
@@ -158,10 +158,10 @@ def test_stop_records_the_kill_intent_then_kills_until_confirmed(world: World) -
     assert stored.current_run is not None and stored.current_run.state == RunState.STOPPING
     sid = stored.current_run.submission_id
     calls = world.ledger.calls
-    assert calls.index("ledger.record_kill_intent") < calls.index(f"backend.kill {sid}")
+    assert calls.index("ledger.apply KillIntent") < calls.index(f"backend.kill {sid}")
     rec.tick()  # not confirmed: killed again, after a proof of the claim
     assert world.ledger.calls.count(f"backend.kill {sid}") == 2
-    assert world.ledger.calls.count("ledger.record_kill_intent") == 2
+    assert world.ledger.calls.count("ledger.apply KillIntent") == 2
     world.backend.confirm_kills()
     rec.tick()
     stored = world.job(job)
@@ -251,7 +251,7 @@ def test_unreachable_cluster_makes_the_job_unknown_after_polls(world: World) -> 
 
 def test_crash_after_the_intent_resubmits_the_same_run_once(world: World) -> None:
     job = world.ledger.add_job("orders")
-    world.ledger.crash("record_intent", "after")
+    world.ledger.crash("Intent", "after")
     with pytest.raises(Crash):
         world.reconciler().tick()
     assert world.backend.apps == {}
@@ -279,7 +279,7 @@ def test_crash_after_submit_before_recording_adopts_instead_of_resubmitting(
     rec.tick()
     rec.tick()
     assert len(world.backend.apps) == 1  # never a second submission
-    assert world.ledger.calls.count("ledger.record_adopted") == 1
+    assert world.ledger.calls.count("ledger.apply Adopted") == 1
     stored = world.job(job)
     assert stored.current_run is not None
     assert stored.current_run.submission_id == next(iter(world.backend.apps))
@@ -290,19 +290,19 @@ def test_crash_after_submit_before_recording_adopts_instead_of_resubmitting(
 
 def test_crash_recording_the_submission_adopts_on_restart(world: World) -> None:
     job = world.ledger.add_job("orders")
-    world.ledger.crash("record_submitted", "before")
+    world.ledger.crash("Submitted", "before")
     with pytest.raises(Crash):
         world.reconciler().tick()
     world.reconciler().tick()
     assert len(world.backend.apps) == 1
-    assert world.ledger.calls.count("ledger.record_adopted") == 1
+    assert world.ledger.calls.count("ledger.apply Adopted") == 1
     assert world.job(job).current_run is not None
 
 
 def test_crash_after_the_kill_intent_kills_on_restart(world: World) -> None:
     _, job = running_job(world)
     world.ledger.api_write(job.id, desired_state=DesiredState.STOPPED)
-    world.ledger.crash("record_kill_intent", "after")
+    world.ledger.crash("KillIntent", "after")
     with pytest.raises(Crash):
         world.reconciler().tick()
     assert len(world.backend.live()) == 1
@@ -353,7 +353,7 @@ def test_lease_expired_mid_tick_stops_acting(world: World) -> None:
     stats = rec.tick()
     assert stats.paused and not stats.complete
     assert world.backend.apps == {}
-    assert "ledger.record_intent" not in world.ledger.calls
+    assert world.ledger.applies("Intent") == []
 
 
 def test_a_claim_with_an_older_epoch_takes_and_touches_nothing(world: World) -> None:
@@ -368,7 +368,7 @@ def test_a_claim_with_an_older_epoch_takes_and_touches_nothing(world: World) -> 
 def test_job_taken_by_a_newer_epoch_before_the_intent_is_never_submitted(world: World) -> None:
     job = world.ledger.add_job("orders")
     world.ledger.before(
-        "record_intent", lambda: world.ledger.other_claims(job.id, Fence("node-b", ME.epoch + 1))
+        "Intent", lambda: world.ledger.other_claims(job.id, Fence("node-b", ME.epoch + 1))
     )
     stats = world.reconciler().tick()
     assert stats.errors == 0  # NotOwner: left to its owner, not an error
@@ -381,7 +381,7 @@ def test_job_taken_before_the_kill_intent_is_never_killed(world: World) -> None:
     rec, job = running_job(world)
     world.ledger.api_write(job.id, desired_state=DesiredState.STOPPED)
     world.ledger.before(
-        "record_kill_intent",
+        "KillIntent",
         lambda: world.ledger.other_claims(job.id, Fence("node-b", ME.epoch + 1)),
     )
     rec.tick()
@@ -404,7 +404,7 @@ def test_not_owner_drops_the_job_from_the_tick(world: World) -> None:
 def test_stale_version_is_re_read_and_acted_on_next_tick(world: World) -> None:
     rec, job = running_job(world)
     world.ledger.before(
-        "record_kill_intent",
+        "KillIntent",
         lambda: world.ledger.api_write(job.id, state_reason="touched"),
     )
     world.ledger.api_write(job.id, desired_state=DesiredState.STOPPED)

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from scheduler.core.states import OnStall
 from scheduler.decisions.stalls import (
     START_CHECK,
-    OnStall,
     ProgressReport,
     ProgressStatus,
     StallPolicy,

@@ -1,4 +1,4 @@
-"""A steady tick looks at what changed, not at every owned job (issue 8 §2).
+"""A steady tick looks at what changed, not at every owned job.
 
 The change feed's bookkeeping (``ChangeLog``, with hypothesis: it never misses a change), the
 reconciler's kept and quiet jobs (``KeptJobs``), and the reconciler against the in-memory ledger

@@ -15,18 +15,17 @@ from pipelines import drover_runtime as rt
 from scheduler.core.backend import AppState, AppStatus
 from scheduler.core.states import DesiredState, JobState, RunState
 from scheduler.decisions import revisions
-from scheduler.decisions.planning import (
+from scheduler.decisions.actions import (
     CloseRun,
     Drain,
     Kill,
     Noop,
     Observed,
-    RestartPolicy,
     RollBack,
     Submit,
     UpgradeDone,
-    timed,
 )
+from scheduler.decisions.planning import RestartPolicy, timed
 from tests.unit.test_planning import NOW, POLICY, do_plan, make_job, make_run
 
 GRACEFUL = replace(POLICY, stop_grace=30.0)
@@ -201,7 +200,8 @@ def test_an_upgrade_past_its_deadline_rolls_back() -> None:
     assert revisions.upgrade_step(job, late, given_up=False) == revisions.UpgradeStep.ROLL_BACK
     action = do_plan(job, AppStatus(AppState.STARTING), policy=POLICY)
     assert not isinstance(action, RollBack)  # not yet
-    from scheduler.decisions.planning import Failures, plan
+    from scheduler.core.records import Failures
+    from scheduler.decisions.planning import plan
 
     action = plan(job, AppStatus(AppState.STARTING), failures=Failures(), policy=POLICY, now=late)
     assert isinstance(action, RollBack) and action.revision == 1

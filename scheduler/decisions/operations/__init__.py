@@ -1,6 +1,8 @@
-"""Operations over many jobs, persisted and executed item by item (failover first).
+"""Operations over many jobs, persisted and executed item by item (failovers, bulk operations).
 
-``model`` (pure: states, records, the executor's pool slot), ``failover`` (pure: the plan and the
-item step machine), ``auto`` (pure: when a group fails over by itself), ``executor`` (I/O: the
-loop body that claims operations and advances their items through fenced store writes).
+Pure: ``model`` (the item machine every kind shares, the executor's choices), ``failover`` (the
+plan and the item step machine of a failover), ``bulk`` (those of a bulk start, stop or
+restart), ``auto`` (when a group fails over by itself). Their records are words of
+``scheduler.core.operations``; the executor that applies their decisions through the operations
+ledger is ``scheduler.loops.operations``.
 """

@@ -18,8 +18,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from scheduler.core.operations_ledger import FailoverPolicy
 from scheduler.core.records import ClusterRecord, GroupRecord
-from scheduler.core.states import Priority
 from scheduler.decisions.health import ClusterHealth
 from scheduler.decisions.operations.failover import Request, Selector, default_target
 
@@ -27,12 +27,8 @@ AUTOMATIC = (ClusterHealth.VOTE_ABNORMAL.value, ClusterHealth.THRESHOLD_ABNORMAL
 CREATED_BY = "drover:auto-failover"
 
 
-@dataclass(frozen=True)
-class Policy:
-    group: str
-    enabled: bool
-    after_seconds: float
-    min_priority: Priority
+#: a group's policy, as the operations ledger reads it
+Policy = FailoverPolicy
 
 
 @dataclass(frozen=True)

@@ -61,9 +61,15 @@ from scheduler.decisions.health import ClusterHealth
 from scheduler.decisions.operations.failover import current_cluster, sort_key
 from scheduler.decisions.operations.model import (
     FAILED_STEP_NAMES,
-    FINAL_STEP_NAMES,
+    Advance,
     ItemRecord,
+    ItemSteps,
+    JobSelector,
+    NewItem,
+    NewOperation,
     OperationKind,
+    Wait,
+    item_transitions,
     step_transition,
 )
 
@@ -98,7 +104,7 @@ class Action(enum.StrEnum):
         return self in (Action.START, Action.STOP, Action.RESTART)
 
 
-class Step(enum.StrEnum):
+class Step(ItemSteps, enum.StrEnum):
     PENDING = "PENDING"
     WAITING = "WAITING"
     DONE = "DONE"
@@ -107,27 +113,15 @@ class Step(enum.StrEnum):
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
 
-    @property
-    def is_final(self) -> bool:
-        return self in FINAL_STEPS
-
-    @property
-    def started(self) -> bool:
-        return self != Step.PENDING and not self.is_final
-
 
 S = Step
-STEP_TRANSITIONS: Mapping[Step, frozenset[Step]] = {
-    S.PENDING: frozenset({S.WAITING, S.SKIPPED, S.REFUSED, S.CANCELLED, S.FAILED}),
-    S.WAITING: frozenset({S.DONE, S.FAILED}),
-    S.DONE: frozenset(),
-    S.SKIPPED: frozenset(),
-    S.REFUSED: frozenset(),
-    S.FAILED: frozenset(),
-    S.CANCELLED: frozenset(),
-}
+#: a bulk item's own moves; from PENDING also SKIPPED, REFUSED, CANCELLED and FAILED, as every
+#: kind's item (``model.item_transitions``)
+STEP_TRANSITIONS: Mapping[Step, frozenset[Step]] = item_transitions(
+    Step, {S.PENDING: {S.WAITING}, S.WAITING: {S.DONE, S.FAILED}}
+)
 del S
-FINAL_STEPS = frozenset(step for step in Step if step.value in FINAL_STEP_NAMES)
+FINAL_STEPS = frozenset(step for step in Step if step.is_final)
 #: final steps that make the operation FAILED
 FAILED_STEPS = FAILED_STEP_NAMES
 
@@ -140,48 +134,33 @@ def transition(current: Step, new: Step) -> Step:
 # -- the selector --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Selector:
-    """Which jobs: every non-empty field must match (``all``: every job)."""
+@dataclass(frozen=True, kw_only=True)
+class Selector(JobSelector):
+    """Which jobs: every non-empty field must match (``all``: every job); besides the fields of
+    every kind, where the job is, its observed state, a name prefix and label requirements."""
 
-    teams: frozenset[str] = frozenset()
-    businesses: frozenset[str] = frozenset()
-    groups: frozenset[str] = frozenset()
     clusters: frozenset[str] = frozenset()
     states: frozenset[JobState] = frozenset()
-    priorities: frozenset[Priority] = frozenset()
     name_prefix: str = ""
     labels: tuple[str, ...] = ()
-    jobs: frozenset[str] = frozenset()
-    all: bool = False
 
-    @property
-    def empty(self) -> bool:
-        return not (
-            self.teams
-            or self.businesses
-            or self.groups
-            or self.clusters
-            or self.states
-            or self.priorities
-            or self.name_prefix
-            or self.labels
-            or self.jobs
-            or self.all
-        )
+    def parts(self) -> list[tuple[str, list[str]]]:
+        return [
+            *super().parts(),
+            ("cluster", sorted(self.clusters)),
+            ("state", sorted(s.value for s in self.states)),
+            ("label", list(self.labels)),
+            ("name", [f"{self.name_prefix}*"] if self.name_prefix else []),
+        ]
 
     def requirements(self) -> tuple[label_rules.Requirement, ...]:
         return label_rules.parse_selector(self.labels)
 
     def matches(self, job: JobRecord, groups: Mapping[str, GroupRecord]) -> bool:
         return (
-            (not self.teams or job.team in self.teams)
-            and (not self.businesses or job.business in self.businesses)
-            and (not self.groups or job.group in self.groups)
+            self.matches_fields(job)
             and (not self.states or job.state in self.states)
-            and (not self.priorities or job.priority in self.priorities)
             and job.name.startswith(self.name_prefix)
-            and (not self.jobs or job.name in self.jobs)
             and (not self.clusters or current_cluster(job, groups) in self.clusters)
             and label_rules.matches(self.requirements(), job.labels)
         )
@@ -199,50 +178,22 @@ class Selector:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "teams": sorted(self.teams),
-            "businesses": sorted(self.businesses),
-            "groups": sorted(self.groups),
+            **super().to_json(),
             "clusters": sorted(self.clusters),
             "states": sorted(s.value for s in self.states),
-            "priorities": sorted(p.value for p in self.priorities),
             "name_prefix": self.name_prefix,
             "labels": list(self.labels),
-            "jobs": sorted(self.jobs),
-            "all": self.all,
         }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Selector:
         return cls(
-            teams=frozenset(data.get("teams", ())),
-            businesses=frozenset(data.get("businesses", ())),
-            groups=frozenset(data.get("groups", ())),
+            **cls.fields_from_json(data),
             clusters=frozenset(data.get("clusters", ())),
             states=frozenset(JobState(s) for s in data.get("states", ())),
-            priorities=frozenset(Priority(p) for p in data.get("priorities", ())),
             name_prefix=str(data.get("name_prefix", "")),
             labels=tuple(data.get("labels", ())),
-            jobs=frozenset(data.get("jobs", ())),
-            all=bool(data.get("all", False)),
         )
-
-    def describe(self) -> str:
-        parts = []
-        for label, values in (
-            ("team", sorted(self.teams)),
-            ("business", sorted(self.businesses)),
-            ("group", sorted(self.groups)),
-            ("cluster", sorted(self.clusters)),
-            ("state", sorted(s.value for s in self.states)),
-            ("priority", sorted(p.value for p in self.priorities)),
-            ("label", list(self.labels)),
-            ("job", sorted(self.jobs)),
-        ):
-            if values:
-                parts.append(f"{label} {'|'.join(values)}")
-        if self.name_prefix:
-            parts.append(f"name {self.name_prefix}*")
-        return ", ".join(parts) if parts else "every job"
 
 
 # -- the plan ------------------------------------------------------------------------------------
@@ -389,11 +340,6 @@ class Facts:
 
 
 @dataclass(frozen=True)
-class Wait:
-    why: str
-
-
-@dataclass(frozen=True)
 class Apply:
     """Apply ``command`` to the job and go to WAITING, in one transaction; when the job's state
     read under its row lock says the command has nothing to do any more, SKIPPED instead."""
@@ -402,13 +348,7 @@ class Apply:
     note: str
 
 
-@dataclass(frozen=True)
-class Advance:
-    step: Step
-    note: str
-
-
-Decision = Wait | Apply | Advance
+Decision = Wait | Apply | Advance[Step]
 
 
 def decide(item: ItemRecord, facts: Facts, timing: Timing, kind: OperationKind) -> Decision:
@@ -427,12 +367,10 @@ def decide(item: ItemRecord, facts: Facts, timing: Timing, kind: OperationKind) 
             return Advance(Step.REFUSED, item.why)
         if job is None:
             return Advance(Step.FAILED, "the job was deleted")
-        if job.directive is not None:
-            return Advance(Step.SKIPPED, f"the job went into failover {job.directive.operation_id}")
         command = COMMANDS[kind]
-        skip = why_not(command, job)
+        skip = recheck(command, job)
         if skip is not None:
-            return Advance(Step.SKIPPED, f"{skip} meanwhile: nothing to do")
+            return Advance(Step.SKIPPED, skip)
         return Apply(command, f"{command} applied (the job was {job.state})")
     # WAITING
     if job is None:
@@ -451,6 +389,66 @@ def decide(item: ItemRecord, facts: Facts, timing: Timing, kind: OperationKind) 
         return Advance(Step.FAILED, f"not {goal} within {limit:g} s (the job is {job.state})")
     reason = f": {job.state_reason}" if job.state_reason else ""
     return Wait(f"the job is {job.state}{reason}")
+
+
+def recheck(command: Command, job: JobRecord) -> str | None:
+    """Why a planned ``command`` is skipped when its item comes to apply it (None: apply it):
+    the job went into a failover, or needs it no more. Decided again on the job's row under its
+    lock when the command is applied (``OperationsLedger.apply_command``)."""
+    if job.directive is not None:
+        return f"the job went into failover {job.directive.operation_id}"
+    skip = why_not(command, job)
+    return f"{skip} meanwhile: nothing to do" if skip is not None else None
+
+
+def new_operation(
+    plan: Plan,
+    selector: Selector,
+    *,
+    created_by: str,
+    reason: str,
+    home_group: str,
+    parallelism: int,
+    grace_seconds: float | None = None,
+) -> NewOperation:
+    """``plan`` as it is stored: a PENDING bulk operation, with its audit entry's detail. Its team
+    is the one team of its jobs (None when they are several teams')."""
+    teams = plan.teams
+    return NewOperation(
+        kind=plan.kind,
+        home_group=home_group,
+        selector=selector.to_json(),
+        options={
+            "parallelism": parallelism,
+            "teams": sorted(teams),
+            "grace_seconds": grace_seconds,
+        },
+        reason=reason,
+        created_by=created_by,
+        plan_digest=plan.digest,
+        team=next(iter(teams)) if len(teams) == 1 else None,
+        items=tuple(
+            NewItem(
+                job_id=i.job_id,
+                job_name=i.job_name,
+                action=i.action.value,
+                why=i.why,
+                step=Step.PENDING.value,
+                source_cluster=i.cluster,
+                detail={"priority": i.priority.value, "group": i.group, "team": i.team},
+            )
+            for i in plan.items
+        ),
+        audit={
+            "kind": plan.kind.value,
+            "selector": selector.to_json(),
+            "reason": reason,
+            "plan_digest": plan.digest,
+            "items": len(plan.items),
+            "counts": plan.counts(),
+            "parallelism": parallelism,
+        },
+    )
 
 
 def _reached(command: Command, job: JobRecord, item: ItemRecord) -> str | None:
@@ -490,6 +488,8 @@ __all__ = [
     "Timing",
     "Wait",
     "decide",
+    "new_operation",
     "plan_bulk",
+    "recheck",
     "transition",
 ]

@@ -63,14 +63,22 @@ from typing import Any
 from scheduler.core.directive import Directive, Phase
 from scheduler.core.errors import InvalidInput
 from scheduler.core.names import validate_name
+from scheduler.core.operations_ledger import SetDirective, SwitchCluster
 from scheduler.core.records import ClusterRecord, GroupRecord, JobRecord, RunRecord
 from scheduler.core.states import DesiredState, JobState, Priority
 from scheduler.decisions import storage
 from scheduler.decisions.health import ClusterHealth
 from scheduler.decisions.operations.model import (
     FAILED_STEP_NAMES,
-    FINAL_STEP_NAMES,
+    Advance,
     ItemRecord,
+    ItemSteps,
+    JobSelector,
+    NewItem,
+    NewOperation,
+    OperationKind,
+    Wait,
+    item_transitions,
     step_transition,
 )
 from scheduler.decisions.planning import GAVE_UP
@@ -98,7 +106,7 @@ class Action(enum.StrEnum):
         return self in (Action.KILL, Action.FENCE, Action.MOVE)
 
 
-class Step(enum.StrEnum):
+class Step(ItemSteps, enum.StrEnum):
     PENDING = "PENDING"
     DRAINING = "DRAINING"
     FENCING = "FENCING"
@@ -111,32 +119,23 @@ class Step(enum.StrEnum):
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
 
-    @property
-    def is_final(self) -> bool:
-        return self in FINAL_STEPS
-
-    @property
-    def started(self) -> bool:
-        """The item is under way (not pending, not ended)."""
-        return self != Step.PENDING and not self.is_final
-
 
 S = Step
-STEP_TRANSITIONS: Mapping[Step, frozenset[Step]] = {
-    S.PENDING: frozenset({S.DRAINING, S.SKIPPED, S.REFUSED, S.CANCELLED, S.FAILED}),
-    S.DRAINING: frozenset({S.FENCING, S.CHECKPOINT, S.CANCELLED, S.FAILED}),
-    S.FENCING: frozenset({S.CHECKPOINT, S.CANCELLED, S.FAILED}),
-    S.CHECKPOINT: frozenset({S.SWITCHING, S.CANCELLED, S.FAILED}),
-    S.SWITCHING: frozenset({S.STARTING, S.DONE, S.FAILED}),
-    S.STARTING: frozenset({S.DONE, S.FAILED}),
-    S.DONE: frozenset(),
-    S.SKIPPED: frozenset(),
-    S.REFUSED: frozenset(),
-    S.FAILED: frozenset(),
-    S.CANCELLED: frozenset(),
-}
+#: a failover item's own moves; from PENDING also SKIPPED, REFUSED, CANCELLED and FAILED, as
+#: every kind's item (``model.item_transitions``)
+STEP_TRANSITIONS: Mapping[Step, frozenset[Step]] = item_transitions(
+    Step,
+    {
+        S.PENDING: {S.DRAINING},
+        S.DRAINING: {S.FENCING, S.CHECKPOINT, S.CANCELLED, S.FAILED},
+        S.FENCING: {S.CHECKPOINT, S.CANCELLED, S.FAILED},
+        S.CHECKPOINT: {S.SWITCHING, S.CANCELLED, S.FAILED},
+        S.SWITCHING: {S.STARTING, S.DONE, S.FAILED},
+        S.STARTING: {S.DONE, S.FAILED},
+    },
+)
 del S
-FINAL_STEPS = frozenset(step for step in Step if step.value in FINAL_STEP_NAMES)
+FINAL_STEPS = frozenset(step for step in Step if step.is_final)
 #: final steps that make the operation FAILED
 FAILED_STEPS = FAILED_STEP_NAMES
 
@@ -150,51 +149,15 @@ def transition(current: Step, new: Step) -> Step:
 
 
 @dataclass(frozen=True)
-class Selector:
+class Selector(JobSelector):
     """Which jobs of the source: every non-empty field must match (``all``: every job)."""
 
-    priorities: frozenset[Priority] = frozenset()
-    teams: frozenset[str] = frozenset()
-    businesses: frozenset[str] = frozenset()
-    groups: frozenset[str] = frozenset()
-    jobs: frozenset[str] = frozenset()
-    all: bool = False
-
-    @property
-    def empty(self) -> bool:
-        return not (
-            self.priorities or self.teams or self.businesses or self.groups or self.jobs or self.all
-        )
-
     def matches(self, job: JobRecord) -> bool:
-        return (
-            (not self.priorities or job.priority in self.priorities)
-            and (not self.teams or job.team in self.teams)
-            and (not self.businesses or job.business in self.businesses)
-            and (not self.groups or job.group in self.groups)
-            and (not self.jobs or job.name in self.jobs)
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "priorities": sorted(p.value for p in self.priorities),
-            "teams": sorted(self.teams),
-            "businesses": sorted(self.businesses),
-            "groups": sorted(self.groups),
-            "jobs": sorted(self.jobs),
-            "all": self.all,
-        }
+        return self.matches_fields(job)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Selector:
-        return cls(
-            priorities=frozenset(Priority(p) for p in data.get("priorities", ())),
-            teams=frozenset(data.get("teams", ())),
-            businesses=frozenset(data.get("businesses", ())),
-            groups=frozenset(data.get("groups", ())),
-            jobs=frozenset(data.get("jobs", ())),
-            all=bool(data.get("all", False)),
-        )
+        return cls(**cls.fields_from_json(data))
 
     @classmethod
     def at_or_above(cls, priority: Priority, *, groups: Iterable[str] = ()) -> Selector:
@@ -204,23 +167,6 @@ class Selector:
             priorities=frozenset(p for p, r in PRIORITY_ORDER.items() if r <= rank),
             groups=frozenset(groups),
         )
-
-    def describe(self) -> str:
-        if self.all and not (
-            self.priorities or self.teams or self.businesses or self.groups or self.jobs
-        ):
-            return "every job"
-        parts = []
-        for label, values in (
-            ("priority", sorted(p.value for p in self.priorities)),
-            ("team", sorted(self.teams)),
-            ("business", sorted(self.businesses)),
-            ("group", sorted(self.groups)),
-            ("job", sorted(self.jobs)),
-        ):
-            if values:
-                parts.append(f"{label} {'|'.join(values)}")
-        return ", ".join(parts)
 
 
 ALL_JOBS = "*"
@@ -486,7 +432,10 @@ class Timing:
 
 @dataclass(frozen=True)
 class Facts:
-    """What the executor read for one item this round."""
+    """What the executor read for one item this round: every fact a step is decided on (a new
+    one -- say, until when the source run's last fence lease was granted -- is one more field
+    here, filled by the executor from its round's read, and read by the step's function such as
+    :func:`fence_done`)."""
 
     job: JobRecord | None
     #: the run the item drained (the source run), if any, as stored now
@@ -497,30 +446,8 @@ class Facts:
     force: Force | None = None
 
 
-# decisions --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Wait:
-    """Nothing to do yet: ``why`` is shown as what the item waits for."""
-
-    why: str
-
-
-@dataclass(frozen=True)
-class SetDirective:
-    """Write ``directive`` on the job (None: clear it), conditional on the job's version."""
-
-    directive: Directive | None
-
-
-@dataclass(frozen=True)
-class SwitchCluster:
-    """Switch the job to ``target`` (and queue it to run there, or leave it stopped)."""
-
-    target: str
-    directive: Directive | None
-    reason: str
+# decisions (besides model.Wait and model.Advance; the job writes that go with a step are the
+# ledger's: scheduler.core.operations_ledger.SetDirective and SwitchCluster) ---------------------
 
 
 @dataclass(frozen=True)
@@ -536,16 +463,6 @@ class MakeAvailable:
 
 
 @dataclass(frozen=True)
-class Advance:
-    step: Step
-    note: str
-    #: the job write that goes with the step, in the same transaction
-    job_write: SetDirective | SwitchCluster | None = None
-    #: item fields to record (source_run_id, target_run_id, detail entries)
-    fields: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
 class Record:
     """Record item fields (and a history note) without changing the step."""
 
@@ -553,7 +470,7 @@ class Record:
     note: str
 
 
-Decision = Wait | Advance | MakeAvailable | Record
+Decision = Wait | Advance[Step] | MakeAvailable | Record
 
 
 def _seconds_since(since: datetime | None, now: datetime) -> float:
@@ -885,6 +802,60 @@ def _starting(
 
 def job_event_message(item: ItemRecord, note: str) -> str:
     return f"failover {item.operation_id}: {note}"
+
+
+def new_operation(
+    plan: Plan,
+    request: Request,
+    *,
+    created_by: str,
+    reason: str,
+    home_group: str,
+    parallelism: int,
+    incident: str | None = None,
+) -> NewOperation:
+    """``plan`` as it is stored: a PENDING failover operation, with its audit entry's detail."""
+    force = request.force.to_json() if request.force is not None else None
+    return NewOperation(
+        kind=OperationKind.FAILOVER,
+        home_group=home_group,
+        source_cluster=plan.source,
+        target_cluster=plan.target,
+        selector=request.selector.to_json(),
+        options={
+            "parallelism": parallelism,
+            "force": force,
+            "source_reachable": plan.source_reachable,
+        },
+        reason=reason,
+        created_by=created_by,
+        plan_digest=plan.digest,
+        incident=incident,
+        items=tuple(
+            NewItem(
+                job_id=i.job_id,
+                job_name=i.job_name,
+                action=i.action.value,
+                why=i.why,
+                step=Step.PENDING.value,
+                source_cluster=i.source,
+                target_cluster=i.target,
+                source_run_id=i.source_run_id,
+                detail={"forced": i.forced, "priority": i.priority.value, "group": i.group},
+            )
+            for i in plan.items
+        ),
+        audit={
+            "source": plan.source,
+            "target": plan.target,
+            "selector": request.selector.to_json(),
+            "reason": reason,
+            "plan_digest": plan.digest,
+            "items": len(plan.items),
+            "incident": incident,
+            "force": force,
+        },
+    )
 
 
 def selector_from(

@@ -1,183 +1,94 @@
-"""Operations: persisted plans over many jobs, executed item by item, resumably. Pure.
+"""The item machine every kind of operation shares. Pure.
 
-An *operation* (kind ``failover``, or a bulk ``start``/``stop``/``restart`` by selector:
-``scheduler.decisions.operations.bulk``) is created from a plan: an ordered list of *items*, one per
-job, each with its planned action and why. One node at a time executes it -- its *executor*, chosen
-like a job's owner (crc32 of the operation's id over the pool of its ``home_group``) and holding
-a fenced claim (``executor``, ``executor_epoch``) that every write of the execution checks. Every
-step of an item is idempotent and persisted, so another node resumes an operation where it
-stopped.
+Operations, their items and their states are words of ``scheduler.core.operations`` (imported
+here too). What a failover (``scheduler.decisions.operations.failover``) and a bulk operation
+(``scheduler.decisions.operations.bulk``) have in common is here, each kind keeping only its own
+steps:
 
-Operation states and every legal transition (``OPERATION_TRANSITIONS``)::
-
-    PENDING   → RUNNING      an executor claimed it and started its items
-              → SUCCEEDED    nothing to do (an empty plan)
-              → CANCELLED    cancelled before any executor started it
-    RUNNING   → SUCCEEDED    every item ended, none FAILED or REFUSED
-              → FAILED       every item ended, at least one FAILED or REFUSED
-              → CANCELLED    cancel requested: no new item started, the items under way ended
-
-Each kind has its own item step machine (``scheduler.decisions.operations.failover.Step`` for
-failovers): an enum, its transition table and one function applying a transition, as every state
-here.
+- every item starts PENDING and ends in one of the same final steps (:data:`FINAL_STEP_NAMES`);
+  from PENDING it may always be SKIPPED, REFUSED, CANCELLED or FAILED
+  (:func:`item_transitions` builds a kind's table from its own moves and these);
+- what selects jobs by their fields (:class:`JobSelector`; each kind adds its own);
+- the decisions' results: :class:`Wait` (what the item waits for) and :class:`Advance` (its next
+  step, with the job write that goes with it);
+- which items a round advances (:func:`chosen`: those under way, then pending ones up to the
+  operation's parallelism), who executes an operation (:func:`executor_index`) and its state once
+  every item ended (:func:`final_state`).
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from scheduler.core.errors import IllegalTransition
+from scheduler.core.operations import (
+    ACTIVE_STATES,
+    FINAL_STEP_NAMES,
+    OPERATION_TRANSITIONS,
+    ItemChange,
+    ItemRecord,
+    NewItem,
+    NewOperation,
+    OperationKind,
+    OperationRecord,
+    OperationState,
+    StepEntry,
+    audit_prefix,
+    transition_operation,
+)
+from scheduler.core.operations_ledger import JobWrite
+from scheduler.core.records import JobRecord
+from scheduler.core.states import Priority
 
 #: a kind's item step enum
 StepT = TypeVar("StepT", bound=enum.Enum)
 
+#: the final item steps that make an operation FAILED (every kind)
+FAILED_STEP_NAMES = frozenset({"FAILED", "REFUSED"})
+#: the steps every kind's item may leave PENDING for, besides its own first step
+PENDING_EXITS = ("SKIPPED", "REFUSED", "CANCELLED", "FAILED")
+#: planned actions (every kind) that leave their job alone
+IDLE_ACTIONS = frozenset({"skip", "refuse"})
 
-class OperationKind(enum.StrEnum):
-    FAILOVER = "failover"
-    #: bulk operations (scheduler.decisions.operations.bulk): a job command over a selector
-    START = "start"
-    STOP = "stop"
-    RESTART = "restart"
 
+class ItemSteps:
+    """What every kind's step enum says of its steps (mixed into each kind's ``Step``)."""
 
-class OperationState(enum.StrEnum):
-    PENDING = "PENDING"
-    RUNNING = "RUNNING"
-    SUCCEEDED = "SUCCEEDED"
-    FAILED = "FAILED"
-    CANCELLED = "CANCELLED"
+    value: str
 
     @property
     def is_final(self) -> bool:
-        return self in (
-            OperationState.SUCCEEDED,
-            OperationState.FAILED,
-            OperationState.CANCELLED,
-        )
-
-
-Op = OperationState
-OPERATION_TRANSITIONS: Mapping[OperationState, frozenset[OperationState]] = {
-    Op.PENDING: frozenset({Op.RUNNING, Op.SUCCEEDED, Op.CANCELLED}),
-    Op.RUNNING: frozenset({Op.SUCCEEDED, Op.FAILED, Op.CANCELLED}),
-    Op.SUCCEEDED: frozenset(),
-    Op.FAILED: frozenset(),
-    Op.CANCELLED: frozenset(),
-}
-del Op
-
-#: operation states an executor works on
-ACTIVE_STATES = (OperationState.PENDING, OperationState.RUNNING)
-
-
-def transition_operation(current: OperationState, new: OperationState) -> OperationState:
-    """``new`` if the table allows ``current → new`` (staying put is always allowed)."""
-    if new != current and new not in OPERATION_TRANSITIONS[current]:
-        raise IllegalTransition(f"an operation cannot go from {current} to {new}")
-    return new
-
-
-@dataclass(frozen=True)
-class StepEntry:
-    """One step an item entered: when, and what the executor saw."""
-
-    step: str
-    at: datetime
-    note: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        return {"step": self.step, "at": self.at.isoformat(), "note": self.note}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> StepEntry:
-        return cls(str(data["step"]), datetime.fromisoformat(str(data["at"])), str(data["note"]))
-
-
-@dataclass(frozen=True)
-class ItemRecord:
-    """One job of an operation, as stored."""
-
-    id: int
-    operation_id: int
-    position: int
-    job_id: int | None
-    job_name: str
-    #: the planned action (kind-specific: ``scheduler.decisions.operations.failover.Action``) and
-    #: why
-    action: str
-    why: str
-    step: str
-    history: tuple[StepEntry, ...]
-    attempts: int
-    last_error: str
-    source_cluster: str | None
-    target_cluster: str | None
-    source_run_id: int | None
-    target_run_id: int | None
-    #: kind-specific facts (checkpoint from/to, the batch it resumes from, what it waits for)
-    detail: Mapping[str, Any]
-    not_before: datetime | None
-    version: int
-    updated_at: datetime
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-
-    def entered(self, step: str) -> datetime | None:
-        """When the item last entered ``step``."""
-        for entry in reversed(self.history):
-            if entry.step == step:
-                return entry.at
-        return None
-
-
-@dataclass(frozen=True)
-class OperationRecord:
-    id: int
-    kind: OperationKind
-    state: OperationState
-    home_group: str
-    source_cluster: str | None
-    target_cluster: str | None
-    selector: Mapping[str, Any]
-    options: Mapping[str, Any]
-    reason: str
-    created_by: str
-    incident: str | None
-    plan_digest: str
-    executor: str | None
-    executor_epoch: int
-    executor_since: datetime | None
-    cancel_requested_at: datetime | None
-    cancel_requested_by: str | None
-    version: int
-    created_at: datetime
-    updated_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
-    items: tuple[ItemRecord, ...] = field(default=())
-    #: the one team whose jobs it acts on (None: several teams, or the platform's)
-    team: str | None = None
+        return self.value in FINAL_STEP_NAMES
 
     @property
-    def cancelling(self) -> bool:
-        return self.cancel_requested_at is not None and not self.state.is_final
-
-    def counts(self) -> dict[str, int]:
-        """Items per step."""
-        out: dict[str, int] = {}
-        for item in self.items:
-            out[item.step] = out.get(item.step, 0) + 1
-        return out
+    def started(self) -> bool:
+        """The item is under way (not pending, not ended)."""
+        return item_started(self.value)
 
 
-#: the final item steps every kind shares (each kind's step enum names them alike)
-FINAL_STEP_NAMES = frozenset({"DONE", "SKIPPED", "REFUSED", "FAILED", "CANCELLED"})
-#: the final item steps that make an operation FAILED (every kind)
-FAILED_STEP_NAMES = frozenset({"FAILED", "REFUSED"})
+def item_started(step: str) -> bool:
+    """Whether an item at ``step`` is under way (not pending, not ended), whatever its kind."""
+    return step != "PENDING" and step not in FINAL_STEP_NAMES
+
+
+def item_transitions(
+    steps: type[StepT], moves: Mapping[StepT, Iterable[StepT]]
+) -> Mapping[StepT, frozenset[StepT]]:
+    """A kind's step table from its own ``moves`` (PENDING to its first step, and between its
+    steps under way): every item may also leave PENDING for :data:`PENDING_EXITS`, and never
+    leaves a final step."""
+    table: dict[StepT, frozenset[StepT]] = {}
+    for step in steps:
+        allowed = set(moves.get(step, ()))
+        if step.value == "PENDING":
+            allowed.update(steps[name] for name in PENDING_EXITS)
+        if step.value in FINAL_STEP_NAMES and allowed:
+            raise ValueError(f"final step {step.value} cannot have moves")
+        table[step] = frozenset(allowed)
+    return table
 
 
 def step_transition(
@@ -190,18 +101,176 @@ def step_transition(
     return new
 
 
+# -- selectors ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JobSelector:
+    """What every kind selects jobs by: every non-empty field must match (``all``: every job).
+    A kind's selector adds its own fields (keyword-only), their parts and their matches."""
+
+    priorities: frozenset[Priority] = frozenset()
+    teams: frozenset[str] = frozenset()
+    businesses: frozenset[str] = frozenset()
+    groups: frozenset[str] = frozenset()
+    jobs: frozenset[str] = frozenset()
+    all: bool = False
+
+    def parts(self) -> list[tuple[str, list[str]]]:
+        """(label, values) of each field that picks jobs, for :meth:`describe`."""
+        return [
+            ("priority", sorted(p.value for p in self.priorities)),
+            ("team", sorted(self.teams)),
+            ("business", sorted(self.businesses)),
+            ("group", sorted(self.groups)),
+            ("job", sorted(self.jobs)),
+        ]
+
+    @property
+    def empty(self) -> bool:
+        return not self.all and not any(values for _, values in self.parts())
+
+    def matches_fields(self, job: JobRecord) -> bool:
+        """Whether ``job``'s own fields match (a kind's ``matches`` adds its fields)."""
+        return (
+            (not self.priorities or job.priority in self.priorities)
+            and (not self.teams or job.team in self.teams)
+            and (not self.businesses or job.business in self.businesses)
+            and (not self.groups or job.group in self.groups)
+            and (not self.jobs or job.name in self.jobs)
+        )
+
+    def describe(self) -> str:
+        picked = [f"{label} {'|'.join(values)}" for label, values in self.parts() if values]
+        return ", ".join(picked) if picked else "every job"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "priorities": sorted(p.value for p in self.priorities),
+            "teams": sorted(self.teams),
+            "businesses": sorted(self.businesses),
+            "groups": sorted(self.groups),
+            "jobs": sorted(self.jobs),
+            "all": self.all,
+        }
+
+    @staticmethod
+    def fields_from_json(data: Mapping[str, Any]) -> dict[str, Any]:
+        """The shared fields of a selector's JSON, as keyword arguments."""
+        return {
+            "priorities": frozenset(Priority(p) for p in data.get("priorities", ())),
+            "teams": frozenset(data.get("teams", ())),
+            "businesses": frozenset(data.get("businesses", ())),
+            "groups": frozenset(data.get("groups", ())),
+            "jobs": frozenset(data.get("jobs", ())),
+            "all": bool(data.get("all", False)),
+        }
+
+
+# -- decisions ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Nothing to do yet: ``why`` is shown as what the item waits for."""
+
+    why: str
+
+
+@dataclass(frozen=True)
+class Advance(Generic[StepT]):
+    """The item's next step, with ``note`` for its history."""
+
+    step: StepT
+    note: str
+    #: the job write that goes with the step, in the same transaction
+    job_write: JobWrite | None = None
+    #: item fields to record (source_run_id, target_run_id, detail entries)
+    fields: Mapping[str, Any] = field(default_factory=dict)
+
+
+# -- the executor's choices ---------------------------------------------------------------------
+
+
 def executor_index(operation_id: int, pool_size: int) -> int:
     """The pool slot that executes an operation: crc32 of its id (decimal, UTF-8) over the pool,
-    the rule a job's owner follows with its name (DESIGN §2)."""
+    the rule a job's owner follows with its name (``scheduler.core.ownership``)."""
     from scheduler.core.ownership import owner_index
 
     return owner_index(str(operation_id), pool_size)
 
 
-def final_state(item_steps: list[str], *, failed_steps: frozenset[str], cancelled: bool) -> str:
+def chosen(op: OperationRecord, default_parallelism: int) -> list[ItemRecord]:
+    """The items a round advances: those under way, then pending ones in plan order while fewer
+    than the operation's parallelism are under way (a skip or a refusal costs no slot); every
+    pending one when the operation is cancelled."""
+    limit = int(op.options.get("parallelism") or default_parallelism)
+    under_way = [i for i in op.items if item_started(i.step)]
+    picked = list(under_way)
+    slots = limit - len(under_way)
+    for item in op.items:
+        if item.step != "PENDING":
+            continue
+        if op.cancelling or item.action in IDLE_ACTIONS:
+            picked.append(item)
+        elif slots > 0:
+            picked.append(item)
+            slots -= 1
+    return picked
+
+
+def all_ended(items: Iterable[ItemRecord]) -> bool:
+    return all(i.step in FINAL_STEP_NAMES for i in items)
+
+
+def final_state(
+    item_steps: Sequence[str],
+    *,
+    failed_steps: frozenset[str] = FAILED_STEP_NAMES,
+    cancelled: bool,
+) -> str:
     """The state of an operation whose items all ended."""
     if cancelled:
         return OperationState.CANCELLED.value
     if any(step in failed_steps for step in item_steps):
         return OperationState.FAILED.value
     return OperationState.SUCCEEDED.value
+
+
+def ended_state(op: OperationRecord) -> OperationState | None:
+    """The final state of ``op`` when every item ended and it is not final yet (None: not)."""
+    if op.state.is_final or not all_ended(op.items):
+        return None
+    steps = [i.step for i in op.items]
+    cancelled = op.cancel_requested_at is not None and "CANCELLED" in steps
+    return OperationState(final_state(steps, cancelled=cancelled))
+
+
+__all__ = [
+    "ACTIVE_STATES",
+    "FAILED_STEP_NAMES",
+    "FINAL_STEP_NAMES",
+    "OPERATION_TRANSITIONS",
+    "Advance",
+    "ItemChange",
+    "ItemRecord",
+    "ItemSteps",
+    "JobSelector",
+    "NewItem",
+    "NewOperation",
+    "OperationKind",
+    "OperationRecord",
+    "OperationState",
+    "StepEntry",
+    "Wait",
+    "all_ended",
+    "audit_prefix",
+    "chosen",
+    "ended_state",
+    "executor_index",
+    "final_state",
+    "item_started",
+    "item_transitions",
+    "step_transition",
+    "transition_operation",
+]

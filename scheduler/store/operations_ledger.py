@@ -1,0 +1,265 @@
+"""The operations ledger in SQL: the operations executor's fenced transactions
+(``scheduler.core.operations_ledger.OperationsLedger``; its rules are there).
+
+One method, one transaction (or one read), built of the repository functions of
+``scheduler.store.operations``: a round of the executor reads each operation once
+(:meth:`SqlOperationsLedger.read`) and writes each advance of an item -- the claim's proof, the
+item's steps and the job write that goes with them -- in one transaction; what only notes an
+item (what it waits for, a run it recorded) goes for many items at once (:meth:`note`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
+
+from scheduler.core.errors import NotFound
+from scheduler.core.operations import (
+    ItemChange,
+    ItemRecord,
+    NewOperation,
+    OperationRecord,
+    OperationState,
+    audit_prefix,
+)
+from scheduler.core.operations_ledger import (
+    AutomaticFacts,
+    Candidates,
+    FailoverPolicy,
+    JobWrite,
+    RoundRead,
+    SetDirective,
+    Written,
+)
+from scheduler.core.ownership import Fence
+from scheduler.core.records import JobRecord
+from scheduler.core.states import Command, command_effect
+from scheduler.decisions.operations import auto, bulk
+from scheduler.store import catalog as catalog_store
+from scheduler.store import jobs as jobs_store
+from scheduler.store import journal
+from scheduler.store import operations as ops
+from scheduler.store.db import Store
+from scheduler.store.models import utcnow
+
+
+class SqlOperationsLedger:
+    """The operations ledger of ``node_id`` on ``store`` (audit entries and job events name it)."""
+
+    def __init__(
+        self, store: Store, *, node_id: str, clock: Callable[[], datetime] = utcnow
+    ) -> None:
+        self._store = store
+        self._node_id = node_id
+        self._clock = clock
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def active(self, groups: Iterable[str]) -> list[OperationRecord]:
+        with self._store.session() as session:
+            return ops.active_operations(session, groups)
+
+    def read(
+        self, operation_id: int, choose: Callable[[OperationRecord], Sequence[ItemRecord]]
+    ) -> RoundRead:
+        with self._store.session() as session:
+            op = ops.get_operation(session, operation_id)
+            chosen = tuple(choose(op))
+            if not chosen:
+                return RoundRead(op, chosen)
+            return RoundRead(
+                op,
+                chosen,
+                ops.jobs_by_id(session, [i.job_id for i in chosen if i.job_id is not None]),
+                ops.runs_by_id(session, [i.source_run_id or 0 for i in chosen]),
+                {c.name: c for c in catalog_store.list_clusters(session)},
+            )
+
+    def job(self, job_id: int) -> JobRecord | None:
+        with self._store.session() as session:
+            return ops.jobs_by_id(session, [job_id]).get(job_id)
+
+    def automatic(self, groups: Iterable[str]) -> AutomaticFacts:
+        with self._store.session() as session:
+            policies = [
+                FailoverPolicy(p.group, p.enabled, p.after_seconds, p.min_priority)
+                for p in ops.enabled_policies(session, groups)
+            ]
+            if not policies:
+                return AutomaticFacts(policies)
+            clusters = {c.name: c for c in catalog_store.list_clusters(session)}
+            return AutomaticFacts(
+                policies,
+                {g.name: g for g in catalog_store.list_groups(session)},
+                clusters,
+                {
+                    c.name: found
+                    for c in clusters.values()
+                    if c.health in auto.AUTOMATIC
+                    and (found := ops.incident_start(session, c.name)) is not None
+                },
+            )
+
+    def candidates(self, source: str) -> Candidates:
+        with self._store.session() as session:
+            return Candidates(
+                ops.candidate_jobs(session, source),
+                {g.name: g for g in catalog_store.list_groups(session)},
+                {c.name: c for c in catalog_store.list_clusters(session)},
+            )
+
+    # -- writes -------------------------------------------------------------------------------
+
+    def create(self, new: NewOperation) -> OperationRecord:
+        with self._store.transaction() as session:
+            return ops.persist(session, new, node_id=self._node_id, now=self._clock())
+
+    def take(self, operation_id: int, fence: Fence) -> OperationRecord | None:
+        now = self._clock()
+        with self._store.transaction() as session:
+            if not ops.claim_operation(session, operation_id, fence):
+                return None
+            op = ops.get_operation(session, operation_id, items=False)
+            if op.state != OperationState.PENDING:
+                return op
+            started = ops.set_operation_state(session, op, fence, OperationState.RUNNING, now=now)
+            journal.add_audit(
+                session,
+                actor=f"node:{self._node_id}",
+                action=f"{audit_prefix(op.kind)}.start",
+                target_kind="operation",
+                target_name=str(op.id),
+                detail={"executor": fence.node_id, "epoch": fence.epoch, "kind": op.kind},
+                node_id=self._node_id,
+                team=op.team or "",
+            )
+            return started
+
+    def advance(
+        self,
+        fence: Fence,
+        operation: OperationRecord,
+        item: ItemRecord,
+        changes: Sequence[ItemChange],
+        *,
+        job: JobRecord | None = None,
+        job_write: JobWrite | None = None,
+        message: str = "",
+    ) -> Written:
+        now = self._clock()
+        with self._store.transaction() as session:
+            ops.check_executor(session, operation.id, fence, shared=True)
+            written = ops.advance_item(session, item, changes, now=now)
+            if job_write is None or job is None:
+                return Written(written)
+            if isinstance(job_write, SetDirective):
+                after = ops.set_directive(
+                    session,
+                    job,
+                    job_write.directive,
+                    now=now,
+                    node_id=self._node_id,
+                    message=message,
+                )
+            else:
+                after = ops.switch_cluster(
+                    session,
+                    job,
+                    job_write.target,
+                    job_write.directive,
+                    reason=job_write.reason,
+                    now=now,
+                    node_id=self._node_id,
+                )
+            return Written(written, after)
+
+    def note(
+        self,
+        fence: Fence,
+        operation: OperationRecord,
+        notes: Sequence[tuple[ItemRecord, Sequence[ItemChange]]],
+    ) -> list[ItemRecord]:
+        if not notes:
+            return []
+        now = self._clock()
+        with self._store.transaction() as session:
+            ops.check_executor(session, operation.id, fence, shared=True)
+            written = [ops.write_item(session, item, changes, now=now) for item, changes in notes]
+        return [w for w in written if w is not None]
+
+    def apply_command(
+        self,
+        fence: Fence,
+        operation: OperationRecord,
+        item: ItemRecord,
+        command: Command,
+        note: str,
+    ) -> Written:
+        now = self._clock()
+        with self._store.transaction() as session:
+            ops.check_executor(session, operation.id, fence, shared=True)
+            try:
+                row = jobs_store.load_job(session, item.job_name, for_update=True)
+            except NotFound:
+                row = None
+            if row is None or row.id != item.job_id:
+                gone = "the job was deleted"
+                change = ItemChange(
+                    bulk.Step.FAILED.value, gone, error=gone, detail={"waiting": ""}
+                )
+                return Written(ops.advance_item(session, item, [change], now=now))
+            before = jobs_store.with_run(session, row)
+            skip = bulk.recheck(command, before)
+            if skip is not None:
+                change = ItemChange(bulk.Step.SKIPPED.value, skip, detail={"waiting": ""})
+                return Written(ops.advance_item(session, item, [change], now=now), before)
+            effect = command_effect(command, before.desired_state, before.state)
+            grace = operation.options.get("grace_seconds")
+            waiting = ItemChange(
+                bulk.Step.WAITING.value,
+                note,
+                detail={"waiting": "", "run_before": before.current_run_id},
+            )
+            written = ops.advance_item(session, item, [waiting], now=now)
+            after = jobs_store.apply_command(
+                session,
+                before.name,
+                desired=effect.desired,
+                state=effect.state,
+                bump_generation=effect.bump_generation,
+                reset_attempts=effect.reset_attempts,
+                expected_version=None,
+                cause=f"operation:{operation.id}",
+                node_id=self._node_id,
+                message=f"{command} by bulk operation {operation.id} of {operation.created_by}"
+                + (f" (grace {grace:g} s)" if grace is not None else ""),
+                grace_seconds=grace,
+            )
+            journal.add_audit(
+                session,
+                actor=operation.created_by,
+                action=f"job.{command}",
+                target_kind="job",
+                target_name=before.name,
+                detail={"operation": operation.id, "item": item.id},
+                node_id=self._node_id,
+                team=before.team,
+                before={"desired_state": before.desired_state.value, "state": before.state.value},
+                after={"desired_state": after.desired_state.value, "state": after.state.value},
+            )
+            return Written(written, after)
+
+    def finish(self, fence: Fence, operation: OperationRecord, state: OperationState) -> None:
+        now = self._clock()
+        with self._store.transaction() as session:
+            ops.set_operation_state(session, operation, fence, state, now=now)
+            journal.add_audit(
+                session,
+                actor=f"node:{self._node_id}",
+                action=f"{audit_prefix(operation.kind)}.finish",
+                target_kind="operation",
+                target_name=str(operation.id),
+                detail={"state": state.value, "items": operation.counts(), "kind": operation.kind},
+                node_id=self._node_id,
+                team=operation.team or "",
+            )
