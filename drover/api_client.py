@@ -3250,7 +3250,8 @@ class DroverClient(_Base):
         """
         Mark a cluster abnormal (manual)
 
-        Mark the cluster MANUAL_ABNORMAL: nothing is started there until an operator clears it.
+        Mark the cluster MANUAL_ABNORMAL: nothing is started there until an operator clears it. A
+        team's operator is named with its team in the reason and in every job's event.
 
         ``POST /v1/clusters/{name}/mark-abnormal``
         """
