@@ -171,7 +171,10 @@ class AlertChannelCreate(TypedDict):
     #: `webhook`: the documented JSON body (docs/observability.md), signed with `secret` when
     #: set; `slack`: a Slack incoming-webhook message (`{"text": ...}`)
     kind: NotRequired[ChannelKind]
-    #: where messages are POSTed (http or https)
+    #: where messages are POSTed (http or https), a public destination: a host that is, or
+    #: resolves to, a loopback, private, link-local, shared or multicast address is refused (422)
+    #: unless the operator allows it (DROVER_ALERT_ALLOWED_HOSTS); checked again before every
+    #: send
     url: str
     #: the alert kinds wanted (empty: all)
     kinds: NotRequired[list[AlertKind]]
@@ -193,7 +196,9 @@ class AlertChannelPublic(TypedDict):
     name: str
     #: how messages go out
     kind: ChannelKind
-    #: where messages are sent
+    #: where messages are POSTed: whole for the channel's team's admins (the platform's admins
+    #: for a platform channel), else only its scheme and host (`https://hooks.slack.com/…`: a
+    #: webhook URL is a credential)
     url: str
     #: `*`: the platform's channel
     team: str
@@ -1820,7 +1825,9 @@ class TokenCreate(TypedDict):
     identity: NotRequired[str | None]
     #: what the token may do at most (empty: what its identity may)
     scopes: NotRequired[list[Scope]]
-    #: lifetime in seconds (null: never expires)
+    #: lifetime in seconds; absent: 90 days, cut to the minting credential's own expiry; `null`
+    #: (explicitly): never expires, for a platform admin whose own credential never expires. A
+    #: minted token never outlives, nor outranks, the credential minting it (403).
     expires_in_seconds: NotRequired[int | None]
     #: free text for people
     description: NotRequired[str]
@@ -1847,6 +1854,9 @@ class TokenCreated(TypedDict):
     expires_at: str | None
     #: when it was revoked (null: not revoked)
     revoked_at: str | None
+    #: the token that minted this one (null: minted by no token: the CLI on the store's host, or
+    #: a JWT); revoking that token revokes this one
+    parent_id: NotRequired[int | None]
     #: the secret: shown once, at creation
     token: str
 
@@ -1888,6 +1898,9 @@ class TokenPublic(TypedDict):
     expires_at: str | None
     #: when it was revoked (null: not revoked)
     revoked_at: str | None
+    #: the token that minted this one (null: minted by no token: the CLI on the store's host, or
+    #: a JWT); revoking that token revokes this one
+    parent_id: NotRequired[int | None]
 
 
 class VotePublic(TypedDict):
@@ -2212,6 +2225,9 @@ class DroverClient(_Base):
         Create an API token
 
         A new token for ``identity`` (default: the caller). Its secret is in this answer only.
+
+        The token minting it is its parent: the new token carries none of the parent's missing
+        scopes, expires no later than it, and is revoked with it.
 
         ``POST /v1/tokens``
         """
@@ -3182,7 +3198,8 @@ class DroverClient(_Base):
         """
         A team's alert channels
 
-        The alert channels of one team (404 for an unknown team).
+        The alert channels of one team (404 for an unknown team); their URLs whole for the team's
+        admins, else masked to scheme and host.
 
         ``GET /v1/teams/{team}/alert-channels``
         """
@@ -3249,7 +3266,8 @@ class DroverClient(_Base):
         """
         Mark a cluster abnormal (manual)
 
-        Mark the cluster MANUAL_ABNORMAL: nothing is started there until an operator clears it.
+        Mark the cluster MANUAL_ABNORMAL: nothing is started there until an operator clears it. A
+        team's operator is named with its team in the reason and in every job's event.
 
         ``POST /v1/clusters/{name}/mark-abnormal``
         """
@@ -3367,7 +3385,8 @@ class DroverClient(_Base):
         """
         Revoke an API token
 
-        Revoke a token at once (idempotent); it is refused from the next request on.
+        Revoke a token at once (idempotent), and every token it minted (down the generations); they
+        are refused from the next request on.
 
         ``DELETE /v1/tokens/{token_id}``
         """

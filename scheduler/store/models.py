@@ -451,6 +451,9 @@ class ApiToken(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
     expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    #: the token that minted this one through the API (None: the CLI's bootstrap, a JWT);
+    #: revoking it revokes this one
+    parent_id: Mapped[int | None] = mapped_column(Integer, index=True)
 
 
 class CheckpointReplica(Base):

@@ -116,6 +116,7 @@ def node(
             "DROVER_STALL_CHECK_INTERVAL": "1",
             "DROVER_PROGRESS_FLUSH_INTERVAL": "0.5",
             "DROVER_ALERT_INTERVAL": "0.5",
+            "DROVER_ALERT_ALLOWED_HOSTS": "127.0.0.1",  # the test's receiver, on loopback
             "DROVER_METRICS_INTERVAL": "1",
             "DROVER_METRICS_STORE_TTL": "0",
             "DROVER_HEALTH_PROBE_INTERVAL": "2",
