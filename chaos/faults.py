@@ -29,7 +29,8 @@ node and service faults above, ``cut_off``, and:
                     reach its master (REST and UI proxies cut) and its drivers cannot reach
                     Drover (the proxies in front of the nodes' fence URLs refuse the fence checks
                     carrying the fencing token of a driver of that cluster);
-                    its drivers and the master still see each other
+                    its drivers and the master still see each other (each of these two hits
+                    the cluster the last one spared: ``Stack.next_lost``)
 ``driver_kill``     one live driver (its JVM and its Python process) killed -9
 ``freeze_executor`` the node executing a failover (the operation's ``executor``; waits up to 30 s
                     for one) frozen past its session timeout, then thawed
@@ -99,6 +100,8 @@ class Stack:
     job_args: dict[str, list[str]] = field(default_factory=dict)
     #: the fence lease the nodes grant, seconds (0: none)
     lease_s: float = 0.0
+    #: the cluster the last whole-cluster fault hit (the next one hits the other)
+    last_lost: str = ""
 
     def live_nodes(self) -> list[NodeProcess]:
         with self.lock:
@@ -106,6 +109,15 @@ class Stack:
 
     def cluster_names(self) -> list[str]:
         return sorted(self.spark or self.clusters)
+
+    def next_lost(self, rng: random.Random) -> str:
+        """The cluster a whole-cluster fault hits: the one the last such fault spared (the
+        first at random), so that each cluster has calm moments to run its jobs in, and jobs
+        to fail over when it is hit next."""
+        names = self.cluster_names()
+        spared = [n for n in names if n != self.last_lost]
+        self.last_lost = rng.choice(spared if self.last_lost else names)
+        return self.last_lost
 
     def upgraded_args(self, job: str, revision: int) -> list[str]:
         """A job's arguments after the operator's ``revision``-th upgrade: a changed rate for
@@ -215,7 +227,7 @@ KINDS: dict[str, Callable[[Stack, random.Random], str]] = {
 
 
 def _az_loss(stack: Stack, rng: random.Random) -> str:
-    name = rng.choice(stack.cluster_names())
+    name = stack.next_lost(rng)
     seconds = rng.uniform(6, 14)
     cluster = stack.spark[name]
     processes = len(cluster.pids())
@@ -226,7 +238,7 @@ def _az_loss(stack: Stack, rng: random.Random) -> str:
 
 
 def _two_way_cut(stack: Stack, rng: random.Random) -> str:
-    name = rng.choice(stack.cluster_names())
+    name = stack.next_lost(rng)
     seconds = stack.lease_s + rng.uniform(4, 12)
     cluster = stack.spark[name]
     for proxy in stack.proxies[name]:
@@ -362,6 +374,7 @@ class Operator:
         retry_pause: float = 0.5,
         failover_share: float = FAILOVER_SHARE,
         seed: int | None = None,
+        move_wait: float = 0.0,
     ) -> None:
         self.stack = stack
         #: the generator of the moves (with ``seed``: one per move, ``seeded(seed, "operator/n")``)
@@ -371,6 +384,8 @@ class Operator:
         self.seed = seed
         self.moves = 0
         self.failover_share = failover_share
+        #: how long a failover move on real clusters waits for a move Drover may carry out
+        self.move_wait = move_wait
         self.acks = acks
         self.interval = interval
         self.retry_for = retry_for
@@ -411,30 +426,51 @@ class Operator:
 
     def fail_over_from_where_they_run(self, jobs: list[str]) -> None:
         """Fail 1-2 jobs over from a cluster they run on to the other one (a failover, or a
-        fail-back to their primary), preferring a move whose target is healthy (Drover refuses
-        the others: a move onto a cluster that is down is no move)."""
+        fail-back to their primary). It waits up to ``move_wait`` seconds for a move Drover may
+        carry out -- a job RUNNING on a cluster whose other cluster is healthy, and, when its
+        own cluster is not (lost, cut off), a job known to fence itself -- and then moves such
+        jobs; with none in time it asks for a move of jobs from a random cluster anyway (which
+        Drover refuses, with its reason). A move onto a cluster that is down is no move."""
         names = self.stack.cluster_names()
         source = self.rng.choice(names)
         count = self.rng.randint(1, 2)
-        on: dict[str, list[str]] = {}
-        response = self._send("GET", "/v1/jobs?limit=500", None, None)
-        if response is not None and response.status_code == 200:
-            for job in response.json().get("data", []):
-                if job.get("name") in jobs and job.get("cluster"):
-                    on.setdefault(job["cluster"], []).append(job["name"])
-        healthy = set(names)
-        response = self._send("GET", "/v1/clusters", None, None)
-        if response is not None and response.status_code == 200:
-            healthy = {
-                c["name"] for c in response.json().get("data", []) if c.get("health") == "NORMAL"
-            }
-        # the other cluster of a source: there are two
-        movable = sorted(n for n in names if on.get(n) and (set(names) - {n}) <= healthy)
-        if movable and source not in movable:
-            source = movable[0]
-        if on.get(source):
-            jobs = sorted(on[source])
+        pick = self.rng.random()  # drawn now: the seed fixes the draws, not their outcome
+        deadline = time.monotonic() + self.move_wait
+        while True:
+            movable = self._movable(jobs, names)
+            if movable or time.monotonic() >= deadline or self._stop.is_set():
+                break
+            self._stop.wait(2.0)  # not synchronisation: how often the operator looks again
+        if movable:
+            source = sorted(movable)[int(pick * len(movable))]
+            jobs = movable[source]
+        else:
+            print(f"  chaos: operator: no job Drover may move within {self.move_wait:g} s")
         self.fail_over(source, self.rng.sample(jobs, min(len(jobs), count)))
+
+    def _movable(self, jobs: list[str], names: list[str]) -> dict[str, list[str]]:
+        """Of ``jobs``, those Drover may move now, by the cluster they run on (see
+        :meth:`fail_over_from_where_they_run`)."""
+        response = self._send("GET", "/v1/clusters", None, None)
+        if response is None or response.status_code != 200:
+            return {}
+        healthy = {
+            c["name"] for c in response.json().get("data", []) if c.get("health") == "NORMAL"
+        }
+        response = self._send("GET", "/v1/jobs?limit=500", None, None)
+        if response is None or response.status_code != 200:
+            return {}
+        movable: dict[str, list[str]] = {}
+        for job in response.json().get("data", []):
+            source = job.get("cluster")
+            if job.get("name") not in jobs or source not in names or job.get("state") != "RUNNING":
+                continue
+            if not (set(names) - {source}) <= healthy:
+                continue  # its target is not healthy: refused
+            if source not in healthy and job.get("self_fencing") is not True:
+                continue  # its driver may go on unseen: refused unless forced
+            movable.setdefault(source, []).append(job["name"])
+        return {source: sorted(found) for source, found in movable.items()}
 
     def _count(self, op: str, answer: _Answer | None) -> None:
         if answer is not None:

@@ -59,6 +59,10 @@ def node_settings(lease_s: float) -> dict[str, str]:
         "DROVER_HEALTH_PROBE_INTERVAL": "2",
         "DROVER_HEALTH_PROBE_TIMEOUT": "2",
         "DROVER_HEALTH_QUIET_PERIOD": "6",
+        # a cluster loses a whole-cluster fault every minute or so: with the default window
+        # (6 failed probes within 60 s) both would stay THRESHOLD_ABNORMAL the whole run --
+        # flapping, rightly: no restart there, no move onto them -- and no job would run
+        "DROVER_HEALTH_THRESHOLD_WINDOW": "12",
         "DROVER_FAILOVER_INTERVAL": "0.5",
         "DROVER_FAILOVER_FENCE_EXIT_GRACE": "15",
         "DROVER_FENCE_LEASE_SECONDS": f"{lease_s:g}",

@@ -245,7 +245,7 @@ def wait_converged(stack: Stack, recorder: Recorder, since: float, bound: float)
 
 def run(args: argparse.Namespace) -> Report:
     spark = bool(getattr(args, "spark", False))
-    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="drover-chaos-"))
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="drover-chaos-")).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     history_path = Path(args.history)
     history_path.parent.mkdir(parents=True, exist_ok=True)
@@ -291,7 +291,11 @@ def run(args: argparse.Namespace) -> Report:
                 seeded(args.seed, "operator"),
                 recorder,
                 seed=args.seed,
-                **({"interval": 12.0, "failover_share": 0.6, "retry_for": 40.0} if spark else {}),
+                **(
+                    {"interval": 12.0, "failover_share": 0.6, "retry_for": 40.0, "move_wait": 30.0}
+                    if spark
+                    else {}
+                ),
             ).start()
             end = time.monotonic() + args.duration
             if spark:

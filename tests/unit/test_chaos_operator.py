@@ -131,3 +131,38 @@ def test_a_seed_reproduces_each_stream_of_choices_on_its_own() -> None:
         seeded(7, "cluster/schedule"), 9, kinds
     )
     assert sorted(schedule(seeded(7, "cluster/schedule"), 9, kinds)) == sorted(kinds * 3)
+
+
+def _listing(jobs: list[dict[str, Any]], health: dict[str, str]) -> list[httpx.Response | None]:
+    clusters = [{"name": n, "health": h} for n, h in health.items()]
+    return [httpx.Response(200, json={"data": clusters}), httpx.Response(200, json={"data": jobs})]
+
+
+def test_a_failover_move_picks_jobs_drover_may_move() -> None:
+    """Running jobs on a cluster whose other one is healthy; from a cluster that is not healthy
+    only the jobs known to fence themselves."""
+    acks = Acks()
+    op = Scripted([], acks)
+    op.stack.cluster_names = lambda: ["A", "B"]  # type: ignore[method-assign]
+    jobs = [
+        {"name": "j1", "cluster": "A", "state": "RUNNING", "self_fencing": True},
+        {"name": "j2", "cluster": "A", "state": "RUNNING", "self_fencing": None},
+        {"name": "j3", "cluster": "A", "state": "STARTING", "self_fencing": True},
+        {"name": "j4", "cluster": "B", "state": "RUNNING", "self_fencing": True},
+    ]
+    names = ["j1", "j2", "j3", "j4"]
+    op.answers = _listing(jobs, {"A": "NORMAL", "B": "NORMAL"})
+    assert op._movable(names, ["A", "B"]) == {"A": ["j1", "j2"], "B": ["j4"]}
+    op.answers = _listing(jobs, {"A": "VOTE_ABNORMAL", "B": "NORMAL"})
+    assert op._movable(names, ["A", "B"]) == {"A": ["j1"]}  # B's target A is down
+    op.answers = _listing(jobs, {"A": "NORMAL", "B": "THRESHOLD_ABNORMAL"})
+    assert op._movable(names, ["A", "B"]) == {"B": ["j4"]}
+    op.answers = [None]
+    assert op._movable(names, ["A", "B"]) == {}  # no answer: nothing known movable
+
+
+def test_whole_cluster_faults_take_turns() -> None:
+    fake = {"last_lost": "", "cluster_names": lambda self: ["a", "b"], "next_lost": Stack.next_lost}
+    stack = cast(Stack, type("S", (), fake)())
+    hit = [stack.next_lost(random.Random(n)) for n in range(6)]
+    assert hit in (["a", "b"] * 3, ["b", "a"] * 3)
