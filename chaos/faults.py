@@ -427,8 +427,8 @@ class Operator:
     def fail_over_from_where_they_run(self, jobs: list[str]) -> None:
         """Fail 1-2 jobs over from a cluster they run on to the other one (a failover, or a
         fail-back to their primary). It waits up to ``move_wait`` seconds for a move Drover may
-        carry out -- a job RUNNING on a cluster whose other cluster is healthy, and, when its
-        own cluster is not (lost, cut off), a job known to fence itself -- and then moves such
+        carry out -- a job on a cluster whose other cluster is healthy and, when its own
+        cluster is not (lost, cut off), RUNNING and known to fence itself -- and then moves such
         jobs; with none in time it asks for a move of jobs from a random cluster anyway (which
         Drover refuses, with its reason). A move onto a cluster that is down is no move."""
         names = self.stack.cluster_names()
@@ -463,11 +463,13 @@ class Operator:
         movable: dict[str, list[str]] = {}
         for job in response.json().get("data", []):
             source = job.get("cluster")
-            if job.get("name") not in jobs or source not in names or job.get("state") != "RUNNING":
+            if job.get("name") not in jobs or source not in names:
                 continue
             if not (set(names) - {source}) <= healthy:
                 continue  # its target is not healthy: refused
-            if source not in healthy and job.get("self_fencing") is not True:
+            if source not in healthy and (
+                job.get("state") != "RUNNING" or job.get("self_fencing") is not True
+            ):
                 continue  # its driver may go on unseen: refused unless forced
             movable.setdefault(source, []).append(job["name"])
         return {source: sorted(found) for source, found in movable.items()}

@@ -17,8 +17,9 @@ Two kinds of proxies (``harness/tcpproxy.py``) let the faults cut a cluster off 
   their environment) while it is cut off.
 
 A job costs ~0.9 GB (a 512 MB driver and a 512 MB executor, one core each; RUNTIME-NOTES), and
-the machine has 2 shared cores: 4-6 jobs. Each worker advertises room for every job (a cluster
-must hold them all after the other one is lost): two cores and 1 GB per job, plus one of each.
+the machine has 2 shared cores: 3-6 jobs (3 by default: fewer JVMs, faster starts). Each worker
+advertises room for every job (a cluster must hold them all after the other one is lost): two
+cores and 1 GB per job, plus one of each.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ SESSION_TIMEOUT = 3.0
 #: the fence lease the nodes grant (seconds): short, so that a cut-off driver stops soon
 LEASE_S = 15.0
 TRIGGER_S = 2.0
-DEFAULT_JOBS = 4
+DEFAULT_JOBS = 3
 #: seconds after the faults cleared within which every job runs again (a real application
 #: takes 20-60 s to start on the shared cores; a failover under way waits for its lease)
 DEFAULT_BOUND = 240.0
@@ -58,11 +59,11 @@ def node_settings(lease_s: float) -> dict[str, str]:
         "DROVER_RESTART_BACKOFF_MAX": "8",
         "DROVER_HEALTH_PROBE_INTERVAL": "2",
         "DROVER_HEALTH_PROBE_TIMEOUT": "2",
-        "DROVER_HEALTH_QUIET_PERIOD": "6",
-        # a cluster loses a whole-cluster fault every minute or so: with the default window
+        # a cluster takes a whole-cluster fault every minute or so: with the default window
         # (6 failed probes within 60 s) both would stay THRESHOLD_ABNORMAL the whole run --
         # flapping, rightly: no restart there, no move onto them -- and no job would run
-        "DROVER_HEALTH_THRESHOLD_WINDOW": "12",
+        "DROVER_HEALTH_QUIET_PERIOD": "3",
+        "DROVER_HEALTH_THRESHOLD_WINDOW": "10",
         "DROVER_FAILOVER_INTERVAL": "0.5",
         "DROVER_FAILOVER_FENCE_EXIT_GRACE": "15",
         "DROVER_FENCE_LEASE_SECONDS": f"{lease_s:g}",

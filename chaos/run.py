@@ -2,7 +2,7 @@
 
     python -m chaos.run --duration 120 [--seed 7] [--jobs 24] [--nodes 3] [--bound 90] \\
         [--history var/chaos/history.jsonl] [--workdir DIR]
-    python -m chaos.run --spark --duration 600 [--jobs 4] [--lease 15] ...   # real Spark
+    python -m chaos.run --spark --duration 600 [--jobs 3] [--lease 15] ...   # real Spark
 
 What it runs (all on loopback, all private to the run, all stopped at the end): a ZooKeeper
 server and a MariaDB server of its own (so it may restart and wipe them), two simulated Spark
@@ -24,11 +24,11 @@ The nodes run with a short session timeout and restart policy made for faults th
 often (``NODE_SETTINGS``); the convergence bound is checked against those.
 
 ``--spark`` runs it on real Spark instead (``chaos/realspark.py``): two private standalone
-clusters, ``--jobs`` (default 4) self-fencing streams of the sample pipeline, fence leases of
+clusters, ``--jobs`` (default 3) self-fencing streams of the sample pipeline, fence leases of
 ``--lease`` seconds. Faults come in two lanes at once: whole-cluster faults (``az_loss`` and
 ``two_way_cut`` in turn, so each comes about once a minute) and the others
 (``chaos.faults.SPARK_KINDS``: node and service faults, a one-way cut, a driver killed, the node
-executing a failover frozen). The operator moves every ~12 s, 60 % of its moves a failover of
+executing a failover frozen). The operator moves every ~12 s, 80 % of its moves a failover of
 jobs from where they run (or a fail-back): a real job takes 20-60 s to start, and a job
 restarted more often than that would never commit a batch. The checker also sees the driver
 processes on the machine and the jobs' commit logs, and how long every failover took
@@ -292,7 +292,7 @@ def run(args: argparse.Namespace) -> Report:
                 recorder,
                 seed=args.seed,
                 **(
-                    {"interval": 12.0, "failover_share": 0.6, "retry_for": 40.0, "move_wait": 30.0}
+                    {"interval": 12.0, "failover_share": 0.8, "retry_for": 40.0, "move_wait": 45.0}
                     if spark
                     else {}
                 ),
@@ -388,7 +388,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--duration", type=float, default=120.0, help="seconds of faults")
     p.add_argument("--seed", type=int, default=int(time.time()))
     p.add_argument("--nodes", type=int, default=3)
-    p.add_argument("--jobs", type=int, default=DEFAULT_JOBS, help="(real Spark: 4)")
+    p.add_argument("--jobs", type=int, default=DEFAULT_JOBS, help="(real Spark: 3)")
     p.add_argument(
         "--bound", type=float, default=DEFAULT_BOUND, help="convergence bound, s (real Spark: 240)"
     )

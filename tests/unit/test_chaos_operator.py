@@ -139,8 +139,8 @@ def _listing(jobs: list[dict[str, Any]], health: dict[str, str]) -> list[httpx.R
 
 
 def test_a_failover_move_picks_jobs_drover_may_move() -> None:
-    """Running jobs on a cluster whose other one is healthy; from a cluster that is not healthy
-    only the jobs known to fence themselves."""
+    """Jobs on a cluster whose other one is healthy; from a cluster that is not healthy only
+    the running jobs known to fence themselves."""
     acks = Acks()
     op = Scripted([], acks)
     op.stack.cluster_names = lambda: ["A", "B"]  # type: ignore[method-assign]
@@ -152,7 +152,7 @@ def test_a_failover_move_picks_jobs_drover_may_move() -> None:
     ]
     names = ["j1", "j2", "j3", "j4"]
     op.answers = _listing(jobs, {"A": "NORMAL", "B": "NORMAL"})
-    assert op._movable(names, ["A", "B"]) == {"A": ["j1", "j2"], "B": ["j4"]}
+    assert op._movable(names, ["A", "B"]) == {"A": ["j1", "j2", "j3"], "B": ["j4"]}
     op.answers = _listing(jobs, {"A": "VOTE_ABNORMAL", "B": "NORMAL"})
     assert op._movable(names, ["A", "B"]) == {"A": ["j1"]}  # B's target A is down
     op.answers = _listing(jobs, {"A": "NORMAL", "B": "THRESHOLD_ABNORMAL"})
