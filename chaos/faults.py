@@ -24,13 +24,14 @@ On real Spark standalone clusters (``SPARK_KINDS``: ``chaos/realspark.py`` deplo
 node and service faults above, ``cut_off``, and:
 
 ``az_loss``         a whole cluster dies at once (SIGKILL to its master, its worker and every
-                    driver and executor on it); it starts again, empty, 6-14 s later
+                    driver and executor on it); it starts again, empty, 5-10 s later
 ``two_way_cut``     a cluster is cut off both ways for the fence lease plus 4-12 s: Drover cannot
                     reach its master (REST and UI proxies cut) and its drivers cannot reach
                     Drover (the proxies in front of the nodes' fence URLs refuse the fence checks
                     carrying the fencing token of a driver of that cluster);
-                    its drivers and the master still see each other (each of these two hits
-                    the cluster the last one spared: ``Stack.next_lost``)
+                    its drivers and the master still see each other (of these two, every
+                    other one hits a cluster at random, the next one the other cluster:
+                    ``Stack.next_lost``)
 ``driver_kill``     one live driver (its JVM and its Python process) killed -9
 ``freeze_executor`` the node executing a failover (the operation's ``executor``; waits up to 30 s
                     for one) frozen past its session timeout, then thawed
@@ -100,8 +101,9 @@ class Stack:
     job_args: dict[str, list[str]] = field(default_factory=dict)
     #: the fence lease the nodes grant, seconds (0: none)
     lease_s: float = 0.0
-    #: the cluster the last whole-cluster fault hit (the next one hits the other)
+    #: the cluster the last whole-cluster fault hit, and how many there were (``next_lost``)
     last_lost: str = ""
+    lost_count: int = 0
 
     def live_nodes(self) -> list[NodeProcess]:
         with self.lock:
@@ -111,12 +113,16 @@ class Stack:
         return sorted(self.spark or self.clusters)
 
     def next_lost(self, rng: random.Random) -> str:
-        """The cluster a whole-cluster fault hits: the one the last such fault spared (the
-        first at random), so that each cluster has calm moments to run its jobs in, and jobs
-        to fail over when it is hit next."""
+        """The cluster a whole-cluster fault hits: every other one at random, the next one the
+        cluster it spared. Each cluster has calm moments to run its jobs in (and jobs to fail
+        over when it is hit next), and each kind of fault, coming in shuffled rounds of both,
+        hits either cluster."""
         names = self.cluster_names()
-        spared = [n for n in names if n != self.last_lost]
-        self.last_lost = rng.choice(spared if self.last_lost else names)
+        if self.lost_count % 2 and self.last_lost:
+            self.last_lost = rng.choice([n for n in names if n != self.last_lost])
+        else:
+            self.last_lost = rng.choice(names)
+        self.lost_count += 1
         return self.last_lost
 
     def upgraded_args(self, job: str, revision: int) -> list[str]:
@@ -228,7 +234,7 @@ KINDS: dict[str, Callable[[Stack, random.Random], str]] = {
 
 def _az_loss(stack: Stack, rng: random.Random) -> str:
     name = stack.next_lost(rng)
-    seconds = rng.uniform(6, 14)
+    seconds = rng.uniform(5, 10)
     cluster = stack.spark[name]
     processes = len(cluster.pids())
     cluster.kill()

@@ -28,7 +28,7 @@ clusters, ``--jobs`` (default 3) self-fencing streams of the sample pipeline, fe
 ``--lease`` seconds. Faults come in two lanes at once: whole-cluster faults (``az_loss`` and
 ``two_way_cut`` in turn, so each comes about once a minute) and the others
 (``chaos.faults.SPARK_KINDS``: node and service faults, a one-way cut, a driver killed, the node
-executing a failover frozen). The operator moves every ~12 s, 80 % of its moves a failover of
+executing a failover frozen). The operator moves every ~8 s, 80 % of its moves a failover of
 jobs from where they run (or a fail-back): a real job takes 20-60 s to start, and a job
 restarted more often than that would never commit a batch. The checker also sees the driver
 processes on the machine and the jobs' commit logs, and how long every failover took
@@ -292,7 +292,7 @@ def run(args: argparse.Namespace) -> Report:
                 recorder,
                 seed=args.seed,
                 **(
-                    {"interval": 12.0, "failover_share": 0.8, "retry_for": 40.0, "move_wait": 45.0}
+                    {"interval": 8.0, "failover_share": 0.8, "retry_for": 40.0, "move_wait": 20.0}
                     if spark
                     else {}
                 ),
@@ -301,7 +301,7 @@ def run(args: argparse.Namespace) -> Report:
             if spark:
                 lanes = [
                     Lane(
-                        "cluster", stack, CLUSTER_KINDS, args.seed, recorder, end, started, (2, 5)
+                        "cluster", stack, CLUSTER_KINDS, args.seed, recorder, end, started, (1, 3)
                     ),
                     Lane("faults", stack, SPARK_KINDS, args.seed, recorder, end, started, (3, 8)),
                 ]

@@ -161,8 +161,15 @@ def test_a_failover_move_picks_jobs_drover_may_move() -> None:
     assert op._movable(names, ["A", "B"]) == {}  # no answer: nothing known movable
 
 
-def test_whole_cluster_faults_take_turns() -> None:
-    fake = {"last_lost": "", "cluster_names": lambda self: ["a", "b"], "next_lost": Stack.next_lost}
+def test_whole_cluster_faults_hit_both_clusters_in_each_pair() -> None:
+    fake = {
+        "last_lost": "",
+        "lost_count": 0,
+        "cluster_names": lambda self: ["a", "b"],
+        "next_lost": Stack.next_lost,
+    }
     stack = cast(Stack, type("S", (), fake)())
-    hit = [stack.next_lost(random.Random(n)) for n in range(6)]
-    assert hit in (["a", "b"] * 3, ["b", "a"] * 3)
+    rng = random.Random(3)
+    hit = [stack.next_lost(rng) for n in range(40)]
+    assert all({hit[i], hit[i + 1]} == {"a", "b"} for i in range(0, 40, 2))
+    assert any(hit[i] == hit[i + 1] for i in range(1, 39, 2))  # pairs start at random
