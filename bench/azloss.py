@@ -170,8 +170,9 @@ def measure(
             print(f"{jobs} jobs RUNNING on A after {time.monotonic() - began:.1f} s", flush=True)
             runs_on_a = {n: api.get(f"/v1/jobs/{n}")["current_run"] for n in names}
             killed_at = time.monotonic()
-            killed = clusters["A"].kill()
-            print(f"cluster A killed ({killed} processes)", flush=True)
+            processes = len(clusters["A"].pids())
+            took = clusters["A"].kill()
+            print(f"cluster A killed ({processes} processes, gone in {took:.1f} s)", flush=True)
             detected = None
             if not automatic:
                 # what an operator does: wait for Drover to see A down, then fail every job over
