@@ -47,6 +47,12 @@ def _stat(pid: int) -> list[bytes] | None:
     return raw[raw.rindex(b")") + 2 :].split()
 
 
+def parent_pid(pid: int) -> int | None:
+    """The parent of ``pid`` (None when it is gone)."""
+    fields = _stat(pid)
+    return None if fields is None else int(fields[1])
+
+
 def cpu_seconds(pid: int) -> float:
     """User and system CPU ``pid`` has used so far (0.0 when it is gone)."""
     fields = _stat(pid)

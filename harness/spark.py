@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 
 from harness.nodes import free_port, poll
-from harness.procs import Proc, processes, session_pids, signal_all
+from harness.procs import Proc, parent_pid, processes, session_pids, signal_all
 
 #: what one daemon JVM may use (a test cluster runs no big application)
 DAEMON_MEMORY = "256m"
@@ -241,9 +241,12 @@ def driver_processes(
     found = []
     for name, cluster in clusters.items():
         processes_of = cluster.drivers()
+        jvms = {d.pid for d in processes_of if DRIVER_MAIN in Proc(d.pid, "S", 0).cmdline()}
         for driver in processes_of:
-            if DRIVER_MAIN not in Proc(driver.pid, "S", 0).cmdline():
+            if driver.pid not in jvms:
                 continue
+            if parent_pid(driver.pid) in jvms:
+                continue  # a fork of a driver's JVM before its exec (its Python process starting)
             others = [
                 d.pid for d in processes_of if d.run_id == driver.run_id and d.pid != driver.pid
             ]

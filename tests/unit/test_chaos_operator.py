@@ -173,3 +173,13 @@ def test_whole_cluster_faults_hit_both_clusters_in_each_pair() -> None:
     hit = [stack.next_lost(rng) for n in range(40)]
     assert all({hit[i], hit[i + 1]} == {"a", "b"} for i in range(0, 40, 2))
     assert any(hit[i] == hit[i + 1] for i in range(1, 39, 2))  # pairs start at random
+
+
+def test_a_process_knows_its_parent() -> None:
+    """What tells a fork of a driver's JVM (before its exec) from a second driver."""
+    import os
+
+    from harness.procs import parent_pid
+
+    assert parent_pid(os.getpid()) == os.getppid()
+    assert parent_pid(2**22 + 7) is None  # no such process
