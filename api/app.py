@@ -10,6 +10,7 @@ import anyio.to_thread
 from fastapi import Depends, FastAPI
 
 from api import console, glossary, idempotency, metrics, problems, security
+from api import openapi as contract
 from api.creations import Creations
 from api.deps import NodeContext, every_route
 from api.documents import JobDocuments
@@ -124,9 +125,10 @@ def create_app(context: NodeContext) -> FastAPI:
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
-        """The generated document, completed from the API's vocabulary (api/glossary.py)."""
+        """The generated document, completed from the API's vocabulary (api/glossary.py) and
+        with what the routes do not say (api/openapi.py: security, problems, tags, examples)."""
         if app.openapi_schema is None:
-            app.openapi_schema = glossary.complete(generate())
+            app.openapi_schema = contract.finish(glossary.complete(generate()))
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

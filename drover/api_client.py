@@ -26,7 +26,7 @@ from urllib.parse import quote
 
 import httpx
 
-#: the header every mutation needs (the API refuses a mutation without a JSON body or it: 415)
+#: the header that names the client (optional: the API asks nothing of a bodiless request)
 CLIENT_HEADER = "X-Drover-Client"
 
 
@@ -1369,6 +1369,36 @@ class PageAlertPublic(TypedDict):
 
 
 Priority = Literal["high", "normal", "low"]
+
+
+class Problem(TypedDict):
+    """An RFC 9457 problem document: the body of every error answer (other members may follow)."""
+
+    #: `urn:drover:problem:<kind>`; the kind names the error for programs
+    type: str
+    #: the HTTP status phrase
+    title: str
+    #: the HTTP status code
+    status: int
+    #: what went wrong, for people
+    detail: NotRequired[str]
+    #: the request path
+    instance: NotRequired[str]
+    #: 422 only: each invalid value's `location`, `message` and `type`
+    errors: NotRequired[list[ProblemError]]
+    #: 500 and 503: the id under which the server logged the error
+    incident: NotRequired[str]
+
+
+class ProblemError(TypedDict):
+    """One invalid value of a 422 answer."""
+
+    #: where the value is: `body`, `query`, `path` or `header`, then its name
+    location: list[str]
+    #: what is wrong with it
+    message: str
+    #: the kind of error, for programs
+    type: str
 
 
 class ProgressPublic(TypedDict):

@@ -276,7 +276,7 @@ from urllib.parse import quote
 
 import httpx
 
-#: the header every mutation needs (the API refuses a mutation without a JSON body or it: 415)
+#: the header that names the client (optional: the API asks nothing of a bodiless request)
 CLIENT_HEADER = "X-Drover-Client"
 
 
