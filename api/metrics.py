@@ -92,6 +92,12 @@ class ApiMetrics:
             _help("drover_api_requests_in_flight"),
             registry=registry,
         )
+        self.documents = Counter(
+            "drover_api_job_documents",
+            _help("drover_api_job_documents_total"),
+            _labels("drover_api_job_documents_total"),
+            registry=registry,
+        )
         #: the series of each (method, route, status) seen, looked up once (the label sets are
         #: bounded: templates, not paths)
         self._series: dict[tuple[str, str, int], tuple[Any, Any]] = {}
@@ -420,6 +426,9 @@ def install(app: FastAPI, *, version: str) -> None:
         )
     )
     app.state.metrics_registry = registry
+    documents = getattr(app.state, "job_documents", None)
+    if documents is not None:  # the memo of job documents counts on this registry
+        documents.count_on(metrics.documents)
     app.add_middleware(RequestObserver, metrics=metrics)
     app.include_router(router)
 
