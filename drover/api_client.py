@@ -20,6 +20,9 @@ API's schemas as ``TypedDict`` (plain dicts at run time). An error answer raises
 
 from __future__ import annotations
 
+import random
+import time
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Literal, NotRequired, TypedDict, cast
 from urllib.parse import quote
@@ -69,10 +72,23 @@ class _Base:
         timeout: float = 30.0,
         http: httpx.Client | None = None,
         headers: dict[str, str] | None = None,
+        retries: int = 3,
+        backoff: float = 0.25,
+        max_wait: float = 30.0,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         """``http``: an ``httpx.Client`` to send through (a test's ``TestClient``, a client with
-        its own transport or TLS settings); one is made (and closed by :meth:`close`) otherwise."""
+        its own transport or TLS settings); one is made (and closed by :meth:`close`) otherwise.
+
+        Retries: a call that is safe to repeat (``GET``, ``HEAD``, ``PUT``, ``DELETE``, or any
+        call with an ``Idempotency-Key``) is sent again up to ``retries`` times when the node
+        cannot be reached or answers 429, 502, 503 or 504, after the answer's ``Retry-After``
+        seconds when it says (at most ``max_wait``), else after an exponential backoff from
+        ``backoff`` seconds with jitter. A 429 is retried whatever the method: the node refused
+        it before doing anything."""
         self.base_url = base_url.rstrip("/")
+        self.retries, self.backoff, self.max_wait = retries, backoff, max_wait
+        self._sleep = sleep
         self._own = http is None
         self._http = http if http is not None else httpx.Client(timeout=timeout)
         self._headers = {CLIENT_HEADER: client_name, **(headers or {})}
@@ -136,14 +152,7 @@ class _Base:
         json_answer: bool,
     ) -> Any:
         params = {k: v for k, v in (query or {}).items() if v is not None}
-        sent = {**self._headers, **{k: str(v) for k, v in headers.items() if v is not None}}
-        try:
-            response = self._http.request(
-                method, url, params=params or None, headers=sent, json=body
-            )
-        except httpx.HTTPError as exc:
-            raise Unreachable(f"cannot reach {url}: {exc}") from exc
-        self.last_response = response
+        response = self.send(method, url, params=params or None, headers=headers, json=body)
         if response.status_code >= 300 and response.status_code not in ok:
             try:
                 problem = response.json()
@@ -155,6 +164,56 @@ class _Base:
         if not response.content:
             return None
         return response.json() if json_answer else response.text
+
+    def send(
+        self,
+        method: str,
+        url: str,
+        *,
+        params: Any = None,
+        headers: dict[str, Any] | None = None,
+        json: Any = None,
+        timeout: float | None = None,
+    ) -> httpx.Response:
+        """One request (``url``: absolute, or a path under the base URL) with the client's
+        credential, retried as the constructor says; the answer whatever its status.
+        Unreachable when the node cannot be reached after the retries."""
+        target = url if "://" in url else f"{self.base_url}{url}"
+        sent = {**self._headers, **{k: str(v) for k, v in (headers or {}).items() if v is not None}}
+        safe = method.upper() in _IDEMPOTENT or any(k.lower() == "idempotency-key" for k in sent)
+        extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
+        attempt = 0
+        while True:
+            try:
+                response = self._http.request(
+                    method, target, params=params, headers=sent, json=json, **extra
+                )
+            except httpx.HTTPError as exc:
+                if not safe or attempt >= self.retries:
+                    raise Unreachable(f"cannot reach {target}: {exc}") from exc
+                self._sleep(self._delay(attempt, None))
+                attempt += 1
+                continue
+            self.last_response = response
+            status = response.status_code
+            retry = status == 429 or (safe and status in _TRANSIENT)
+            if not retry or attempt >= self.retries:
+                return response
+            self._sleep(self._delay(attempt, response.headers.get("Retry-After")))
+            attempt += 1
+
+    def _delay(self, attempt: int, retry_after: str | None) -> float:
+        """Seconds before the next try: the answer's ``Retry-After`` (seconds) when it gives
+        one, else ``backoff`` doubled per attempt with up to 50 % jitter; never past
+        ``max_wait``."""
+        if retry_after is not None and retry_after.strip().isdigit():
+            return min(float(retry_after.strip()), self.max_wait)
+        return min(self.backoff * (2**attempt) * (1 + random.random() / 2), self.max_wait)
+
+
+#: methods that may be sent twice; answers worth another try
+_IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
+_TRANSIENT = frozenset({429, 502, 503, 504})
 
 
 # -- models --------------------------------------------------------------------------------------

@@ -19,8 +19,8 @@ from drover.cli import output as out
 from drover.cli.output import JsonOption, LimitOption
 from scheduler.core.errors import DroverError
 
-token_app = typer.Typer(no_args_is_help=True, help="API tokens (shown once, stored hashed).")
-teams_app = typer.Typer(no_args_is_help=True, help="Teams and their members' roles.")
+token_app = out.new_app(no_args_is_help=True, help="API tokens (shown once, stored hashed).")
+teams_app = out.new_app(no_args_is_help=True, help="Teams and their members' roles.")
 
 ApiOption = out.ApiOption
 
@@ -136,7 +136,7 @@ def _render_tokens(doc: dict[str, Any]) -> None:
         ),
         empty="(no tokens)",
     )
-    typer.echo(f"{doc['count']} token(s)")
+    out.footer(f"{doc['count']} token(s)")
 
 
 @token_app.command("list")
@@ -204,9 +204,7 @@ def teams_bind(
 def teams_unbind(
     team: str, identity: str, api: ApiOption = None, as_json: JsonOption = False
 ) -> None:
-    out.call(
-        "DELETE", out.resource_url(api, "teams", team) + out.path_of("members", identity)[3:]
-    )
+    out.call("DELETE", out.resource_url(api, "teams", team) + out.path_of("members", identity)[3:])
     out.show(
         {"team": team, "identity": identity, "unbound": True},
         as_json,

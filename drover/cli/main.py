@@ -2,9 +2,11 @@
 the other command modules' commands registered on the apps of :mod:`drover.cli.apps` (whose
 ``HELP`` is what ``drover --help`` says the command line does).
 """
+
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -36,7 +38,6 @@ from drover.cli.output import (
     WaitOption,
 )
 from scheduler.core.errors import DroverError
-from scheduler.core.logs import configure_from, configure_logging
 
 # -- node -----------------------------------------------------------------------------------
 
@@ -45,6 +46,7 @@ from scheduler.core.logs import configure_from, configure_logging
 def node_run() -> None:
     """Start a node: API on DROVER_API_HOST:DROVER_API_PORT plus its actors."""
     from drover.node import run_node
+    from scheduler.core.logs import configure_from, configure_logging
 
     configure_logging()
     settings = apps.settings()
@@ -153,7 +155,7 @@ def _render_jobs(page: dict[str, Any]) -> None:
         ),
         empty="(no jobs)",
     )  # fmt: skip
-    typer.echo(f"{page['count']} job(s)" + (" (cut by --limit)" if page["truncated"] else ""))
+    out.footer(f"{page['count']} job(s)" + (" (cut by --limit)" if page["truncated"] else ""))
 
 
 @jobs_app.command("list")
@@ -523,60 +525,67 @@ def jobs_logs(
     name: str,
     api: ApiOption = None,
     run: Annotated[
-        int | None, typer.Option(help="the run's attempt number (default: the current or last)")
+        int | None,
+        typer.Option("--run", help="the run's attempt number (default: the current or last run)"),
     ] = None,
-    limit: Annotated[int, typer.Option(min=0, help="the newest events shown (0 = all)")] = 50,
+    stream: Annotated[
+        str | None,
+        typer.Option(
+            help="stderr or stdout (a standalone driver), combined (a local run); default: "
+            "the first the run's driver has",
+            show_default=False,
+        ),
+    ] = None,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="keep printing what the driver writes")
+    ] = False,
+    tail: Annotated[
+        int,
+        typer.Option(min=1, max=1 << 20, help="start with the last this many bytes of the log"),
+    ] = 64 << 10,
+    interval: Annotated[
+        float, typer.Option(min=0.2, help="--follow asks for more every this many seconds")
+    ] = 1.0,
     as_json: JsonOption = False,
 ) -> None:
-    """What Drover knows of a run's driver: the run (cluster, application, exit code, reason,
-    fence checks) and its events; where the driver's own log is."""
+    """Print a run's driver log: its end (--tail bytes), then with --follow what the driver
+    writes until the run has ended (Ctrl-C stops following). The log comes from the run's
+    cluster through any node (GET /v1/jobs/NAME/runs/ATTEMPT/log); --json prints that
+    document instead (no following)."""
+    attempt = run if run is not None else _last_attempt(api, name)
+    url = out.job_url(api, name, f"/runs/{attempt}/log")
+    params: dict[str, Any] = {"limit": tail}
+    if stream:
+        params["stream"] = stream
+    piece = out.call("GET", url, params=params)
+    if as_json:
+        out.show(piece, True)
+        return
+    sys.stdout.write(piece["text"])
+    sys.stdout.flush()
+    try:
+        while follow and not (piece["run_ended"] and piece["at_end"]):
+            time.sleep(interval)
+            params = {"offset": piece["next_offset"], "stream": piece["stream"], "limit": 1 << 20}
+            piece = out.call("GET", url, params=params)
+            sys.stdout.write(piece["text"])
+            sys.stdout.flush()
+    except KeyboardInterrupt:
+        return
+    if follow:
+        out.note(f"drover: run {attempt} of {name} has ended")
+
+
+def _last_attempt(api: str | None, name: str) -> int:
+    """The job's current run's attempt, else its newest run's; exit 3 when it has none."""
     job = out.call("GET", out.job_url(api, name))
-    runs = out.fetch_all(out.job_url(api, name, "/runs"), api=api).data
-    chosen: dict[str, Any] | None
-    if run is not None:
-        chosen = next((r for r in runs if r["attempt"] == run), None)
-        if chosen is None:
-            out.fail(f"job {name!r} has no run with attempt {run}", Exit.NOT_FOUND)
-    else:
-        chosen = job.get("current_run") or (runs[0] if runs else None)
-    events = out.fetch_all(out.job_url(api, name, "/events"), limit=0, api=api).data
-    if chosen is not None:
-        events = [e for e in events if e["run_id"] in (None, chosen["id"])]
-    events = events[:limit] if limit else events
-    doc = {
-        "job": name,
-        "state": job["state"],
-        "run": chosen,
-        "driver_log": _driver_log_hint(chosen),
-        "events": events,
-    }
-    out.show(doc, as_json, _render_logs)
-
-
-def _driver_log_hint(run: dict[str, Any] | None) -> str | None:
-    if run is None:
-        return None
-    if run.get("submission_id") and run.get("submission_id", "").startswith("driver-"):
-        return f"the worker running {run['submission_id']} (Spark master UI, Drivers)"
-    return f"driver.log of run {run['id']} under the owner node's data dir ({run['node']})"
-
-
-def _render_logs(doc: dict[str, Any]) -> None:
-    run = doc["run"]
-    if run is None:
-        typer.echo(f"{doc['job']}: {doc['state']}, no run yet")
-    else:
-        out.record(
-            run,
-            (
-                "id", "attempt", "state", "reason", "exit_code", "cluster", "node",
-                "submission_id", "app_id", "app_name", "checkpoint_location", "submitted_at",
-                "started_at", "ended_at", "fence_checked_at", "fenced_at",
-            ),
-        )  # fmt: skip
-        typer.echo(f"{'driver log'.ljust(19)}  {doc['driver_log']}")
-    typer.echo("")
-    _render_events({"data": doc["events"]})
+    current = job.get("current_run")
+    if current:
+        return int(current["attempt"])
+    runs = out.call("GET", out.job_url(api, name, "/runs"), params={"limit": 1})
+    if not runs["data"]:
+        out.fail(f"job {name!r} has no run yet: no driver log", Exit.NOT_FOUND)
+    return int(runs["data"][0]["attempt"])
 
 
 # -- clusters and groups -------------------------------------------------------------------
@@ -595,6 +604,8 @@ SubmissionsOption = Annotated[
 ]
 AppsOption = Annotated[int | None, typer.Option(help="most live applications (0 = unlimited)")]
 CoresOption = Annotated[int | None, typer.Option(help="most cores of live apps (0 = unlimited)")]
+
+
 def _cluster_fields(**options: Any) -> dict[str, Any]:
     return {key: value for key, value in options.items() if value is not None}
 
@@ -608,7 +619,7 @@ def _render_clusters(doc: dict[str, Any]) -> None:
         ),
         empty="(no clusters)",
     )
-    typer.echo(f"{doc['count']} cluster(s)" + (" (cut by --limit)" if doc["truncated"] else ""))
+    out.footer(f"{doc['count']} cluster(s)" + (" (cut by --limit)" if doc["truncated"] else ""))
 
 
 @clusters_app.command("list")
@@ -806,7 +817,7 @@ def _render_groups(doc: dict[str, Any]) -> None:
         ),
         empty="(no groups)",
     )
-    typer.echo(f"{doc['count']} group(s)" + (" (cut by --limit)" if doc["truncated"] else ""))
+    out.footer(f"{doc['count']} group(s)" + (" (cut by --limit)" if doc["truncated"] else ""))
 
 
 def _render_group(group: dict[str, Any]) -> None:
@@ -870,6 +881,7 @@ nodes.register(app)
 bulk.register(app)
 revisions.register(jobs_app)
 quotas.register(app)
+out.add_output_options(app)  # -o json|yaml|wide|name and --field on every command that prints
 
 
 def main() -> None:  # pragma: no cover - console entry point
