@@ -37,13 +37,14 @@ def test_bash_sources_the_completion_script_and_completes() -> None:
     assert script.returncode == 0 and "_DROVER_COMPLETE=complete_bash" in script.stdout
     bash = shutil.which("bash")
     assert bash is not None
-    probe = f"""
+    probe = """
 set -e
 source <(drover completion bash)
 complete -p drover
-COMP_WORDS=(drover jo); COMP_CWORD=1; _drover_completion drover; echo "top: ${{COMPREPLY[*]}}"
-COMP_WORDS=(drover jobs st); COMP_CWORD=2; _drover_completion drover; echo "jobs: ${{COMPREPLY[*]}}"
-COMP_WORDS=(drover jobs logs x --f); COMP_CWORD=4; _drover_completion drover; echo "opt: ${{COMPREPLY[*]}}"
+ask() { COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _drover_completion drover; }
+ask drover jo; echo "top: ${COMPREPLY[*]}"
+ask drover jobs st; echo "jobs: ${COMPREPLY[*]}"
+ask drover jobs logs x --f; echo "opt: ${COMPREPLY[*]}"
 """
     env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}"}
     done = subprocess.run([bash, "-c", probe], capture_output=True, text=True, timeout=60, env=env)
