@@ -23,6 +23,8 @@ Steps (``--only`` picks some; ``BENCH_QUICK=1`` / ``--quick`` runs a ~5 minute s
 ``failover_real`` 3 real streaming jobs from standalone cluster A to B
 ``api``           ``bench/api.py``'s ``run(quick)`` when it exists (API throughput and latency
                   next to a bare FastAPI endpoint)
+``cli``           ``drover --help`` and ``drover jobs get NAME`` against a real node, each the
+                  median of 10 runs (``bench.cli_startup``)
 
 Services come from the environment (``var/services/env``: ``DROVER_TEST_MYSQL_URL``,
 ``DROVER_TEST_ZK_HOSTS``, ``DROVER_TEST_SPARK_{A,B}_*``); ``scripts/bench.sh`` (``make bench``)
@@ -59,6 +61,7 @@ from bench.targets import TARGETS, Figures
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
+
 
 @dataclass(frozen=True)
 class Env:
@@ -242,6 +245,12 @@ def step_failover_real(env: Env) -> Figures:
     return _flatten("failover_real", figures)
 
 
+def step_cli(env: Env) -> Figures:
+    from bench import cli_startup
+
+    return cli_startup.run()
+
+
 def step_api(env: Env) -> Figures:
     try:
         from bench import api  # type: ignore[attr-defined]
@@ -266,6 +275,7 @@ STEPS = [
     Step("failover", step_failover, True, "failover on simulated clusters"),
     Step("failover_real", step_failover_real, False, "failover of 3 real jobs"),
     Step("api", step_api, True, "API throughput and latency"),
+    Step("cli", step_cli, True, "drover --help and jobs get start-up (median of 10)"),
 ]
 
 

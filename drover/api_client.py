@@ -90,7 +90,12 @@ class _Base:
         self.retries, self.backoff, self.max_wait = retries, backoff, max_wait
         self._sleep = sleep
         self._own = http is None
-        self._http = http if http is not None else httpx.Client(timeout=timeout)
+        self._timeout = timeout
+        # a node on plain HTTP needs no TLS context (building one reads the CA bundle: ~0.1 s
+        # of a command line's start-up); an https URL gets a verifying client of its own
+        plain = self.base_url.startswith("http://")
+        self._http = http if http is not None else httpx.Client(timeout=timeout, verify=not plain)
+        self._tls: httpx.Client | None = None if plain and http is None else self._http
         self._headers = {CLIENT_HEADER: client_name, **(headers or {})}
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
@@ -100,6 +105,15 @@ class _Base:
     def close(self) -> None:
         if self._own:
             self._http.close()
+            if self._tls is not None and self._tls is not self._http:
+                self._tls.close()
+
+    def _client_for(self, url: str) -> httpx.Client:
+        if not url.startswith("https://"):
+            return self._http
+        if self._tls is None:
+            self._tls = httpx.Client(timeout=self._timeout)
+        return self._tls
 
     def __enter__(self) -> DroverClient:
         return cast(DroverClient, self)
@@ -185,7 +199,7 @@ class _Base:
         attempt = 0
         while True:
             try:
-                response = self._http.request(
+                response = self._client_for(target).request(
                     method, target, params=params, headers=sent, json=json, **extra
                 )
             except httpx.HTTPError as exc:

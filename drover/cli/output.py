@@ -286,16 +286,21 @@ def client(api: str | None = None) -> Any:
     base = api_url(api)
     made = _CLIENTS.get(base)
     if made is None:
-        # httpx imports its own command line (click and rich) unless that cannot be found: a
-        # fifth of this command line's start-up, for nothing it uses
-        sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
-        from drover.api_client import DroverClient
-
-        made = _CLIENTS[base] = DroverClient(base, token(), client_name="drover-cli")
+        made = _CLIENTS[base] = api_client().DroverClient(base, token(), client_name="drover-cli")
     return made
 
 
 _CLIENTS: dict[str, Any] = {}
+
+
+def api_client() -> Any:
+    """The module ``drover.api_client``, imported without httpx's own command line: httpx
+    imports it (click and rich) unless it cannot be found, a fifth of this command line's
+    start-up for nothing it uses."""
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+    from drover import api_client as module
+
+    return module
 
 
 def send(
@@ -309,8 +314,7 @@ def send(
 ) -> Any:
     """One request through :func:`client`; an error answer or a node that cannot be reached
     ends the command (one line, the class's exit code). Returns the ``httpx.Response``."""
-    from drover.api_client import Unreachable
-
+    unreachable = api_client().Unreachable
     try:
         response = client().send(
             method,
@@ -320,7 +324,7 @@ def send(
             headers=dict(headers or {}),
             timeout=timeout,
         )
-    except Unreachable as exc:
+    except unreachable as exc:
         fail(str(exc), Exit.UNAVAILABLE)
     if response.status_code >= 400:
         fail(_problem_line(response), exit_for_status(response.status_code))
