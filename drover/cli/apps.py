@@ -167,7 +167,7 @@ def wait_job(
     """Follow the job until the command's effect is there (see :func:`judge`)."""
 
     def poll() -> dict[str, Any]:
-        return out.call("GET", out.job_url(api, name))  # type: ignore[no-any-return]
+        return out.api(api).get_job(name)  # type: ignore[no-any-return]
 
     def verdict(job: dict[str, Any]) -> str:
         return judge(command, job, old_run)

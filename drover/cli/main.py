@@ -201,7 +201,7 @@ def jobs_list(
 @jobs_app.command("get")
 def jobs_get(name: str, api: ApiOption = None, as_json: JsonOption = False) -> None:
     """One job: spec, state, owner, current run, progress."""
-    out.show(out.call("GET", out.job_url(api, name)), as_json, _render_job)
+    out.show(out.api(api).get_job(name), as_json, _render_job)
 
 
 def _command(
@@ -216,12 +216,16 @@ def _command(
 ) -> None:
     old_run = None
     if command == "restart" and wait:
-        current = out.call("GET", out.job_url(api, name)).get("current_run") or {}
+        current = out.api(api).get_job(name).get("current_run") or {}
         old_run = current.get("id")
-    params = {"grace_seconds": grace} if grace is not None else None
-    job = out.call(
-        "POST", out.job_url(api, name, f"/{command}"), headers=out.if_match(if_match), params=params
-    )
+    operations = out.api(api)
+    # a key of its own: the client may send the command again (no answer, 503) at no risk
+    key = out.idempotency_key()
+    if command == "start":
+        job = operations.start_job(name, if_match=out.etag(if_match), idempotency_key=key)
+    else:
+        act = operations.stop_job if command == "stop" else operations.restart_job
+        job = act(name, if_match=out.etag(if_match), grace_seconds=grace, idempotency_key=key)
     if not wait:
         out.show(job, as_json, lambda j: typer.echo(job_status(j)))
         return
@@ -325,7 +329,7 @@ def jobs_create(
         body["replicate"] = replicate
     if wait and not start:
         out.fail("--wait goes with --start", Exit.USAGE)
-    job = out.call("POST", out.resource_url(api, "jobs"), json=body)
+    job = out.api(api).create_job(body, idempotency_key=out.idempotency_key())
     if wait:
         wait_job(name, api, "start", timeout, as_json)
         return
@@ -460,7 +464,7 @@ def jobs_delete(
     name: str, api: ApiOption = None, if_match: IfMatchOption = None, as_json: JsonOption = False
 ) -> None:
     """Delete a stopped job (its runs and events go with it)."""
-    out.call("DELETE", out.job_url(api, name), headers=out.if_match(if_match))
+    out.api(api).delete_job(name, if_match=out.etag(if_match))
     out.show({"name": name, "deleted": True}, as_json, lambda d: typer.echo(f"{name}: deleted"))
 
 
@@ -554,11 +558,8 @@ def jobs_logs(
     cluster through any node (GET /v1/jobs/NAME/runs/ATTEMPT/log); --json prints that
     document instead (no following)."""
     attempt = run if run is not None else _last_attempt(api, name)
-    url = out.job_url(api, name, f"/runs/{attempt}/log")
-    params: dict[str, Any] = {"limit": tail}
-    if stream:
-        params["stream"] = stream
-    piece = out.call("GET", url, params=params)
+    read = out.api(api).get_job_run_log
+    piece = read(name, attempt, stream=stream, limit=tail)
     if as_json:
         out.show(piece, True)
         return
@@ -567,8 +568,9 @@ def jobs_logs(
     try:
         while follow and not (piece["run_ended"] and piece["at_end"]):
             time.sleep(interval)
-            params = {"offset": piece["next_offset"], "stream": piece["stream"], "limit": 1 << 20}
-            piece = out.call("GET", url, params=params)
+            piece = read(
+                name, attempt, stream=piece["stream"], offset=piece["next_offset"], limit=1 << 20
+            )
             sys.stdout.write(piece["text"])
             sys.stdout.flush()
     except KeyboardInterrupt:
@@ -579,11 +581,11 @@ def jobs_logs(
 
 def _last_attempt(api: str | None, name: str) -> int:
     """The job's current run's attempt, else its newest run's; exit 3 when it has none."""
-    job = out.call("GET", out.job_url(api, name))
-    current = job.get("current_run")
+    operations = out.api(api)
+    current = operations.get_job(name).get("current_run")
     if current:
         return int(current["attempt"])
-    runs = out.call("GET", out.job_url(api, name, "/runs"), params={"limit": 1})
+    runs = operations.list_job_runs(name, limit=1)
     if not runs["data"]:
         out.fail(f"job {name!r} has no run yet: no driver log", Exit.NOT_FOUND)
     return int(runs["data"][0]["attempt"])

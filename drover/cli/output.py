@@ -283,14 +283,16 @@ def client(api: str | None = None) -> Any:
     """The typed client of the node's API (``drover/api_client.py``, generated from the
     OpenAPI) with the caller's credential: every command talks to the node through it, so all
     share its retries (idempotent calls, with backoff, honouring ``Retry-After``)."""
-    base = api_url(api)
-    made = _CLIENTS.get(base)
+    base, secret = api_url(api), token()
+    made = _CLIENTS.get((base, secret))
     if made is None:
-        made = _CLIENTS[base] = api_client().DroverClient(base, token(), client_name="drover-cli")
+        made = api_client().DroverClient(base, secret, client_name="drover-cli")
+        _CLIENTS[(base, secret)] = made
     return made
 
 
-_CLIENTS: dict[str, Any] = {}
+#: (node URL, token) -> its client (one process may run several commands: tests do)
+_CLIENTS: dict[tuple[str, str | None], Any] = {}
 
 
 def api_client() -> Any:
@@ -301,6 +303,46 @@ def api_client() -> Any:
     from drover import api_client as module
 
     return module
+
+
+class _Operations:
+    """The typed client's operations (``client(api).get_job(...)``), each ending the command as
+    :func:`send` does when the node answers an error or cannot be reached."""
+
+    def __init__(self, typed: Any) -> None:
+        self._typed = typed
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        operation = getattr(self._typed, name)
+        module = api_client()
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return operation(*args, **kwargs)
+            except module.ApiError as exc:
+                fail(_problem_line(exc.response), exit_for_status(exc.status))
+            except module.Unreachable as exc:
+                fail(str(exc), Exit.UNAVAILABLE)
+
+        return call
+
+
+def api(flag: str | None = None) -> Any:
+    """The node's API as the typed client's operations, named by their ``operationId``
+    (``out.api(api).start_job(name, if_match=...)``): no URL is written by hand."""
+    return _Operations(client(flag))
+
+
+def idempotency_key() -> str:
+    """A fresh ``Idempotency-Key``: the command's request may then be sent again safely."""
+    import uuid
+
+    return str(uuid.uuid4())
+
+
+def etag(version: int | None) -> str | None:
+    """``If-Match``'s value for ``version`` (None for None)."""
+    return None if version is None else f'"{version}"'
 
 
 def send(
