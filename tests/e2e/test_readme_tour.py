@@ -168,13 +168,19 @@ def test_the_readme_api_tour_runs_verbatim(reader: dict[str, str], tmp_path: Pat
         assert len(answers) >= 40, context
         print(f"tour: {len(answers)} curl calls, all 2xx")
     finally:
-        if node.poll() is None:
-            node.send_signal(signal.SIGTERM)
-            try:
-                node.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(node.pid, signal.SIGKILL)
-                node.wait()
+        stop(node)
+
+
+def stop(node: subprocess.Popen[bytes]) -> None:
+    """Stop a node started by a test: SIGTERM (a graceful stop), SIGKILL to its session after a
+    minute."""
+    if node.poll() is None:
+        node.send_signal(signal.SIGTERM)
+        try:
+            node.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(node.pid, signal.SIGKILL)
+            node.wait()
 
 
 def cli_block(readme: str) -> str:
@@ -230,10 +236,4 @@ def test_the_readme_cli_block_runs_verbatim(reader: dict[str, str], tmp_path: Pa
         bot = [t for t in tokens if t["identity"] == "etl-bot"]
         assert len(bot) == 1 and bot[0]["revoked_at"], tokens
     finally:
-        if node.poll() is None:
-            node.send_signal(signal.SIGTERM)
-            try:
-                node.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(node.pid, signal.SIGKILL)
-                node.wait()
+        stop(node)
