@@ -6,8 +6,8 @@ document (after ``api.glossary.complete``) so standard generators make a clean c
 
 - **Security**: bearer credentials (a Drover API token, or a JWT of the configured issuer) on
   every operation the route table (``api/security/rules.py``) protects; none on the probes and
-  ``/metrics``; the deployment secret on ``/v1/internal``; a run's fencing token also opens its
-  job's fence check.
+  ``/metrics``; the deployment secret on ``/v1/internal`` (a run's fencing token, which opens its
+  job's fence check, is that route's own business: a stale token is answered, not refused).
 - **One problem document**: every error answer refers to ``#/components/schemas/Problem``
   (``api.problems.PROBLEM_REF``); the probes declare only what they answer.
 - **Tags** declared, each with what it groups; ``info.contact`` and ``servers``.
@@ -22,7 +22,7 @@ from typing import Any
 
 from api.problems import PROBLEM_SCHEMAS
 from api.security.rules import RULES, Target
-from scheduler.decisions.identity import FENCING_TOKEN_HEADER, NODE_SECRET_HEADER, Action
+from scheduler.decisions.identity import NODE_SECRET_HEADER, Action
 
 #: the credential schemes (``components.securitySchemes``)
 SECURITY_SCHEMES: dict[str, dict[str, Any]] = {
@@ -45,12 +45,6 @@ SECURITY_SCHEMES: dict[str, dict[str, Any]] = {
         "in": "header",
         "name": NODE_SECRET_HEADER,
         "description": "The deployment secret: calls between the nodes of one deployment only.",
-    },
-    "fencingToken": {
-        "type": "apiKey",
-        "in": "header",
-        "name": FENCING_TOKEN_HEADER,
-        "description": "A run's fencing token: its pipeline's fence check of its own job only.",
     },
 }
 BEARER: list[dict[str, list[str]]] = [{"apiToken": []}, {"jwt": []}]
@@ -195,8 +189,8 @@ def _security(method: str, path: str) -> list[dict[str, list[str]]]:
         return []
     if rule.action is Action.INTERNAL:
         return [{"nodeSecret": []}]
-    if rule.action is Action.JOB_FENCE:
-        return [*BEARER, {"fencingToken": []}]
+    # the fence check also takes a run's fencing token (its description says so): not a
+    # scheme of its own, since a token that is not current is answered 200 "superseded" there
     return BEARER
 
 
