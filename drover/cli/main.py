@@ -145,17 +145,25 @@ def _render_job(job: dict[str, Any]) -> None:
 
 
 def _render_jobs(page: dict[str, Any]) -> None:
+    headers = ("NAME", "STATE", "DESIRED", "CLUSTER", "OWNER", "TEAM", "PRIORITY", "GROUP")
+    wide = ("BUSINESS", "RUN", "APP", "LABELS", "UPDATED")  # -o wide
+
+    def row(j: dict[str, Any]) -> tuple[Any, ...]:
+        base = (
+            j["name"], j["state"], j["desired_state"], j["cluster"], j["owner"], j["team"],
+            j["priority"], j["group"],
+        )  # fmt: skip
+        if not out.wide():
+            return base
+        run = j.get("current_run") or {}
+        app = run.get("app_id") or run.get("submission_id")
+        return (*base, j["business"], run.get("attempt"), app, j["labels"], j["updated_at"])
+
     out.table(
-        ("NAME", "STATE", "DESIRED", "CLUSTER", "OWNER", "TEAM", "PRIORITY", "GROUP"),
-        (
-            (
-                j["name"], j["state"], j["desired_state"], j["cluster"], j["owner"], j["team"],
-                j["priority"], j["group"],
-            )
-            for j in page["data"]
-        ),
+        headers + wide if out.wide() else headers,
+        (row(j) for j in page["data"]),
         empty="(no jobs)",
-    )  # fmt: skip
+    )
     out.footer(f"{page['count']} job(s)" + (" (cut by --limit)" if page["truncated"] else ""))
 
 
@@ -614,10 +622,13 @@ def _cluster_fields(**options: Any) -> dict[str, Any]:
 
 
 def _render_clusters(doc: dict[str, Any]) -> None:
+    headers = ("NAME", "KIND", "HEALTH", "AZ", "MASTER", "STORAGE ROOT")
+    wide = ("CLOUD", "REST", "UI", "UPDATED")  # -o wide
     out.table(
-        ("NAME", "KIND", "HEALTH", "AZ", "MASTER", "STORAGE ROOT"),
+        headers + wide if out.wide() else headers,
         (
             (c["name"], c["kind"], c["health"], c["az"], c["master_url"], c["storage_root"])
+            + ((c["cloud"], c["rest_url"], c["ui_url"], c["updated_at"]) if out.wide() else ())
             for c in doc["data"]
         ),
         empty="(no clusters)",

@@ -114,7 +114,9 @@ def test_outputs_fields_tables_and_footers(node: NodeProcess, reader: dict[str, 
     assert created.split()[-1].endswith(("s", "m")), created  # an age, not a timestamp
     assert "{'" not in record and "['" not in record  # no Python reprs
     wide = run("clusters", "list", "-o", "wide", env=reader)
-    assert wide.returncode == 0 and "local" in wide.stdout
+    assert wide.returncode == 0 and "local" in wide.stdout and "UPDATED" in wide.stdout
+    jobs_wide = run("jobs", "list", "-o", "wide", env=reader).stdout.splitlines()
+    assert jobs_wide[0].split()[-5:] == ["BUSINESS", "RUN", "APP", "LABELS", "UPDATED"]
 
 
 def test_jobs_logs_prints_and_follows_the_driver_log(
