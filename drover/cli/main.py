@@ -403,7 +403,6 @@ def jobs_update(
     """
     if arg and no_args:
         out.fail("--arg and --no-args exclude each other", Exit.USAGE)
-    url = out.job_url(api, name)
     body: dict[str, Any] = {}
     if arg or no_args:
         body["args"] = list(arg or [])
@@ -418,7 +417,7 @@ def jobs_update(
     expected = if_match
     current: dict[str, Any] = {}
     if conf or unset_conf or label or unset_label or expected is None or wait:
-        current = out.call("GET", url)
+        current = out.api(api).get_job(name)
         if expected is None:
             expected = int(current["spec_version"])
         if conf or unset_conf:
@@ -433,13 +432,12 @@ def jobs_update(
             body["labels"] = labels
     if not body:
         out.fail("nothing to change: give at least one option", Exit.USAGE)
-    params = {"grace_seconds": grace, "rollback_after_seconds": rollback_after}
-    job = out.call(
-        "PATCH",
-        url,
-        json=body,
-        headers=out.if_match(expected),
-        params={k: v for k, v in params.items() if v is not None} or None,
+    job = out.api(api).update_job(
+        name,
+        body,
+        if_match=out.etag(expected),
+        grace_seconds=grace,
+        rollback_after_seconds=rollback_after,
     )
     if not wait or current.get("desired_state") != "RUNNING":
         out.show(job, as_json, _render_job)  # a stopped job's change waits for nothing
@@ -458,7 +456,7 @@ def jobs_update(
         return f"upgrade to spec version {version}: {job_status(now)}{note}"
 
     out.wait_for(
-        lambda: out.call("GET", url),
+        lambda: out.api(api).get_job(name),
         verdict,
         describe,
         timeout=timeout,
@@ -648,7 +646,7 @@ def clusters_list(
 
 @clusters_app.command("get")
 def clusters_get(name: str, api: ApiOption = None, as_json: JsonOption = False) -> None:
-    out.show(out.call("GET", out.resource_url(api, "clusters", name)), as_json)
+    out.show(out.api(api).get_cluster(name), as_json)
 
 
 @clusters_app.command("create")
@@ -681,7 +679,7 @@ def clusters_create(
         max_running_apps=max_running_apps,
         max_cores=max_cores,
     )
-    out.show(out.call("POST", out.resource_url(api, "clusters"), json=body), as_json)
+    out.show(out.api(api).create_cluster(body), as_json)
 
 
 @clusters_app.command("update")
@@ -716,8 +714,7 @@ def clusters_update(
     )
     if not body:
         out.fail("nothing to change: give at least one option", Exit.USAGE)
-    url = out.resource_url(api, "clusters", name)
-    out.show(out.call("PATCH", url, json=body, headers=out.if_match(if_version)), as_json)
+    out.show(out.api(api).update_cluster(name, body, if_match=out.etag(if_version)), as_json)
 
 
 # -- cluster health (runbook: docs/runbooks/cluster-flapping.md) ------------------------------
@@ -778,9 +775,7 @@ def clusters_health(
     history: Annotated[int, typer.Option(help="transitions shown")] = 10,
 ) -> None:
     """A cluster's health: state and reason, what the votes say now, each node's vote, history."""
-    data = out.call(
-        "GET", out.resource_url(api, "clusters", name) + "/health", params={"history": history}
-    )
+    data = out.api(api).get_cluster_health(name, history=history)
     out.show(data, as_json, _render_health)
 
 
@@ -792,9 +787,7 @@ def clusters_mark_abnormal(
     as_json: JsonOption = False,
 ) -> None:
     """Mark a cluster MANUAL_ABNORMAL: nothing is started there until it is cleared."""
-    event = out.call(
-        "POST", out.resource_url(api, "clusters", name) + "/mark-abnormal", json={"reason": reason}
-    )
+    event = out.api(api).mark_cluster_abnormal(name, {"reason": reason})
     out.show(
         event,
         as_json,
@@ -812,9 +805,7 @@ def clusters_clear(
     as_json: JsonOption = False,
 ) -> None:
     """Lift a manual mark: the cluster is NORMAL again (the monitor keeps judging it)."""
-    event = out.call(
-        "POST", out.resource_url(api, "clusters", name) + "/clear", json={"reason": reason}
-    )
+    event = out.api(api).clear_cluster_abnormal(name, {"reason": reason})
     out.show(
         event,
         as_json,
@@ -863,7 +854,7 @@ def groups_list(
 @groups_app.command("get")
 def groups_get(name: str, api: ApiOption = None, as_json: JsonOption = False) -> None:
     """A group, its live members (role, AZ, jobs owned), pool and epoch."""
-    out.show(out.call("GET", out.resource_url(api, "groups", name)), as_json, _render_group)
+    out.show(out.api(api).get_group(name), as_json, _render_group)
 
 
 @groups_app.command("create")
@@ -876,7 +867,7 @@ def groups_create(
 ) -> None:
     """Add a scheduling group bound to a primary (and optionally a failover) cluster."""
     body = {"name": name, "primary_cluster": primary, "failover_cluster": failover}
-    out.show(out.call("POST", out.resource_url(api, "groups"), json=body), as_json, _render_group)
+    out.show(out.api(api).create_group(body), as_json, _render_group)
 
 
 @groups_app.command("delete")
@@ -884,7 +875,7 @@ def groups_delete(
     name: str, api: ApiOption = None, if_version: VersionOption = None, as_json: JsonOption = False
 ) -> None:
     """Delete an empty group (refused while it has jobs; never the default group)."""
-    out.call("DELETE", out.resource_url(api, "groups", name), headers=out.if_match(if_version))
+    out.api(api).delete_group(name, if_match=out.etag(if_version))
     out.show({"name": name, "deleted": True}, as_json, lambda d: typer.echo(f"{name}: deleted"))
 
 
