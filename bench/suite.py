@@ -259,6 +259,8 @@ def step_yarn(env: Env) -> Figures:
         return {"yarn_missing": "no YARN test clusters (HADOOP_CLUSTERS=2 scripts/services.sh up)"}
     figures = {**yarn.measure_clusters(), **yarn.measure_submit(2 if env.quick else 4)}
     return _flatten("yarn", figures)
+
+
 def step_cli(env: Env) -> Figures:
     from bench import cli_startup
 
