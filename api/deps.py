@@ -16,6 +16,7 @@ from api.paging import PageLimitQuery
 from api.security.rules import authorize, principal_of
 from scheduler.config import Settings
 from scheduler.core.errors import InvalidInput, MalformedRequest, UnsupportedMediaType
+from scheduler.core.ledger import Backends
 from scheduler.core.metrics import ActorMetrics
 from scheduler.core.names import MAX_NAME_LENGTH, NAME_PATTERN
 from scheduler.decisions.identity import Principal
@@ -67,6 +68,9 @@ class NodeContext:
     actor_metrics: Callable[[], ActorMetrics | None] = field(default=_no_actor_metrics)
     #: drain (True) or undrain this node's membership (``NodeRuntime.set_draining``)
     set_draining: Callable[[bool], dict[str, Any]] = field(default=_no_draining)
+    #: the cluster backends the API reads from (driver logs); None: the app builds its own
+    #: (``scheduler.backends.registry.BackendRegistry``)
+    backends: Backends | None = None
 
 
 def context_of(request: Request) -> NodeContext:

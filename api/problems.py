@@ -115,6 +115,7 @@ _MEANING = {
     "media type than JSON",
     422: "An invalid value (the `errors` member says which)",
     500: "An unexpected error (logged under the `incident` id)",
+    502: "A Spark cluster (or another node) did not answer, or answered with an error",
     503: "The store or the permission center is unavailable; try again later",
 }
 

@@ -1661,6 +1661,36 @@ class RollbackRequest(TypedDict):
     revision: int
 
 
+class RunLogPublic(TypedDict):
+    """A piece of one of a run's driver log streams."""
+
+    #: the job's name
+    job: str
+    #: the run's id
+    run: int
+    #: the run's attempt number among the job's runs
+    attempt: int
+    #: the cluster the run is on
+    cluster: str
+    #: the stream read: the driver's `stdout` or `stderr` (a standalone worker, a YARN container
+    #: keep them apart), or `combined` (both in one file: a local run)
+    stream: Literal["stdout", "stderr", "combined"]
+    #: the streams this run's driver has (the first is read by default)
+    streams: list[Literal["stdout", "stderr", "combined"]]
+    #: the byte offset in the stream where `text` begins
+    offset: int
+    #: the byte offset where `text` ends: ask from here for what follows
+    next_offset: int
+    #: the stream's length in bytes when it was read (it grows while the driver runs)
+    size: int
+    #: the log's text in that range (UTF-8)
+    text: str
+    #: `next_offset` is the end of the stream as it was read
+    at_end: bool
+    #: the run has ended: its log grows no more (a follower stops once `at_end` too)
+    run_ended: bool
+
+
 class RunPage(TypedDict):
     """A page of a job's runs, newest first."""
 
@@ -2507,6 +2537,37 @@ class DroverClient(_Base):
             ),
         )
 
+    def get_internal_run_log(
+        self,
+        name: str,
+        attempt: int,
+        *,
+        stream: Literal["stdout", "stderr", "combined"] | None = None,
+        offset: int | None = None,
+        limit: int | None = None,
+    ) -> RunLogPublic:
+        """
+        Read a run's driver log on this node (between nodes)
+
+        What `GET /v1/jobs/{name}/runs/{attempt}/log` answers, from this node's own backends: how
+        another node reads the log of a run this node started on a local or spark-submit cluster.
+        Nodes only (the deployment secret).
+
+        ``GET /v1/internal/jobs/{name}/runs/{attempt}/log``
+        """
+        return cast(
+            "RunLogPublic",
+            self._call(
+                "GET",
+                f"/v1/internal/jobs/{_segment(name)}/runs/{_segment(attempt)}/log",
+                query={"stream": stream, "offset": offset, "limit": limit},
+                headers={},
+                body=None,
+                ok=(200,),
+                json_answer=True,
+            ),
+        )
+
     def get_job(self, name: str) -> JobPublic:
         """
         Read a job
@@ -2618,6 +2679,38 @@ class DroverClient(_Base):
                 "GET",
                 f"/v1/jobs/{_segment(name)}/revisions/{_segment(revision)}",
                 query={"against": against},
+                headers={},
+                body=None,
+                ok=(200,),
+                json_answer=True,
+            ),
+        )
+
+    def get_job_run_log(
+        self,
+        name: str,
+        attempt: int,
+        *,
+        stream: Literal["stdout", "stderr", "combined"] | None = None,
+        offset: int | None = None,
+        limit: int | None = None,
+    ) -> RunLogPublic:
+        """
+        Read a run's driver log
+
+        A piece of one of the run's driver log streams, from the cluster that runs (or ran) it: the
+        tail without `offset`, else the bytes from `offset` on. Follow a running driver by asking
+        again from `next_offset` until `run_ended` and `at_end`. 404: no such run, the run was never
+        submitted, or the cluster keeps no log of it (any more); 502: the cluster does not answer.
+
+        ``GET /v1/jobs/{name}/runs/{attempt}/log``
+        """
+        return cast(
+            "RunLogPublic",
+            self._call(
+                "GET",
+                f"/v1/jobs/{_segment(name)}/runs/{_segment(attempt)}/log",
+                query={"stream": stream, "offset": offset, "limit": limit},
                 headers={},
                 body=None,
                 ok=(200,),

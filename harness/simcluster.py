@@ -541,9 +541,10 @@ class SimCluster:
             app_text = json.dumps(app)
         return json.dumps(driver), app_text
 
-    def _driver_log(self, driver_id: str, kind: str, offset: int, length: int) -> str:
+    def _driver_log(self, driver_id: str, kind: str, offset: int | None, length: int) -> str:
         """One byte range of a driver's stderr or stdout, as a Spark worker's ``/log/`` serves
-        it (the text only grows as the driver's life goes on)."""
+        it (the text only grows as the driver's life goes on; no offset: the last ``length``
+        bytes)."""
         now = time.monotonic()
         path = f"/sim/work/{driver_id}/{kind}"
         with self._lock:
@@ -552,6 +553,8 @@ class SimCluster:
                 return f"==== Bytes 0-0 of 0 of {path} ====\nError: invalid log directory {path}\n"
             text = _log_text(driver, kind, now)
         data = text.encode("utf-8")
+        if offset is None:
+            offset = len(data) - length
         start = min(max(offset, 0), len(data))
         end = min(start + max(length, 0), len(data))
         page = data[start:end].decode("utf-8", errors="replace")
@@ -693,8 +696,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, sim._master_json_text(), "application/json; charset=utf-8")
         elif method == "GET" and path in ("/log", "/log/"):
             query = parse_qs(parts.query)
-            try:
-                offset = int(query.get("offset", ["0"])[0])
+            try:  # no offset: the last byteLength bytes (as Spark's worker answers)
+                offset = int(query["offset"][0]) if "offset" in query else None
                 length = int(query.get("byteLength", [str(100 << 10)])[0])
             except ValueError:
                 self._send(400, _error("offset and byteLength are numbers"))

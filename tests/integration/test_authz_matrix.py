@@ -108,6 +108,14 @@ TABLE: list[Row] = [
     Row("GET", "/v1/jobs/{name}/replication", "team:viewer", f"/v1/jobs/{JOB}/replication"),
     Row("GET", "/v1/replication", "any:viewer"),
     Row("GET", "/v1/jobs/{name}/progress", "team:viewer", f"/v1/jobs/{JOB}/progress"),
+    # a driver log may hold the pipeline's data: the job's team only, never anonymous
+    Row("GET", "/v1/jobs/{name}/runs/{attempt}/log", "team:viewer", f"/v1/jobs/{JOB}/runs/1/log"),
+    Row(
+        "GET",
+        "/v1/internal/jobs/{name}/runs/{attempt}/log",
+        "internal",
+        f"/v1/internal/jobs/{JOB}/runs/1/log",
+    ),
     Row(
         "POST",
         "/v1/clusters",
