@@ -171,6 +171,83 @@ export function confirm({ title, body, confirmLabel = "Confirm", danger = false,
   });
 }
 
+/**
+ * A modal with any content and several actions: resolves with the ``value`` of the action
+ * chosen (null when cancelled). An action's ``run`` (async) is called first: the dialog closes
+ * only when it returns true, so a failed write can be retried from the same dialog (with the
+ * same Idempotency-Key). ``wide`` for tables.
+ */
+export function modal({ title, body, actions = [], wide = false, cancelLabel = "Cancel", testid }) {
+  return new Promise((resolve) => {
+    const status = h("div", { class: "dialog-status", role: "status" });
+    const cancel = button(cancelLabel, null, { testid: "cancel" });
+    const buttons = actions.map((a) => button(a.label, null, { kind: a.kind || "", testid: a.testid, disabled: a.disabled }));
+    const form = h(
+      "form",
+      { method: "dialog", class: "dialog-form" },
+      h("h2", {}, title),
+      body ? h("div", { class: "dialog-body" }, body) : null,
+      status,
+      h("div", { class: "dialog-actions" }, cancel, buttons),
+    );
+    const dialog = h("dialog", { class: ["dialog", wide && "dialog-wide"], dataset: testid ? { testid } : undefined }, form);
+    let answered = false;
+    const finish = (value) => {
+      if (answered) return;
+      answered = true;
+      dialog.close();
+      dialog.remove();
+      resolve(value);
+    };
+    form.addEventListener("submit", (ev) => ev.preventDefault());
+    actions.forEach((a, i) => {
+      buttons[i].addEventListener("click", async () => {
+        if (!a.run) {
+          finish(a.value);
+          return;
+        }
+        for (const b of buttons) b.disabled = true;
+        replace(status, h("span", { class: "muted" }, a.busy || "Working…"));
+        let done = false;
+        try {
+          done = await a.run(status);
+        } catch (err) {
+          replace(status, errorNotice(err));
+        }
+        if (done) {
+          finish(a.value);
+        } else {
+          buttons.forEach((b, j) => {
+            b.disabled = Boolean(actions[j].disabled);
+          });
+        }
+      });
+    });
+    cancel.addEventListener("click", () => finish(null));
+    dialog.addEventListener("cancel", () => finish(null));
+    document.body.appendChild(dialog);
+    dialog.showModal();
+    (buttons.find((b) => !b.disabled) || cancel).focus();
+  });
+}
+
+/**
+ * The changes between two specs as a table (the API's ``changes``: path, kind, before, after).
+ */
+export function changesTable(changes, { empty = "No changes." } = {}) {
+  const shown = (v) => (v === null || v === undefined ? h("span", { class: "muted" }, "—") : h("code", {}, typeof v === "string" ? v : JSON.stringify(v)));
+  return table(
+    [
+      { label: "Field", cell: (c) => h("code", {}, c.path) },
+      { label: "Change", cell: (c) => h("span", { class: ["change", `change-${c.kind}`] }, c.kind) },
+      { label: "Before", cell: (c) => shown(c.before), class: "wrap diff-before" },
+      { label: "After", cell: (c) => shown(c.after), class: "wrap diff-after" },
+    ],
+    changes,
+    { empty, rowAttrs: (c) => ({ dataset: { change: c.path, kind: c.kind } }) },
+  );
+}
+
 // -- live indicator -------------------------------------------------------------------------------
 
 /** "live · updated 2 s ago" / "reconnecting in 8 s": fed by a Poller's onStatus. */

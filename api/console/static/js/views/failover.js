@@ -16,7 +16,6 @@ import {
   section,
   table,
   toast,
-  unavailable,
 } from "../components.js";
 import { Poller } from "../poll.js";
 
@@ -69,11 +68,6 @@ export function target(op) {
 }
 
 export async function render(root, ctx) {
-  if (!(await api.has("GET", `${ROUTE}/{operation_id}`))) {
-    replace(root, pageHeader("Failover"), unavailable("Failovers", ROUTE));
-    ctx.ready();
-    return null;
-  }
   const id = ctx.params.id;
   const base = `${ROUTE}/${api.seg(id)}`;
   const live = liveIndicator();
