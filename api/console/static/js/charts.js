@@ -7,7 +7,7 @@ import { h, s, num } from "./dom.js";
 
 const W = 560;
 const H = 180;
-const PAD = { top: 10, right: 12, bottom: 22, left: 40 };
+const PAD = { top: 10, right: 12, bottom: 22, left: 44 };
 
 function clock(ms) {
   const d = new Date(ms);
@@ -37,7 +37,14 @@ function frame(label, testid, ...children) {
   );
 }
 
-function yAxis(max, fmt = num) {
+/** An axis label: 1.5k, 20k, 3M. */
+function compact(n) {
+  if (n >= 1e6) return `${+(n / 1e6).toFixed(1)}M`;
+  if (n >= 1e3) return `${+(n / 1e3).toFixed(1)}k`;
+  return `${+n.toFixed(2)}`;
+}
+
+function yAxis(max, fmt = compact) {
   const y0 = H - PAD.bottom;
   const lines = [];
   for (const f of [0, 0.5, 1]) {

@@ -24,10 +24,15 @@ export async function render(root, ctx) {
 
   const input = (key, label, attrs = {}) => {
     const el = h("input", { type: "text", name: key, placeholder: label, "aria-label": label, value: filters[key], size: 14, dataset: { testid: `audit-${key}` }, ...attrs });
-    el.addEventListener("change", () => {
+    const apply = () => {
+      if (filters[key] === el.value.trim()) return;
       filters[key] = el.value.trim();
       cursors = [null];
       refresh();
+    };
+    el.addEventListener("change", apply);
+    el.addEventListener("keydown", (ev) => {
+      if (ev.key === "Enter") apply();
     });
     return el;
   };
