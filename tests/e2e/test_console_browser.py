@@ -189,6 +189,8 @@ class Tab:
     page: Any
     errors: list[str]
     stack: Stack
+    #: every URL the tab requested
+    requests: list[str]
 
     def expect_errors(self) -> None:
         """Forget the errors so far: the browser logs an HTTP error it was meant to get (a
@@ -200,11 +202,13 @@ class Tab:
 def tab(browser: Any, stack: Stack) -> Iterator[Tab]:
     page = browser.new_page()
     errors: list[str] = []
+    requests: list[str] = []
+    page.on("request", lambda request: requests.append(request.url))
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
     page.on("dialog", lambda dialog: dialog.dismiss())  # never a native alert/confirm
     try:
-        yield Tab(page, errors, stack)
+        yield Tab(page, errors, stack, requests)
     finally:
         page.close()
 
@@ -364,6 +368,11 @@ def test_operator_finds_stops_and_starts_a_job_and_visits_every_page(tab: Tab) -
     )
     shot(page, "12-bulk-operation", stack)
     assert not tab.errors, tab.errors
+    # every request went to the node, and none of them fetched its 1 MB OpenAPI document
+    elsewhere = {u for u in tab.requests if not u.startswith((stack.url, "data:", "about:"))}
+    assert not elsewhere, elsewhere
+    assert not [u for u in tab.requests if "/openapi.json" in u]
+    print(f"{len(tab.requests)} requests, all to the node, none for /openapi.json")
 
 
 def watch_states(page: Any, final: str) -> list[str]:

@@ -130,45 +130,36 @@ export function toast(message, kind = "info", ms = 5000) {
 }
 
 /**
- * A modal confirmation (the platform's <dialog>): resolves true/false, or with the text typed
- * when ``input`` names a field (a reason), or null when cancelled.
+ * A modal confirmation: resolves true/false, or with the text typed when ``input`` names a
+ * field (a reason), or null when cancelled.
  */
-export function confirm({ title, body, confirmLabel = "Confirm", danger = false, input = null, required = false }) {
-  return new Promise((resolve) => {
-    const field = input ? h("textarea", { name: "reason", rows: 3, placeholder: input, required }) : null;
-    const ok = button(confirmLabel, null, { kind: danger ? "danger" : "primary", type: "submit", testid: "confirm" });
-    const cancel = button("Cancel", null, { testid: "cancel" });
-    const form = h(
-      "form",
-      { method: "dialog", class: "dialog-form" },
-      h("h2", {}, title),
-      body ? h("div", { class: "dialog-body" }, body) : null,
-      field ? h("label", { class: "field" }, h("span", {}, input), field) : null,
-      h("div", { class: "dialog-actions" }, cancel, ok),
-    );
-    const dialog = h("dialog", { class: "dialog" }, form);
-    let answered = false;
-    const finish = (value) => {
-      if (answered) return;
-      answered = true;
-      dialog.close();
-      dialog.remove();
-      resolve(value);
-    };
-    form.addEventListener("submit", (ev) => {
-      ev.preventDefault();
-      if (field && required && !field.value.trim()) {
-        field.focus();
-        return;
-      }
-      finish(field ? field.value.trim() : true);
-    });
-    cancel.addEventListener("click", () => finish(field ? null : false));
-    dialog.addEventListener("cancel", () => finish(field ? null : false));
-    document.body.appendChild(dialog);
-    dialog.showModal();
-    (field || ok).focus();
+export async function confirm({ title, body, confirmLabel = "Confirm", danger = false, input = null, required = false }) {
+  const field = input ? h("textarea", { name: "reason", rows: 3, placeholder: input, required }) : null;
+  let typed = null;
+  const chosen = await modal({
+    title,
+    body: [body || null, field ? h("label", { class: "field" }, h("span", {}, input), field) : null],
+    focus: field,
+    actions: [
+      {
+        label: confirmLabel,
+        kind: danger ? "danger" : "primary",
+        testid: "confirm",
+        value: true,
+        submit: true,
+        run: async () => {
+          if (field && required && !field.value.trim()) {
+            field.focus();
+            return false;
+          }
+          typed = field ? field.value.trim() : null;
+          return true;
+        },
+      },
+    ],
   });
+  if (field) return chosen ? typed : null;
+  return Boolean(chosen);
 }
 
 /**
@@ -177,11 +168,11 @@ export function confirm({ title, body, confirmLabel = "Confirm", danger = false,
  * only when it returns true, so a failed write can be retried from the same dialog (with the
  * same Idempotency-Key). ``wide`` for tables.
  */
-export function modal({ title, body, actions = [], wide = false, cancelLabel = "Cancel", testid }) {
+export function modal({ title, body, actions = [], wide = false, cancelLabel = "Cancel", testid, focus = null }) {
   return new Promise((resolve) => {
     const status = h("div", { class: "dialog-status", role: "status" });
     const cancel = button(cancelLabel, null, { testid: "cancel" });
-    const buttons = actions.map((a) => button(a.label, null, { kind: a.kind || "", testid: a.testid, disabled: a.disabled }));
+    const buttons = actions.map((a) => button(a.label, null, { kind: a.kind || "", testid: a.testid, disabled: a.disabled, type: a.submit ? "submit" : "button" }));
     const form = h(
       "form",
       { method: "dialog", class: "dialog-form" },
@@ -199,35 +190,43 @@ export function modal({ title, body, actions = [], wide = false, cancelLabel = "
       dialog.remove();
       resolve(value);
     };
-    form.addEventListener("submit", (ev) => ev.preventDefault());
-    actions.forEach((a, i) => {
-      buttons[i].addEventListener("click", async () => {
-        if (!a.run) {
-          finish(a.value);
-          return;
-        }
-        for (const b of buttons) b.disabled = true;
-        replace(status, h("span", { class: "muted" }, a.busy || "Working…"));
-        let done = false;
-        try {
-          done = await a.run(status);
-        } catch (err) {
-          replace(status, errorNotice(err));
-        }
-        if (done) {
-          finish(a.value);
-        } else {
-          buttons.forEach((b, j) => {
-            b.disabled = Boolean(actions[j].disabled);
-          });
-        }
+    const choose = async (a, i) => {
+      if (!a.run) {
+        finish(a.value);
+        return;
+      }
+      for (const b of buttons) b.disabled = true;
+      if (a.busy) replace(status, h("span", { class: "muted" }, a.busy));
+      let done = false;
+      try {
+        done = await a.run(status);
+      } catch (err) {
+        replace(status, errorNotice(err));
+      }
+      if (done) {
+        finish(a.value);
+        return;
+      }
+      if (a.busy && status.textContent === a.busy) replace(status);
+      buttons.forEach((b, j) => {
+        b.disabled = Boolean(actions[j].disabled);
       });
+      buttons[i].disabled = Boolean(a.disabled);
+    };
+    // Enter in a field submits the form: the action marked ``submit``, if any
+    form.addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      const i = actions.findIndex((a) => a.submit);
+      if (i >= 0 && !buttons[i].disabled) choose(actions[i], i);
+    });
+    actions.forEach((a, i) => {
+      if (!a.submit) buttons[i].addEventListener("click", () => choose(a, i));
     });
     cancel.addEventListener("click", () => finish(null));
     dialog.addEventListener("cancel", () => finish(null));
     document.body.appendChild(dialog);
     dialog.showModal();
-    (buttons.find((b) => !b.disabled) || cancel).focus();
+    (focus || buttons.find((b) => !b.disabled) || cancel).focus();
   });
 }
 

@@ -5,7 +5,7 @@
 
 import * as api from "../api.js";
 import * as session from "../session.js";
-import { datetime, h, num, replace, when } from "../dom.js";
+import { datetime, h, keepInUrl, num, replace, when } from "../dom.js";
 import { button, errorNotice, liveIndicator, notice, pageHeader, section, table, toast } from "../components.js";
 import { Poller } from "../poll.js";
 
@@ -17,7 +17,7 @@ const VIEWS = [
 const KINDS = ["job_failed", "job_given_up", "job_stalled", "cluster_abnormal", "test"];
 
 export async function render(root, ctx) {
-  let status = ctx.query.has("status") ? ctx.query.get("status") : "firing";
+  let status = ctx.query.has("status") ? ctx.query.get("status").replace("all", "") : "firing";
   let kind = ctx.query.get("kind") || "";
   let cursors = [null];
   let page = null;
@@ -81,10 +81,7 @@ export async function render(root, ctx) {
     if (cursor) q.cursor = cursor;
     page = await api.get("/v1/alerts", q);
     if (!ctx.current()) return;
-    const keep = new URLSearchParams();
-    keep.set("status", status);
-    if (kind) keep.set("kind", kind);
-    window.history.replaceState(null, "", `#/alerts?${keep}`);
+    keepInUrl("/alerts", { status: status || "all", kind });
     paintList();
     ctx.ready();
   }

@@ -3,7 +3,7 @@
 // API's cursors: a page stays the same page while new entries arrive).
 
 import * as api from "../api.js";
-import { datetime, h, num, replace, when } from "../dom.js";
+import { datetime, h, keepInUrl, num, replace, when } from "../dom.js";
 import { button, changesTable, errorNotice, modal, pageHeader, table } from "../components.js";
 
 const FILTERS = ["actor", "action", "target_kind", "target_name", "since", "until"];
@@ -80,13 +80,6 @@ export async function render(root, ctx) {
     pagerEl,
   );
 
-  function keepInUrl() {
-    const q = {};
-    for (const key of FILTERS) if (filters[key]) q[key] = filters[key];
-    if (limit !== 50) q.limit = limit;
-    const encoded = new URLSearchParams(q).toString();
-    window.history.replaceState(null, "", `#/audit${encoded ? `?${encoded}` : ""}`);
-  }
 
   async function load() {
     const q = { limit };
@@ -96,7 +89,7 @@ export async function render(root, ctx) {
     page = await api.get("/v1/audit", q);
     if (!ctx.current()) return;
     paint();
-    keepInUrl();
+    keepInUrl("/audit", { ...filters, limit: limit !== 50 ? limit : "" });
   }
 
   async function refresh() {

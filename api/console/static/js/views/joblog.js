@@ -6,7 +6,7 @@
 // to the run's application in its cluster's web UI.
 
 import * as api from "../api.js";
-import { h, num, replace } from "../dom.js";
+import { h, keepInUrl, num, replace } from "../dom.js";
 import { button, errorNotice, liveIndicator, notice, pageHeader } from "../components.js";
 import { Poller } from "../poll.js";
 import { appLink, clusterUi } from "./job.js";
@@ -84,11 +84,6 @@ export async function render(root, ctx) {
     return null;
   }
 
-  const keepInUrl = () => {
-    const q = new URLSearchParams({ attempt: String(attempt) });
-    if (stream) q.set("stream", stream);
-    window.history.replaceState(null, "", `#/jobs/${api.seg(name)}/log?${q}`);
-  };
 
   function paintLinks() {
     const run = submitted.find((r) => r.attempt === attempt);
@@ -135,7 +130,7 @@ export async function render(root, ctx) {
     paintStreams();
     paintText(true);
     paintInfo(answer);
-    keepInUrl();
+    keepInUrl(`/jobs/${api.seg(name)}/log`, { attempt, stream });
   }
 
   /** What the log gained since the last read (the poller calls it while following). */

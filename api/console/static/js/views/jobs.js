@@ -5,7 +5,7 @@
 
 import * as api from "../api.js";
 import * as session from "../session.js";
-import { datetime, debounce, h, num, rate, replace, when } from "../dom.js";
+import { datetime, debounce, h, keepInUrl, num, rate, replace, when } from "../dom.js";
 import {
   button,
   desiredBadge,
@@ -229,14 +229,6 @@ export async function render(root, ctx) {
     return q;
   }
 
-  function keepInUrl() {
-    const q = {};
-    for (const key of FILTERS) if (filters[key]) q[key] = filters[key];
-    if (limit !== 50) q.limit = limit;
-    if (!cursorMode && offset) q.offset = offset;
-    const encoded = new URLSearchParams(q).toString();
-    window.history.replaceState(null, "", `#/jobs${encoded ? `?${encoded}` : ""}`);
-  }
 
   async function load() {
     const q = query();
@@ -254,7 +246,7 @@ export async function render(root, ctx) {
     if (overview && !Object.keys(around).length) record("jobs-by-state", overview.jobs.by_state);
     paintStrip(overview);
     paint();
-    keepInUrl();
+    keepInUrl("/jobs", { ...filters, limit: limit !== 50 ? limit : "", offset: cursorMode ? "" : offset || "" });
     ctx.ready();
   }
 

@@ -5,7 +5,7 @@
 
 import * as api from "../api.js";
 import * as session from "../session.js";
-import { h, num, replace, seconds, when } from "../dom.js";
+import { h, keepInUrl, num, replace, seconds, when } from "../dom.js";
 import { errorNotice, liveIndicator, pageHeader, section, table } from "../components.js";
 import { Poller } from "../poll.js";
 import { bars, hbars, legend, stackedArea, timeline } from "../charts.js";
@@ -31,7 +31,7 @@ export async function render(root, ctx) {
   const rangeSelect = h("select", { "aria-label": "Time range", dataset: { testid: "overview-range" } }, RANGES.map(([key, label]) => h("option", { value: key, selected: key === range[0] }, label)));
   rangeSelect.addEventListener("change", () => {
     range = RANGES.find((r) => r[0] === rangeSelect.value);
-    window.history.replaceState(null, "", `#/overview?range=${range[0]}`);
+    keepInUrl("/overview", { range: range[0] });
     history.now();
   });
   const seesFailovers = session.can("failover.read");

@@ -48,6 +48,7 @@ export async function render(root, ctx) {
           label: "Save",
           kind: "primary",
           testid: "quota-save",
+          submit: true,
           value: "saved",
           run: async () => {
             const name = business.value.trim();
