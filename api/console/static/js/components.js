@@ -96,15 +96,6 @@ export function notice(kind, ...text) {
   return h("div", { class: ["notice", `notice-${kind}`], role: kind === "error" ? "alert" : "status" }, ...text);
 }
 
-/** What a page shows for a feature whose API this node does not have (yet). */
-export function unavailable(what, route) {
-  return notice(
-    "muted",
-    h("strong", {}, `${what}: not available on this node.`),
-    ` This node's API has no ${route}; the page fills in once the node is upgraded.`,
-  );
-}
-
 export function errorNotice(error) {
   const status = error && error.status ? ` (HTTP ${error.status})` : "";
   return notice("error", `${error && error.message ? error.message : error}${status}`);
