@@ -23,6 +23,7 @@ them (:func:`shot`).
 
 from __future__ import annotations
 
+import json
 import statistics
 import subprocess
 import time
@@ -34,11 +35,15 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import select
 
+from api.routes.fence import PROGRESS_HEADER
 from harness.fleet import seed_fleet
 from harness.simcluster import SimCluster
 from scheduler.decisions import catalog
+from scheduler.decisions.identity import FENCING_TOKEN_HEADER
 from scheduler.store import catalog as catalog_store
+from scheduler.store import models
 from scheduler.store.db import Store
 from tests.conftest import wait_until
 from tests.support.browser import browser_context
@@ -296,6 +301,28 @@ def test_operator_finds_stops_and_starts_a_job_and_visits_every_page(tab: Tab) -
     spark = page.get_attribute("[data-testid=tile-spark] a", "href")
     run = api(stack, "GET", f"/v1/jobs/{target}", stack.admin)["current_run"]
     assert spark is not None and spark.endswith(f"/app/?appId={run['app_id']}"), spark
+    # the run's pipeline reports a micro-batch (as drover_runtime does with its fence check):
+    # the page shows its rows and when it was reported
+    report_progress(
+        stack,
+        target,
+        run["id"],
+        {
+            "v": 1,
+            "batch": 12,
+            "id": 11,
+            "rows": 500,
+            "in": 48.5,
+            "proc": 52.0,
+            "dur": 820,
+            "gap": 10000,
+        },
+    )
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=progress-rows]')?.textContent === '500'",
+        timeout=STATE_DEADLINE * 1000,
+    )
+    assert page.inner_text("[data-testid=progress-reported]").endswith("ago")
     page.evaluate("window.__sameDocument = 'yes'")
     shot(page, "03-job-running", stack)
     page.click("[data-testid=job-stop]")
@@ -373,6 +400,24 @@ def test_operator_finds_stops_and_starts_a_job_and_visits_every_page(tab: Tab) -
     assert not elsewhere, elsewhere
     assert not [u for u in tab.requests if "/openapi.json" in u]
     print(f"{len(tab.requests)} requests, all to the node, none for /openapi.json")
+
+
+def report_progress(stack: Stack, job: str, run_id: int, report: dict[str, Any]) -> None:
+    """What a run's pipeline sends with its fence check: its progress, with its own token."""
+    with stack.store.session() as session:
+        token = session.scalars(select(models.Run.fencing_token).where(models.Run.id == run_id))
+        secret = token.one()
+    answer = httpx.get(
+        f"{stack.url}/v1/jobs/{job}/fence",
+        headers={
+            "Authorization": f"Bearer {stack.admin}",
+            FENCING_TOKEN_HEADER: secret,
+            PROGRESS_HEADER: json.dumps(report),
+        },
+        timeout=10,
+        trust_env=False,
+    )
+    assert answer.status_code == 200 and answer.json()["fencing_token"] == secret, answer.text
 
 
 def watch_states(page: Any, final: str) -> list[str]:

@@ -120,7 +120,7 @@ export async function render(root, ctx) {
       tile("Cluster", job.cluster ? h("a", { href: `#/clusters/${api.seg(job.cluster)}` }, job.cluster) : "—"),
       tile("Owner", job.owner || "—"),
       tile("Run", run ? `#${run.id} (attempt ${run.attempt})` : "none"),
-      tile("Spark UI", run && run.app_id ? appLink(clusters.get(run.cluster), run.app_id, run.app_id) : clusterUi(clusters.get(job.cluster)), "tile-spark"),
+      tile("Spark UI", run && run.app_id ? appLink(clusters.get(run.cluster), run.app_id, "application") : clusterUi(clusters.get(job.cluster)), "tile-spark"),
       tile("Self-fencing", fencing),
       tile("Updated", when(job.updated_at)),
     );
