@@ -257,7 +257,7 @@ export async function render(root, ctx) {
                 return false;
               }
               if (err.status === 422) {
-                showErrors(err.fieldErrors(), err.problem.errors ? null : err);
+                showErrors(err.fieldErrors(), (err.problem.errors || []).length ? null : err);
                 outcome = "invalid";
                 return true; // back to the form, errors on their fields
               }
@@ -290,7 +290,7 @@ export async function render(root, ctx) {
       await (editing ? edit(spec) : create(spec));
     } catch (err) {
       if (err.status === 409 && !editing) showErrors(new Map([["name", [err.message]]]), null);
-      else if (err.status === 422 && err.problem.errors) showErrors(err.fieldErrors(), null);
+      else if (err.status === 422 && (err.problem.errors || []).length) showErrors(err.fieldErrors(), null);
       else showErrors(new Map(), err);
     } finally {
       save.disabled = false;
