@@ -235,6 +235,25 @@ _TRANSIENT = frozenset({429, 502, 503, 504})
 Action = Literal["kill", "fence", "move", "skip", "refuse"]
 
 
+class ActivityBucket(TypedDict):
+    """ActivityBucket"""
+
+    #: the bucket's start (inclusive, UTC)
+    start: str
+    #: its end (exclusive, UTC)
+    end: str
+    #: runs created in it
+    runs_started: int
+    #: runs created in it that followed an earlier run of their job (a restart command, a restart
+    #: after a failure, a failover's move)
+    restarts: int
+    #: runs that ended in it as failures (counted against the restart budget)
+    failures: int
+    #: failovers begun in it; null for a caller who does not see every team (a failover moves
+    #: every team's jobs)
+    failovers: int | None
+
+
 class AlertChannelCreate(TypedDict):
     """AlertChannelCreate"""
 
@@ -954,6 +973,19 @@ class HealthEventPublic(TypedDict):
     reason: str
     #: what the decision rested on (votes, counts)
     evidence: dict[str, Any]
+
+
+class History(TypedDict):
+    """History"""
+
+    #: the first bucket's start (UTC)
+    since: str
+    #: the last bucket's end: when the counts were read (UTC)
+    until: str
+    #: each bucket's length
+    bucket_seconds: float
+    #: the buckets, oldest first
+    buckets: list[ActivityBucket]
 
 
 class ItemPublic(TypedDict):
@@ -2905,6 +2937,30 @@ class DroverClient(_Base):
                 "GET",
                 "/v1/overview",
                 query={"team": team, "group": group, "cluster": cluster, "q": q},
+                headers={},
+                body=None,
+                ok=(200,),
+                json_answer=True,
+            ),
+        )
+
+    def get_overview_history(
+        self, *, hours: int | None = None, buckets: int | None = None
+    ) -> History:
+        """
+        The fleet's recent activity: runs, restarts, failures, failovers over time
+
+        Counts per bucket over the last `hours`, for the jobs the caller may see (the runs of their
+        jobs); failovers only for a caller who sees every team.
+
+        ``GET /v1/overview/history``
+        """
+        return cast(
+            "History",
+            self._call(
+                "GET",
+                "/v1/overview/history",
+                query={"hours": hours, "buckets": buckets},
                 headers={},
                 body=None,
                 ok=(200,),

@@ -151,6 +151,7 @@ RULES: dict[tuple[str, str], Rule] = {
     ("DELETE", "/v1/quotas/{business}"): _r(Action.CATALOG_WRITE, Target.NONE),
     # the fleet at a glance (counts over the caller's visible jobs)
     ("GET", "/v1/overview"): _r(Action.JOB_READ, Target.LISTING),
+    ("GET", "/v1/overview/history"): _r(Action.JOB_READ, Target.LISTING),
 }
 
 

@@ -285,6 +285,7 @@ TABLE: list[Row] = [
     ),
     Row("GET", "/v1/alerts", "any:viewer"),
     Row("GET", "/v1/overview", "any:viewer"),
+    Row("GET", "/v1/overview/history", "any:viewer"),
 ]
 
 
