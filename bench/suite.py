@@ -33,6 +33,8 @@ Steps (``--only`` picks some; ``BENCH_QUICK=1`` / ``--quick`` runs a ~5 minute s
 ``yarn``          on the YARN test clusters (``bench.yarn``): submit -> RUNNING through Drover's
                   backend against ``spark-submit`` run by hand the same way (median, p95), kill
                   requested -> confirmed, memory and start time of the two clusters
+``cli``           ``drover --help`` and ``drover jobs get NAME`` against a real node, each the
+                  median of 10 runs (``bench.cli_startup``)
 
 Services come from the environment (``var/services/env``: ``DROVER_TEST_MYSQL_URL``,
 ``DROVER_TEST_ZK_HOSTS``, ``DROVER_TEST_SPARK_{A,B}_*``); ``scripts/bench.sh`` (``make bench``)
@@ -293,6 +295,12 @@ def step_yarn(env: Env) -> Figures:
     return _flatten("yarn", figures)
 
 
+def step_cli(env: Env) -> Figures:
+    from bench import cli_startup
+
+    return cli_startup.run()
+
+
 def step_api(env: Env) -> Figures:
     try:
         from bench import api  # type: ignore[attr-defined]
@@ -320,6 +328,7 @@ STEPS = [
     Step("az_loss", step_az_loss, False, "a real cluster lost: every job RUNNING on the other"),
     Step("api", step_api, True, "API throughput and latency"),
     Step("yarn", step_yarn, False, "YARN: submit->RUNNING vs spark-submit, kill, test clusters"),
+    Step("cli", step_cli, True, "drover --help and jobs get start-up (median of 10)"),
 ]
 
 
