@@ -858,6 +858,11 @@ class FencePublic(TypedDict):
     #: `true`: the run must finish its current micro-batch and exit (a graceful stop); null when
     #: the caller's run is not current
     stop: NotRequired[bool | None]
+    #: The fence lease this answer grants the caller's run, in seconds: it may commit for that
+    #: long (measured from before it sent the request) without another confirming answer, and
+    #: must stop committing then. Null when the caller is not the job's current run or did not
+    #: ask for a lease (`X-Drover-Fence-Lease: 1`).
+    lease_seconds: NotRequired[float | None]
 
 
 class ForceIn(TypedDict):
@@ -1883,6 +1888,11 @@ class RunPublic(TypedDict):
     #: The last micro-batch the pipeline committed before it stopped gracefully (the next run
     #: resumes after it from the checkpoint). Null: not stopped gracefully.
     stop_batch: NotRequired[int | None]
+    #: The latest end of a fence lease granted to the run's driver (recorded coarsely: no
+    #: answer's lease ends later). A driver cut off from Drover stops committing when its lease
+    #: lapses; a run that ended without its cluster's confirmation (LOST) counts as surely gone
+    #: only after this instant plus the nodes' clock margin. Null: never granted a lease.
+    lease_until: NotRequired[str | None]
 
 
 #: One attempt's state; the last four are final.

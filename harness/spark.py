@@ -20,6 +20,7 @@ from pathlib import Path
 import httpx
 
 from harness.nodes import free_port, poll
+from harness.procs import Proc, parent_pid, processes, session_pids, signal_all
 
 #: what one daemon JVM may use (a test cluster runs no big application)
 DAEMON_MEMORY = "256m"
@@ -146,6 +147,38 @@ class PrivateSparkCluster:
         workers = [w for w in state.get("workers", []) if w.get("state") == "ALIVE"]
         return state.get("status") == "ALIVE" and bool(workers)
 
+    def pids(self) -> list[int]:
+        """Every live process of the cluster: master, worker, and what the worker launched
+        (drivers, their Python processes, executors: they stay in the worker's session)."""
+        return [pid for proc in self._procs.values() for pid in session_pids(proc.pid)]
+
+    def kill(self) -> float:
+        """The whole cluster dies at once, as in the loss of its AZ: SIGKILL to the master, the
+        worker and every driver and executor. Returns when they are all gone (seconds)."""
+        started = time.monotonic()
+        signal_all(self.pids())
+        for proc in self._procs.values():
+            proc.wait(timeout=STOP_GRACE_S)
+        poll(lambda: not self.pids(), timeout=STOP_GRACE_S, interval=0.1, what="cluster gone")
+        self._procs.clear()
+        return time.monotonic() - started
+
+    def drivers(self) -> list[Driver]:
+        """The live Drover drivers the worker runs (their JVM and Python processes), read from
+        /proc: what the drivers' own processes say, whatever the master says."""
+        worker = self._procs.get("worker")
+        if worker is None:
+            return []
+        sessions = {worker.pid}
+        found = []
+        for proc in processes():
+            if not proc.alive or proc.session not in sessions:
+                continue
+            driver = Driver.of(proc)
+            if driver is not None:
+                found.append(driver)
+        return found
+
     def stop(self) -> float:
         """Stop worker and master (SIGTERM to each process group, SIGKILL after a grace period).
         Returns the seconds it took."""
@@ -163,8 +196,59 @@ class PrivateSparkCluster:
         return time.monotonic() - started
 
 
+@dataclass(frozen=True)
+class Driver:
+    """One process of a Drover run's driver (its JVM, or the Python process it started)."""
+
+    pid: int
+    job: str
+    run_id: str
+    #: the run's fencing token (in the driver's environment only): how its fence checks can be
+    #: told apart on the wire (``harness.tcpproxy.TcpProxy.cut_if``)
+    fencing_token: str
+
+    @classmethod
+    def of(cls, proc: Proc) -> Driver | None:
+        env = dict(
+            entry.decode(errors="replace").split("=", 1)
+            for entry in proc.environ()
+            if b"=" in entry
+        )
+        if not env.get("DROVER_RUN_ID") or not env.get("DROVER_FENCING_TOKEN"):
+            return None
+        return cls(proc.pid, env.get("DROVER_JOB", ""), env["DROVER_RUN_ID"],
+                   env["DROVER_FENCING_TOKEN"])  # fmt: skip
+
+
 def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
     try:
         os.killpg(proc.pid, sig)  # its own session: the group id is its pid
     except ProcessLookupError:
         pass
+
+
+#: the main class of the JVM a standalone worker starts for a driver
+DRIVER_MAIN = b"org.apache.spark.deploy.worker.DriverWrapper"
+
+
+def driver_processes(
+    clusters: dict[str, PrivateSparkCluster],
+) -> list[tuple[str, int, str, str, list[int]]]:
+    """Every live driver on the machine, by the cluster whose worker launched it: ``(cluster,
+    pid of its JVM, job, run id, the pids of its other processes)``. A driver is the JVM a
+    worker starts (``DriverWrapper``); its Python process is listed with it, not apart: without
+    its JVM it cannot commit."""
+    found = []
+    for name, cluster in clusters.items():
+        processes_of = cluster.drivers()
+        jvms = {d.pid for d in processes_of if DRIVER_MAIN in Proc(d.pid, "S", 0).cmdline()}
+        for driver in processes_of:
+            if driver.pid not in jvms:
+                continue
+            if parent_pid(driver.pid) in jvms:
+                continue  # a fork of a driver's JVM before its exec (its Python process starting)
+            others = [
+                d.pid for d in processes_of if d.run_id == driver.run_id and d.pid != driver.pid
+            ]
+            found.append((name, driver.pid, driver.job, driver.run_id, others))
+    return found

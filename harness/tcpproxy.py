@@ -10,19 +10,30 @@ connections through again.
     with TcpProxy(6066) as rest:          # 127.0.0.1:<rest.port> -> 127.0.0.1:6066
         ...; rest.cut(); ...; rest.mend()
 
-One thread accepts, two threads pump each connection. Refusing is a prompt close (a refused
-or reset connection is what a blocked port looks like to an HTTP client with short timeouts).
+A *selective* cut (:meth:`TcpProxy.cut_if`) refuses only the connections whose first bytes (an
+HTTP request's head) match a predicate, and lets the others through: e.g. the fence checks of
+the drivers of one cluster (their fencing tokens, ``harness.spark.PrivateSparkCluster.drivers``)
+while the drivers of another cluster still reach Drover through the same proxy -- one side of a
+two-way cut.
+
+One thread accepts, two threads pump each connection (a selective cut reads the head in a
+thread of the connection's own first). Refusing is a prompt close (a refused or reset
+connection is what a blocked port looks like to an HTTP client with short timeouts).
 """
 
 from __future__ import annotations
 
 import socket
 import threading
+from collections.abc import Callable
 from types import TracebackType
 
 from harness.nodes import free_port
 
 BUFFER = 64 << 10
+#: how long a selective cut waits for a connection's head, and how much of it it reads at most
+HEAD_TIMEOUT_S = 5.0
+HEAD_LIMIT = 64 << 10
 
 
 class TcpProxy:
@@ -36,6 +47,8 @@ class TcpProxy:
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()
         self._cut = False
+        #: a selective cut: refuse the connections whose head this says yes to
+        self._refuse_if: Callable[[bytes], bool] | None = None
         self._closed = False
         self.connections = 0
         self.refused = 0
@@ -58,9 +71,17 @@ class TcpProxy:
         for sock in sockets:
             _close(sock)
 
+    def cut_if(self, refuse: Callable[[bytes], bool]) -> None:
+        """From now on refuse the new connections whose head (the bytes up to the end of an HTTP
+        request's headers, at most 64 KiB) ``refuse`` says yes to; the others go through.
+        Connections already open are left alone. :meth:`mend` ends it."""
+        with self._lock:
+            self._refuse_if = refuse
+
     def mend(self) -> None:
         with self._lock:
             self._cut = False
+            self._refuse_if = None
 
     def close(self) -> None:
         self._closed = True
@@ -86,25 +107,59 @@ class TcpProxy:
                 refuse = self._cut
                 if refuse:
                     self.refused += 1
+                selective = self._refuse_if
             if refuse:
                 _close(client)
                 continue
-            try:
-                upstream = socket.create_connection(self.target, timeout=5)
-                upstream.settimeout(None)
-            except OSError:
-                _close(client)
-                continue
+            if selective is None:
+                self._connect(client, b"")
+            else:
+                threading.Thread(target=self._screen, args=(client, selective), daemon=True).start()
+
+    def _screen(self, client: socket.socket, refuse: Callable[[bytes], bool]) -> None:
+        """A selective cut: read the connection's head, refuse it or pass it on."""
+        head = b""
+        try:
+            client.settimeout(HEAD_TIMEOUT_S)
+            while b"\r\n\r\n" not in head and len(head) < HEAD_LIMIT:
+                data = client.recv(BUFFER)
+                if not data:
+                    break
+                head += data
+            client.settimeout(None)
+        except OSError:
+            _close(client)
+            return
+        try:
+            refused = bool(refuse(head))
+        except Exception:  # noqa: BLE001 - a predicate that fails refuses nothing
+            refused = False
+        if refused:
             with self._lock:
-                if self._cut:  # cut while connecting
-                    _close(client)
-                    _close(upstream)
-                    continue
-                self._open.update((client, upstream))
-                self.connections += 1
-            pair = _Pair(self, client, upstream)
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=pair.pump, args=(a, b), daemon=True).start()
+                self.refused += 1
+            _close(client)
+            return
+        self._connect(client, head)
+
+    def _connect(self, client: socket.socket, head: bytes) -> None:
+        try:
+            upstream = socket.create_connection(self.target, timeout=5)
+            upstream.settimeout(None)
+            if head:
+                upstream.sendall(head)
+        except OSError:
+            _close(client)
+            return
+        with self._lock:
+            if self._cut:  # cut while connecting
+                _close(client)
+                _close(upstream)
+                return
+            self._open.update((client, upstream))
+            self.connections += 1
+        pair = _Pair(self, client, upstream)
+        for a, b in ((client, upstream), (upstream, client)):
+            threading.Thread(target=pair.pump, args=(a, b), daemon=True).start()
 
     def _forget(self, *sockets: socket.socket) -> None:
         with self._lock:

@@ -28,8 +28,8 @@ Spark property / environment variable:
 - ``spark.drover.fenceAuth`` / ``DROVER_FENCE_TOKEN_AUTH``: sent as ``Authorization: Bearer``
   with every fence call when set (a gateway in front of the nodes); the node itself
   authenticates the run by its fencing token (``X-Drover-Fencing-Token``)
-- ``spark.drover.fenceMaxBlindSeconds`` / ``DROVER_FENCE_MAX_BLIND_SECONDS``: see below
-  (default 0 = unlimited)
+- ``spark.drover.fenceMaxBlindSeconds`` / ``DROVER_FENCE_MAX_BLIND_SECONDS``: an extra bound,
+  shorter than the lease, on the time without a confirmation (default 0 = the lease alone)
 - ``spark.drover.fenceTimeoutSeconds`` / ``DROVER_FENCE_TIMEOUT_SECONDS``: per URL (default 2)
 - ``spark.drover.fenceIdleCheckSeconds`` / ``DROVER_FENCE_IDLE_CHECK_SECONDS``: see below
   (default 30, 0 = never)
@@ -51,13 +51,36 @@ answer means:
   batch, so nothing of the batch is written and Spark does not commit it; the query fails and
   :meth:`RunContext.await_termination` turns that into a clean exit: SparkSession stopped, one
   ``drover-runtime: fenced out: ...`` line on stderr, exit code 0;
-- no URL answers (timeout, refused, 5xx, not a fence answer) -> **fail-open**: the batch goes on
-  and a warning is printed each time. DESIGN wants a driver stranded on a partitioned cluster to
-  stop "when it comes back", i.e. at its first check that reaches Drover; stopping on every
-  Drover outage would instead stop every pipeline of the platform whenever the API is down. With
-  ``fenceMaxBlindSeconds`` > 0 a run that has not seen its token confirmed for that long stops
-  (fail-closed after a bound): use it where the cost of a duplicate run exceeds the cost of a
-  stopped one. 0 (the default) means unlimited.
+- no URL answers (timeout, refused, 5xx, not a fence answer) -> the batch goes on (with a
+  warning) **only while the run holds a fence lease**; see below.
+
+Leases (fail-closed at a bound the operator chose)
+--------------------------------------------------
+Every answer that confirms our token also grants a *lease* (``lease_seconds`` in the answer;
+the run asks for one with ``X-Drover-Fence-Lease: 1``): this run may commit for that long
+without hearing from Drover again. The lease is measured on this process's monotonic clock from
+*before* the request that got the answer was sent, so it never ends later than the lease Drover
+recorded for the run. A batch is written only while the run holds a valid lease; once it lapses
+without renewal the run stops committing and exits: :class:`LeaseLapsed` (a kind of
+:class:`FencedOut`) is raised in the batch, nothing of it is written, one
+``drover-runtime: lease lapsed: ...`` line goes to stderr and the process exits with code
+:data:`LEASE_LAPSED_EXIT` (75), which Drover does not count as the job's failure: it starts the
+run again when it is back. A batch whose write outlasts the lease is not committed either (the
+check after the write raises, so Spark does not commit it; the next run does it again).
+``await_termination`` renews the lease of an idle stream before it runs out and stops the query
+as soon as it lapsed.
+
+Why: Drover counts a run on a dead or cut-off cluster as gone once its last lease has surely
+lapsed (the lease Drover recorded, plus a margin for clocks), and only then starts the job on
+another cluster -- so a failover after an AZ loss completes without ever reaching the stranded
+driver, and the job never runs twice. The price: **a platform-wide Drover outage longer than
+the lease stops every pipeline** (each exits with code 75 at its next batch after the lease
+ran out; Drover restarts them from their checkpoints when it is back). The lease is the node
+setting ``DROVER_FENCE_LEASE_SECONDS`` (90 s by default); choose it longer than the Drover
+outages you want pipelines to ride out, and shorter than the time an AZ's jobs may wait to move.
+A node that grants no leases (an older version) still confirms the batch, but only a lease
+renews the bound: the run asks the next URL for one. A run that never got a lease (no answer
+at all since it started) commits nothing.
 
 Unmanaged runs (no job, run id or token: started by hand) never check. A managed run without
 fence URLs cannot check and says so once on stderr. An idle stream (no batches, e.g. no new
@@ -98,7 +121,8 @@ with ``X-Drover-Stopped-At-Batch``, recorded as the run's ``stop_batch``), print
 stopped after the grace period; an older runtime that ignores the field is killed then too.
 
 ``fence_check=`` stays injectable (tests, other transports): any ``(ctx, batch_id) -> bool``;
-it may also raise :class:`FencedOut` itself with a reason.
+it may also raise :class:`FencedOut` itself with a reason. Only :class:`HttpFence` holds leases:
+an injected check is trusted as it answers.
 
 Only the standard library and pyspark are used, so the module can ship with any pipeline.
 """
@@ -142,6 +166,10 @@ FENCE_AUTH = ("spark.drover.fenceAuth", "DROVER_FENCE_TOKEN_AUTH")
 FENCE_MAX_BLIND = ("spark.drover.fenceMaxBlindSeconds", "DROVER_FENCE_MAX_BLIND_SECONDS")
 FENCE_TIMEOUT = ("spark.drover.fenceTimeoutSeconds", "DROVER_FENCE_TIMEOUT_SECONDS")
 FENCE_IDLE_CHECK = ("spark.drover.fenceIdleCheckSeconds", "DROVER_FENCE_IDLE_CHECK_SECONDS")
+#: the header by which a run asks for a fence lease with its check (scheduler/decisions/leases.py)
+LEASE_HEADER = "X-Drover-Fence-Lease"
+#: the exit code of a run whose lease lapsed (EX_TEMPFAIL; Drover's LEASE_LAPSED_EXIT)
+LEASE_LAPSED_EXIT = 75
 
 DEFAULT_FENCE_TIMEOUT_S = 2.0
 DEFAULT_IDLE_CHECK_S = 30.0
@@ -160,6 +188,8 @@ STARTED_LINE_PREFIX = "drover-runtime: started"
 FENCED_LINE_PREFIX = "drover-runtime: fenced out:"
 #: the prefix of the one line a gracefully stopped run prints before it exits with code 0
 STOPPED_LINE_PREFIX = "drover-runtime: stopped gracefully"
+#: the prefix of the one line a run whose lease lapsed prints before it exits with code 75
+LAPSED_LINE_PREFIX = "drover-runtime: lease lapsed:"
 WARNING_PREFIX = "drover-runtime: warning:"
 
 FenceCheck = Callable[["RunContext", int], bool]
@@ -184,6 +214,11 @@ def always_current(ctx: RunContext, batch_id: int) -> bool:
 
 class FencedOut(RuntimeError):
     """This run is no longer the job's current run: it must not commit anything more."""
+
+
+class LeaseLapsed(FencedOut):
+    """This run's fence lease lapsed without renewal (Drover unreachable): it must not commit
+    anything more, and exits with :data:`LEASE_LAPSED_EXIT` so that Drover starts it again."""
 
 
 class StopRequested(RuntimeError):
@@ -235,6 +270,14 @@ def fence_verdict(job: str, token: str, status: int, body: Any) -> tuple[Verdict
     )
 
 
+def lease_in(body: Any) -> float | None:
+    """The lease (seconds) a confirming answer grants, None when it grants none."""
+    value = body.get("lease_seconds") if isinstance(body, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) and value >= 0 else None
+
+
 # --------------------------------------------------------------------------- the HTTP check
 
 
@@ -247,8 +290,9 @@ class HttpFence:
     """The real fence check: asks Drover's ``/v1/jobs/<job>/fence`` (stdlib HTTP, no proxy).
 
     Thread-safe (batches and the idle check may call it from different threads). Calling it
-    returns True while the run is current or Drover cannot be reached within the blind limit,
-    and raises :class:`FencedOut` with the reason otherwise.
+    returns True while the run is current and holds a lease (renewed by this answer, or still
+    valid when no node answered), and raises :class:`FencedOut` with the reason otherwise
+    (:class:`LeaseLapsed` when the lease ran out).
     """
 
     def __init__(
@@ -273,6 +317,10 @@ class HttpFence:
         self._preferred = 0
         #: when this run was last confirmed current (start of the run counts as confirmed)
         self.last_confirmed = clock()
+        #: until when (this clock) the run holds a lease; None: it never got one
+        self.lease_until: float | None = None
+        #: the longest lease an answer granted (renewals are asked for in its last quarter)
+        self.lease_granted = 0.0
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
     def _get(
@@ -285,7 +333,7 @@ class HttpFence:
     ) -> tuple[int, Any]:
         url = f"{base}/v1/jobs/{urllib.parse.quote(job, safe='')}/fence"
         # the run proves which run it is with its token; the node answers whether it is current
-        headers = {"Accept": "application/json", FENCING_TOKEN_HEADER: token}
+        headers = {"Accept": "application/json", FENCING_TOKEN_HEADER: token, LEASE_HEADER: "1"}
         if progress:
             headers[PROGRESS_HEADER] = json.dumps(progress, separators=(",", ":"))
         if stopped_at is not None:
@@ -316,7 +364,9 @@ class HttpFence:
         with self._lock:
             order = self.urls[self._preferred :] + self.urls[: self._preferred]
             failures = []
+            unleased: tuple[Verdict, str] | None = None
             for base in order:
+                sent = self._clock()  # the lease counts from before the request left
                 try:
                     status, body = self._get(base, job, token, progress, stopped_at)
                 except (OSError, ValueError) as exc:  # refused, timeout, reset, bad JSON
@@ -326,24 +376,74 @@ class HttpFence:
                 if verdict is Verdict.NO_ANSWER:
                     failures.append(f"{base}: {detail}")
                     continue
-                self._preferred = self.urls.index(base)
                 if verdict in (Verdict.CURRENT, Verdict.STOP):
                     self.last_confirmed = self._clock()
+                    lease = lease_in(body)
+                    if lease is None:  # a node that grants no lease: ask the next one for one
+                        failures.append(f"{base}: confirmed without a lease")
+                        unleased = unleased or (verdict, f"{detail} (asked {base}, no lease)")
+                        continue
+                    self._extend(sent, lease)
+                self._preferred = self.urls.index(base)
                 return verdict, f"{detail} (asked {base})"
+            if unleased is not None:
+                return unleased
             return Verdict.NO_ANSWER, "; ".join(failures)
+
+    def _extend(self, sent: float, lease_s: float) -> None:
+        until = sent + lease_s
+        if self.lease_until is None or until > self.lease_until:
+            self.lease_until = until
+        self.lease_granted = max(self.lease_granted, lease_s)
+
+    def leased(self) -> bool:
+        """Whether the run holds a valid lease now."""
+        until = self.lease_until
+        return until is not None and self._clock() < until
+
+    def renewal_due(self) -> bool:
+        """Whether the lease is in its last quarter (or the run holds none): time to ask."""
+        until = self.lease_until
+        if until is None:
+            return True
+        return until - self._clock() < self.lease_granted / 4
+
+    def _lapsed(self, ctx: RunContext, batch_id: int, detail: str) -> LeaseLapsed:
+        if self.lease_until is None:
+            held = "it never got a fence lease (no Drover node confirmed it with one)"
+        else:
+            held = (
+                f"its fence lease ran out {self._clock() - self.lease_until:.1f} s ago without "
+                f"renewal (last confirmed {self._clock() - self.last_confirmed:.1f} s ago)"
+            )
+        return LeaseLapsed(
+            f"run {ctx.run_id} of job {ctx.job}: {held}: {detail}; {_what(batch_id)}"
+        )
+
+    def still_leased(self, ctx: RunContext, batch_id: int) -> None:
+        """After a batch's write, before Spark commits it: raise :class:`LeaseLapsed` when the
+        lease ran out meanwhile (the batch is then not committed)."""
+        if not self.leased():
+            raise self._lapsed(ctx, batch_id, "the write outlasted it")
 
     def __call__(self, ctx: RunContext, batch_id: int) -> bool:
         verdict, detail = self.ask(ctx.job, ctx.fencing_token, ctx.progress(batch_id))
-        if verdict is Verdict.CURRENT:
-            return True
-        if verdict is Verdict.STOP:
-            ctx.request_stop(batch_id)
-            return True
         if verdict is Verdict.SUPERSEDED:
             raise FencedOut(
                 f"run {ctx.run_id} of job {ctx.job} is no longer current: {detail}; "
                 f"{_what(batch_id)}"
             )
+        if not self.leased():
+            what = (
+                "no Drover fence URL answered"
+                if verdict is Verdict.NO_ANSWER
+                else "confirmed only by nodes that grant no lease"
+            )
+            raise self._lapsed(ctx, batch_id, f"{what}: {detail}")
+        if verdict is Verdict.STOP:
+            ctx.request_stop(batch_id)
+        if verdict is not Verdict.NO_ANSWER:
+            return True
         blind = self._clock() - self.last_confirmed
         if self.max_blind_s > 0 and blind > self.max_blind_s:
             raise FencedOut(
@@ -351,10 +451,12 @@ class HttpFence:
                 f"{blind:.0f} s (fenceMaxBlindSeconds={self.max_blind_s:g}): {detail}; "
                 f"{_what(batch_id)}"
             )
-        limit = f"{self.max_blind_s:g} s" if self.max_blind_s > 0 else "unlimited"
+        assert self.lease_until is not None
+        limit = f", blind limit {self.max_blind_s:g} s" if self.max_blind_s > 0 else ""
         _say(
             f"{WARNING_PREFIX} fence check (batch {batch_id}) of job {ctx.job} unanswered "
-            f"({detail}); blind for {blind:.1f} s (limit {limit}), going on",
+            f"({detail}); blind for {blind:.1f} s{limit}, lease valid for "
+            f"{self.lease_until - self._clock():.1f} s more, going on",
             self._stream,
         )
         return True
@@ -373,6 +475,8 @@ class HttpFence:
 class _FenceState:
     lock: threading.Lock = field(default_factory=threading.Lock)
     fenced: str | None = None
+    #: the run stopped because its fence lease lapsed (exit code LEASE_LAPSED_EXIT)
+    lapsed: bool = False
     last_check: float = field(default_factory=time.monotonic)
     #: the session from_spark read (stopped when the run is fenced out)
     spark: SparkSession | None = None
@@ -471,6 +575,17 @@ class RunContext:
         """Why this run was fenced out, or None while it is not."""
         return self._state.fenced
 
+    @property
+    def lease_lapsed(self) -> bool:
+        """Whether this run stopped because its fence lease lapsed (exit code 75)."""
+        return self._state.lapsed
+
+    @property
+    def exit_code(self) -> int:
+        """What the process exits with: :data:`LEASE_LAPSED_EXIT` once the lease lapsed (Drover
+        starts the run again), else 0 (current, stopped gracefully or fenced out)."""
+        return LEASE_LAPSED_EXIT if self._state.lapsed else 0
+
     def announce(self) -> None:
         print(
             f"{STARTED_LINE_PREFIX} app_id={self.app_id or '-'} job={self.job or '-'} "
@@ -489,6 +604,7 @@ class RunContext:
         try:
             current = bool(self.fence_check(self, batch_id))
         except FencedOut as exc:
+            self._state.lapsed = isinstance(exc, LeaseLapsed)
             self._state.fenced = str(exc)
             return False
         if not current:
@@ -551,30 +667,61 @@ class RunContext:
                 f"batch {batch_id} is left to the next run"
             )
         if not self.is_current(batch_id):
-            raise FencedOut(self._state.fenced or f"run {self.run_id} is no longer current")
+            reason = self._state.fenced or f"run {self.run_id} is no longer current"
+            raise LeaseLapsed(reason) if self._state.lapsed else FencedOut(reason)
+
+    def after_write(self, batch_id: int) -> None:
+        """Call after a micro-batch is written, before Spark commits it: raises
+        :class:`LeaseLapsed` when the run's lease ran out during the write (Spark then commits
+        nothing of it; the next run does it again)."""
+        check = getattr(self.fence_check, "still_leased", None)
+        if check is None or not self.managed:
+            return
+        try:
+            check(self, batch_id)
+        except LeaseLapsed as exc:
+            self._state.lapsed = True
+            self._state.fenced = str(exc)
+            raise
 
     def fenced(
-        self, write_batch: Callable[[DataFrame, int], None]
+        self, write_batch: Callable[[DataFrame, int], None], *, commit_log: str | None = None
     ) -> Callable[[DataFrame, int], None]:
-        """``write_batch`` for ``foreachBatch``, with the fence check before it."""
+        """``write_batch`` for ``foreachBatch``, with the fence check before it.
+
+        ``commit_log``: a file to which one line ``<batch id> <run id> <unix time>`` is appended
+        for every batch this run hands to Spark to commit (written, and still current and leased
+        after the write): which run committed which batch, for checkers of "no batch committed
+        by two runs" (a replayed batch appends its line again, under its new run)."""
 
         def fenced_batch(batch: DataFrame, batch_id: int) -> None:
             self.on_batch(batch_id)  # a stale run writes and commits nothing
             write_batch(batch, batch_id)
+            self.after_write(batch_id)  # and a run whose lease ran out meanwhile commits nothing
             self._state.finished_batch = max(self._state.finished_batch, batch_id)
+            if commit_log:
+                record_commit(commit_log, batch_id, self.run_id)
 
         return fenced_batch
 
     def await_termination(self, query: StreamingQuery, spark: SparkSession | None = None) -> int:
-        """Wait for ``query``; return the exit code (0 also when fenced out).
+        """Wait for ``query``; return the exit code (0 also when fenced out, 75 when the
+        run's fence lease lapsed: :attr:`exit_code`).
 
         A fenced-out run leaves cleanly: query and SparkSession stopped, one
-        ``drover-runtime: fenced out: ...`` line on stderr. Any other failure propagates.
+        ``drover-runtime: fenced out: ...`` line on stderr (``drover-runtime: lease lapsed:
+        ...`` when its lease ran out). Any other failure propagates. Between batches it renews
+        the run's lease before it runs out, and stops the query as soon as it lapsed.
         """
         self.watch(query)
         try:
             while not query.awaitTermination(self._poll_s()):  # type: ignore[arg-type]
-                if self._idle_check_due() and not self.is_current(IDLE_CHECK):
+                if (self._idle_check_due() or self._renewal_due()) and not self.is_current(
+                    IDLE_CHECK
+                ):
+                    query.stop()
+                    break
+                if self._lease_gone():
                     query.stop()
                     break
                 if self._stop_due(query):
@@ -587,7 +734,26 @@ class RunContext:
             self._leave(query, spark or self._state.spark)
         elif self.stop_requested:
             self._stop(query, spark or self._state.spark)
-        return 0
+        return self.exit_code
+
+    def _renewal_due(self) -> bool:
+        """The lease is in its last quarter and no check was made for a second."""
+        due = getattr(self.fence_check, "renewal_due", None)
+        if due is None or not self.managed:
+            return False
+        return bool(due()) and time.monotonic() - self._state.last_check >= _AWAIT_POLL_S
+
+    def _lease_gone(self) -> bool:
+        """The run's lease lapsed between checks (no renewal answered): it is over."""
+        leased = getattr(self.fence_check, "leased", None)
+        if leased is None or not self.managed or self._state.fenced is not None or leased():
+            return False
+        try:
+            self.fence_check.still_leased(self, IDLE_CHECK)  # type: ignore[attr-defined]
+        except LeaseLapsed as exc:
+            self._state.lapsed = True
+            self._state.fenced = str(exc)
+        return self._state.fenced is not None
 
     def _poll_s(self) -> float:
         """How long await_termination waits between two looks (pyspark takes a float too)."""
@@ -647,7 +813,34 @@ class RunContext:
                 if spark is not None:
                     spark.stop()
             finally:
-                _say(f"{FENCED_LINE_PREFIX} {self._state.fenced}")
+                prefix = LAPSED_LINE_PREFIX if self._state.lapsed else FENCED_LINE_PREFIX
+                _say(f"{prefix} {self._state.fenced}")
+
+
+def record_commit(path: str, batch_id: int, run_id: str) -> None:
+    """Append ``<batch id> <run id> <unix time>`` to ``path`` (one write of one line, O_APPEND:
+    lines of several processes never interleave)."""
+    line = f"{batch_id} {run_id or '-'} {time.time():.3f}\n".encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def read_commit_log(path: str) -> list[tuple[int, str, float]]:
+    """The lines of a commit log (:meth:`RunContext.fenced`): (batch id, run id, unix time)."""
+    try:
+        with open(path, encoding="utf-8") as log:
+            lines = log.read().splitlines()
+    except FileNotFoundError:
+        return []
+    out = []
+    for line in lines:
+        parts = line.split()
+        if len(parts) == 3 and parts[0].lstrip("-").isdigit():
+            out.append((int(parts[0]), parts[1], float(parts[2])))
+    return out
 
 
 def progress_report(

@@ -5,7 +5,11 @@ built-in ``rate`` source per micro-batch and writes one row per batch (``batch_i
 overwrites its own partition).
 
     rate_counter.py --output DIR [--app-name rate-counter] [--rows-per-second 5]
-        [--trigger-seconds 5] [--checkpoint DIR]
+        [--trigger-seconds 5] [--checkpoint DIR] [--commit-log FILE]
+
+With ``--commit-log`` every batch the run hands to Spark to commit also appends
+``<batch id> <run id> <unix time>`` to FILE (``drover_runtime.read_commit_log`` reads it): which
+run committed which batch, so a checker can tell that no batch was committed by two runs.
 
 Drover does not need the application to carry its ``drover:<job>:<run>`` name: it links a run
 to its application by the id the driver itself reports (see ``scheduler/backends/driverlog.py``).
@@ -33,6 +37,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rows-per-second", type=int, default=5)
     parser.add_argument("--trigger-seconds", type=float, default=5.0)
     parser.add_argument("--checkpoint", default=None, help="overrides the run's checkpoint")
+    parser.add_argument("--commit-log", default=None, help="append '<batch> <run> <time>' lines")
     return parser.parse_args(argv)
 
 
@@ -61,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
         rates.writeStream.queryName("rate_counter")
         .option("checkpointLocation", checkpoint)
         .trigger(processingTime=f"{args.trigger_seconds} seconds")
-        .foreachBatch(ctx.fenced(write_batch))  # self-fencing: a stale run commits nothing
+        # self-fencing: a stale run (or one whose lease lapsed) commits nothing
+        .foreachBatch(ctx.fenced(write_batch, commit_log=args.commit_log))
         .start()
     )
     return ctx.await_termination(query)  # 0 also when fenced out

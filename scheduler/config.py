@@ -87,6 +87,15 @@ class Settings(BaseSettings):
     #: Drover API URLs pipelines ask for their fencing check (comma separated; default: this
     #: node's URL plus every live member's); in production a load balancer in front of the nodes
     fence_urls: str = ""
+    #: seconds of fence lease each confirming fence answer grants a run's driver: it stops
+    #: committing (and exits, to be restarted) when it heard no confirmation for that long, so a
+    #: driver stranded on a dead or cut-off cluster is harmless that long after its last check
+    #: and a failover may go on then; a platform-wide Drover outage longer than this stops
+    #: pipelines (scheduler/decisions/leases.py). The same on every node of a deployment.
+    fence_lease_seconds: float = Field(default=90.0, ge=5.0, le=3600.0)
+    #: seconds added to a recorded lease end before a run counts as surely gone: the largest
+    #: wall-clock difference expected between two nodes (the one that granted, the one deciding)
+    fence_lease_margin: float = Field(default=5.0, ge=0)
 
     # Security (see README "Authentication and authorization")
     #: shared by every node of a deployment: authenticates node-to-node calls (``/v1/internal``)
@@ -448,6 +457,7 @@ class Settings(BaseSettings):
             drain_timeout=self.failover_drain_timeout,
             fence_timeout=self.failover_fence_timeout,
             start_timeout=self.failover_start_timeout,
+            lease_margin=self.fence_lease_margin,
         )
 
     @property

@@ -22,6 +22,16 @@ its driver was told to stop, which a failover's fence step waits for
 one, both with the extension member ``job``, which tells the runtime "this job (or run) is gone"
 apart from "this URL is not a Drover fence endpoint".
 
+**Leases.** A run whose runtime honours fence leases says so (``X-Drover-Fence-Lease: 1``).
+Every answer that confirms such a run grants it a lease: ``lease_seconds``, how long the run may
+go on committing without another confirming answer, measured by the run from before it sent
+the request (``DROVER_FENCE_LEASE_SECONDS``, 90 s by default). The node records the run's
+latest lease end coarsely -- a write only when less than half a lease of the recorded end
+remains, so most checks stay reads -- and never answers with a lease ending after it
+(``scheduler.decisions.leases``); the write is conditional on the run being open, and a run
+closed meanwhile is answered "not current". A failover waits for that recorded end before it
+counts a cut-off run as gone.
+
 A run's pipeline may send its streaming progress with the check (``X-Drover-Progress``, one
 small JSON object: ``scheduler.decisions.stalls``). It is taken only from the current run itself,
 buffered in memory and written in batches by the node's progress sink
@@ -36,18 +46,21 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
-from api.deps import NamePath, PrincipalDep, StoreDep
+from api.deps import ContextDep, NamePath, PrincipalDep, StoreDep
 from api.problems import problem, problem_responses
 from scheduler.core.errors import NotFound
 from scheduler.core.names import validate_name
+from scheduler.core.records import RunRecord
 from scheduler.core.states import DesiredState, RunState
+from scheduler.decisions import leases
 from scheduler.decisions.identity import FENCING_TOKEN_HEADER
 from scheduler.decisions.stalls import parse_report
 from scheduler.loops.progress import ProgressSink
 from scheduler.store import jobs as jobs_store
-from scheduler.store.fence_checks import record_fence_check, record_stop_batch
+from scheduler.store.db import Store
+from scheduler.store.fence_checks import grant_lease, record_fence_check, record_stop_batch
 from scheduler.store.operations import record_superseded_check
 
 log = logging.getLogger(__name__)
@@ -89,6 +102,14 @@ class FencePublic(BaseModel):
     #: the caller's run is asked to finish its current micro-batch and exit (a graceful stop);
     #: null when the caller is not the current run
     stop: bool | None = None
+    lease_seconds: float | None = Field(
+        default=None,
+        description="The fence lease this answer grants the caller's run, in seconds: it may "
+        "commit for that long (measured from before it sent the request) without another "
+        "confirming answer, and must stop committing then. Null when the caller is not the "
+        "job's current run or did not ask for a lease (`X-Drover-Fence-Lease: 1`).",
+        examples=[90.0],
+    )
 
 
 @router.get(
@@ -105,7 +126,12 @@ class FencePublic(BaseModel):
     responses=problem_responses(404),
 )
 def get_fence(
-    name: NamePath, request: Request, store: StoreDep, principal: PrincipalDep, response: Response
+    name: NamePath,
+    request: Request,
+    store: StoreDep,
+    principal: PrincipalDep,
+    response: Response,
+    ctx: ContextDep,
 ) -> FencePublic | JSONResponse:
     name = validate_name(name, "job name")
     try:
@@ -120,13 +146,11 @@ def get_fence(
     caller_run = principal.run_id if principal.run_of_job == job.name else None
     is_run = caller_run is not None and presented is not None
     current = is_run and run is not None and open_run and run.id == caller_run
-    if current and run is not None and run.fence_checked_at is None:
-        try:
-            with store.transaction() as session:  # the run's first proven check, written once
-                record_fence_check(session, run.id, datetime.now(UTC))
-        except Exception:  # a courtesy: the fence answer never fails over it
-            log.warning("cannot record the fence check of run %s", run.id, exc_info=True)
-    elif is_run and not current and caller_run is not None:
+    lease_seconds: float | None = None
+    if current and run is not None:
+        wants_lease = request.headers.get(leases.LEASE_HEADER, "").strip() == "1"
+        current, lease_seconds = _confirm(store, run, wants_lease, ctx.settings.fence_lease_seconds)
+    if is_run and not current and caller_run is not None:
         try:
             with store.transaction() as session:  # a stale driver told to stop, noted once
                 record_superseded_check(session, job.name, caller_run, datetime.now(UTC))
@@ -148,7 +172,41 @@ def get_fence(
         run_state=run.state if run is not None else None,
         desired_state=job.desired_state,
         stop=stop if current else None,
+        lease_seconds=lease_seconds,
     )
+
+
+def _confirm(
+    store: Store, run: RunRecord, wants_lease: bool, lease_s: float
+) -> tuple[bool, float | None]:
+    """Confirm the current open ``run`` to its own driver: note its first check, and grant a
+    lease when it asks for one (recorded first when due). Returns whether it is still current
+    (False: closed since it was read, so no lease) and the lease in seconds (None: none).
+
+    The steady state writes nothing: the first check is noted once, and a lease end once per
+    half lease. A store error on the way is logged; the answer then confirms without a lease
+    (the run goes on under the lease it holds, if any), never fails."""
+    now = datetime.now(UTC)
+    first = run.fence_checked_at is None
+    if wants_lease:
+        granted = leases.grant(run.lease_until, now, lease_s)
+        if granted.record is None and not first:
+            return True, granted.seconds(now)
+    elif not first:
+        return True, None
+    try:
+        with store.transaction() as session:
+            if first:  # the run's first proven check, written once
+                record_fence_check(session, run.id, now)
+            if not wants_lease:
+                return True, None
+            ends = grant_lease(session, run.id, run.lease_until, now, lease_s)
+    except Exception:  # the answer never fails over a note
+        log.warning("cannot record the fence check of run %s", run.id, exc_info=True)
+        return True, None
+    if ends is None:  # closed since it was read: not current, no lease
+        return False, None
+    return True, max(0.0, (ends - now).total_seconds())
 
 
 def _take_stop_batch(store: Any, run_id: int, job_id: int, raw: str) -> None:

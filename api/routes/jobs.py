@@ -492,7 +492,12 @@ def delete_job(
 ) -> Response:
     node = ctx.settings.node_id
     with store.transaction() as session:
-        job = jobs_store.delete_job(session, _name(name), expected_version=expected_version)
+        job = jobs_store.delete_job(
+            session,
+            _name(name),
+            expected_version=expected_version,
+            lease_margin=ctx.settings.fence_lease_margin,
+        )
         journal.add_audit(
             session,
             actor=actor,

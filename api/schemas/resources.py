@@ -237,6 +237,15 @@ class RunPublic(BaseModel):
         "(the next run resumes after it from the checkpoint). Null: not stopped gracefully.",
         examples=[41],
     )
+    lease_until: datetime | None = Field(
+        default=None,
+        description="The latest end of a fence lease granted to the run's driver (recorded "
+        "coarsely: no answer's lease ends later). A driver cut off from Drover stops committing "
+        "when its lease lapses; a run that ended without its cluster's confirmation (LOST) "
+        "counts as surely gone only after this instant plus the nodes' clock margin. Null: "
+        "never granted a lease.",
+        examples=["2026-11-25T03:13:15Z"],
+    )
 
     @classmethod
     def of(cls, run: RunRecord) -> RunPublic:
@@ -262,6 +271,7 @@ class RunPublic(BaseModel):
             fence_superseded_at=run.fence_superseded_at,
             drain_deadline=run.drain_deadline,
             stop_batch=run.stop_batch,
+            lease_until=run.lease_until,
         )
 
 

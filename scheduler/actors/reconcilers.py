@@ -192,6 +192,7 @@ class JobReconciler:
             backoff_initial=settings.restart_backoff_initial,
             backoff_max=settings.restart_backoff_max,
             stop_grace=settings.stop_grace_seconds,
+            lease_margin=settings.fence_lease_margin,
         )
         self._executor = ThreadPoolExecutor(TICK_THREADS, thread_name_prefix="tick")
         self._loops: dict[str, GroupLoop] = {}

@@ -258,10 +258,12 @@ class Checkpoints(Protocol):
         target_root: str | None,
         clusters: Sequence[ClusterRecord],
         holder: str,
+        guard: Callable[[], object] | None = None,
     ) -> Availability:
         """Make the job's checkpoint available at ``target`` (from ``source`` when it can be
         read, else the replica, else a fresh start), holding the job's replica for ``holder``
-        (the replicator stays away from it) until :meth:`release`."""
+        (the replicator stays away from it) until :meth:`release`. ``guard`` is called before
+        every write and raises to stop it (the caller's claim ran out)."""
         ...
 
     def release(self, jobs: Sequence[str], *, holder: str) -> None:

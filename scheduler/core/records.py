@@ -72,6 +72,9 @@ class RunRecord:
     drain_deadline: datetime | None = None
     #: the last micro-batch the run's pipeline committed before it stopped gracefully
     stop_batch: int | None = None
+    #: the latest end of a fence lease Drover may have granted the run's driver (None: never
+    #: granted one); scheduler/decisions/leases.py
+    lease_until: datetime | None = None
     #: the fencing token itself: only on the record the write that minted it returned (an
     #: intent, a reissue), which the submission carries to the driver; never stored
     fencing_secret: str | None = field(default=None, repr=False, compare=False)

@@ -25,6 +25,13 @@ killed once the grace period is over (the job's ``grace_seconds`` as the request
 first check yet, and a run still starting are killed directly. A run asked to stop stays so
 even if the job is wanted again meanwhile: it ends, then a new run starts.
 
+Fence leases (``scheduler.decisions.leases``): no new run of the job is submitted, on any
+cluster, while its last run was closed without its cluster confirming the application gone
+(LOST) and a fence lease granted to its driver may still be valid: that driver may still commit.
+The job waits (its reason says until when) and is submitted once the lease surely lapsed. Nor is
+a run that was never recorded as submitted submitted again while its driver holds a lease: it
+runs somewhere, though its cluster cannot find it.
+
 Upgrades with a deadline (``scheduler.decisions.revisions.upgrade_step``): once a run of the job's
 generation is RUNNING the deadline is cleared (:class:`UpgradeDone`); if the deadline passes
 first, or the new spec's restart budget is spent, the job rolls back (:class:`RollBack`).
@@ -38,7 +45,7 @@ from datetime import datetime, timedelta
 from scheduler.core.backend import AppState, AppStatus
 from scheduler.core.records import Failures, JobRecord, RunRecord
 from scheduler.core.states import DesiredState, JobState, RunState, can_transition
-from scheduler.decisions import revisions, steering
+from scheduler.decisions import leases, revisions, steering
 from scheduler.decisions.actions import (
     Action,
     CloseRun,
@@ -65,6 +72,9 @@ class RestartPolicy:
     #: seconds a graceful stop waits for the pipeline before a kill, unless the request said
     #: (0: no graceful stop, kill at once)
     stop_grace: float = 0.0
+    #: seconds added to a run's recorded fence lease end before it surely lapsed (the nodes'
+    #: clock margin, ``scheduler.decisions.leases``)
+    lease_margin: float = leases.DEFAULT_MARGIN_S
 
     def grace(self, job: JobRecord) -> float:
         """The grace period of a stop of ``job``'s live run."""
@@ -187,6 +197,12 @@ def _plan_live_run(
     wanted = job.desired_state == DesiredState.RUNNING and run.generation == job.generation
     if observed.state.is_terminal:
         if run.state == RunState.SUBMITTING and run.submission_id is None:
+            held = leases.held_until(run, now, policy.lease_margin)
+            if held is not None:  # its driver checked in: it runs, though it cannot be found
+                return Noop(
+                    f"run {run.id} is not found on {run.cluster} but its driver holds a fence "
+                    f"lease until {held.isoformat(timespec='seconds')}: not submitted again"
+                )
             if wanted and not abnormal:
                 return Resubmit(run)
             return CloseRun(
@@ -229,6 +245,17 @@ def _plan_live_run(
             }[final]
         )
         job_state = JobState.FINISHED if final == RunState.FINISHED else JobState.FAILED
+        if observed.exit_code == leases.LEASE_LAPSED_EXIT:  # Drover's absence, not the job's
+            return CloseRun(
+                run,
+                final,
+                _after_stop(job),
+                f"its fence lease lapsed while no Drover node answered it: the pipeline stopped "
+                f"committing and exited (code {leases.LEASE_LAPSED_EXIT}); started again, not "
+                "counted as a failure",
+                observed.exit_code,
+                counts_as_failure=False,
+            )
         if abnormal:  # the cluster's fault, not the job's: no failure, no giving up
             if job.desired_state == DesiredState.RUNNING:
                 reason = f"{reason} (on an abnormal cluster: not counted as a failure)"
@@ -284,10 +311,16 @@ def drains(run: RunRecord, observed: AppStatus) -> bool:
 
 def timed(job: JobRecord) -> bool:
     """Whether the job's plan may change with time alone (a graceful stop's or an upgrade's
-    deadline): such a job is never quiet."""
+    deadline, a fence lease of a run that cannot be found): such a job is never quiet."""
     run = job.current_run
     draining = run is not None and run.drain_deadline is not None and not run.state.is_final
-    return draining or job.upgrade_deadline is not None
+    leased = (
+        run is not None
+        and run.submission_id is None
+        and run.lease_until is not None
+        and not run.state.is_final
+    )
+    return draining or leased or job.upgrade_deadline is not None
 
 
 def _after_stop(job: JobRecord) -> JobState:
@@ -311,6 +344,12 @@ def _plan_without_run(
         return GiveUp(reason, (JobState.QUEUED, JobState.FAILED))
     if job.not_before is not None and now < job.not_before:
         return Noop(f"backing off until {job.not_before.isoformat()}")
+    last = job.current_run
+    held = leases.holds(last, now, policy.lease_margin)
+    if last is not None and held is not None:
+        return _wait_for_cluster(
+            job, f"waiting: {leases.describe(last, held)}; no new run before then"
+        )
     if failures.count:
         return Submit(f"restart attempt {failures.count + 1} after: {job.state_reason}")
     return Submit("desired state is RUNNING")

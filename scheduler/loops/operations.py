@@ -50,6 +50,7 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
+from scheduler.core import faults
 from scheduler.core.errors import (
     AlreadyExists,
     DroverError,
@@ -420,6 +421,8 @@ class Executor:
         pending: list[ItemChange] = []
         moved = 0
         retried = False
+        if op.kind == OperationKind.FAILOVER and item.step in (fo.Step.DRAINING, fo.Step.FENCING):
+            faults.hold(f"failover-{item.step.lower()}", item.job_name)  # tests only
         try:
             for _ in range(STEPS_PER_ROUND):
                 decision = self._decide(r, item, job)
@@ -449,6 +452,7 @@ class Executor:
                     if pending:  # the step is stored before its I/O
                         stored = item = self._write(r, stored, pending).item
                         pending = []
+                    faults.hold("failover-checkpoint", item.job_name)  # tests only
                     outcome = self._checkpoint(r, item, job, decision)
                     if isinstance(outcome, ItemChange):
                         pending.append(outcome)
@@ -563,6 +567,7 @@ class Executor:
                 target_root=want.target_root,
                 clusters=list(r.read.clusters.values()),
                 holder=holder_of(item.operation_id),
+                guard=r.lease.check,  # a claim that ran out (a frozen node) copies nothing
             )
         except (NotOwner, LeaseExpired):
             raise

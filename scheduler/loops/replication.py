@@ -108,11 +108,16 @@ def sync(
     deadline: float | None = None,
     storage_of: Callable[[str], CheckpointStorage] = storage_for,
     clock: Callable[[], float] = time.monotonic,
+    guard: Callable[[], object] | None = None,
 ) -> SyncResult:
     """Make the checkpoint at ``target`` the source's at ``batch`` (default: its newest complete
     batch; none: ``target`` is emptied). Stops before the next file once ``clock()`` passes
     ``deadline``; whenever it stops, ``target`` holds a complete batch (or none), never a part of
-    one that Spark would read. Raises StorageError when a location cannot be read or written."""
+    one that Spark would read. Raises StorageError when a location cannot be read or written.
+    ``guard`` is called before every file written or removed and raises to stop at once (a
+    failover's executor whose claim ran out: a node frozen mid-copy and thawed must not touch
+    a checkpoint that the job, moved on meanwhile, writes now)."""
+    check = guard or (lambda: None)
     started = clock()
     src, dst = storage_of(source), storage_of(target)
     if source_files is None:
@@ -122,6 +127,7 @@ def sync(
     plan = plan_sync(source_files, target_files, batch, preserves_mtime=dst.preserves_mtime)
     present = set(target_files)
     for path in plan.retract:
+        check()
         dst.remove(target, path)
         present.discard(path)
     files = size = removed = 0
@@ -131,6 +137,7 @@ def sync(
         if deadline is not None and clock() >= deadline:
             complete, note = False, "stopped at the round's deadline"
             break
+        check()
         try:
             size += _copy_file(
                 src,
@@ -157,6 +164,7 @@ def sync(
             faults.hit(MID_BATCH_FAULT)
     if complete:
         for path in plan.remove:
+            check()
             dst.remove(target, path)
             present.discard(path)
             removed += 1
@@ -223,6 +231,7 @@ def make_available(
     deadline_seconds: float | None = None,
     storage_of: Callable[[str], CheckpointStorage] = storage_for,
     known: tuple[JobRecord, Iterable[ClusterRecord]] | None = None,
+    guard: Callable[[], object] | None = None,
 ) -> Availability:
     """Make ``job``'s checkpoint available at ``target`` (its checkpoint location on the target
     cluster, ``storage.checkpoint_location(target_cluster, job, clusters)``) and say from where.
@@ -243,6 +252,8 @@ def make_available(
     Idempotent: a second call (the executor's retry, another node resuming the failover, same
     ``holder``) finds the work done. Blocking; StorageError when ``target`` cannot be written.
     ``known``: the job and the clusters as the caller just read them (not read again).
+    ``guard``: called before every write (each file, the replica's record) and raises to stop
+    (see :func:`sync`).
     """
     started = time.monotonic()
     target = storage.normalise_location(target, "target checkpoint location")
@@ -262,9 +273,11 @@ def make_available(
         record = _promote(
             store, job, source or "", target, holder, hold_seconds, wait_seconds, known
         )
-    result = _make_available(job, source, replica, target, deadline, storage_of)
+    result = _make_available(job, source, replica, target, deadline, storage_of, guard)
     result = Availability(**{**result.__dict__, "seconds": round(time.monotonic() - started, 3)})
     if store is not None and record is not None:
+        if guard is not None:
+            guard()
         _record_promoted(store, record, holder, result, hold_seconds)
     log.info(
         "job %s: checkpoint available at %s from %s (batch %s; %d files, %d bytes): %s",
@@ -286,6 +299,7 @@ def _make_available(
     target: str,
     deadline: float | None,
     storage_of: Callable[[str], CheckpointStorage],
+    guard: Callable[[], object] | None = None,
 ) -> Availability:
     why_not_source = ""
     try:
@@ -302,6 +316,7 @@ def _make_available(
                     source_files=source_files,
                     deadline=deadline,
                     storage_of=storage_of,
+                    guard=guard,
                 ),
                 job,
                 "the source",
@@ -339,6 +354,7 @@ def _make_available(
                 target_files=files if candidate == target else None,
                 deadline=deadline,
                 storage_of=storage_of,
+                guard=guard,
             ),
             job,
             "the replica",
@@ -354,7 +370,14 @@ def _make_available(
         )
     # whatever is at the target is not a checkpoint Spark could resume: start clean
     _finish(
-        sync(target, target, source_files={}, deadline=deadline, storage_of=storage_of),
+        sync(
+            target,
+            target,
+            source_files={},
+            deadline=deadline,
+            storage_of=storage_of,
+            guard=guard,
+        ),
         job,
         "the target",
     )
@@ -489,6 +512,7 @@ class ReplicaCheckpoints:
         target_root: str | None,
         clusters: Sequence[ClusterRecord],
         holder: str,
+        guard: Callable[[], object] | None = None,
     ) -> Availability:
         return make_available(
             job.name,
@@ -498,6 +522,7 @@ class ReplicaCheckpoints:
             store=self._store,
             holder=holder,
             known=(job, clusters),
+            guard=guard,
         )
 
     def release(self, jobs: Sequence[str], *, holder: str) -> None:

@@ -43,7 +43,7 @@ from scheduler.core.records import (
     RunRecord,
 )
 from scheduler.core.states import DesiredState, JobState, OnStall, Priority, transition
-from scheduler.decisions import revisions, storage
+from scheduler.decisions import leases, revisions, storage
 from scheduler.decisions.labels import Op, Requirement, validate_labels
 from scheduler.store import paging
 from scheduler.store import progress as progress_store
@@ -779,8 +779,16 @@ def apply_command(
 
 
 def delete_job(
-    session: Session, name: str, *, expected_version: int | None, refuse_if_running: bool = True
+    session: Session,
+    name: str,
+    *,
+    expected_version: int | None,
+    refuse_if_running: bool = True,
+    lease_margin: float = leases.DEFAULT_MARGIN_S,
 ) -> JobRecord:
+    """Delete the job with its runs and events. Refused (Conflict) while it should run or has
+    a live application, and while its last run may hold a fence lease (ended unconfirmed: its
+    driver may still commit, and a new job of the same name would run beside it)."""
     job = load_job(session, name, for_update=True)
     _check_version(job, expected_version)
     record = with_run(session, job)
@@ -790,6 +798,10 @@ def delete_job(
         raise Conflict(
             f"job {name!r} is {job.state} (desired {job.desired_state}): stop it before deleting"
         )
+    last = record.current_run
+    held = leases.holds(last, utcnow(), lease_margin)
+    if refuse_if_running and last is not None and held is not None:
+        raise Conflict(f"job {name!r} cannot be deleted yet: {leases.describe(last, held)}")
     session.delete(job)
     session.flush()
     return record

@@ -42,6 +42,7 @@ def run_record(run: Run, job_name: str) -> RunRecord:
         fence_superseded_at=run.fence_superseded_at,
         drain_deadline=run.drain_deadline,
         stop_batch=run.stop_batch,
+        lease_until=run.lease_until,
     )
 
 

@@ -274,6 +274,9 @@ class Run(Base):
     drain_deadline: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
     #: the last micro-batch the pipeline committed before it stopped gracefully (it says so)
     stop_batch: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    #: the latest end of a fence lease granted to the run's driver, recorded coarsely (at most
+    #: one write per half lease: scheduler/decisions/leases.py); None: never granted one
+    lease_until: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
 
     job: Mapped[Job] = relationship(back_populates="runs")
 

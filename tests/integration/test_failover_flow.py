@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import update
 
 from api.app import create_app
 from api.deps import NodeContext
@@ -23,7 +24,7 @@ from scheduler.core.clock import utcnow
 from scheduler.core.errors import NotOwner
 from scheduler.core.ledger import Backends
 from scheduler.core.ownership import Claim, Fence
-from scheduler.core.states import RunState
+from scheduler.core.states import JobState, RunState
 from scheduler.decisions import catalog
 from scheduler.decisions.health import ClusterHealth, Decision, HealthPolicy, Vote, assess
 from scheduler.decisions.operations import failover as fo
@@ -37,7 +38,7 @@ from scheduler.store import operations as ops_store
 from scheduler.store.db import Store
 from scheduler.store.fence_checks import record_fence_check
 from scheduler.store.ledger import SqlLedger
-from scheduler.store.models import Run
+from scheduler.store.models import Job, Run
 from scheduler.store.operations_ledger import SqlOperationsLedger
 from tests.support.fakes import FakeBackend, FakeBackends
 
@@ -58,6 +59,12 @@ class World:
     backends: Backends
     reconcilers: dict[str, Reconciler] = field(default_factory=dict)
     reachable: dict[str, bool] = field(default_factory=lambda: {"A": True, "B": True})
+    #: how far the executors' and reconcilers' clocks run ahead of the wall clock (time that
+    #: "passed" for Drover's decisions; the API's fence answers keep the wall clock)
+    later: timedelta = timedelta(0)
+
+    def now(self) -> datetime:
+        return utcnow() + self.later
 
     def reconciler(self, node: str = "n1", epoch: int = 1) -> Reconciler:
         key = f"{node}/{epoch}"
@@ -72,6 +79,7 @@ class World:
                 policy=RestartPolicy(),
                 unknown_after_polls=1,
                 submit_workers=2,
+                clock=self.now,
             )
         return self.reconcilers[key]
 
@@ -186,13 +194,14 @@ def drive(
     )
 
 
-def executor(w: World, node: str = "n1") -> Executor:
+def executor(w: World, node: str = "n1", timing: fo.Timing = TIMING) -> Executor:
     return Executor(
-        SqlOperationsLedger(w.store, node_id=node),
+        SqlOperationsLedger(w.store, node_id=node, clock=w.now),
         node_id=node,
-        timing=TIMING,
+        timing=timing,
         checkpoints=ReplicaCheckpoints(w.store),
         parallelism=2,
+        clock=w.now,
     )
 
 
@@ -451,3 +460,152 @@ def test_superseded_check_is_noted_only_for_runs_that_are_not_current(world: Wor
     with w.store.session() as s:
         run = s.query(Run).one()
         assert run.fence_superseded_at is None and run.state == RunState.RUNNING.value
+
+
+def test_a_failed_fence_then_a_move_never_starts_the_job_beside_its_stale_driver(
+    world: World,
+) -> None:
+    """The double-run path of a fence timeout: the first failover's FENCING step times out (the
+    item FAILED, the hold cleared, the fenced run LOST); a second failover then plans "move: no
+    application on A". The stale driver on A -- cut off from Drover, its last check confirmed
+    just now -- may still be committing: the job must not start on B until that confirmation
+    has surely run out, and must start there once it has.
+
+    This test failed before fence answers became leases (the move went PENDING -> DRAINING ->
+    CHECKPOINT -> ... -> DONE in one round, beside the driver); now the move waits in FENCING
+    for the stale run's lease (recorded end + clock margin + exit grace), then goes on."""
+    w = world
+    create_jobs(w, {"dbl": "high"})
+    stale = w.job("dbl")["current_run"]
+    token = w.token(stale["id"])
+    # its driver checks its fence (as drover_runtime does before every batch): current, with a
+    # lease of DROVER_FENCE_LEASE_SECONDS (90 s by default)
+    answer = w.client.get(
+        "/v1/jobs/dbl/fence",
+        headers={"X-Drover-Fencing-Token": token, "X-Drover-Fence-Lease": "1"},
+    )
+    assert answer.status_code == 200 and answer.json()["fencing_token"] == token
+    assert 89 < answer.json()["lease_seconds"] <= 90
+    lease_until = datetime.fromisoformat(w.runs("dbl")[0]["lease_until"])
+    # then A is cut off both ways: Drover cannot reach A, A's driver cannot reach Drover
+    w.a.unreachable = True
+    w.reachable["A"] = False
+    marked = w.client.post("/v1/clusters/A/mark-abnormal", json={"reason": "AZ a cut off"})
+    assert marked.status_code == 200, marked.text
+
+    claim = Claim(GROUP, Fence("n1", 1), 0, 1)
+    impatient = executor(w, timing=replace(TIMING, fence_timeout=0.001))
+    first = failover(w, selector={"jobs": ["dbl"]})
+    assert [i["action"] for i in first["items"]] == ["fence"]
+    ended = drive(w, impatient, claim, first["id"])
+    assert ended["state"] == "FAILED", ended
+    assert ended["items"][0]["step"] == "FAILED"
+    assert "was not answered 'superseded'" in ended["items"][0]["last_error"]
+    job = w.job("dbl")
+    assert job["directive"] is None and job["current_run"]["state"] == "LOST"
+
+    second = failover(w, selector={"jobs": ["dbl"]}, dry_run=True)
+    assert [i["action"] for i in second["items"]] == ["move"], second
+    op = failover(w, selector={"jobs": ["dbl"]}, expected_plan=second["plan_digest"])
+    ex = executor(w)
+    # ten seconds after the driver's last confirmed check: it may still be committing on A
+    w.later = timedelta(seconds=10)
+    for _ in range(8):
+        ex.round({GROUP: claim})
+        w.tick()
+    status = w.client.get(f"/v1/failovers/{op['id']}").json()
+    assert w.b.live("dbl") == [], (
+        f"started on B beside its stale driver on A: {status['items'][0]['history']}"
+    )
+    assert status["items"][0]["step"] not in ("SWITCHING", "STARTING", "DONE"), status
+    (item,) = status["items"]
+    assert item["step"] == "FENCING" and item["source_run_id"] == stale["id"], item
+    assert "may hold a fence lease until" in item["history"][-1]["note"], item["history"]
+    assert "the stale driver of run" in item["waiting"] and "lease surely lapsed" in item["waiting"]
+    # nor does its owner start it anywhere meanwhile (A is marked NORMAL again: no new run there)
+    assert w.client.post("/v1/clusters/A/clear", json={"reason": "AZ a back"}).status_code == 200
+    w.reachable["A"] = True
+    w.a.unreachable = False
+    w.tick()
+    assert [a.app_name for a in w.a.live("dbl")] == [f"drover:dbl:{stale['id']}"]  # the stale one
+    assert w.b.live("dbl") == []
+
+    # once the lease surely lapsed (recorded end + 5 s clock margin; no exit grace here)
+    w.later = lease_until - utcnow() + timedelta(seconds=5.5)
+    done = drive(w, ex, claim, op["id"])
+    assert done["state"] == "SUCCEEDED", [
+        (h["step"], h["note"]) for h in done["items"][0]["history"]
+    ][2:]
+    steps = [h["step"] for h in done["items"][0]["history"]]
+    assert steps[:4] == ["PENDING", "DRAINING", "FENCING", "CHECKPOINT"], steps
+    assert "fence lease surely lapsed" in done["items"][0]["history"][3]["note"]
+    assert len(w.b.live("dbl")) == 1 and w.job("dbl")["cluster"] == "B"
+
+
+def test_fence_answers_grant_leases_recorded_once_per_half_lease(world: World) -> None:
+    """A run asking for a lease gets one with every confirming answer; its end is written when
+    less than half a lease of the recorded end remains, never answered beyond it; a closed run
+    gets none (and is answered "not current"); a job whose last run may hold one is kept."""
+    w = world
+    create_jobs(w, {"leased": "high"})
+    run_id = w.job("leased")["current_run"]["id"]
+    token = w.token(run_id)
+    headers = {"X-Drover-Fencing-Token": token}
+
+    def check(lease: bool = True) -> dict[str, Any]:
+        extra = {"X-Drover-Fence-Lease": "1"} if lease else {}
+        answer = w.client.get("/v1/jobs/leased/fence", headers={**headers, **extra})
+        assert answer.status_code == 200, answer.text
+        return dict(answer.json())
+
+    def recorded() -> datetime | None:
+        with w.store.session() as s:
+            run = s.get(Run, run_id)
+            assert run is not None
+            return run.lease_until
+
+    plain = check(lease=False)  # an older runtime: confirmed, no lease
+    assert plain["current"] is True and plain["lease_seconds"] is None and recorded() is None
+    first = check()
+    assert first["current"] is True and 89.5 < first["lease_seconds"] <= 90
+    end = recorded()
+    assert end is not None and abs((end - utcnow()).total_seconds() - 90) < 1
+    again = check()  # more than half remains: no write, what remains is granted
+    assert recorded() == end and again["lease_seconds"] <= first["lease_seconds"]
+    with w.store.transaction() as s:  # 50 s later, as far as the recorded end is concerned
+        s.execute(
+            update(Run).where(Run.id == run_id).values(lease_until=utcnow() + timedelta(seconds=40))
+        )
+    renewed = check()
+    assert 89.5 < renewed["lease_seconds"] <= 90
+    end = recorded()
+    assert end is not None and abs((end - utcnow()).total_seconds() - 90) < 1
+    assert w.runs("leased")[0]["lease_until"] is not None
+
+    # the run is closed without its cluster's word (as a fence does): no lease any more
+    with w.store.transaction() as s:
+        s.execute(update(Job).where(Job.name == "leased").values(state=JobState.QUEUED.value))
+        s.execute(
+            update(Run)
+            .where(Run.id == run_id)
+            .values(
+                state=RunState.LOST.value,
+                ended_at=utcnow(),
+                lease_until=utcnow() + timedelta(seconds=10),
+            )
+        )
+    closed = check()
+    assert closed["current"] is False and closed["fencing_token"] is None
+    assert closed["lease_seconds"] is None
+    stopped = w.client.post("/v1/jobs/leased/stop")
+    assert stopped.status_code == 202, stopped.text
+    for _ in range(3):
+        w.tick()
+    refused = w.client.delete("/v1/jobs/leased")
+    assert refused.status_code == 409, refused.text
+    assert "may hold a fence lease until" in refused.json()["detail"]
+    with w.store.transaction() as s:
+        s.execute(
+            update(Run).where(Run.id == run_id).values(lease_until=utcnow() - timedelta(seconds=6))
+        )
+    assert w.client.delete("/v1/jobs/leased").status_code == 204

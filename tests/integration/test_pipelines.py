@@ -238,6 +238,8 @@ def test_fence_endpoint_and_check_cost(drover_api: DroverApi, tmp_path: Path) ->
         f"p99 {p99:.1f} ms, max {timings[-1] * 1000:.1f} ms"
     )
     assert median < 50, "a fence check must stay cheap enough to run every batch"
+    # every confirming answer granted the run a lease (the node's default, 90 s)
+    assert fence.lease_until is not None and 80 < fence.lease_until - time.monotonic() <= 90
     # the same check carrying the run's progress (what drover_runtime sends per batch)
     with_progress = []
     for batch in range(200):
@@ -272,6 +274,7 @@ def test_fence_endpoint_and_check_cost(drover_api: DroverApi, tmp_path: Path) ->
         "run_state": "RUNNING",
         "desired_state": "RUNNING",
         "stop": None,  # a graceful stop is told only to the run itself
+        "lease_seconds": None,  # nor is a lease granted to anyone else
     }
     # the run itself gets its own token echoed: it is current
     mine = get_json(f"{drover_api.url}/v1/jobs/orders/fence", fencing_token=token(second))

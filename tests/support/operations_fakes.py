@@ -579,6 +579,8 @@ class FakeCheckpoints:
         self.batches: dict[str, int] = {}
         self.fail: dict[str, int] = {}
         self.calls: list[tuple[str, str]] = []
+        #: the calls that got to write (the caller's guard let them)
+        self.completed: list[tuple[str, str]] = []
         self.released: list[tuple[str, str]] = []
         #: run during the next make_available (time passing while a checkpoint is copied)
         self.during: Callable[[], object] | None = None
@@ -593,7 +595,10 @@ class FakeCheckpoints:
         target_root: str | None,
         clusters: Sequence[ClusterRecord],
         holder: str,
+        guard: Callable[[], object] | None = None,
     ) -> Availability:
+        if guard is not None:
+            guard()
         with self._lock:
             self.calls.append((job.name, holder))
             during, self.during = self.during, None
@@ -604,6 +609,10 @@ class FakeCheckpoints:
             during()
         if failing:
             raise OSError(f"cannot write {target}")
+        if guard is not None:  # every write checks the claim: a copy that outlasted it stops
+            guard()
+        with self._lock:
+            self.completed.append((job.name, holder))
         batch = self.batches.get(job.name)
         if batch is None:
             return Availability(target, None, "fresh start", "no source checkpoint is known")

@@ -16,12 +16,17 @@ import pytest
 
 from pipelines.drover_runtime import (
     FENCED_LINE_PREFIX,
+    LAPSED_LINE_PREFIX,
+    LEASE_HEADER,
+    LEASE_LAPSED_EXIT,
     WARNING_PREFIX,
     FencedOut,
     HttpFence,
+    LeaseLapsed,
     RunContext,
     Verdict,
     fence_verdict,
+    read_commit_log,
 )
 
 JOB, TOKEN = "orders", "tok-1"
@@ -38,8 +43,10 @@ class Stub:
     url: str = ""
 
     def answer(self, token: str | None, status: int = 200, **extra: Any) -> None:
+        """Answer ``token`` (a confirmation of ours grants a 60 s lease unless ``extra`` says)."""
         self.status = status
-        self.body = {"job": JOB, "current_run_id": 2, "fencing_token": token, **extra}
+        lease = {"lease_seconds": 60.0} if token == TOKEN else {}
+        self.body = {"job": JOB, "current_run_id": 2, "fencing_token": token, **lease, **extra}
 
 
 @pytest.fixture
@@ -161,21 +168,35 @@ def test_deleted_job_fences_out(stub: Stub) -> None:
         make_ctx(HttpFence(stub.url)).on_batch(0)
 
 
-def test_unreachable_keeps_going_with_a_warning(dead_url: str) -> None:
+def test_unreachable_keeps_going_with_a_warning_while_the_lease_holds(
+    stub: Stub, dead_url: str
+) -> None:
     out = io.StringIO()
-    ctx = make_ctx(HttpFence(dead_url, timeout_s=0.5, stream=out))
-    ctx.on_batch(0)
+    fence = HttpFence(stub.url, timeout_s=0.5, stream=out)
+    ctx = make_ctx(fence)
+    ctx.on_batch(0)  # confirmed, with a 60 s lease
+    fence.urls = (dead_url,)  # Drover becomes unreachable
     ctx.on_batch(1)
+    ctx.on_batch(2)
     assert ctx.fenced_out is None
     warnings = [line for line in out.getvalue().splitlines() if line.startswith(WARNING_PREFIX)]
-    assert len(warnings) == 2 and "unlimited" in warnings[0]
+    assert len(warnings) == 2 and "lease valid for 60" in warnings[0]
+
+
+def test_a_run_that_never_got_a_lease_commits_nothing(dead_url: str) -> None:
+    ctx = make_ctx(HttpFence(dead_url, timeout_s=0.5, stream=io.StringIO()))
+    with pytest.raises(LeaseLapsed, match="it never got a fence lease"):
+        ctx.on_batch(0)
+    assert ctx.lease_lapsed and ctx.exit_code == LEASE_LAPSED_EXIT
 
 
 def test_slow_node_counts_as_unreachable(stub: Stub) -> None:
-    stub.delay_s = 1.0
     out = io.StringIO()
+    ctx = make_ctx(HttpFence(stub.url, timeout_s=0.2, stream=out))
+    ctx.on_batch(0)
+    stub.delay_s = 1.0
     started = time.monotonic()
-    make_ctx(HttpFence(stub.url, timeout_s=0.2, stream=out)).on_batch(0)
+    ctx.on_batch(1)
     assert time.monotonic() - started < 0.9
     assert WARNING_PREFIX in out.getvalue()
 
@@ -202,7 +223,7 @@ def test_blind_limit_stops_after_the_bound(stub: Stub, dead_url: str) -> None:
     fence.urls = (dead_url,)  # Drover becomes unreachable
     clock.now += 20
     ctx.on_batch(1)  # blind for 20 s: goes on
-    assert "limit 30 s" in out.getvalue()
+    assert "blind limit 30 s" in out.getvalue()
     clock.now += 11
     with pytest.raises(FencedOut, match="no Drover fence URL answered for 31 s"):
         ctx.on_batch(2)
@@ -214,6 +235,104 @@ def test_blind_time_counts_from_the_last_confirmation(stub: Stub) -> None:
     clock.now += 100  # a long time passes while Drover answers
     make_ctx(fence).on_batch(0)
     assert fence.last_confirmed == clock.now
+
+
+# --------------------------------------------------------------------------- leases
+
+
+def test_every_check_asks_for_a_lease(stub: Stub) -> None:
+    make_ctx(HttpFence(stub.url)).on_batch(0)
+    assert stub.requests[0][1][LEASE_HEADER] == "1"
+
+
+def test_the_lease_lapses_without_renewal_and_the_run_stops(stub: Stub, dead_url: str) -> None:
+    clock = Clock()
+    fence = HttpFence(stub.url, timeout_s=0.5, clock=clock, stream=io.StringIO())
+    ctx = make_ctx(fence)
+    ctx.on_batch(0)  # confirmed at t=1000 with a 60 s lease
+    fence.urls = (dead_url,)  # Drover becomes unreachable
+    clock.now += 59.9
+    ctx.on_batch(1)  # still leased: goes on
+    clock.now += 0.2
+    with pytest.raises(LeaseLapsed, match="fence lease ran out 0.1 s ago") as raised:
+        ctx.on_batch(2)
+    assert "nothing of batch 2 was committed" in str(raised.value)
+    assert isinstance(raised.value, FencedOut)  # stops like a fenced run ...
+    assert ctx.lease_lapsed and ctx.exit_code == LEASE_LAPSED_EXIT  # ... with its own exit code
+    fence.urls = (stub.url,)  # Drover is back: the run stays stopped (Drover restarts it)
+    assert not ctx.is_current(3)
+
+
+def test_the_lease_counts_from_before_the_request_was_sent(stub: Stub) -> None:
+    clock = Clock()
+    fence = HttpFence(stub.url, clock=clock, stream=io.StringIO())
+    stub.answer(TOKEN, lease_seconds=10.0)
+    real_get = fence._get
+
+    def slow_get(*args: Any, **kw: Any) -> Any:
+        clock.now += 4  # the answer takes 4 s to come back
+        return real_get(*args, **kw)
+
+    fence._get = slow_get  # type: ignore[method-assign]
+    make_ctx(fence).on_batch(0)
+    assert fence.lease_until == 1010.0  # sent at 1000, not answered at 1004 + 10
+
+
+def test_a_node_that_grants_no_lease_confirms_but_the_next_one_is_asked_for_a_lease(
+    stub: Stub,
+) -> None:
+    clock = Clock()
+    fence = HttpFence(stub.url, clock=clock, stream=io.StringIO())
+    ctx = make_ctx(fence)
+    ctx.on_batch(0)  # a lease until 1060
+    stub.answer(TOKEN, lease_seconds=None)  # an older node: confirms, grants no lease
+    clock.now += 30
+    ctx.on_batch(1)  # confirmed, still within the lease
+    assert fence.lease_until == 1060.0
+    clock.now += 31
+    with pytest.raises(LeaseLapsed, match="confirmed only by nodes that grant no lease"):
+        ctx.on_batch(2)
+
+
+def test_a_write_that_outlasts_the_lease_is_not_committed(stub: Stub) -> None:
+    clock = Clock()
+    ctx = make_ctx(HttpFence(stub.url, clock=clock, stream=io.StringIO()))
+    written: list[int] = []
+
+    def slow_write(df: Any, batch_id: int) -> None:
+        written.append(batch_id)
+        clock.now += 61  # the write takes longer than the lease
+
+    write = ctx.fenced(slow_write)
+    with pytest.raises(LeaseLapsed, match="the write outlasted it"):
+        write(None, 0)  # raising in foreachBatch: Spark commits nothing of batch 0
+    assert written == [0] and ctx._state.finished_batch == -1
+
+
+def test_await_termination_renews_an_idle_lease_and_exits_75_once_it_lapsed(
+    stub: Stub, dead_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clock = Clock()
+    fence = HttpFence(stub.url, timeout_s=0.3, clock=clock)
+    ctx = make_ctx(fence, idle_check_s=0)  # no idle check: only the lease asks
+    ctx.on_batch(0)
+    asked = len(stub.requests)
+
+    def idle(call: int) -> None:
+        clock.now += 10  # ten seconds per poll of an idle stream
+        ctx._state.last_check -= 2  # and more than a second since the last check
+        if call == 6:
+            fence.urls = (dead_url,)  # Drover becomes unreachable
+
+    spark, query = FakeSpark(), FakeQuery(idle)
+    assert ctx.await_termination(query, spark) == LEASE_LAPSED_EXIT  # type: ignore[arg-type]
+    assert len(stub.requests) > asked  # renewed in its last quarter while Drover answered
+    assert query.stopped and spark.stopped
+    lines = capsys.readouterr().err.splitlines()
+    assert [line for line in lines if line.startswith(LAPSED_LINE_PREFIX)] == [
+        f"{LAPSED_LINE_PREFIX} {ctx.fenced_out}"
+    ]
+    assert not any(line.startswith(FENCED_LINE_PREFIX) for line in lines)
 
 
 # --------------------------------------------------------------------------- RunContext
@@ -360,3 +479,17 @@ def test_a_run_superseded_at_start_commits_no_batch(stub: Stub) -> None:
     with pytest.raises(FencedOut):
         ctx.on_batch(0)
     assert len(stub.requests) == 1  # decided once, never asked again
+
+
+def test_the_commit_log_records_the_run_of_each_batch_handed_to_spark(
+    stub: Stub, tmp_path: Any
+) -> None:
+    log = str(tmp_path / "commits")
+    ctx = make_ctx(HttpFence(stub.url))
+    write = ctx.fenced(lambda df, batch_id: None, commit_log=log)
+    write(None, 0)  # type: ignore[arg-type]
+    write(None, 1)  # type: ignore[arg-type]
+    stub.answer("tok-2")
+    with pytest.raises(FencedOut):
+        write(None, 2)  # type: ignore[arg-type]
+    assert [(b, r) for b, r, _ in read_commit_log(log)] == [(0, "1"), (1, "1")]

@@ -403,6 +403,8 @@ def test_a_lease_that_runs_out_during_the_copy_writes_nothing_and_the_next_holde
     assert w.ledger.operation(op.id).executor == "n2"
     assert w.steps(op, "orders")[-2:] == ["SWITCHING", "STARTING"]
     assert [holder for _, holder in w.checkpoints.calls] == [holder_of(op.id)] * 2
+    # n1's copy stopped at its first write after its lease ran out (the guard): only n2 wrote
+    assert w.checkpoints.completed == [("orders", holder_of(op.id))]
     # n1 comes back with its old claim: it can change nothing
     writes = len(w.ledger.writes)
     w.round(N1)

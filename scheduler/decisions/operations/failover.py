@@ -13,9 +13,11 @@ Planned actions (:class:`Action`):
     kill     the source answers: kill the job's application there and wait until the cluster
              confirms it gone, then start it on the target from its checkpoint
     fence    the source cannot be reached and is abnormal: supersede the run's fencing token and
-             wait until its self-fencing driver was told so (or its blind limit surely passed)
+             wait until its self-fencing driver was told so, or its last fence lease surely
+             lapsed (or, without a lease, its blind limit surely passed)
     move     no application on the source: switch the job to the target (and start it there
-             if its desired state is RUNNING)
+             if its desired state is RUNNING) -- once the fence lease of its last run, if that
+             run ended unconfirmed (LOST), surely lapsed
     skip     nothing to do for this job (no target, already elsewhere, in another failover)
     refuse   not safe: the source is unreachable but NORMAL, the run is not self-fencing and the
              operator did not force it, or the target is abnormal
@@ -28,13 +30,18 @@ one from what the store says (the item, its job, the clusters), and the executor
                 → SKIPPED | REFUSED      as planned (or the job left the source meanwhile)
                 → CANCELLED    the operation was cancelled before the item started
                 → FAILED       the job was deleted
-    DRAINING    → FENCING      the owner fenced the run (source unreachable and abnormal)
+    DRAINING    → FENCING      the owner fenced the run (source unreachable and abnormal), or
+                               the job's last run on the source ended unconfirmed (LOST) and
+                               its driver may still hold a fence lease
                 → CHECKPOINT   the source confirmed the application gone (or there was none)
                 → CANCELLED    cancelled, and the application is gone: the job stays where it is
                 → FAILED       not drained within the drain timeout
     FENCING     → CHECKPOINT   the stale driver was answered "superseded" by a fence check and
-                               the exit grace passed; or its blind limit surely expired; or the
-                               operator forced a run that is not self-fencing
+                               the exit grace passed; or its last fence lease surely lapsed
+                               (recorded end + clock margin + exit grace), whether or not the
+                               driver was ever reached; or, for a run without a lease, its blind
+                               limit surely expired, or the operator forced a run that is not
+                               self-fencing
                 → CANCELLED    cancelled, once the driver is surely gone
                 → FAILED       (only with a fence timeout configured)
     CHECKPOINT  → SWITCHING    the checkpoint is available under the target's storage root
@@ -66,7 +73,7 @@ from scheduler.core.names import validate_name
 from scheduler.core.operations_ledger import SetDirective, SwitchCluster
 from scheduler.core.records import ClusterRecord, GroupRecord, JobRecord, RunRecord
 from scheduler.core.states import DesiredState, JobState, Priority
-from scheduler.decisions import storage
+from scheduler.decisions import leases, storage
 from scheduler.decisions.health import ClusterHealth
 from scheduler.decisions.operations.model import (
     FAILED_STEP_NAMES,
@@ -368,13 +375,22 @@ def _plan_item(
     start = "start on" if job.desired_state == DesiredState.RUNNING else "switch to"
     then = f"then {start} {target} from its checkpoint"
     if run is None:
+        last = job.current_run
+        wait = ""
+        if last is not None and last.cluster == source.name and last.lease_until is not None:
+            if leases.holds(last, now, 0.0) is not None:
+                wait = (
+                    f" once the fence lease of run {last.id} (ended {last.state}, unconfirmed) "
+                    f"has lapsed (granted until {last.lease_until.isoformat(timespec='seconds')})"
+                )
         if job.desired_state == DesiredState.RUNNING:
             return item(
                 Action.MOVE,
-                f"no application on {source.name}: start on {target} from its checkpoint",
+                f"no application on {source.name}: start on {target} from its checkpoint{wait}",
             )
         return item(
-            Action.MOVE, f"stopped: switch to {target} (its checkpoint made available there)"
+            Action.MOVE,
+            f"stopped: switch to {target} (its checkpoint made available there){wait}",
         )
     if reachable:
         return item(
@@ -428,17 +444,20 @@ class Timing:
     #: retries of a failed checkpoint step before the item fails, and the pause between them
     checkpoint_attempts: int = 5
     retry_after: float = 5.0
+    #: added to a run's recorded fence lease end before its lease surely lapsed (clock margin)
+    lease_margin: float = leases.DEFAULT_MARGIN_S
 
 
 @dataclass(frozen=True)
 class Facts:
     """What the executor read for one item this round: every fact a step is decided on (a new
-    one -- say, until when the source run's last fence lease was granted -- is one more field
-    here, filled by the executor from its round's read, and read by the step's function such as
-    :func:`fence_done`)."""
+    one is one more field here, filled by the executor from its round's read, and read by the
+    step's function such as :func:`fence_done`). Until when the source run's driver may hold a
+    fence lease is the run's own ``lease_until``, as stored now."""
 
     job: JobRecord | None
-    #: the run the item drained (the source run), if any, as stored now
+    #: the run the item drained or waits for (the source run), if any, as stored now, with its
+    #: recorded fence lease end
     source_run: RunRecord | None
     clusters: Mapping[str, ClusterRecord]
     cancelling: bool
@@ -601,6 +620,13 @@ def _draining(
             "its token is superseded; waiting for its driver to stop",
             fields={"fenced_at": drained.fenced_at.isoformat()},
         )
+    last = drained or job.current_run
+    if last is not None and last.cluster == item.source_cluster:
+        # ended without its cluster's word (a fence that failed earlier, a cluster that forgot
+        # it): its driver may still commit, so it is waited out as a fence is
+        why = stale_driver(last, job, facts.now, timing)
+        if why is not None:
+            return Advance(Step.FENCING, why, fields={"source_run_id": last.id})
     if facts.cancelling:
         return Advance(
             Step.CANCELLED,
@@ -621,11 +647,18 @@ def fence_done(
     """Why the stale driver of the fenced ``run`` is surely gone, or None while it may not be.
 
     - it was answered "superseded" by a fence check and had ``fence_exit_grace`` to exit;
-    - its blind limit (``spark.drover.fenceMaxBlindSeconds``: the driver stops when it has not
+    - its last fence lease surely lapsed: the recorded lease end (no answer granted a lease
+      ending later, and the run, closed, is granted none any more), the clock margin and the
+      exit grace have passed -- whether or not the driver was ever reached (a dead cluster);
+    - for a run that was never granted a lease (a runtime that does not honour leases):
+      its blind limit (``spark.drover.fenceMaxBlindSeconds``: the driver stops when it has not
       seen its token confirmed for that long) surely expired: the fence closed the run, so no
       check succeeded after ``fenced_at``; the driver stops at its next check after the limit
-      (a batch, or its idle check) and then needs the exit grace;
-    - the operator forced the fence of a run that is not self-fencing (acknowledged).
+      (a batch, or its idle check) and then needs the exit grace; or the operator forced the
+      fence of a run that is not self-fencing (acknowledged).
+
+    A run that holds a lease which may still be valid is never done by any other way than the
+    superseded answer (after which its runtime commits nothing more).
     """
     if run.fence_superseded_at is not None:
         ready = run.fence_superseded_at + timedelta(seconds=timing.fence_exit_grace)
@@ -635,6 +668,16 @@ def fence_done(
                 f"{run.fence_superseded_at.isoformat(timespec='seconds')} and had "
                 f"{timing.fence_exit_grace:g} s to exit"
             )
+    gone = lease_gone_at(run, timing)
+    if gone is not None:
+        if now < gone:
+            return None
+        assert run.lease_until is not None
+        return (
+            f"its fence lease surely lapsed (granted until "
+            f"{run.lease_until.isoformat(timespec='seconds')}, + {timing.lease_margin:g} s clock "
+            f"margin + {timing.fence_exit_grace:g} s to exit): it commits nothing more"
+        )
     if directive_forced and self_fencing(run, now) is not True:
         return "forced by the operator: not self-fencing, not waited for (acknowledged)"
     blind = _conf_seconds(job, MAX_BLIND_PROPERTY, 0.0)
@@ -653,6 +696,8 @@ def _fencing(
     item: ItemRecord, job: JobRecord, facts: Facts, timing: Timing, entered: datetime
 ) -> Decision:
     run = facts.source_run
+    if run is None and job.current_run is not None and job.current_run.id == item.source_run_id:
+        run = job.current_run  # recorded this round: the round's read did not have it
     if run is None:
         return Advance(Step.FAILED, f"the fenced run {item.source_run_id} no longer exists")
     forced = bool(job.directive and job.directive.force_unfenced)
@@ -672,12 +717,58 @@ def _fencing(
             f"{timing.fence_timeout:g} s",
             job_write=_clear(job, item),
         )
-    blind = _conf_seconds(job, MAX_BLIND_PROPERTY, 0.0)
-    limit = f"its blind limit of {blind:g} s" if blind else "no blind limit is set"
+    gone = lease_gone_at(run, timing)
+    if gone is not None:
+        limit = (
+            f"its fence lease surely lapsed at {gone.isoformat(timespec='seconds')} (granted "
+            f"until {run.lease_until.isoformat(timespec='seconds') if run.lease_until else '-'}"
+            f" + {timing.lease_margin:g} s clock margin + {timing.fence_exit_grace:g} s to exit)"
+        )
+    else:
+        blind = _conf_seconds(job, MAX_BLIND_PROPERTY, 0.0)
+        limit = (
+            f"no fence lease was granted to it; its blind limit is {blind:g} s"
+            if blind
+            else "no fence lease was granted to it and no blind limit is set"
+        )
     return Wait(
         f"the stale driver of run {run.id} on {item.source_cluster} stops at its next fence "
-        f"check (answered 'superseded' + {timing.fence_exit_grace:g} s); {limit}"
+        f"check (answered 'superseded' + {timing.fence_exit_grace:g} s), or when {limit}"
     )
+
+
+def stale_driver(run: RunRecord, job: JobRecord, now: datetime, timing: Timing) -> str | None:
+    """Why the driver of ``run`` -- closed, but without its cluster confirming its application
+    gone (LOST) -- may still be committing, or None when it surely is not: it may hold a lease
+    (:mod:`scheduler.decisions.leases`), or it checked its fence with a runtime that grants no
+    lease (fail-open) and no way of :func:`fence_done` says it is gone."""
+    if not run.state.is_final or not leases.unconfirmed_end(run):
+        return None
+    if run.lease_until is None and run.fence_checked_at is None:
+        return None  # it never checked its fence: nothing of it can be waited for
+    if fence_done(run, job, False, now, timing) is not None:
+        return None
+    gone = lease_gone_at(run, timing)
+    if gone is not None:
+        assert run.lease_until is not None
+        return (
+            f"run {run.id} on {run.cluster} ended without its cluster confirming it "
+            f"({run.state}) and its driver may hold a fence lease until "
+            f"{run.lease_until.isoformat(timespec='seconds')}: waiting until "
+            f"{gone.isoformat(timespec='seconds')} (+ clock margin and exit grace)"
+        )
+    return (
+        f"run {run.id} on {run.cluster} ended without its cluster confirming it "
+        f"({run.state}); its driver checks its fence without a lease (an older runtime) "
+        "and was never answered 'superseded': it may still commit"
+    )
+
+
+def lease_gone_at(run: RunRecord, timing: Timing) -> datetime | None:
+    """When the driver of ``run`` is surely gone by its lease: its recorded lease end, the
+    clock margin and the exit grace; None when it was never granted a lease."""
+    until = leases.lapses_at(run, timing.lease_margin)
+    return None if until is None else until + timedelta(seconds=timing.fence_exit_grace)
 
 
 def _checkpoint(item: ItemRecord, job: JobRecord, facts: Facts) -> Decision:

@@ -1,12 +1,15 @@
 """Test pipeline: a self-fencing stream that records which run committed each micro-batch.
 
     batch_ids.py --output DIR [--app-name NAME] [--rows-per-second 2] [--trigger-seconds 2]
+        [--commit-log FILE]
 
 Spark's ``rate`` source, checkpointed at the run's checkpoint location (Drover's); for every
 micro-batch, after the fence check (``drover_runtime``), one file ``DIR/<batch id, 6 digits>``
 holding ``<run id> <rows>``, written atomically (a replayed batch rewrites its own file). A run
 resumed from a copied checkpoint goes on with the next batch id: the files say which run wrote
-which batch. The application registers under ``--app-name`` (unique per test run), not Drover's
+which batch; with ``--commit-log`` each batch handed to Spark to commit also appends
+``<batch id> <run id> <time>`` to FILE (``drover_runtime.record_commit``), so a batch committed by
+two runs shows. The application registers under ``--app-name`` (unique per test run), not Drover's
 name, like most real pipelines.
 """
 
@@ -30,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--app-name", default="batch-ids")
     parser.add_argument("--rows-per-second", type=int, default=2)
     parser.add_argument("--trigger-seconds", type=float, default=2.0)
+    parser.add_argument("--commit-log", default=None)
     args = parser.parse_args(argv)
     spark = SparkSession.builder.appName(args.app_name).getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
@@ -50,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         .writeStream.queryName("batch_ids")
         .option("checkpointLocation", ctx.checkpoint_location)
         .trigger(processingTime=f"{args.trigger_seconds} seconds")
-        .foreachBatch(ctx.fenced(write_batch))
+        .foreachBatch(ctx.fenced(write_batch, commit_log=args.commit_log))
         .start()
     )
     return ctx.await_termination(query)
