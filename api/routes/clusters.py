@@ -22,6 +22,7 @@ from api.deps import (
 )
 from api.paging import CountQuery, CursorQuery, PageLimitQuery
 from api.problems import problem_responses
+from api.routes.lists import Listing
 from api.schemas.resources import ClusterCreate, ClusterPage, ClusterPublic, ClusterUpdate
 from scheduler.core.errors import InvalidInput
 from scheduler.core.paging import Sort
@@ -31,6 +32,9 @@ from scheduler.store import catalog as catalog_store
 from scheduler.store import journal
 
 router = APIRouter(prefix="/v1/clusters", tags=["clusters"])
+_LISTING = Listing(
+    Sort("name"), (str,), catalog_store.page_clusters, catalog_store.count_clusters, ClusterPage
+)
 
 
 def _etag(response: Response, cluster: ClusterRecord) -> None:
@@ -83,19 +87,7 @@ def list_clusters(
     count: CountQuery = False,
 ) -> ClusterPage:
     """The Spark clusters, by name."""
-    order = Sort("name")
-    window = paging.window(order, cursor, limit, {}, (str,))
-    with store.session() as session:
-        clusters, next_key = catalog_store.page_clusters(session, window)
-        total = catalog_store.count_clusters(session) if count else None
-    next_cursor, next_url = paging.links(request, response, order, next_key, {})
-    return ClusterPage(
-        data=[ClusterPublic.of(c) for c in clusters],
-        limit=limit,
-        next_cursor=next_cursor,
-        next=next_url,
-        count=total,
-    )
+    return _LISTING.read(request, response, store, cursor, limit, count, ClusterPublic.of)
 
 
 @router.get(

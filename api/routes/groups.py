@@ -27,6 +27,7 @@ from api.deps import (
 )
 from api.paging import CountQuery, CursorQuery, PageLimitQuery
 from api.problems import problem_responses
+from api.routes.lists import Listing
 from api.schemas.resources import GroupCreate, GroupPage, GroupPublic, GroupUpdate
 from scheduler.core.errors import Conflict, InvalidInput
 from scheduler.core.paging import Sort
@@ -38,6 +39,9 @@ from scheduler.store import journal, ledger
 from scheduler.store.bootstrap import DEFAULT_GROUP
 
 router = APIRouter(prefix="/v1/groups", tags=["groups"])
+_LISTING = Listing(
+    Sort("name"), (str,), catalog_store.page_groups, catalog_store.count_groups, GroupPage
+)
 
 
 def _etag(response: Response, group: GroupRecord) -> None:
@@ -92,19 +96,7 @@ def list_groups(
     count: CountQuery = False,
 ) -> GroupPage:
     """The scheduling groups, by name (catalog fields; `GET /v1/groups/{name}` adds members)."""
-    order = Sort("name")
-    window = paging.window(order, cursor, limit, {}, (str,))
-    with store.session() as session:
-        groups, next_key = catalog_store.page_groups(session, window)
-        total = catalog_store.count_groups(session) if count else None
-    next_cursor, next_url = paging.links(request, response, order, next_key, {})
-    return GroupPage(
-        data=[GroupPublic.of(g) for g in groups],
-        limit=limit,
-        next_cursor=next_cursor,
-        next=next_url,
-        count=total,
-    )
+    return _LISTING.read(request, response, store, cursor, limit, count, GroupPublic.of)
 
 
 @router.get(

@@ -18,6 +18,7 @@ from api import paging
 from api.deps import ActorDep, ContextDep, ExpectedVersionDep, NamePath, StoreDep
 from api.paging import CountQuery, CursorQuery, PageLimitQuery
 from api.problems import problem_responses
+from api.routes.lists import Listing
 from api.schemas.quotas import QuotaPage, QuotaPublic, QuotaPut
 from scheduler.core.clock import utcnow
 from scheduler.core.paging import Sort
@@ -26,6 +27,9 @@ from scheduler.store import journal
 from scheduler.store import quotas as quotas_store
 
 router = APIRouter(prefix="/v1/quotas", tags=["quotas"])
+_LISTING = Listing(
+    Sort("business"), (str,), quotas_store.page_quotas, quotas_store.count_quotas, QuotaPage
+)
 
 
 def _doc(q: QuotaRecord) -> dict[str, object]:
@@ -52,19 +56,9 @@ def list_quotas(
     count: CountQuery = False,
 ) -> QuotaPage:
     """The quotas, by business (a business without one is not rate limited)."""
-    order = Sort("business")
-    window = paging.window(order, cursor, limit, {}, (str,))
-    with store.session() as session:
-        found, next_key = quotas_store.page_quotas(session, window)
-        total = quotas_store.count_quotas(session) if count else None
-    next_cursor, next_url = paging.links(request, response, order, next_key, {})
     now = utcnow()
-    return QuotaPage(
-        data=[QuotaPublic.of(q, now) for q in found],
-        limit=limit,
-        next_cursor=next_cursor,
-        next=next_url,
-        count=total,
+    return _LISTING.read(
+        request, response, store, cursor, limit, count, lambda q: QuotaPublic.of(q, now)
     )
 
 

@@ -22,6 +22,7 @@ from api.idempotency import Idempotent
 from api.paging import CountQuery, CursorQuery, PageLimitQuery
 from api.problems import problem_responses
 from api.routes.jobs import GraceQuery, _etag, _name, change_spec
+from api.routes.lists import Listing
 from api.schemas.resources import JobPublic, audit_doc
 from scheduler.core.errors import Conflict
 from scheduler.core.paging import Sort
@@ -158,19 +159,15 @@ def list_revisions(
     count: CountQuery = False,
 ) -> RevisionPage:
     """Every spec change of the job (creation is revision 1), one cursor page at a time."""
-    order = Sort.parse(sort, ("revision",))
-    window = paging.window(order, cursor, limit, {}, (int,))
-    with store.session() as session:
-        revs, next_key = revisions_store.page_revisions(session, _name(name), window)
-        total = revisions_store.count_revisions(session, name) if count else None
-    next_cursor, next_url = paging.links(request, response, order, next_key, {})
-    return RevisionPage(
-        data=[RevisionPublic.of(r) for r in revs],
-        limit=limit,
-        next_cursor=next_cursor,
-        next=next_url,
-        count=total,
+    job = _name(name)
+    listing = Listing(
+        order=Sort.parse(sort, ("revision",)),
+        key_kinds=(int,),
+        page=lambda session, window: revisions_store.page_revisions(session, job, window),
+        count_all=lambda session: revisions_store.count_revisions(session, job),
+        page_model=RevisionPage,
     )
+    return listing.read(request, response, store, cursor, limit, count, RevisionPublic.of)
 
 
 @router.get(
