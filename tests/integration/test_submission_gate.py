@@ -45,6 +45,7 @@ from scheduler.store.ledger import SqlLedger
 from scheduler.store.models import Job, Run
 from scheduler.store.quotas import SqlGateStore
 from tests.support.schema import install_head_schema
+from tests.support.simulated import running_sim
 
 pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
@@ -145,11 +146,8 @@ def tick_until(
 
 @pytest.fixture
 def sim() -> Iterator[SimCluster]:
-    cluster = SimCluster(app_start_delay=0.05).start()
-    try:
+    with running_sim(app_start_delay=0.05) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 @pytest.fixture
