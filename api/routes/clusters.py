@@ -22,14 +22,13 @@ from api.deps import (
 )
 from api.paging import CountQuery, CursorQuery, PageLimitQuery
 from api.problems import problem_responses
-from api.routes.lists import Listing
+from api.routes.common import Listing, audit
 from api.schemas.resources import ClusterCreate, ClusterPage, ClusterPublic, ClusterUpdate
 from scheduler.core.errors import InvalidInput
 from scheduler.core.paging import Sort
 from scheduler.core.records import ClusterRecord
 from scheduler.decisions.catalog import ClusterSpec, validate_cluster_name
 from scheduler.store import catalog as catalog_store
-from scheduler.store import journal
 
 router = APIRouter(prefix="/v1/clusters", tags=["clusters"])
 _LISTING = Listing(
@@ -62,14 +61,13 @@ def create_cluster(
         cluster = catalog_store.create_cluster(session, body.name, spec)
         if body.artifact_roots:
             cluster = catalog_store.set_artifact_roots(session, cluster.name, body.artifact_roots)
-        journal.add_audit(
+        audit(
             session,
-            actor=actor,
-            action="cluster.create",
-            target_kind="cluster",
-            target_name=cluster.name,
-            detail=body.model_dump(mode="json"),
-            node_id=ctx.settings.node_id,
+            ctx,
+            actor,
+            "cluster.create",
+            cluster.name,
+            body.model_dump(mode="json"),
             after=_doc(cluster),
         )
     response.headers["Location"] = f"/v1/clusters/{quote(cluster.name, safe='')}"
@@ -148,14 +146,13 @@ def update_cluster(
             cluster = catalog_store.set_artifact_roots(
                 session, name, roots, expected_version=expected_version
             )
-        journal.add_audit(
+        audit(
             session,
-            actor=actor,
-            action="cluster.update",
-            target_kind="cluster",
-            target_name=cluster.name,
-            detail=body.model_dump(mode="json", exclude_unset=True),
-            node_id=ctx.settings.node_id,
+            ctx,
+            actor,
+            "cluster.update",
+            cluster.name,
+            body.model_dump(mode="json", exclude_unset=True),
             before=_doc(before),
             after=_doc(cluster),
         )

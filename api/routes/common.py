@@ -1,12 +1,14 @@
-"""One cursor page of a list route that reads a single store list without filters.
+"""What the resource routes share.
 
-Such a route (clusters, groups, quotas, a job's revisions) reads a window of the list and,
-when asked, its count in one session, sets the ``Link`` header and answers the page model.
+- :class:`Listing`: a cursor page of a single store list without filters. Such a route
+  (clusters, groups, quotas, a job's revisions) reads a window of the list and, when asked, its
+  count in one session, sets the ``Link`` header and answers the page model.
+- :func:`audit`: the audit row of a change, written by this node in the change's transaction.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -14,7 +16,9 @@ from fastapi import Request, Response
 from sqlalchemy.orm import Session
 
 from api import paging
+from api.deps import NodeContext
 from scheduler.core.paging import KeyPart, Sort, Window
+from scheduler.store import journal
 from scheduler.store.db import Store
 
 R = TypeVar("R")
@@ -57,3 +61,33 @@ class Listing(Generic[R, P]):
             next=next_url,
             count=total,
         )
+
+
+def audit(
+    session: Session,
+    ctx: NodeContext,
+    actor: str,
+    action: str,
+    target_name: str,
+    detail: Mapping[str, Any] | None,
+    *,
+    target_kind: str | None = None,
+    team: str = "",
+    before: Mapping[str, Any] | None = None,
+    after: Mapping[str, Any] | None = None,
+) -> None:
+    """The audit row of ``action`` (``<kind>.<verb>``) by ``actor`` on ``target_name``, whose
+    kind is the action's first part unless ``target_kind`` names another, with the request's
+    ``detail``, the target's ``team`` and its documents ``before`` and ``after`` the change."""
+    journal.add_audit(
+        session,
+        actor=actor,
+        action=action,
+        target_kind=target_kind or action.split(".", 1)[0],
+        target_name=target_name,
+        detail=detail,
+        node_id=ctx.settings.node_id,
+        team=team,
+        before=before,
+        after=after,
+    )

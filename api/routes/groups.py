@@ -27,7 +27,7 @@ from api.deps import (
 )
 from api.paging import CountQuery, CursorQuery, PageLimitQuery
 from api.problems import problem_responses
-from api.routes.lists import Listing
+from api.routes.common import Listing, audit
 from api.schemas.resources import GroupCreate, GroupPage, GroupPublic, GroupUpdate
 from scheduler.core.errors import Conflict, InvalidInput
 from scheduler.core.paging import Sort
@@ -35,7 +35,7 @@ from scheduler.core.records import GroupRecord
 from scheduler.decisions.catalog import validate_group_name
 from scheduler.decisions.membership import MembershipSnapshot
 from scheduler.store import catalog as catalog_store
-from scheduler.store import journal, ledger
+from scheduler.store import ledger
 from scheduler.store.bootstrap import DEFAULT_GROUP
 
 router = APIRouter(prefix="/v1/groups", tags=["groups"])
@@ -70,15 +70,7 @@ def create_group(
             primary_cluster=body.primary_cluster,
             failover_cluster=body.failover_cluster,
         )
-        journal.add_audit(
-            session,
-            actor=actor,
-            action="group.create",
-            target_kind="group",
-            target_name=group.name,
-            detail=body.model_dump(mode="json"),
-            node_id=ctx.settings.node_id,
-        )
+        audit(session, ctx, actor, "group.create", group.name, body.model_dump(mode="json"))
     response.headers["Location"] = f"/v1/groups/{quote(group.name, safe='')}"
     _etag(response, group)
     return GroupPublic.of(group)
@@ -171,14 +163,13 @@ def update_group(
         group = catalog_store.update_group(
             session, validate_group_name(name), changes, expected_version=expected_version
         )
-        journal.add_audit(
+        audit(
             session,
-            actor=actor,
-            action="group.update",
-            target_kind="group",
-            target_name=group.name,
-            detail=body.model_dump(mode="json", exclude_unset=True),
-            node_id=ctx.settings.node_id,
+            ctx,
+            actor,
+            "group.update",
+            group.name,
+            body.model_dump(mode="json", exclude_unset=True),
         )
     _etag(response, group)
     return GroupPublic.of(group)
@@ -207,14 +198,13 @@ def delete_group(
         )
     with store.transaction() as session:
         group = catalog_store.delete_group(session, name, expected_version=expected_version)
-        journal.add_audit(
+        audit(
             session,
-            actor=actor,
-            action="group.delete",
-            target_kind="group",
-            target_name=group.name,
-            detail={"primary_cluster": group.primary_cluster, "version": group.version},
-            node_id=ctx.settings.node_id,
+            ctx,
+            actor,
+            "group.delete",
+            group.name,
+            {"primary_cluster": group.primary_cluster, "version": group.version},
             before={
                 "primary_cluster": group.primary_cluster,
                 "failover_cluster": group.failover_cluster,

@@ -16,6 +16,7 @@ from api import paging
 from api.deps import ActorDep, ContextDep, NamePath, PrincipalDep, StoreDep
 from api.paging import CountQuery, CursorQuery, Page, PageLimitQuery
 from api.problems import problem_responses
+from api.routes.common import audit
 from api.schemas.resources import TEXT_SCHEMA, CleanText
 from api.security.authz import Authorizer
 from scheduler.core.errors import Forbidden, InvalidInput
@@ -31,7 +32,7 @@ from scheduler.decisions.identity import (
     grants,
     may_mint,
 )
-from scheduler.store import identities, journal
+from scheduler.store import identities
 
 router = APIRouter(tags=["identities"])
 
@@ -187,13 +188,13 @@ def create_team(body: TeamCreate, ctx: ContextDep, store: StoreDep, actor: Actor
         raise InvalidInput("'*' means every team; it is not a team name")
     with store.transaction() as session:
         team = identities.create_team(session, body.name, body.description)
-        journal.add_audit(
+        audit(
             session,
-            actor=actor,
-            action="team.create",
-            target_kind="team",
-            target_name=team.name,
-            node_id=ctx.settings.node_id,
+            ctx,
+            actor,
+            "team.create",
+            team.name,
+            None,
             team=team.name,
             after={"name": team.name, "description": team.description},
         )
@@ -279,14 +280,13 @@ def put_member(
     with store.transaction() as session:
         identities.ensure_identity(session, identity, body.kind)
         previous = identities.bind(session, identity, team, Role.parse(body.role))
-        journal.add_audit(
+        audit(
             session,
-            actor=actor,
-            action="team.bind",
-            target_kind="team",
-            target_name=team,
-            detail={"identity": identity},
-            node_id=ctx.settings.node_id,
+            ctx,
+            actor,
+            "team.bind",
+            team,
+            {"identity": identity},
             team=team,
             before=None if previous is None else {"identity": identity, "role": previous},
             after={"identity": identity, "role": body.role},
@@ -313,14 +313,13 @@ def delete_member(
     team, identity = _member_target(team, identity)
     with store.transaction() as session:
         role = identities.unbind(session, identity, team)
-        journal.add_audit(
+        audit(
             session,
-            actor=actor,
-            action="team.unbind",
-            target_kind="team",
-            target_name=team,
-            detail={"identity": identity},
-            node_id=ctx.settings.node_id,
+            ctx,
+            actor,
+            "team.unbind",
+            team,
+            {"identity": identity},
             team=team,
             before={"identity": identity, "role": role},
         )
@@ -379,14 +378,13 @@ def create_token(
             created_by=actor,
             parent_id=principal.token_id,
         )
-        journal.add_audit(
+        audit(
             session,
-            actor=actor,
-            action="token.create",
-            target_kind="token",
-            target_name=str(record.id),
-            detail={"minted_by_token": principal.token_id},
-            node_id=ctx.settings.node_id,
+            ctx,
+            actor,
+            "token.create",
+            str(record.id),
+            {"minted_by_token": principal.token_id},
             after=_token(record),
         )
     response.headers["Cache-Control"] = "no-store"
@@ -441,14 +439,13 @@ def revoke_token(
     they are refused from the next request on."""
     with store.transaction() as session:
         revoked = identities.revoke_token(session, token_id)
-        journal.add_audit(
+        audit(
             session,
-            actor=actor,
-            action="token.revoke",
-            target_kind="token",
-            target_name=str(token_id),
-            detail={"also_revoked": list(revoked.descendants)},
-            node_id=ctx.settings.node_id,
+            ctx,
+            actor,
+            "token.revoke",
+            str(token_id),
+            {"also_revoked": list(revoked.descendants)},
             before=_token(revoked.before),
             after=_token(revoked.after),
         )

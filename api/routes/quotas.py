@@ -18,12 +18,11 @@ from api import paging
 from api.deps import ActorDep, ContextDep, ExpectedVersionDep, NamePath, StoreDep
 from api.paging import CountQuery, CursorQuery, PageLimitQuery
 from api.problems import problem_responses
-from api.routes.lists import Listing
+from api.routes.common import Listing, audit
 from api.schemas.quotas import QuotaPage, QuotaPublic, QuotaPut
 from scheduler.core.clock import utcnow
 from scheduler.core.paging import Sort
 from scheduler.decisions.quotas import QuotaRecord, QuotaSpec, validate_business
-from scheduler.store import journal
 from scheduler.store import quotas as quotas_store
 
 router = APIRouter(prefix="/v1/quotas", tags=["quotas"])
@@ -111,14 +110,13 @@ def put_quota(
         quota, created = quotas_store.put_quota(
             session, name, spec, by=actor, expected_version=expected_version
         )
-        journal.add_audit(
+        audit(
             session,
-            actor=actor,
-            action="quota.create" if created else "quota.update",
-            target_kind="quota",
-            target_name=name,
-            detail=body.model_dump(mode="json"),
-            node_id=ctx.settings.node_id,
+            ctx,
+            actor,
+            "quota.create" if created else "quota.update",
+            name,
+            body.model_dump(mode="json"),
             before=_doc(before) if before is not None else None,
             after=_doc(quota),
         )
@@ -149,14 +147,5 @@ def delete_quota(
     with store.transaction() as session:
         before = quotas_store.get_quota(session, name)
         quotas_store.delete_quota(session, name, expected_version=expected_version)
-        journal.add_audit(
-            session,
-            actor=actor,
-            action="quota.delete",
-            target_kind="quota",
-            target_name=name,
-            detail={},
-            node_id=ctx.settings.node_id,
-            before=_doc(before),
-        )
+        audit(session, ctx, actor, "quota.delete", name, {}, before=_doc(before))
     return Response(status_code=status.HTTP_204_NO_CONTENT)
