@@ -16,7 +16,7 @@ from api import paging
 from api.deps import ActorDep, ContextDep, NamePath, PrincipalDep, StoreDep
 from api.paging import CountQuery, CursorQuery, Page, PageLimitQuery
 from api.problems import problem_responses
-from api.routes.common import audit
+from api.routes.common import Listing, audit
 from api.schemas.resources import TEXT_SCHEMA, CleanText
 from api.security.authz import Authorizer
 from scheduler.core.errors import Forbidden, InvalidInput
@@ -212,20 +212,15 @@ def list_teams(
     count: CountQuery = False,
 ) -> TeamPage:
     """The teams the caller may see, by name, with their members' roles."""
-    order = Sort("name")
-    window = paging.window(order, cursor, limit, {}, (str,))
     visible = principal.teams()
-    with store.session() as session:
-        teams, next_key = identities.page_teams(session, window, visible)
-        total = identities.count_teams(session, visible) if count else None
-    next_cursor, next_url = paging.links(request, response, order, next_key, {})
-    return TeamPage(
-        data=[_team(t) for t in teams],
-        limit=limit,
-        next_cursor=next_cursor,
-        next=next_url,
-        count=total,
+    listing = Listing(
+        order=Sort("name"),
+        key_kinds=(str,),
+        page=lambda session, window: identities.page_teams(session, window, visible),
+        count_all=lambda session: identities.count_teams(session, visible),
+        page_model=TeamPage,
     )
+    return listing.read(request, response, store, cursor, limit, count, _team)
 
 
 @router.get(
@@ -404,21 +399,18 @@ def list_tokens(
     count: CountQuery = False,
 ) -> TokenPage:
     """Every token for a platform admin; the caller's own tokens for anyone else (by id)."""
-    order = Sort("id")
-    window = paging.window(order, cursor, limit, {}, (int,))
     whose: frozenset[str] | None = None
     if not principal.platform_admin:
         whose = frozenset({principal.identity} if principal.identity is not None else ())
-    with store.session() as session:
-        tokens, next_key = identities.page_tokens(session, window, identities=whose)
-        total = identities.count_tokens(session, identities=whose) if count else None
-    next_cursor, next_url = paging.links(request, response, order, next_key, {})
-    return TokenPage(
-        data=[TokenPublic(**_token(t)) for t in tokens],
-        limit=limit,
-        next_cursor=next_cursor,
-        next=next_url,
-        count=total,
+    listing = Listing(
+        order=Sort("id"),
+        key_kinds=(int,),
+        page=lambda session, window: identities.page_tokens(session, window, identities=whose),
+        count_all=lambda session: identities.count_tokens(session, identities=whose),
+        page_model=TokenPage,
+    )
+    return listing.read(
+        request, response, store, cursor, limit, count, lambda t: TokenPublic(**_token(t))
     )
 
 
