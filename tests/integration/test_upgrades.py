@@ -24,7 +24,7 @@ from scheduler.core.backend import app_name_for
 from scheduler.decisions.planning import RestartPolicy
 from scheduler.store import jobs as jobs_store
 from scheduler.store.db import Store
-from tests.support.simulated import claiming_reconciler, running_sim
+from tests.support.simulated import claiming_reconciler, register_sim, running_sim
 
 pytestmark = pytest.mark.integration
 
@@ -82,17 +82,7 @@ def world(
     store: Store, settings: Settings, admin_headers: dict[str, str], sim: SimCluster, tmp_path: Path
 ) -> World:
     w = World(store, settings, admin_headers, sim)
-    cluster = {
-        "name": "sim",
-        "kind": "standalone",
-        "master_url": sim.master_url,
-        "rest_url": sim.rest_url,
-        "ui_url": sim.ui_url,
-        "storage_root": str(tmp_path / "checkpoints"),
-    }
-    assert w.client.post("/v1/clusters", json=cluster).status_code == 201
-    group = {"name": "g", "primary_cluster": "sim"}
-    assert w.client.post("/v1/groups", json=group).status_code == 201
+    register_sim(w.client, sim, tmp_path / "checkpoints")
     job = {
         "name": "orders",
         "entrypoint": "/opt/pipelines/p.py",
