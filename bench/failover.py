@@ -53,11 +53,15 @@ import sqlalchemy as sa
 from bench.takeover import (
     PIPELINE,
     _interrupt,
+    bench_nodes,
     fresh_database,
     job_names,
     migrate,
+    node_env,
+    parse_with_services,
     seed_jobs,
     simulator,
+    start_nodes,
     zk_namespace,
 )
 from harness.nodes import NodeProcess, poll
@@ -199,15 +203,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--reconcile-interval", type=float, default=1.0)
     parser.add_argument("--app-start-delay", type=float, default=0.5)
     parser.add_argument("--timeout", type=float, default=0.0, help="per phase (0: by size)")
-    parser.add_argument("--mysql-url", default=os.environ.get("DROVER_TEST_MYSQL_URL", ""))
-    parser.add_argument("--zk-hosts", default=os.environ.get("DROVER_TEST_ZK_HOSTS", ""))
     parser.add_argument("--keep-logs", action="store_true")
     parser.add_argument(
         "--trips-jobs", type=int, default=50, help="jobs of the store-trip count (0: skip it)"
     )
-    args = parser.parse_args(argv)
-    if not args.mysql_url or not args.zk_hosts:
-        parser.error("needs DROVER_TEST_MYSQL_URL and DROVER_TEST_ZK_HOSTS (var/services/env)")
+    args: argparse.Namespace = parse_with_services(parser, argv)
     return args
 
 
@@ -234,30 +234,18 @@ def measure_sim(args: argparse.Namespace) -> dict[str, Any]:
                 register(store, sims, workdir)
                 entry = workdir / "pipeline.py"
                 entry.write_text(PIPELINE)
-                env = {
-                    **{k: v for k, v in os.environ.items() if not k.startswith("DROVER_")},
-                    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-                    "DROVER_DATABASE_URL": database_url,
-                    "DROVER_ZK_HOSTS": args.zk_hosts,
-                    "DROVER_ZK_NAMESPACE": namespace,
-                    "DROVER_ZK_SESSION_TIMEOUT": str(args.session_timeout),
-                    "DROVER_RECONCILE_INTERVAL": str(args.reconcile_interval),
-                    "DROVER_GROUPS": f"{GROUP}:active",
-                    "DROVER_FAILOVER_INTERVAL": "0.5",
-                    "DROVER_ARTIFACT_ROOTS": f"{workdir}/",
-                }
-                for i in range(1, args.nodes + 1):
-                    node_env = {
-                        **env,
-                        "DROVER_DATA_DIR": str(workdir / f"node-{i}"),
-                        "DROVER_AZ": f"az-{i}",
-                    }
-                    nodes.append(NodeProcess(f"node-{i}", node_env, workdir / f"node-{i}.log"))
+                env = node_env(
+                    database_url,
+                    args.zk_hosts,
+                    namespace,
+                    args.session_timeout,
+                    args.reconcile_interval,
+                    DROVER_FAILOVER_INTERVAL="0.5",
+                    DROVER_ARTIFACT_ROOTS=f"{workdir}/",
+                )
+                nodes.extend(bench_nodes(workdir, env, [f"{GROUP}:active"] * args.nodes))
                 started = time.monotonic()
-                for node in nodes:
-                    node.start()
-                for node in nodes:
-                    node.wait_ready()
+                start_nodes(nodes)
                 print(f"{args.nodes} nodes ready in {time.monotonic() - started:.1f} s")
 
                 names = job_names(args.jobs)
@@ -570,29 +558,17 @@ def measure_real(
             zk_namespace(zk_hosts) as namespace,
         ):
             migrate(database_url)
-            env = {
-                **{k: v for k, v in os.environ.items() if not k.startswith("DROVER_")},
-                "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-                "DROVER_DATABASE_URL": database_url,
-                "DROVER_ZK_HOSTS": zk_hosts,
-                "DROVER_ZK_NAMESPACE": namespace,
-                "DROVER_ZK_SESSION_TIMEOUT": "2",
-                "DROVER_RECONCILE_INTERVAL": "1",
-                "DROVER_GROUPS": f"{REAL_GROUP}:active",
-                "DROVER_FAILOVER_INTERVAL": "0.5",
-                "DROVER_ARTIFACT_ROOTS": f"{REAL_PIPELINE.parent}/",
-            }
-            for i in (1, 2):
-                node_env = {
-                    **env,
-                    "DROVER_DATA_DIR": str(workdir / f"node-{i}"),
-                    "DROVER_AZ": f"az-{i}",
-                }
-                nodes.append(NodeProcess(f"node-{i}", node_env, workdir / f"node-{i}.log"))
-            for node in nodes:
-                node.start()
-            for node in nodes:
-                node.wait_ready()
+            env = node_env(
+                database_url,
+                zk_hosts,
+                namespace,
+                "2",
+                "1",
+                DROVER_FAILOVER_INTERVAL="0.5",
+                DROVER_ARTIFACT_ROOTS=f"{REAL_PIPELINE.parent}/",
+            )
+            nodes.extend(bench_nodes(workdir, env, [f"{REAL_GROUP}:active"] * 2))
+            start_nodes(nodes)
             api = nodes[0]
             try:
                 for letter in ("A", "B"):

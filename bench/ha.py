@@ -18,12 +18,11 @@ Every function returns a flat dict of figures (seconds unless the name says othe
 
 from __future__ import annotations
 
-import os
 import shutil
 import statistics
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,27 +82,11 @@ def deployment(
             try:
                 tk.register(store, sim, workdir)
                 (workdir / "pipeline.py").write_text(tk.PIPELINE)
-                env = {
-                    **{k: v for k, v in os.environ.items() if not k.startswith("DROVER_")},
-                    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-                    "DROVER_DATABASE_URL": database_url,
-                    "DROVER_ZK_HOSTS": zk_hosts,
-                    "DROVER_ZK_NAMESPACE": namespace,
-                    "DROVER_ZK_SESSION_TIMEOUT": str(session_timeout),
-                    "DROVER_RECONCILE_INTERVAL": str(reconcile_interval),
-                    "DROVER_GROUPS": f"{tk.GROUP}:active",
-                }
-                for i in range(1, nodes + 1):
-                    node_env = {
-                        **env,
-                        "DROVER_DATA_DIR": str(workdir / f"node-{i}"),
-                        "DROVER_AZ": f"az-{i}",
-                    }
-                    started.append(NodeProcess(f"node-{i}", node_env, workdir / f"node-{i}.log"))
-                for node in started:
-                    node.start()
-                for node in started:
-                    node.wait_ready()
+                env = tk.node_env(
+                    database_url, zk_hosts, namespace, session_timeout, reconcile_interval
+                )
+                started.extend(tk.bench_nodes(workdir, env, [f"{tk.GROUP}:active"] * nodes))
+                tk.start_nodes(started)
                 wait_members(started, len(started))
                 yield Deployment(sim, store, started, workdir, session_timeout)
                 ok = True
@@ -205,24 +188,37 @@ def _rejoin(dep: Deployment, node: NodeProcess, jobs: int) -> float:
     return rejoined
 
 
+def _depart(
+    dep: Deployment,
+    node: NodeProcess,
+    what: str,
+    act: Callable[[], None],
+    poll_s: float,
+    *,
+    watch_exit: bool = False,
+) -> tk.Departure:
+    """``act`` makes ``node`` leave (``what`` says how): the others' take-over of its jobs, timed
+    by ``bench.takeover.measure_departure`` (``watch_exit``: also until the node has exited)."""
+    return tk.measure_departure(
+        what,
+        node,
+        [n for n in dep.nodes if n is not node],
+        [m for m in dep.members if m[0] != node.node_id],
+        dep.names,
+        dep.store,
+        act,
+        timeout=phase_timeout(len(dep.names)),
+        interval=poll_s,
+        watch_exit=watch_exit,
+    )
+
+
 def kill9(dep: Deployment, victim: int = 1, poll_s: float = 0.05) -> dict[str, Any]:
     """kill -9 of node ``victim`` (index), timed; then it is started again and rejoins."""
     node = dep.nodes[victim]
-    survivors = [n for n in dep.nodes if n is not node]
-    after = [m for m in dep.members if m[0] != node.node_id]
     jobs = len(dep.names)
     before = tk.snapshot(dep.store, dep.sim)
-    d = tk.measure_departure(
-        "kill -9",
-        node,
-        survivors,
-        after,
-        dep.names,
-        dep.store,
-        node.kill9,
-        timeout=phase_timeout(jobs),
-        interval=poll_s,
-    )
+    d = _depart(dep, node, "kill -9", node.kill9, poll_s)
     tk.print_departure(d, dep.session_timeout)
     started = time.monotonic()
     node.start()
@@ -242,22 +238,10 @@ def freeze(dep: Deployment, victim: int = 2, poll_s: float = 0.05) -> dict[str, 
     timeout), timed; then SIGCONT: it must find its session lost, act on nothing it no longer
     owns, and rejoin."""
     node = dep.nodes[victim]
-    survivors = [n for n in dep.nodes if n is not node]
-    after = [m for m in dep.members if m[0] != node.node_id]
     jobs = len(dep.names)
     before = tk.snapshot(dep.store, dep.sim)
     try:
-        d = tk.measure_departure(
-            "SIGSTOP",
-            node,
-            survivors,
-            after,
-            dep.names,
-            dep.store,
-            node.freeze,
-            timeout=phase_timeout(jobs),
-            interval=poll_s,
-        )
+        d = _depart(dep, node, "SIGSTOP", node.freeze, poll_s)
     finally:
         node.thaw()
     tk.print_departure(d, dep.session_timeout)
@@ -280,20 +264,7 @@ def rolling_restart(dep: Deployment, poll_s: float = 0.05) -> dict[str, Any]:
     handovers: list[float] = []
     reconciled: list[float] = []
     for node in dep.nodes:
-        rest = [n for n in dep.nodes if n is not node]
-        after = [m for m in dep.members if m[0] != node.node_id]
-        d = tk.measure_departure(
-            "rolling restart (SIGTERM)",
-            node,
-            rest,
-            after,
-            dep.names,
-            dep.store,
-            node.terminate,
-            timeout=phase_timeout(jobs),
-            interval=poll_s,
-            watch_exit=True,
-        )
+        d = _depart(dep, node, "rolling restart (SIGTERM)", node.terminate, poll_s, watch_exit=True)
         node.wait_exit()
         tk.print_departure(d, dep.session_timeout)
         handovers.append(float("inf") if d.owned is None else d.owned)
@@ -357,21 +328,7 @@ def full_pass(dep: Deployment, poll_s: float = 0.1) -> dict[str, Any]:
     epoch, whose first tick claims the orphans and then looks at every job it owns; its time is
     the survivors' longest such tick."""
     node = dep.nodes[-1]
-    rest = dep.nodes[:-1]
-    after = [m for m in dep.members if m[0] != node.node_id]
-    jobs = len(dep.names)
-    d = tk.measure_departure(
-        "graceful stop (SIGTERM)",
-        node,
-        rest,
-        after,
-        dep.names,
-        dep.store,
-        node.terminate,
-        timeout=phase_timeout(jobs),
-        interval=poll_s,
-        watch_exit=True,
-    )
+    d = _depart(dep, node, "graceful stop (SIGTERM)", node.terminate, poll_s, watch_exit=True)
     node.wait_exit()
     tk.print_departure(d, dep.session_timeout)
     if not d.ticks:

@@ -158,6 +158,66 @@ def register(store: Store, sim: Simulator, workdir: Path) -> None:
         catalog_store.create_group(session, GROUP, primary_cluster=CLUSTER)
 
 
+def node_env(
+    database_url: str,
+    zk_hosts: str,
+    namespace: str,
+    session_timeout: float | str,
+    reconcile_interval: float | str,
+    **settings: str,
+) -> dict[str, str]:
+    """The environment a bench node starts with: this process's without its ``DROVER_``
+    settings, the store, the ZooKeeper namespace and timing given, and ``settings`` (by their
+    ``DROVER_`` names)."""
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith("DROVER_")},
+        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+        "DROVER_DATABASE_URL": database_url,
+        "DROVER_ZK_HOSTS": zk_hosts,
+        "DROVER_ZK_NAMESPACE": namespace,
+        "DROVER_ZK_SESSION_TIMEOUT": str(session_timeout),
+        "DROVER_RECONCILE_INTERVAL": str(reconcile_interval),
+        **settings,
+    }
+
+
+def bench_nodes(workdir: Path, env: dict[str, str], groups: list[str]) -> list[NodeProcess]:
+    """``node-1``, ``node-2``, ...: one per entry of ``groups`` (its ``DROVER_GROUPS``), each in
+    AZ ``az-<i>`` with its data directory and log under ``workdir``; not started."""
+    return [
+        NodeProcess(
+            f"node-{i}",
+            {
+                **env,
+                "DROVER_GROUPS": node_groups,
+                "DROVER_DATA_DIR": str(workdir / f"node-{i}"),
+                "DROVER_AZ": f"az-{i}",
+            },
+            workdir / f"node-{i}.log",
+        )
+        for i, node_groups in enumerate(groups, start=1)
+    ]
+
+
+def start_nodes(nodes: list[NodeProcess]) -> None:
+    """Start every node, then wait until each is ready (they boot in parallel)."""
+    for node in nodes:
+        node.start()
+    for node in nodes:
+        node.wait_ready()
+
+
+def parse_with_services(parser: argparse.ArgumentParser, argv: list[str] | None) -> Any:
+    """``argv`` parsed by ``parser`` with ``--mysql-url`` and ``--zk-hosts`` (the shared test
+    services by default); an error unless both are known."""
+    parser.add_argument("--mysql-url", default=os.environ.get("DROVER_TEST_MYSQL_URL", ""))
+    parser.add_argument("--zk-hosts", default=os.environ.get("DROVER_TEST_ZK_HOSTS", ""))
+    args = parser.parse_args(argv)
+    if not args.mysql_url or not args.zk_hosts:
+        parser.error("needs DROVER_TEST_MYSQL_URL and DROVER_TEST_ZK_HOSTS (var/services/env)")
+    return args
+
+
 def job_names(count: int) -> list[str]:
     return [f"bench-{i:05d}" for i in range(count)]
 
@@ -451,12 +511,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stopped", type=int, default=0, help="node number stopped (0: last)")
     parser.add_argument("--poll", type=float, default=0.05, help="poll interval, seconds")
     parser.add_argument("--timeout", type=float, default=0.0, help="per phase (0: by size)")
-    parser.add_argument("--mysql-url", default=os.environ.get("DROVER_TEST_MYSQL_URL", ""))
-    parser.add_argument("--zk-hosts", default=os.environ.get("DROVER_TEST_ZK_HOSTS", ""))
     parser.add_argument("--keep-logs", action="store_true", help="keep the node logs")
-    args = parser.parse_args(argv)
-    if not args.mysql_url or not args.zk_hosts:
-        parser.error("needs DROVER_TEST_MYSQL_URL and DROVER_TEST_ZK_HOSTS (var/services/env)")
+    args = parse_with_services(parser, argv)
     roles = [r.strip() for r in args.roles.split(",") if r.strip()] or ["active"] * args.nodes
     if len(roles) != args.nodes or not set(roles) <= {"active", "backup"}:
         parser.error("--roles needs one of active|backup per node")
@@ -485,29 +541,13 @@ def main(argv: list[str] | None = None) -> int:
                 register(store, sim, workdir)
                 entry = workdir / "pipeline.py"
                 entry.write_text(PIPELINE)
-                env = {
-                    **{k: v for k, v in os.environ.items() if not k.startswith("DROVER_")},
-                    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-                    "DROVER_DATABASE_URL": database_url,
-                    "DROVER_ZK_HOSTS": args.zk_hosts,
-                    "DROVER_ZK_NAMESPACE": namespace,
-                    "DROVER_ZK_SESSION_TIMEOUT": str(timeout_s),
-                    "DROVER_RECONCILE_INTERVAL": str(args.reconcile_interval),
-                }
-                for i, role in enumerate(roles, start=1):
-                    node_env = {
-                        **env,
-                        "DROVER_GROUPS": f"{GROUP}:{role}",
-                        "DROVER_DATA_DIR": str(workdir / f"node-{i}"),
-                        "DROVER_AZ": f"az-{i}",
-                    }
-                    nodes.append(NodeProcess(f"node-{i}", node_env, workdir / f"node-{i}.log"))
+                env = node_env(
+                    database_url, args.zk_hosts, namespace, timeout_s, args.reconcile_interval
+                )
+                nodes.extend(bench_nodes(workdir, env, [f"{GROUP}:{role}" for role in roles]))
                 members = [(n.node_id, r) for n, r in zip(nodes, roles, strict=True)]
                 started = time.monotonic()
-                for node in nodes:
-                    node.start()
-                for node in nodes:
-                    node.wait_ready()
+                start_nodes(nodes)
                 print(f"{args.nodes} nodes ready in {time.monotonic() - started:.1f} s")
                 poll(
                     lambda: all(

@@ -14,30 +14,26 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
-import time
 from pathlib import Path
+
+from harness.localserver import LocalServer
 
 INSTALL_DB = "mariadb-install-db"
 MARIADBD = "/usr/sbin/mariadbd"
 
 
-class MariaDbServer:
+class MariaDbServer(LocalServer):
+    name = "MariaDB"
+
     def __init__(self, port: int, data_dir: Path, *, deadline: float = 60.0) -> None:
-        self.port = port
         self.base = Path(data_dir)
         self.data_dir = self.base / "data"
-        self.deadline = deadline
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.log_path = self.base / "mariadb.log"
+        super().__init__(port, self.base / "mariadb.log", deadline)
 
     @property
     def url(self) -> str:
         return f"mysql+pymysql://root@127.0.0.1:{self.port}"
-
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
 
     def _initialise(self) -> None:
         if (self.data_dir / "mysql").is_dir():
@@ -75,39 +71,24 @@ class MariaDbServer:
         return True
 
     def start(self) -> None:
-        if self.running():
-            raise RuntimeError(f"MariaDB on port {self.port} is already running")
+        self._refuse_if_running()
         self._initialise()
-        with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(
-                [
-                    MARIADBD,
-                    "--no-defaults",
-                    f"--datadir={self.data_dir}",
-                    f"--port={self.port}",
-                    "--bind-address=127.0.0.1",
-                    f"--socket={self.base / 'mysqld.sock'}",
-                    f"--pid-file={self.base / 'mysqld.pid'}",
-                    f"--user={_user()}",
-                    "--skip-log-bin",
-                    "--innodb-buffer-pool-size=64M",
-                    "--max-connections=500",
-                    "--character-set-server=utf8mb4",
-                    "--collation-server=utf8mb4_general_ci",
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        end = time.monotonic() + self.deadline
-        while not self._answers():
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"MariaDB exited with {self.proc.returncode}: {self._tail()}")
-            if time.monotonic() >= end:
-                self.stop(kill=True)
-                raise RuntimeError(f"MariaDB did not answer within {self.deadline}s")
-            time.sleep(0.1)
+        argv = [
+            MARIADBD,
+            "--no-defaults",
+            f"--datadir={self.data_dir}",
+            f"--port={self.port}",
+            "--bind-address=127.0.0.1",
+            f"--socket={self.base / 'mysqld.sock'}",
+            f"--pid-file={self.base / 'mysqld.pid'}",
+            f"--user={_user()}",
+            "--skip-log-bin",
+            "--innodb-buffer-pool-size=64M",
+            "--max-connections=500",
+            "--character-set-server=utf8mb4",
+            "--collation-server=utf8mb4_general_ci",
+        ]
+        self._launch(argv, self._answers, poll=0.1, kill_late=True)
 
     def database(self, name: str) -> str:
         """Create database ``name`` (utf8mb4) if missing; its SQLAlchemy URL."""
@@ -123,15 +104,7 @@ class MariaDbServer:
         return f"{self.url}/{name}?charset=utf8mb4"
 
     def stop(self, *, kill: bool = False) -> None:
-        proc = self.proc
-        if proc is not None and proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL if kill else signal.SIGTERM)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
-        self.proc = None
+        self._terminate(kill=kill, timeout=60)
 
     def restart(self, *, kill: bool = False) -> None:
         self.stop(kill=kill)
@@ -139,12 +112,6 @@ class MariaDbServer:
 
     def close(self) -> None:
         self.stop(kill=True)
-
-    def _tail(self, lines: int = 15) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
 
 
 def _user() -> str:

@@ -13,14 +13,11 @@ is started the way scripts/services.sh starts ZooKeeper (Debian's jars, QuorumPe
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import socket
-import subprocess
-import time
 from pathlib import Path
 
+from harness.localserver import LocalServer
 from harness.nodes import free_port
 
 __all__ = ["ZkServer", "free_port", "srvr"]
@@ -42,25 +39,21 @@ def srvr(port: int, timeout: float = 1.0) -> str:
         return ""
 
 
-class ZkServer:
+class ZkServer(LocalServer):
     """One standalone ZooKeeper server on 127.0.0.1:``port`` with data in ``data_dir``."""
+
+    name = "ZooKeeper"
 
     def __init__(
         self, port: int, data_dir: Path, tick_time: int = 500, *, deadline: float = 30.0
     ) -> None:
-        self.port = port
         self.data_dir = Path(data_dir)
         self.tick_time = tick_time
-        self.deadline = deadline
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.log_path = self.data_dir.parent / f"zk-{port}.log"
+        super().__init__(port, self.data_dir.parent / f"zk-{port}.log", deadline)
 
     @property
     def hosts(self) -> str:
         return f"127.0.0.1:{self.port}"
-
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
 
     def serving(self) -> bool:
         return "Mode: " in srvr(self.port)
@@ -90,46 +83,21 @@ class ZkServer:
 
     def start(self) -> None:
         """Start the server and wait until it serves requests; raise RuntimeError if it won't."""
-        if self.running():
-            raise RuntimeError(f"ZooKeeper on port {self.port} is already running")
+        self._refuse_if_running()
         config = self._write_config()
-        with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(
-                [
-                    "java",
-                    *JVM_OPTS,
-                    "-cp",
-                    ZK_CLASSPATH,
-                    "org.apache.zookeeper.server.quorum.QuorumPeerMain",
-                    str(config),
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        end = time.monotonic() + self.deadline
-        while not self.serving():
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"ZooKeeper exited with {self.proc.returncode}: {self._tail()}")
-            if time.monotonic() >= end:
-                self.stop()
-                raise RuntimeError(
-                    f"ZooKeeper did not serve within {self.deadline}s: {self._tail()}"
-                )
-            time.sleep(0.05)
+        argv = [
+            "java",
+            *JVM_OPTS,
+            "-cp",
+            ZK_CLASSPATH,
+            "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+            str(config),
+        ]
+        self._launch(argv, self.serving, poll=0.05, kill_late=False)
 
     def stop(self, *, wipe: bool = False, kill: bool = False) -> None:
         """Stop the server (SIGKILL at once with ``kill``); ``wipe`` deletes its data afterwards."""
-        proc = self.proc
-        if proc is not None and proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL if kill else signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
-        self.proc = None
+        self._terminate(kill=kill, timeout=10)
         if wipe:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
@@ -140,9 +108,3 @@ class ZkServer:
     def close(self) -> None:
         """Stop the server if it runs (safe to call twice)."""
         self.stop(kill=True)
-
-    def _tail(self, lines: int = 15) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"

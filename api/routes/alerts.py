@@ -32,6 +32,7 @@ from api.paging import (
     window,
 )
 from api.problems import problem_responses
+from api.routes.common import audit
 from api.schemas.alerts import AlertChannelCreate, AlertChannelPublic, AlertPublic
 from api.security.authz import Authorizer
 from scheduler.core.clock import utcnow
@@ -42,7 +43,6 @@ from scheduler.decisions.alerts import PLATFORM, AlertKind, ChannelRecord, Event
 from scheduler.decisions.destinations import mask_url
 from scheduler.decisions.identity import Action, Principal
 from scheduler.store import alerts as alert_store
-from scheduler.store import journal
 
 router = APIRouter(tags=["alerts"])
 
@@ -101,18 +101,17 @@ def _create(
     )
     with store.transaction() as session:
         channel = alert_store.create_channel(session, record)
-        journal.add_audit(
+        audit(
             session,
-            actor=actor,
-            action="alert_channel.create",
-            target_kind="alert_channel",
-            target_name=channel.name,
-            detail={
+            ctx,
+            actor,
+            "alert_channel.create",
+            channel.name,
+            {
                 **body.model_dump(mode="json", exclude={"secret"}),
                 "url": mask_url(url),
                 "team": team,
             },
-            node_id=ctx.settings.node_id,
             team="" if team == PLATFORM else team,
             after=_doc(channel),
         )
@@ -124,13 +123,13 @@ def _delete(name: str, team: str | None, ctx: Any, store: Any, actor: str) -> Re
         channel = alert_store.delete_channel(
             session, validate_name(name, "channel name"), team=team
         )
-        journal.add_audit(
+        audit(
             session,
-            actor=actor,
-            action="alert_channel.delete",
-            target_kind="alert_channel",
-            target_name=channel.name,
-            node_id=ctx.settings.node_id,
+            ctx,
+            actor,
+            "alert_channel.delete",
+            channel.name,
+            None,
             team="" if channel.team == PLATFORM else channel.team,
             before=_doc(channel),
         )
@@ -141,13 +140,13 @@ def _test(name: str, team: str | None, ctx: Any, store: Any, actor: str) -> dict
     with store.transaction() as session:
         channel = alert_store.get_channel(session, validate_name(name, "channel name"), team=team)
         alert_id = alert_store.add_test_alert(session, channel, actor, utcnow())
-        journal.add_audit(
+        audit(
             session,
-            actor=actor,
-            action="alert_channel.test",
-            target_kind="alert_channel",
-            target_name=channel.name,
-            node_id=ctx.settings.node_id,
+            ctx,
+            actor,
+            "alert_channel.test",
+            channel.name,
+            None,
             team="" if channel.team == PLATFORM else channel.team,
         )
     return {"alert_id": alert_id}

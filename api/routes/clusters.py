@@ -22,15 +22,18 @@ from api.deps import (
 )
 from api.paging import CountQuery, CursorQuery, PageLimitQuery
 from api.problems import problem_responses
+from api.routes.common import Listing, audit
 from api.schemas.resources import ClusterCreate, ClusterPage, ClusterPublic, ClusterUpdate
 from scheduler.core.errors import InvalidInput
 from scheduler.core.paging import Sort
 from scheduler.core.records import ClusterRecord
 from scheduler.decisions.catalog import ClusterSpec, validate_cluster_name
 from scheduler.store import catalog as catalog_store
-from scheduler.store import journal
 
 router = APIRouter(prefix="/v1/clusters", tags=["clusters"])
+_LISTING = Listing(
+    Sort("name"), (str,), catalog_store.page_clusters, catalog_store.count_clusters, ClusterPage
+)
 
 
 def _etag(response: Response, cluster: ClusterRecord) -> None:
@@ -58,14 +61,13 @@ def create_cluster(
         cluster = catalog_store.create_cluster(session, body.name, spec)
         if body.artifact_roots:
             cluster = catalog_store.set_artifact_roots(session, cluster.name, body.artifact_roots)
-        journal.add_audit(
+        audit(
             session,
-            actor=actor,
-            action="cluster.create",
-            target_kind="cluster",
-            target_name=cluster.name,
-            detail=body.model_dump(mode="json"),
-            node_id=ctx.settings.node_id,
+            ctx,
+            actor,
+            "cluster.create",
+            cluster.name,
+            body.model_dump(mode="json"),
             after=_doc(cluster),
         )
     response.headers["Location"] = f"/v1/clusters/{quote(cluster.name, safe='')}"
@@ -83,19 +85,7 @@ def list_clusters(
     count: CountQuery = False,
 ) -> ClusterPage:
     """The Spark clusters, by name."""
-    order = Sort("name")
-    window = paging.window(order, cursor, limit, {}, (str,))
-    with store.session() as session:
-        clusters, next_key = catalog_store.page_clusters(session, window)
-        total = catalog_store.count_clusters(session) if count else None
-    next_cursor, next_url = paging.links(request, response, order, next_key, {})
-    return ClusterPage(
-        data=[ClusterPublic.of(c) for c in clusters],
-        limit=limit,
-        next_cursor=next_cursor,
-        next=next_url,
-        count=total,
-    )
+    return _LISTING.read(request, response, store, cursor, limit, count, ClusterPublic.of)
 
 
 @router.get(
@@ -156,14 +146,13 @@ def update_cluster(
             cluster = catalog_store.set_artifact_roots(
                 session, name, roots, expected_version=expected_version
             )
-        journal.add_audit(
+        audit(
             session,
-            actor=actor,
-            action="cluster.update",
-            target_kind="cluster",
-            target_name=cluster.name,
-            detail=body.model_dump(mode="json", exclude_unset=True),
-            node_id=ctx.settings.node_id,
+            ctx,
+            actor,
+            "cluster.update",
+            cluster.name,
+            body.model_dump(mode="json", exclude_unset=True),
             before=_doc(before),
             after=_doc(cluster),
         )

@@ -25,6 +25,7 @@ from api.deps import ActorDep, ContextDep, StoreDep
 from api.idempotency import Idempotent
 from api.paging import CursorQuery, PageLimitQuery
 from api.problems import problem_responses
+from api.routes.common import audit
 from api.schemas.operations import FailoverCreate, FailoverPage, FailoverPublic
 from scheduler.core.clock import utcnow
 from scheduler.core.errors import Conflict, NotFound
@@ -33,7 +34,6 @@ from scheduler.core.records import ClusterRecord
 from scheduler.decisions.operations import failover as fo
 from scheduler.decisions.operations.model import OperationKind, OperationState
 from scheduler.store import catalog as catalog_store
-from scheduler.store import journal
 from scheduler.store import operations as ops_store
 
 router = APIRouter(prefix="/v1/failovers", tags=["failovers"])
@@ -206,14 +206,14 @@ def cancel_failover(
         if op.kind != OperationKind.FAILOVER:
             raise NotFound(f"no failover {operation_id}")
         after = ops_store.request_cancel(session, operation_id, by=actor)
-        journal.add_audit(
+        audit(
             session,
-            actor=actor,
-            action="failover.cancel",
+            ctx,
+            actor,
+            "failover.cancel",
+            str(operation_id),
+            {"state": op.state.value},
             target_kind="operation",
-            target_name=str(operation_id),
-            detail={"state": op.state.value},
-            node_id=ctx.settings.node_id,
             before={"state": op.state.value},
             after={"state": after.state.value, "cancel_requested": True},
         )

@@ -27,6 +27,7 @@ from api.deps import (
 )
 from api.paging import CountQuery, CursorQuery, PageLimitQuery
 from api.problems import problem_responses
+from api.routes.common import Listing, audit
 from api.schemas.resources import GroupCreate, GroupPage, GroupPublic, GroupUpdate
 from scheduler.core.errors import Conflict, InvalidInput
 from scheduler.core.paging import Sort
@@ -34,10 +35,13 @@ from scheduler.core.records import GroupRecord
 from scheduler.decisions.catalog import validate_group_name
 from scheduler.decisions.membership import MembershipSnapshot
 from scheduler.store import catalog as catalog_store
-from scheduler.store import journal, ledger
+from scheduler.store import ledger
 from scheduler.store.bootstrap import DEFAULT_GROUP
 
 router = APIRouter(prefix="/v1/groups", tags=["groups"])
+_LISTING = Listing(
+    Sort("name"), (str,), catalog_store.page_groups, catalog_store.count_groups, GroupPage
+)
 
 
 def _etag(response: Response, group: GroupRecord) -> None:
@@ -66,15 +70,7 @@ def create_group(
             primary_cluster=body.primary_cluster,
             failover_cluster=body.failover_cluster,
         )
-        journal.add_audit(
-            session,
-            actor=actor,
-            action="group.create",
-            target_kind="group",
-            target_name=group.name,
-            detail=body.model_dump(mode="json"),
-            node_id=ctx.settings.node_id,
-        )
+        audit(session, ctx, actor, "group.create", group.name, body.model_dump(mode="json"))
     response.headers["Location"] = f"/v1/groups/{quote(group.name, safe='')}"
     _etag(response, group)
     return GroupPublic.of(group)
@@ -92,19 +88,7 @@ def list_groups(
     count: CountQuery = False,
 ) -> GroupPage:
     """The scheduling groups, by name (catalog fields; `GET /v1/groups/{name}` adds members)."""
-    order = Sort("name")
-    window = paging.window(order, cursor, limit, {}, (str,))
-    with store.session() as session:
-        groups, next_key = catalog_store.page_groups(session, window)
-        total = catalog_store.count_groups(session) if count else None
-    next_cursor, next_url = paging.links(request, response, order, next_key, {})
-    return GroupPage(
-        data=[GroupPublic.of(g) for g in groups],
-        limit=limit,
-        next_cursor=next_cursor,
-        next=next_url,
-        count=total,
-    )
+    return _LISTING.read(request, response, store, cursor, limit, count, GroupPublic.of)
 
 
 @router.get(
@@ -179,14 +163,13 @@ def update_group(
         group = catalog_store.update_group(
             session, validate_group_name(name), changes, expected_version=expected_version
         )
-        journal.add_audit(
+        audit(
             session,
-            actor=actor,
-            action="group.update",
-            target_kind="group",
-            target_name=group.name,
-            detail=body.model_dump(mode="json", exclude_unset=True),
-            node_id=ctx.settings.node_id,
+            ctx,
+            actor,
+            "group.update",
+            group.name,
+            body.model_dump(mode="json", exclude_unset=True),
         )
     _etag(response, group)
     return GroupPublic.of(group)
@@ -215,14 +198,13 @@ def delete_group(
         )
     with store.transaction() as session:
         group = catalog_store.delete_group(session, name, expected_version=expected_version)
-        journal.add_audit(
+        audit(
             session,
-            actor=actor,
-            action="group.delete",
-            target_kind="group",
-            target_name=group.name,
-            detail={"primary_cluster": group.primary_cluster, "version": group.version},
-            node_id=ctx.settings.node_id,
+            ctx,
+            actor,
+            "group.delete",
+            group.name,
+            {"primary_cluster": group.primary_cluster, "version": group.version},
             before={
                 "primary_cluster": group.primary_cluster,
                 "failover_cluster": group.failover_cluster,

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from api.deps import ActorDep, ContextDep, NamePath, PrincipalDep, StoreDep
 from api.problems import problem_responses
+from api.routes.common import audit
 from api.schemas.resources import (
     AssessmentPublic,
     ClearAbnormal,
@@ -33,7 +34,6 @@ from scheduler.decisions.health import HealthEvent, assess, live_votes
 from scheduler.decisions.identity import acting_as
 from scheduler.store import catalog as catalog_store
 from scheduler.store import health as health_store
-from scheduler.store import journal
 
 router = APIRouter(prefix="/v1/clusters", tags=["cluster health"])
 
@@ -159,18 +159,18 @@ def clear(
 
 
 def _audit(session: Session, ctx: ContextDep, actor: str, action: str, event: HealthEvent) -> None:
-    journal.add_audit(
+    audit(
         session,
-        actor=actor,
-        action=action,
-        target_kind="cluster",
-        target_name=event.cluster,
-        detail={
+        ctx,
+        actor,
+        action,
+        event.cluster,
+        {
             "from": event.from_state.value,
             "to": event.to_state.value,
             "reason": event.reason,
         },
-        node_id=ctx.settings.node_id,
+        target_kind="cluster",
         before={"health": event.from_state.value},
         after={"health": event.to_state.value, "reason": event.reason},
     )

@@ -16,6 +16,7 @@ from api import paging
 from api.deps import ActorDep, ContextDep, NamePath, PrincipalDep, StoreDep
 from api.paging import CountQuery, CursorQuery, Page, PageLimitQuery
 from api.problems import problem_responses
+from api.routes.common import Listing, audit
 from api.schemas.resources import TEXT_SCHEMA, CleanText
 from api.security.authz import Authorizer
 from scheduler.core.errors import Forbidden, InvalidInput
@@ -31,7 +32,7 @@ from scheduler.decisions.identity import (
     grants,
     may_mint,
 )
-from scheduler.store import identities, journal
+from scheduler.store import identities
 
 router = APIRouter(tags=["identities"])
 
@@ -187,13 +188,13 @@ def create_team(body: TeamCreate, ctx: ContextDep, store: StoreDep, actor: Actor
         raise InvalidInput("'*' means every team; it is not a team name")
     with store.transaction() as session:
         team = identities.create_team(session, body.name, body.description)
-        journal.add_audit(
+        audit(
             session,
-            actor=actor,
-            action="team.create",
-            target_kind="team",
-            target_name=team.name,
-            node_id=ctx.settings.node_id,
+            ctx,
+            actor,
+            "team.create",
+            team.name,
+            None,
             team=team.name,
             after={"name": team.name, "description": team.description},
         )
@@ -211,20 +212,15 @@ def list_teams(
     count: CountQuery = False,
 ) -> TeamPage:
     """The teams the caller may see, by name, with their members' roles."""
-    order = Sort("name")
-    window = paging.window(order, cursor, limit, {}, (str,))
     visible = principal.teams()
-    with store.session() as session:
-        teams, next_key = identities.page_teams(session, window, visible)
-        total = identities.count_teams(session, visible) if count else None
-    next_cursor, next_url = paging.links(request, response, order, next_key, {})
-    return TeamPage(
-        data=[_team(t) for t in teams],
-        limit=limit,
-        next_cursor=next_cursor,
-        next=next_url,
-        count=total,
+    listing = Listing(
+        order=Sort("name"),
+        key_kinds=(str,),
+        page=lambda session, window: identities.page_teams(session, window, visible),
+        count_all=lambda session: identities.count_teams(session, visible),
+        page_model=TeamPage,
     )
+    return listing.read(request, response, store, cursor, limit, count, _team)
 
 
 @router.get(
@@ -279,14 +275,13 @@ def put_member(
     with store.transaction() as session:
         identities.ensure_identity(session, identity, body.kind)
         previous = identities.bind(session, identity, team, Role.parse(body.role))
-        journal.add_audit(
+        audit(
             session,
-            actor=actor,
-            action="team.bind",
-            target_kind="team",
-            target_name=team,
-            detail={"identity": identity},
-            node_id=ctx.settings.node_id,
+            ctx,
+            actor,
+            "team.bind",
+            team,
+            {"identity": identity},
             team=team,
             before=None if previous is None else {"identity": identity, "role": previous},
             after={"identity": identity, "role": body.role},
@@ -313,14 +308,13 @@ def delete_member(
     team, identity = _member_target(team, identity)
     with store.transaction() as session:
         role = identities.unbind(session, identity, team)
-        journal.add_audit(
+        audit(
             session,
-            actor=actor,
-            action="team.unbind",
-            target_kind="team",
-            target_name=team,
-            detail={"identity": identity},
-            node_id=ctx.settings.node_id,
+            ctx,
+            actor,
+            "team.unbind",
+            team,
+            {"identity": identity},
             team=team,
             before={"identity": identity, "role": role},
         )
@@ -379,14 +373,13 @@ def create_token(
             created_by=actor,
             parent_id=principal.token_id,
         )
-        journal.add_audit(
+        audit(
             session,
-            actor=actor,
-            action="token.create",
-            target_kind="token",
-            target_name=str(record.id),
-            detail={"minted_by_token": principal.token_id},
-            node_id=ctx.settings.node_id,
+            ctx,
+            actor,
+            "token.create",
+            str(record.id),
+            {"minted_by_token": principal.token_id},
             after=_token(record),
         )
     response.headers["Cache-Control"] = "no-store"
@@ -406,21 +399,18 @@ def list_tokens(
     count: CountQuery = False,
 ) -> TokenPage:
     """Every token for a platform admin; the caller's own tokens for anyone else (by id)."""
-    order = Sort("id")
-    window = paging.window(order, cursor, limit, {}, (int,))
     whose: frozenset[str] | None = None
     if not principal.platform_admin:
         whose = frozenset({principal.identity} if principal.identity is not None else ())
-    with store.session() as session:
-        tokens, next_key = identities.page_tokens(session, window, identities=whose)
-        total = identities.count_tokens(session, identities=whose) if count else None
-    next_cursor, next_url = paging.links(request, response, order, next_key, {})
-    return TokenPage(
-        data=[TokenPublic(**_token(t)) for t in tokens],
-        limit=limit,
-        next_cursor=next_cursor,
-        next=next_url,
-        count=total,
+    listing = Listing(
+        order=Sort("id"),
+        key_kinds=(int,),
+        page=lambda session, window: identities.page_tokens(session, window, identities=whose),
+        count_all=lambda session: identities.count_tokens(session, identities=whose),
+        page_model=TokenPage,
+    )
+    return listing.read(
+        request, response, store, cursor, limit, count, lambda t: TokenPublic(**_token(t))
     )
 
 
@@ -441,14 +431,13 @@ def revoke_token(
     they are refused from the next request on."""
     with store.transaction() as session:
         revoked = identities.revoke_token(session, token_id)
-        journal.add_audit(
+        audit(
             session,
-            actor=actor,
-            action="token.revoke",
-            target_kind="token",
-            target_name=str(token_id),
-            detail={"also_revoked": list(revoked.descendants)},
-            node_id=ctx.settings.node_id,
+            ctx,
+            actor,
+            "token.revoke",
+            str(token_id),
+            {"also_revoked": list(revoked.descendants)},
             before=_token(revoked.before),
             after=_token(revoked.after),
         )

@@ -22,11 +22,11 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from api.deps import ActorDep, ContextDep, NodeContext, StoreDep
 from api.problems import problem_responses
+from api.routes.common import audit
 from scheduler.core.errors import Conflict, CoordinationUnavailable, NotFound
 from scheduler.core.names import validate_name
 from scheduler.decisions.membership import DRAINING, MembershipSnapshot
 from scheduler.store import jobs as jobs_store
-from scheduler.store import journal
 from scheduler.store.db import Store
 
 router = APIRouter(tags=["membership"])
@@ -220,14 +220,7 @@ def _set_draining(
     else:
         _forward(ctx, _card(snapshot, node_id).api_url, node_id, draining)
     with store.transaction() as session:
-        journal.add_audit(
-            session,
-            actor=actor,
-            action="node.drain" if draining else "node.undrain",
-            target_kind="node",
-            target_name=node_id,
-            node_id=ctx.settings.node_id,
-        )
+        audit(session, ctx, actor, "node.drain" if draining else "node.undrain", node_id, None)
     return _state(ctx, store, node_id)
 
 

@@ -32,6 +32,7 @@ from api.deps import ActorDep, ContextDep, PrincipalDep, StoreDep
 from api.idempotency import Idempotent
 from api.paging import CursorQuery, PageLimitQuery
 from api.problems import problem_responses
+from api.routes.common import audit
 from api.schemas.bulk import BulkCreate, OperationPage, OperationPublic
 from api.security.authz import Authorizer
 from scheduler.core.clock import utcnow
@@ -42,7 +43,6 @@ from scheduler.decisions.identity import Action, Principal
 from scheduler.decisions.operations import bulk
 from scheduler.decisions.operations.model import OperationKind, OperationRecord, OperationState
 from scheduler.store import catalog as catalog_store
-from scheduler.store import journal
 from scheduler.store import operations as ops_store
 from scheduler.store.db import Store
 
@@ -298,14 +298,14 @@ def cancel_operation(
             raise Forbidden(f"{actor} may not cancel operation {operation_id}")
     with store.transaction() as session:
         after = ops_store.request_cancel(session, operation_id, by=actor)
-        journal.add_audit(
+        audit(
             session,
-            actor=actor,
-            action=f"{op.kind}.cancel" if op.kind == OperationKind.FAILOVER else "operation.cancel",
+            ctx,
+            actor,
+            f"{op.kind}.cancel" if op.kind == OperationKind.FAILOVER else "operation.cancel",
+            str(operation_id),
+            {"kind": op.kind.value, "state": op.state.value},
             target_kind="operation",
-            target_name=str(operation_id),
-            detail={"kind": op.kind.value, "state": op.state.value},
-            node_id=ctx.settings.node_id,
             team=op.team or "",
             before={"state": op.state.value},
             after={"state": after.state.value, "cancel_requested": True},

@@ -18,14 +18,17 @@ from api import paging
 from api.deps import ActorDep, ContextDep, ExpectedVersionDep, NamePath, StoreDep
 from api.paging import CountQuery, CursorQuery, PageLimitQuery
 from api.problems import problem_responses
+from api.routes.common import Listing, audit
 from api.schemas.quotas import QuotaPage, QuotaPublic, QuotaPut
 from scheduler.core.clock import utcnow
 from scheduler.core.paging import Sort
 from scheduler.decisions.quotas import QuotaRecord, QuotaSpec, validate_business
-from scheduler.store import journal
 from scheduler.store import quotas as quotas_store
 
 router = APIRouter(prefix="/v1/quotas", tags=["quotas"])
+_LISTING = Listing(
+    Sort("business"), (str,), quotas_store.page_quotas, quotas_store.count_quotas, QuotaPage
+)
 
 
 def _doc(q: QuotaRecord) -> dict[str, object]:
@@ -52,19 +55,9 @@ def list_quotas(
     count: CountQuery = False,
 ) -> QuotaPage:
     """The quotas, by business (a business without one is not rate limited)."""
-    order = Sort("business")
-    window = paging.window(order, cursor, limit, {}, (str,))
-    with store.session() as session:
-        found, next_key = quotas_store.page_quotas(session, window)
-        total = quotas_store.count_quotas(session) if count else None
-    next_cursor, next_url = paging.links(request, response, order, next_key, {})
     now = utcnow()
-    return QuotaPage(
-        data=[QuotaPublic.of(q, now) for q in found],
-        limit=limit,
-        next_cursor=next_cursor,
-        next=next_url,
-        count=total,
+    return _LISTING.read(
+        request, response, store, cursor, limit, count, lambda q: QuotaPublic.of(q, now)
     )
 
 
@@ -117,14 +110,13 @@ def put_quota(
         quota, created = quotas_store.put_quota(
             session, name, spec, by=actor, expected_version=expected_version
         )
-        journal.add_audit(
+        audit(
             session,
-            actor=actor,
-            action="quota.create" if created else "quota.update",
-            target_kind="quota",
-            target_name=name,
-            detail=body.model_dump(mode="json"),
-            node_id=ctx.settings.node_id,
+            ctx,
+            actor,
+            "quota.create" if created else "quota.update",
+            name,
+            body.model_dump(mode="json"),
             before=_doc(before) if before is not None else None,
             after=_doc(quota),
         )
@@ -155,14 +147,5 @@ def delete_quota(
     with store.transaction() as session:
         before = quotas_store.get_quota(session, name)
         quotas_store.delete_quota(session, name, expected_version=expected_version)
-        journal.add_audit(
-            session,
-            actor=actor,
-            action="quota.delete",
-            target_kind="quota",
-            target_name=name,
-            detail={},
-            node_id=ctx.settings.node_id,
-            before=_doc(before),
-        )
+        audit(session, ctx, actor, "quota.delete", name, {}, before=_doc(before))
     return Response(status_code=status.HTTP_204_NO_CONTENT)

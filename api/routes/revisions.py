@@ -21,6 +21,7 @@ from api.deps import ActorDep, ContextDep, ExpectedVersionDep, NamePath, Princip
 from api.idempotency import Idempotent
 from api.paging import CountQuery, CursorQuery, PageLimitQuery
 from api.problems import problem_responses
+from api.routes.common import Listing, audit
 from api.routes.jobs import GraceQuery, _etag, _name, change_spec
 from api.schemas.resources import JobPublic, audit_doc
 from scheduler.core.errors import Conflict
@@ -28,7 +29,6 @@ from scheduler.core.paging import Sort
 from scheduler.core.records import RevisionRecord
 from scheduler.decisions import revisions
 from scheduler.store import jobs as jobs_store
-from scheduler.store import journal
 from scheduler.store import revisions as revisions_store
 
 router = APIRouter(prefix="/v1/jobs", tags=["revisions"])
@@ -158,19 +158,15 @@ def list_revisions(
     count: CountQuery = False,
 ) -> RevisionPage:
     """Every spec change of the job (creation is revision 1), one cursor page at a time."""
-    order = Sort.parse(sort, ("revision",))
-    window = paging.window(order, cursor, limit, {}, (int,))
-    with store.session() as session:
-        revs, next_key = revisions_store.page_revisions(session, _name(name), window)
-        total = revisions_store.count_revisions(session, name) if count else None
-    next_cursor, next_url = paging.links(request, response, order, next_key, {})
-    return RevisionPage(
-        data=[RevisionPublic.of(r) for r in revs],
-        limit=limit,
-        next_cursor=next_cursor,
-        next=next_url,
-        count=total,
+    job = _name(name)
+    listing = Listing(
+        order=Sort.parse(sort, ("revision",)),
+        key_kinds=(int,),
+        page=lambda session, window: revisions_store.page_revisions(session, job, window),
+        count_all=lambda session: revisions_store.count_revisions(session, job),
+        page_model=RevisionPage,
     )
+    return listing.read(request, response, store, cursor, limit, count, RevisionPublic.of)
 
 
 @router.get(
@@ -237,7 +233,6 @@ def rollback_job(
     job whose application would change, that is an upgrade: a graceful stop (``grace_seconds``,
     default the node's), then the old spec from the same checkpoint. 409 when the spec already
     equals that revision; 412 when ``If-Match`` names another spec version."""
-    node = ctx.settings.node_id
     with store.transaction() as session:
         job = jobs_store.get_job(session, _name(name))
         before = audit_doc(job)
@@ -259,14 +254,13 @@ def rollback_job(
             grace_seconds=grace_seconds,
             rollback_of=body.revision,
         )
-        journal.add_audit(
+        audit(
             session,
-            actor=actor,
-            action="job.rollback",
-            target_kind="job",
-            target_name=job.name,
-            detail={"revision": body.revision, "grace_seconds": grace_seconds},
-            node_id=node,
+            ctx,
+            actor,
+            "job.rollback",
+            job.name,
+            {"revision": body.revision, "grace_seconds": grace_seconds},
             team=job.team,
             before=before,
             after=audit_doc(job),

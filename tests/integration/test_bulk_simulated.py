@@ -18,18 +18,13 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from api.deps import NodeContext
 from harness.simcluster import SimCluster
-from scheduler.backends.registry import BackendRegistry
 from scheduler.config import Settings
-from scheduler.core.backend import app_name_for
-from scheduler.core.ownership import Claim, Fence
 from scheduler.decisions.operations import failover as fo
-from scheduler.decisions.planning import RestartPolicy
 from scheduler.loops.operations import Executor
-from scheduler.loops.reconciler import Reconciler
 from scheduler.loops.replication import ReplicaCheckpoints
 from scheduler.store.db import Store
-from scheduler.store.ledger import SqlLedger
 from scheduler.store.operations_ledger import SqlOperationsLedger
+from tests.support.simulated import claiming_reconciler, fixed_claim, register_sim, running_sim
 
 pytestmark = pytest.mark.integration
 
@@ -41,11 +36,8 @@ DEADLINE = 120.0  # seconds for a whole operation on the simulator
 
 @pytest.fixture
 def sim() -> Iterator[SimCluster]:
-    cluster = SimCluster(app_start_delay=0.2).start()
-    try:
+    with running_sim(app_start_delay=0.2) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 def live_per_job(sim: SimCluster) -> Counter[str]:
@@ -59,18 +51,7 @@ def test_rolling_restart_and_stop_on_a_simulated_cluster(
     client = TestClient(
         create_app(NodeContext(settings, store)), base_url="http://127.0.0.1", headers=admin_headers
     )
-    cluster = {
-        "name": "sim",
-        "kind": "standalone",
-        "master_url": sim.master_url,
-        "rest_url": sim.rest_url,
-        "ui_url": sim.ui_url,
-        "storage_root": str(tmp_path / "checkpoints"),
-    }
-    assert client.post("/v1/clusters", json=cluster).status_code == 201
-    assert (
-        client.post("/v1/groups", json={"name": GROUP, "primary_cluster": "sim"}).status_code == 201
-    )
+    register_sim(client, sim, tmp_path / "checkpoints", GROUP)
     names = [f"{'etl' if n % 2 else 'web'}-{n:02d}" for n in range(JOBS)]
     for n, name in enumerate(names):
         body = {
@@ -82,15 +63,8 @@ def test_rolling_restart_and_stop_on_a_simulated_cluster(
             "desired_state": "RUNNING",
         }
         assert client.post("/v1/jobs", json=body).status_code == 201
-    claim = Claim(GROUP, Fence(settings.node_id, 1), 0, 1)
-    reconciler = Reconciler(
-        SqlLedger(store, node_id=settings.node_id, app_name_for=app_name_for),
-        BackendRegistry(settings),
-        node_id=settings.node_id,
-        group=GROUP,
-        claim=lambda: claim,
-        policy=RestartPolicy(),
-    )
+    claim = fixed_claim(settings, GROUP)
+    reconciler = claiming_reconciler(store, settings, GROUP)
     executor = Executor(
         SqlOperationsLedger(store, node_id=settings.node_id),
         node_id=settings.node_id,

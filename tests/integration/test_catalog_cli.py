@@ -16,11 +16,9 @@ from api.deps import NodeContext
 from drover.cli.main import app
 from harness.nodes import free_port as _free_port
 from scheduler.config import Settings
-from scheduler.store.bootstrap import ensure_defaults
-from scheduler.store.db import Store
 from tests.conftest import wait_until
 from tests.support.auth import admin_token
-from tests.support.schema import install_head_schema
+from tests.support.schema import sqlite_head_store
 
 pytestmark = pytest.mark.integration
 
@@ -28,9 +26,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def api_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     settings = Settings(data_dir=tmp_path / "data", node_id="cli-test")
-    store = Store(f"sqlite:///{tmp_path / 'drover.db'}")
-    install_head_schema(store)
-    ensure_defaults(store, settings)
+    store = sqlite_head_store(tmp_path / "drover.db", settings)
     monkeypatch.setenv("DROVER_TOKEN", admin_token(store))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     port = _free_port()

@@ -20,17 +20,12 @@ from sqlalchemy import insert
 from api.app import create_app
 from api.deps import NodeContext
 from harness.simcluster import SimCluster
-from scheduler.backends.registry import BackendRegistry
 from scheduler.config import Settings
-from scheduler.core.backend import app_name_for
 from scheduler.core.clock import utcnow
 from scheduler.core.metrics import BY_NAME, ActorMetrics, ReconcilerMetrics
-from scheduler.core.ownership import Claim, Fence
-from scheduler.decisions.planning import RestartPolicy
-from scheduler.loops.reconciler import Reconciler
 from scheduler.store.db import Store
-from scheduler.store.ledger import SqlLedger
 from scheduler.store.models import Job
+from tests.support.simulated import claiming_reconciler, register_sim, running_sim
 
 pytestmark = pytest.mark.integration
 
@@ -39,11 +34,8 @@ DEADLINE = 30.0
 
 @pytest.fixture
 def sim() -> Iterator[SimCluster]:
-    cluster = SimCluster(app_start_delay=0.3).start()
-    try:
+    with running_sim(app_start_delay=0.3) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -97,26 +89,10 @@ def test_metrics_follow_a_job_through_its_states(
 
     app = create_app(NodeContext(settings, store, actor_metrics=actor_metrics))
     client = TestClient(app, base_url="http://127.0.0.1", headers=admin_headers)
-    cluster = {
-        "name": "sim",
-        "kind": "standalone",
-        "master_url": sim.master_url,
-        "rest_url": sim.rest_url,
-        "ui_url": sim.ui_url,
-        "storage_root": str(tmp_path / "checkpoints"),
-    }
-    assert client.post("/v1/clusters", json=cluster).status_code == 201
-    assert client.post("/v1/groups", json={"name": "g", "primary_cluster": "sim"}).status_code
+    register_sim(client, sim, tmp_path / "checkpoints")
     job = {"name": "orders", "entrypoint": "/opt/pipelines/p.py", "group": "g"}
     assert client.post("/v1/jobs", json=job).status_code == 201
-    reconciler = Reconciler(
-        SqlLedger(store, node_id=settings.node_id, app_name_for=app_name_for),
-        BackendRegistry(settings),
-        node_id=settings.node_id,
-        group="g",
-        claim=lambda: Claim("g", Fence(settings.node_id, 1), 0, 1),
-        policy=RestartPolicy(),
-    )
+    reconciler = claiming_reconciler(store, settings)
 
     def tick() -> None:
         loops.observe("g", reconciler.tick())

@@ -26,11 +26,10 @@ from drover.cli.output import Exit
 from harness.nodes import free_port
 from scheduler.config import Settings
 from scheduler.decisions.membership import GroupView, MemberInfo, MembershipSnapshot, Mode, NodeCard
-from scheduler.store.bootstrap import ensure_defaults
 from scheduler.store.db import Store
 from tests.conftest import wait_until
 from tests.support.auth import admin_token, member_token
-from tests.support.schema import install_head_schema
+from tests.support.schema import sqlite_head_store
 
 pytestmark = pytest.mark.integration
 
@@ -78,9 +77,7 @@ class Api:
 @pytest.fixture
 def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Api]:
     settings = Settings(data_dir=tmp_path / "data", node_id="n1")
-    store = Store(f"sqlite:///{tmp_path / 'drover.db'}")
-    install_head_schema(store)
-    ensure_defaults(store, settings)
+    store = sqlite_head_store(tmp_path / "drover.db", settings)
     monkeypatch.setenv("DROVER_TOKEN", admin_token(store))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     membership = Membership(n2_url=f"http://127.0.0.1:{free_port()}")  # nobody listens there

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,14 @@ from scheduler.core.states import Priority
 from scheduler.decisions import storage
 from scheduler.decisions.catalog import ClusterSpec
 from scheduler.decisions.replication import ReplicaState, ReplicaTarget
-from scheduler.loops.replication import REPLICA, SOURCE, Replicator, make_available, release
+from scheduler.loops.replication import (
+    REPLICA,
+    SOURCE,
+    Availability,
+    Replicator,
+    make_available,
+    release,
+)
 from scheduler.store import catalog as catalog_store
 from scheduler.store import jobs as jobs_store
 from scheduler.store import journal
@@ -62,6 +70,24 @@ def running(store: Store, name: str, cluster: str = "a") -> None:
     with store.transaction() as session:
         job = session.query(Job).filter_by(name=name).one()
         job.state, job.cluster_name, job.updated_at = "RUNNING", cluster, utcnow()
+
+
+def running_orders(store: Store, roots: dict[str, Path]) -> Checkpoint:
+    """High-priority job ``orders`` running on cluster a, three batches in its checkpoint."""
+    create(store, "orders", priority=Priority.HIGH)
+    running(store, "orders")
+    orders = Checkpoint(roots["a"] / "orders" / "checkpoint")
+    orders.run(3)
+    return orders
+
+
+def make_available_on(
+    target: str, orders: Checkpoint, store: Store, holder: str, **kw: Any
+) -> Availability:
+    """``orders``'s checkpoint made available at ``target`` (its replica's place) for ``holder``."""
+    return make_available(
+        "orders", source=orders.url, replica=target, target=target, store=store, holder=holder, **kw
+    )
 
 
 def replica(store: Store, name: str):  # type: ignore[no-untyped-def]
@@ -120,23 +146,13 @@ def test_a_round_mirrors_the_high_priority_jobs_into_the_failover_root(
 def test_a_failover_holds_the_replica_and_the_job_moves_it_to_the_other_cluster(
     store: Store, roots: dict[str, Path]
 ) -> None:
-    create(store, "orders", priority=Priority.HIGH)
-    running(store, "orders")
-    orders = Checkpoint(roots["a"] / "orders" / "checkpoint")
-    orders.run(3)
+    orders = running_orders(store, roots)
     replicator = Replicator(store, node_id="test-node", round_seconds=30)
     target = storage.normalise_location(str(roots["b"] / "orders" / "checkpoint"))
     try:
         replicator.round([CLAIM])
         orders.run(1)
-        done = make_available(
-            "orders",
-            source=orders.url,
-            replica=target,
-            target=target,
-            store=store,
-            holder="failover:1",
-        )
+        done = make_available_on(target, orders, store, "failover:1")
         assert (done.origin, done.batch) == (SOURCE, 3)
         record = replica(store, "orders")
         assert record is not None and record.state is ReplicaState.PROMOTED
@@ -147,26 +163,11 @@ def test_a_failover_holds_the_replica_and_the_job_moves_it_to_the_other_cluster(
         assert stats.skipped == 1, stats
         assert replica(store, "orders").state is ReplicaState.PROMOTED  # type: ignore[union-attr]
         # the same failover again (another node resuming it): nothing left to do
-        again = make_available(
-            "orders",
-            source=orders.url,
-            replica=target,
-            target=target,
-            store=store,
-            holder="failover:1",
-        )
+        again = make_available_on(target, orders, store, "failover:1")
         assert again.batch == 4 and again.files_copied == 4
         # a second failover does not get it while the first holds it
         with pytest.raises(StaleWrite):
-            make_available(
-                "orders",
-                source=orders.url,
-                replica=target,
-                target=target,
-                store=store,
-                holder="failover:2",
-                wait_seconds=0,
-            )
+            make_available_on(target, orders, store, "failover:2", wait_seconds=0)
         # the job now runs on b: its replica goes to a's root, the checkpoint on b is left alone
         running(store, "orders", cluster="b")
         on_b = Checkpoint(roots["b"] / "orders" / "checkpoint")
@@ -188,10 +189,7 @@ def test_the_replicator_never_wipes_a_replica_whose_source_is_gone(
 ) -> None:
     import shutil
 
-    create(store, "orders", priority=Priority.HIGH)
-    running(store, "orders")
-    orders = Checkpoint(roots["a"] / "orders" / "checkpoint")
-    orders.run(3)
+    orders = running_orders(store, roots)
     replicator = Replicator(store, node_id="test-node", round_seconds=30)
     try:
         replicator.round([CLAIM])
@@ -264,10 +262,7 @@ def test_lease_rules(store: Store, roots: dict[str, Path]) -> None:
 def test_a_job_at_rest_is_looked_at_once_more_then_left_alone(
     store: Store, roots: dict[str, Path]
 ) -> None:
-    create(store, "orders", priority=Priority.HIGH)
-    running(store, "orders")
-    orders = Checkpoint(roots["a"] / "orders" / "checkpoint")
-    orders.run(3)
+    orders = running_orders(store, roots)
     replicator = Replicator(store, node_id="test-node", round_seconds=30)
     try:
         replicator.round([CLAIM])

@@ -21,15 +21,10 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from api.deps import NodeContext
 from harness.simcluster import SimCluster
-from scheduler.backends.registry import BackendRegistry
 from scheduler.config import Settings
-from scheduler.core.backend import app_name_for
-from scheduler.core.ownership import Claim, Fence
-from scheduler.decisions.planning import RestartPolicy
-from scheduler.loops.reconciler import Reconciler
 from scheduler.store import journal
 from scheduler.store.db import Store
-from scheduler.store.ledger import SqlLedger
+from tests.support.simulated import claiming_reconciler, register_sim, running_sim
 
 pytestmark = pytest.mark.integration
 
@@ -38,11 +33,8 @@ DEADLINE = 30.0  # seconds for the simulated application to reach RUNNING
 
 @pytest.fixture
 def sim() -> Iterator[SimCluster]:
-    cluster = SimCluster(app_start_delay=0.3).start()
-    try:
+    with running_sim(app_start_delay=0.3) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 def test_a_patch_with_the_etag_just_read_succeeds_while_the_job_starts(
@@ -54,18 +46,7 @@ def test_a_patch_with_the_etag_just_read_succeeds_while_the_job_starts(
 ) -> None:
     app = create_app(NodeContext(settings, store))
     client = TestClient(app, base_url="http://127.0.0.1", headers=admin_headers)
-    cluster = {
-        "name": "sim",
-        "kind": "standalone",
-        "master_url": sim.master_url,
-        "rest_url": sim.rest_url,
-        "ui_url": sim.ui_url,
-        "storage_root": str(tmp_path / "checkpoints"),
-    }
-    assert client.post("/v1/clusters", json=cluster).status_code == 201
-    assert (
-        client.post("/v1/groups", json={"name": "g", "primary_cluster": "sim"}).status_code == 201
-    )
+    register_sim(client, sim, tmp_path / "checkpoints")
     job = {
         "name": "orders",
         "entrypoint": "/opt/pipelines/p.py",
@@ -74,14 +55,7 @@ def test_a_patch_with_the_etag_just_read_succeeds_while_the_job_starts(
     }
     created = client.post("/v1/jobs", json=job)
     assert created.status_code == 201 and created.headers["etag"] == '"1"'
-    reconciler = Reconciler(
-        SqlLedger(store, node_id=settings.node_id, app_name_for=app_name_for),
-        BackendRegistry(settings),
-        node_id=settings.node_id,
-        group="g",
-        claim=lambda: Claim("g", Fence(settings.node_id, 1), 0, 1),
-        policy=RestartPolicy(),
-    )
+    reconciler = claiming_reconciler(store, settings)
 
     states: list[str] = []
     moved_under_the_etag = 0

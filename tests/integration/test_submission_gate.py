@@ -44,7 +44,8 @@ from scheduler.store.db import Store
 from scheduler.store.ledger import SqlLedger
 from scheduler.store.models import Job, Run
 from scheduler.store.quotas import SqlGateStore
-from tests.support.schema import install_head_schema
+from tests.support.schema import install_head_schema, sqlite_head_store
+from tests.support.simulated import running_sim
 
 pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
@@ -145,18 +146,13 @@ def tick_until(
 
 @pytest.fixture
 def sim() -> Iterator[SimCluster]:
-    cluster = SimCluster(app_start_delay=0.05).start()
-    try:
+    with running_sim(app_start_delay=0.05) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 @pytest.fixture
 def sqlite_store(settings: Settings, tmp_path: Path) -> Iterator[Store]:
-    store = Store(f"sqlite:///{tmp_path / 'drover.db'}")
-    install_head_schema(store)
-    ensure_defaults(store, settings)
+    store = sqlite_head_store(tmp_path / "drover.db", settings)
     yield store
     store.dispose()
 

@@ -19,15 +19,12 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from api.deps import NodeContext
 from harness.simcluster import SimCluster
-from scheduler.backends.registry import BackendRegistry
 from scheduler.config import Settings
 from scheduler.core.backend import app_name_for
-from scheduler.core.ownership import Claim, Fence
 from scheduler.decisions.planning import RestartPolicy
-from scheduler.loops.reconciler import Reconciler
 from scheduler.store import jobs as jobs_store
 from scheduler.store.db import Store
-from scheduler.store.ledger import SqlLedger
+from tests.support.simulated import claiming_reconciler, register_sim, running_sim
 
 pytestmark = pytest.mark.integration
 
@@ -36,11 +33,8 @@ DEADLINE = 30.0
 
 @pytest.fixture
 def sim() -> Iterator[SimCluster]:
-    cluster = SimCluster(app_start_delay=0.2).start()
-    try:
+    with running_sim(app_start_delay=0.2) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 class World:
@@ -49,13 +43,8 @@ class World:
         self.client = TestClient(
             create_app(NodeContext(settings, store)), base_url="http://127.0.0.1", headers=headers
         )
-        self.reconciler = Reconciler(
-            SqlLedger(store, node_id=settings.node_id, app_name_for=app_name_for),
-            BackendRegistry(settings),
-            node_id=settings.node_id,
-            group="g",
-            claim=lambda: Claim("g", Fence(settings.node_id, 1), 0, 1),
-            policy=RestartPolicy(stop_grace=60.0, backoff_initial=0.0),
+        self.reconciler = claiming_reconciler(
+            store, settings, policy=RestartPolicy(stop_grace=60.0, backoff_initial=0.0)
         )
         self.most_apps = 0
 
@@ -93,17 +82,7 @@ def world(
     store: Store, settings: Settings, admin_headers: dict[str, str], sim: SimCluster, tmp_path: Path
 ) -> World:
     w = World(store, settings, admin_headers, sim)
-    cluster = {
-        "name": "sim",
-        "kind": "standalone",
-        "master_url": sim.master_url,
-        "rest_url": sim.rest_url,
-        "ui_url": sim.ui_url,
-        "storage_root": str(tmp_path / "checkpoints"),
-    }
-    assert w.client.post("/v1/clusters", json=cluster).status_code == 201
-    group = {"name": "g", "primary_cluster": "sim"}
-    assert w.client.post("/v1/groups", json=group).status_code == 201
+    register_sim(w.client, sim, tmp_path / "checkpoints")
     job = {
         "name": "orders",
         "entrypoint": "/opt/pipelines/p.py",

@@ -26,6 +26,8 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
+from scheduler.config import Settings
+from scheduler.store.bootstrap import ensure_defaults
 from scheduler.store.db import Store
 
 _lock = threading.Lock()
@@ -188,3 +190,12 @@ def seed_jobs(store: Store, jobs: dict[str, str]) -> None:
                 ),
                 {"name": name, "location": location, **at},
             )
+
+
+def sqlite_head_store(path: Path, settings: Settings) -> Store:
+    """A SQLite store in the file ``path`` at the head schema, with what a node with
+    ``settings`` creates at start (``ensure_defaults``); the caller disposes of it."""
+    store = Store(f"sqlite:///{path}")
+    install_head_schema(store)
+    ensure_defaults(store, settings)
+    return store

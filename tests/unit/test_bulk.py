@@ -15,8 +15,8 @@ from scheduler.core.directive import Directive, Phase
 from scheduler.core.errors import IllegalTransition, InvalidInput
 from scheduler.core.states import DesiredState, JobState, Priority
 from scheduler.decisions.operations import bulk
-from scheduler.decisions.operations.model import ItemRecord, OperationKind, StepEntry
-from tests.unit.test_failover import CLUSTERS, GROUPS, NOW, cluster, job, run
+from scheduler.decisions.operations.model import ItemRecord, OperationKind
+from tests.unit.test_failover import CLUSTERS, GROUPS, NOW, cluster, item_record, job, run
 
 K = OperationKind
 
@@ -178,30 +178,7 @@ def test_too_many_jobs_in_one_operation_are_refused(monkeypatch: pytest.MonkeyPa
 
 
 def item(step: bulk.Step, action: bulk.Action, **changes: Any) -> ItemRecord:
-    entered = changes.pop("entered", NOW - timedelta(seconds=5))
-    fields: dict[str, Any] = {
-        "id": 9,
-        "operation_id": 4,
-        "position": 0,
-        "job_id": 1,
-        "job_name": "j",
-        "action": action.value,
-        "why": "planned",
-        "step": step.value,
-        "history": (StepEntry(step.value, entered, ""),),
-        "attempts": 0,
-        "last_error": "",
-        "source_cluster": "A",
-        "target_cluster": None,
-        "source_run_id": None,
-        "target_run_id": None,
-        "detail": {},
-        "not_before": None,
-        "version": 1,
-        "updated_at": entered,
-    }
-    fields.update(changes)
-    return ItemRecord(**fields)
+    return item_record(step.value, action.value, **changes)
 
 
 TIMING = bulk.Timing(start_timeout=60, stop_timeout=30)

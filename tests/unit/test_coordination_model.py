@@ -229,6 +229,19 @@ def test_start_without_a_server_fails_clearly_and_leaves_nothing_running() -> No
 GRACE = 3.0
 
 
+def _verdict(
+    old_connected: bool, last_zxid: int, connected_for: float | None, server_zxid: int | None
+) -> StuckVerdict:
+    """What to do with a stuck client, with the grace of these tests."""
+    return stuck_verdict(
+        old_connected=old_connected,
+        old_last_zxid=last_zxid,
+        probe_connected_for=connected_for,
+        server_zxid=server_zxid,
+        grace=GRACE,
+    )
+
+
 @given(
     st.integers(min_value=0, max_value=2**63),
     st.none() | st.floats(min_value=0, max_value=100),
@@ -237,13 +250,7 @@ GRACE = 3.0
 def test_a_reconnected_client_is_always_kept(
     last_zxid: int, connected_for: float | None, server_zxid: int | None
 ) -> None:
-    verdict = stuck_verdict(
-        old_connected=True,
-        old_last_zxid=last_zxid,
-        probe_connected_for=connected_for,
-        server_zxid=server_zxid,
-        grace=GRACE,
-    )
+    verdict = _verdict(True, last_zxid, connected_for, server_zxid)
     assert verdict is StuckVerdict.KEEP
 
 
@@ -251,13 +258,7 @@ def test_a_reconnected_client_is_always_kept(
 def test_nothing_is_replaced_while_the_server_is_unreachable(
     last_zxid: int, server_zxid: int | None
 ) -> None:
-    verdict = stuck_verdict(
-        old_connected=False,
-        old_last_zxid=last_zxid,
-        probe_connected_for=None,
-        server_zxid=server_zxid,
-        grace=GRACE,
-    )
+    verdict = _verdict(False, last_zxid, None, server_zxid)
     assert verdict is StuckVerdict.WAIT
 
 
@@ -271,13 +272,7 @@ def test_a_server_behind_what_the_client_saw_is_replaced_at_once(
 ) -> None:
     """The server's rule ("has seen zxid"): it never accepts the old session back."""
     server_zxid = data.draw(st.integers(min_value=0, max_value=last_zxid - 1))
-    verdict = stuck_verdict(
-        old_connected=False,
-        old_last_zxid=last_zxid,
-        probe_connected_for=connected_for,
-        server_zxid=server_zxid,
-        grace=GRACE,
-    )
+    verdict = _verdict(False, last_zxid, connected_for, server_zxid)
     assert verdict is StuckVerdict.REPLACE
 
 
@@ -293,11 +288,5 @@ def test_a_server_that_kept_its_data_gets_the_grace_first(
     """Server zxid at or above ours (or not read yet): the old client may still get back in;
     it is replaced only once the probe has been connected for the grace."""
     server_zxid = last_zxid + ahead if zxid_read else None
-    verdict = stuck_verdict(
-        old_connected=False,
-        old_last_zxid=last_zxid,
-        probe_connected_for=connected_for,
-        server_zxid=server_zxid,
-        grace=GRACE,
-    )
+    verdict = _verdict(False, last_zxid, connected_for, server_zxid)
     assert verdict is (StuckVerdict.REPLACE if connected_for >= GRACE else StuckVerdict.WAIT)

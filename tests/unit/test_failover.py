@@ -291,6 +291,13 @@ def test_plan_properties(
 
 
 def item(step: fo.Step, action: fo.Action = fo.Action.KILL, **changes: Any) -> ItemRecord:
+    moved = {"target_cluster": "B", "source_run_id": 7}
+    return item_record(step.value, action.value, **{**moved, **changes})
+
+
+def item_record(step: str, action: str, **changes: Any) -> ItemRecord:
+    """An operation's item at ``step`` since ``entered`` (5 s before NOW), job ``j`` on cluster A
+    with no target; ``changes`` set any other field."""
     entered = changes.pop("entered", NOW - timedelta(seconds=5))
     fields: dict[str, Any] = {
         "id": 9,
@@ -298,15 +305,15 @@ def item(step: fo.Step, action: fo.Action = fo.Action.KILL, **changes: Any) -> I
         "position": 0,
         "job_id": 1,
         "job_name": "j",
-        "action": action.value,
+        "action": action,
         "why": "planned",
-        "step": step.value,
-        "history": (StepEntry(step.value, entered, ""),),
+        "step": step,
+        "history": (StepEntry(step, entered, ""),),
         "attempts": 0,
         "last_error": "",
         "source_cluster": "A",
-        "target_cluster": "B",
-        "source_run_id": 7,
+        "target_cluster": None,
+        "source_run_id": None,
         "target_run_id": None,
         "detail": {},
         "not_before": None,

@@ -10,10 +10,8 @@ import pytest
 
 from scheduler.config import Settings
 from scheduler.core.ledger import KillIntent
-from scheduler.store.bootstrap import ensure_defaults
-from scheduler.store.db import Store
 from tests.support.ledger_contract import CONTRACT, FakeHarness, Harness, SqlHarness
-from tests.support.schema import install_head_schema
+from tests.support.schema import sqlite_head_store
 
 
 @pytest.fixture(params=["fake", "sqlite"])
@@ -21,9 +19,9 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]
     if request.param == "fake":
         yield FakeHarness()
         return
-    store = Store(f"sqlite:///{tmp_path / 'drover.db'}")
-    install_head_schema(store)
-    ensure_defaults(store, Settings(data_dir=tmp_path / "data", node_id="test-node"))
+    store = sqlite_head_store(
+        tmp_path / "drover.db", Settings(data_dir=tmp_path / "data", node_id="test-node")
+    )
     yield SqlHarness(store)
     store.dispose()
 
@@ -41,9 +39,9 @@ def test_fenced_events_name_the_epoch_they_were_written_under(tmp_path: Path) ->
     from scheduler.store.models import JobEvent
     from tests.support import ledger_contract as contract
 
-    store = Store(f"sqlite:///{tmp_path / 'drover.db'}")
-    install_head_schema(store)
-    ensure_defaults(store, Settings(data_dir=tmp_path / "data", node_id="test-node"))
+    store = sqlite_head_store(
+        tmp_path / "drover.db", Settings(data_dir=tmp_path / "data", node_id="test-node")
+    )
     try:
         h = SqlHarness(store)
         job = contract._submitted(h)

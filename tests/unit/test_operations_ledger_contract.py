@@ -10,10 +10,8 @@ from pathlib import Path
 import pytest
 
 from scheduler.config import Settings
-from scheduler.store.bootstrap import ensure_defaults
-from scheduler.store.db import Store
 from tests.support.operations_contract import CONTRACT, FakeHarness, Harness, SqlHarness
-from tests.support.schema import install_head_schema
+from tests.support.schema import sqlite_head_store
 
 
 @pytest.fixture(params=["fake", "sqlite"])
@@ -21,9 +19,9 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]
     if request.param == "fake":
         yield FakeHarness()
         return
-    store = Store(f"sqlite:///{tmp_path / 'drover.db'}")
-    install_head_schema(store)
-    ensure_defaults(store, Settings(data_dir=tmp_path / "data", node_id="test-node"))
+    store = sqlite_head_store(
+        tmp_path / "drover.db", Settings(data_dir=tmp_path / "data", node_id="test-node")
+    )
     yield SqlHarness(store, (tmp_path / "storage").as_uri())
     store.dispose()
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import pytest
 
@@ -87,45 +89,59 @@ COMBOS = list(itertools.product(DesiredState, JobState))
 COMBO_IDS = [f"desired={d}-state={s}" for d, s in COMBOS]
 
 
-@pytest.mark.parametrize(("desired", "state"), COMBOS, ids=COMBO_IDS)
-def test_start(desired: DesiredState, state: JobState) -> None:
-    if desired == DesiredState.RUNNING and state not in AT_REST:
-        with pytest.raises(IllegalTransition):
-            command_effect(Command.START, desired, state)
-        return
-    effect = command_effect(Command.START, desired, state)
-    assert effect.desired == DesiredState.RUNNING
-    assert effect.bump_generation is False
-    assert effect.reset_attempts is True
-    assert effect.state == (JobState.QUEUED if state in AT_REST else None)
+@dataclass(frozen=True)
+class Effect:
+    """What a command does: when it is refused, the desired state it leaves, whether it bumps the
+    generation or resets the attempts, and the state the job takes at once (None: the reconciler
+    acts)."""
+
+    refused: Callable[[DesiredState, JobState], bool]
+    desired: DesiredState
+    bump_generation: bool
+    reset_attempts: bool
+    state: Callable[[JobState], JobState | None]
 
 
-@pytest.mark.parametrize(("desired", "state"), COMBOS, ids=COMBO_IDS)
-def test_stop(desired: DesiredState, state: JobState) -> None:
-    if desired == DesiredState.STOPPED:
-        with pytest.raises(IllegalTransition):
-            command_effect(Command.STOP, desired, state)
-        return
-    effect = command_effect(Command.STOP, desired, state)
-    assert effect.desired == DesiredState.STOPPED
-    assert effect.bump_generation is False
-    assert effect.reset_attempts is False
+EFFECTS = {
+    # only a job at rest starts again while it is meant to run
+    Command.START: Effect(
+        refused=lambda d, s: d == DesiredState.RUNNING and s not in AT_REST,
+        desired=DesiredState.RUNNING,
+        bump_generation=False,
+        reset_attempts=True,
+        state=lambda s: JobState.QUEUED if s in AT_REST else None,
+    ),
     # nothing to kill: stopped at once; otherwise the reconciler kills the live run
-    expected = JobState.STOPPED if state in AT_REST | {JobState.QUEUED} else None
-    assert effect.state == expected
+    Command.STOP: Effect(
+        refused=lambda d, s: d == DesiredState.STOPPED,
+        desired=DesiredState.STOPPED,
+        bump_generation=False,
+        reset_attempts=False,
+        state=lambda s: JobState.STOPPED if s in AT_REST | {JobState.QUEUED} else None,
+    ),
+    Command.RESTART: Effect(
+        refused=lambda d, s: d == DesiredState.STOPPED,
+        desired=DesiredState.RUNNING,
+        bump_generation=True,
+        reset_attempts=True,
+        state=lambda s: JobState.QUEUED if s in AT_REST else None,
+    ),
+}
 
 
+@pytest.mark.parametrize("command", list(EFFECTS))
 @pytest.mark.parametrize(("desired", "state"), COMBOS, ids=COMBO_IDS)
-def test_restart(desired: DesiredState, state: JobState) -> None:
-    if desired == DesiredState.STOPPED:
+def test_command_effect(command: Command, desired: DesiredState, state: JobState) -> None:
+    expected = EFFECTS[command]
+    if expected.refused(desired, state):
         with pytest.raises(IllegalTransition):
-            command_effect(Command.RESTART, desired, state)
+            command_effect(command, desired, state)
         return
-    effect = command_effect(Command.RESTART, desired, state)
-    assert effect.desired == DesiredState.RUNNING
-    assert effect.bump_generation is True
-    assert effect.reset_attempts is True
-    assert effect.state == (JobState.QUEUED if state in AT_REST else None)
+    effect = command_effect(command, desired, state)
+    assert effect.desired == expected.desired
+    assert effect.bump_generation is expected.bump_generation
+    assert effect.reset_attempts is expected.reset_attempts
+    assert effect.state == expected.state(state)
 
 
 @pytest.mark.parametrize("state", [JobState.STOPPED, JobState.FAILED, JobState.FINISHED])

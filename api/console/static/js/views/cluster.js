@@ -8,7 +8,6 @@ import { datetime, h, num, replace, seconds, when } from "../dom.js";
 import {
   button,
   confirm,
-  errorNotice,
   facts,
   healthBadge,
   liveIndicator,
@@ -20,6 +19,7 @@ import {
   toast,
 } from "../components.js";
 import { Poller } from "../poll.js";
+import { keepLive } from "./live.js";
 
 export async function render(root, ctx) {
   const name = ctx.params.name;
@@ -205,20 +205,13 @@ export async function render(root, ctx) {
   }
 
   const poller = new Poller(refresh, { interval: 4000, onStatus: (st) => live.update(st) });
-  try {
-    await poller.prime();
-  } catch (err) {
-    if (err.status === 404) {
+  return keepLive(ctx, poller, {
+    live,
+    errorEl: message,
+    missing: (err) => {
+      if (err.status !== 404) return false;
       replace(root, pageHeader(name), notice("error", `No cluster named ${name}.`));
-      ctx.ready();
-      return null;
-    }
-    replace(message, errorNotice(err));
-  }
-  ctx.ready();
-  poller.start();
-  return () => {
-    poller.stop();
-    live.dispose();
-  };
+      return true;
+    },
+  });
 }

@@ -17,6 +17,7 @@ import {
   toast,
 } from "../components.js";
 import { Poller } from "../poll.js";
+import { keepLive } from "./live.js";
 import { ROUTE, actionBadge, itemProgress, operationState, target } from "./failover.js";
 
 export async function render(root, ctx) {
@@ -61,17 +62,7 @@ export async function render(root, ctx) {
   }
 
   const poller = new Poller(refresh, { interval: 3000, onStatus: (st) => live.update(st) });
-  try {
-    await poller.prime();
-  } catch (err) {
-    replace(listEl, errorNotice(err));
-    ctx.ready();
-  }
-  poller.start();
-  return () => {
-    poller.stop();
-    live.dispose();
-  };
+  return keepLive(ctx, poller, { live, errorEl: listEl });
 }
 
 /** The form: source, target, selector, reason, force -> dry run -> the plan -> execute it. */

@@ -3,8 +3,9 @@
 
 import * as api from "../api.js";
 import { datetime, h, num, replace, when } from "../dom.js";
-import { errorNotice, facts, healthBadge, liveIndicator, notice, pageHeader, section, table } from "../components.js";
+import { facts, healthBadge, liveIndicator, notice, pageHeader, section, table } from "../components.js";
 import { Poller } from "../poll.js";
+import { keepLive } from "./live.js";
 
 export async function render(root, ctx) {
   const name = ctx.params.name;
@@ -79,20 +80,13 @@ export async function render(root, ctx) {
   }
 
   const poller = new Poller(refresh, { interval: 4000, onStatus: (st) => live.update(st) });
-  try {
-    await poller.prime();
-  } catch (err) {
-    if (err.status === 404) {
+  return keepLive(ctx, poller, {
+    live,
+    errorEl: message,
+    missing: (err) => {
+      if (err.status !== 404) return false;
       replace(root, pageHeader(name), notice("error", `No group named ${name}.`));
-      ctx.ready();
-      return null;
-    }
-    replace(message, errorNotice(err));
-    ctx.ready();
-  }
-  poller.start();
-  return () => {
-    poller.stop();
-    live.dispose();
-  };
+      return true;
+    },
+  });
 }

@@ -2,8 +2,9 @@
 
 import * as api from "../api.js";
 import { h, num, replace } from "../dom.js";
-import { errorNotice, liveIndicator, pageHeader, table } from "../components.js";
+import { liveIndicator, pageHeader, table } from "../components.js";
 import { Poller } from "../poll.js";
+import { keepLive } from "./live.js";
 
 export async function render(root, ctx) {
   const live = liveIndicator();
@@ -48,17 +49,7 @@ export async function render(root, ctx) {
   }
 
   const poller = new Poller(refresh, { interval: 5000, onStatus: (st) => live.update(st) });
-  try {
-    await poller.prime();
-  } catch (err) {
-    replace(body, errorNotice(err));
-    ctx.ready();
-  }
-  poller.start();
-  return () => {
-    poller.stop();
-    live.dispose();
-  };
+  return keepLive(ctx, poller, { live, errorEl: body });
 }
 
 function membersCell(g) {

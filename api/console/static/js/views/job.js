@@ -24,6 +24,7 @@ import {
   toast,
 } from "../components.js";
 import { Poller } from "../poll.js";
+import { keepLive } from "./live.js";
 import { command } from "../commands.js";
 
 export async function render(root, ctx) {
@@ -350,22 +351,15 @@ export async function render(root, ctx) {
   }
 
   const poller = new Poller(refresh, { interval: 2000, onStatus: (st) => live.update(st) });
-  try {
-    await poller.prime();
-  } catch (err) {
-    if (err.status === 404) {
+  return keepLive(ctx, poller, {
+    live,
+    errorEl: message,
+    missing: (err) => {
+      if (err.status !== 404) return false;
       replace(root, pageHeader(name), notice("error", `No job named ${name}.`), h("p", {}, h("a", { href: "#/jobs" }, "Back to the jobs")));
-      ctx.ready();
-      return null;
-    }
-    replace(message, errorNotice(err));
-  }
-  ctx.ready();
-  poller.start();
-  return () => {
-    poller.stop();
-    live.dispose();
-  };
+      return true;
+    },
+  });
 }
 
 /** Only http(s) addresses become links (a cluster's ui_url is configuration, not code). */

@@ -5,8 +5,9 @@
 import * as api from "../api.js";
 import * as session from "../session.js";
 import { h, num, replace, seconds, when } from "../dom.js";
-import { button, confirm, errorNotice, liveIndicator, notice, pageHeader, section, table, toast } from "../components.js";
+import { button, confirm, liveIndicator, notice, pageHeader, section, table, toast } from "../components.js";
 import { Poller } from "../poll.js";
+import { keepLive } from "./live.js";
 
 export async function render(root, ctx) {
   const live = liveIndicator();
@@ -114,15 +115,5 @@ export async function render(root, ctx) {
   }
 
   const poller = new Poller(refresh, { interval: 5000, onStatus: (st) => live.update(st) });
-  try {
-    await poller.prime();
-  } catch (err) {
-    replace(nodesEl, errorNotice(err));
-    ctx.ready();
-  }
-  poller.start();
-  return () => {
-    poller.stop();
-    live.dispose();
-  };
+  return keepLive(ctx, poller, { live, errorEl: nodesEl });
 }

@@ -8,7 +8,6 @@ import { datetime, h, num, replace, when } from "../dom.js";
 import {
   button,
   confirm,
-  errorNotice,
   facts,
   liveIndicator,
   notice,
@@ -19,6 +18,7 @@ import {
   toast,
 } from "../components.js";
 import { Poller } from "../poll.js";
+import { keepLive } from "./live.js";
 import { OPERATIONS, OVER } from "../commands.js";
 
 /** the steps that end an item */
@@ -147,22 +147,15 @@ export async function renderOperation(root, ctx, kind) {
   }
 
   const poller = new Poller(refresh, { interval: 2000, onStatus: (st) => live.update(st) });
-  try {
-    await poller.prime();
-  } catch (err) {
-    if (err.status === 404 || err.status === 422) {
+  return keepLive(ctx, poller, {
+    live,
+    errorEl: itemsEl,
+    missing: (err) => {
+      if (err.status !== 404 && err.status !== 422) return false;
       replace(root, pageHeader(`${kind.name} #${id}`), notice("error", `No ${kind.name} #${id} (or not one you may see).`));
-      ctx.ready();
-      return null;
-    }
-    replace(itemsEl, errorNotice(err));
-    ctx.ready();
-  }
-  poller.start();
-  return () => {
-    poller.stop();
-    live.dispose();
-  };
+      return true;
+    },
+  });
 }
 
 /** A bulk start, stop or restart. */

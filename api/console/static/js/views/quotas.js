@@ -7,6 +7,7 @@ import * as session from "../session.js";
 import { datetime, h, num, replace, when } from "../dom.js";
 import { button, confirm, errorNotice, liveIndicator, modal, notice, pageHeader, priorityBadge, section, table, toast } from "../components.js";
 import { Poller } from "../poll.js";
+import { keepLive } from "./live.js";
 
 export async function render(root, ctx) {
   const live = liveIndicator();
@@ -155,17 +156,7 @@ export async function render(root, ctx) {
   }
 
   const poller = new Poller(refresh, { interval: 4000, onStatus: (st) => live.update(st) });
-  try {
-    await poller.prime();
-  } catch (err) {
-    replace(quotasEl, errorNotice(err));
-    ctx.ready();
-  }
-  poller.start();
-  return () => {
-    poller.stop();
-    live.dispose();
-  };
+  return keepLive(ctx, poller, { live, errorEl: quotasEl });
 }
 
 /** The bucket as a small gauge: submissions the business may make at once now, of its burst. */
