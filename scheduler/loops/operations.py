@@ -422,7 +422,8 @@ class Executor:
         moved = 0
         retried = False
         if op.kind == OperationKind.FAILOVER and item.step in (fo.Step.DRAINING, fo.Step.FENCING):
-            faults.hold(f"failover-{item.step.lower()}", item.job_name)  # tests only
+            if faults.held(f"failover-{item.step.lower()}", item.job_name):  # tests only
+                return 0
         try:
             for _ in range(STEPS_PER_ROUND):
                 decision = self._decide(r, item, job)
@@ -452,7 +453,9 @@ class Executor:
                     if pending:  # the step is stored before its I/O
                         stored = item = self._write(r, stored, pending).item
                         pending = []
-                    faults.hold("failover-checkpoint", item.job_name)  # tests only
+                        moved = 1
+                    if faults.held("failover-checkpoint", item.job_name):  # tests only
+                        break
                     outcome = self._checkpoint(r, item, job, decision)
                     if isinstance(outcome, ItemChange):
                         pending.append(outcome)
