@@ -9,7 +9,7 @@ from typing import Any
 import anyio.to_thread
 from fastapi import Depends, FastAPI
 
-from api import console, glossary, idempotency, metrics, problems, security
+from api import apidocs, console, glossary, idempotency, metrics, problems, security
 from api.creations import Creations
 from api.deps import NodeContext, every_route
 from api.documents import JobDocuments
@@ -74,6 +74,9 @@ def create_app(context: NodeContext) -> FastAPI:
         # checks (undeclared query parameters are a 400, non-JSON bodies a 415)
         dependencies=[Depends(every_route)],
         responses=problems.COMMON_RESPONSES,
+        # FastAPI's pages load Swagger UI and ReDoc from a CDN: api/apidocs.py serves its own
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.context = context
     settings = context.settings
@@ -115,6 +118,8 @@ def create_app(context: NodeContext) -> FastAPI:
     app.include_router(overview_router)
     app.include_router(quotas_router)
     console.install(app)  # the ops console's static files at /ui (not API routes)
+    if settings.serve_api_docs:
+        apidocs.install(app)  # Swagger UI at /docs, from the package (not API routes)
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:

@@ -75,17 +75,21 @@ def policy_check(
     team: str,
     entrypoint: str | None,
     conf: Mapping[str, str] | None,
+    previous_conf: Mapping[str, str] | None = None,
 ) -> None:
     """The submission policy (:func:`scheduler.decisions.submission.check`) for ``principal`` under
-    this node's settings, on the job's clusters' artifact roots as read."""
+    this node's settings, on the job's clusters' artifact roots as read (``previous_conf``: the
+    conf of the job it changes, when it stays in its team)."""
     submission.check(
         clusters,
         default_roots=tuple(settings.resolved_artifact_roots),
         allow_list=settings.spark_conf_allow_list,
         admin=principal.role_on(team) == Role.ADMIN,
+        platform_admin=principal.platform_admin,
         subject=principal.subject,
         entrypoint=entrypoint,
         conf=conf,
+        previous_conf=previous_conf,
     )
 
 
@@ -147,7 +151,11 @@ class Creations:
                     )
                     planned.append(
                         jobs_store.plan_creation(
-                            session, facts, spec, cause=f"api:create by {creation.actor}"
+                            session,
+                            facts,
+                            spec,
+                            cause=f"api:create by {creation.actor}",
+                            anywhere=creation.principal.platform_admin,
                         )
                     )
                 except DroverError as exc:

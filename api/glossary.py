@@ -142,17 +142,27 @@ FIELDS: dict[str, tuple[str, Any]] = {
     # -- clusters and health -------------------------------------------------------------------
     "ClusterCreate.name": ("", "spark-a"),
     "ClusterPublic.name": ("the cluster's name", "spark-a"),
-    "ClusterPublic.kind": ("`standalone`, `local` or `spark-submit`", "standalone"),
+    "ClusterPublic.kind": ("`standalone`, `yarn`, `local` or `spark-submit`", "standalone"),
     "ClusterCreate.kind": (
-        "`standalone` (REST submissions), `local` or `spark-submit`",
+        "`standalone` (REST submissions), `yarn` (cluster deploy mode, the ResourceManager's "
+        "REST API), `local` or `spark-submit`",
         "standalone",
     ),
-    "ClusterUpdate.kind": ("`standalone`, `local` or `spark-submit`", "standalone"),
-    "master_url": ("the Spark master URL", "spark://10.0.1.20:7077"),
-    "rest_url": ("the master's REST submission server (standalone)", "http://10.0.1.20:6066"),
+    "ClusterUpdate.kind": ("`standalone`, `yarn`, `local` or `spark-submit`", "standalone"),
+    "master_url": ("the Spark master URL (`yarn` for a yarn cluster)", "spark://10.0.1.20:7077"),
+    "rest_url": (
+        "the master's REST submission server (standalone); the ResourceManager's web address "
+        "(yarn)",
+        "http://10.0.1.20:6066",
+    ),
     "ui_url": ("the master's web UI (application listing)", "http://10.0.1.20:8080"),
+    "hadoop_conf_dir": (
+        "a yarn cluster's Hadoop client configuration directory on every node (empty: none)",
+        "/etc/hadoop/conf-yarn-a",
+    ),
     "storage_root": (
-        "the checkpoint root this cluster writes (unique among clusters)",
+        "the checkpoint root this cluster writes (unique among clusters): a path, file://, "
+        "hdfs://namenode:port/... or s3a://bucket/...",
         "file:///var/drover/spark-a",
     ),
     "artifact_roots": (

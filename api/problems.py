@@ -43,6 +43,8 @@ PROBLEM_MEDIA_TYPE = "application/problem+json"
 #: most specific first
 _STATUS: list[tuple[type[errors.DroverError], int]] = [
     (errors.PreconditionFailed, 412),
+    (errors.TooManyFailedCredentials, 429),
+    (errors.PayloadTooLarge, 413),
     (errors.Unauthenticated, 401),
     (errors.Forbidden, 403),
     (errors.PermissionCenterUnavailable, 503),
@@ -111,9 +113,12 @@ _MEANING = {
     405: "Method not allowed (the Allow header names the methods the path takes)",
     409: "The request clashes with the current state",
     412: "If-Match names a version that is not the current one",
+    413: "The request body is longer than the route takes (DROVER_API_MAX_BODY_BYTES)",
     415: "A mutation without a JSON body or an X-Drover-Client header, or a body in another "
     "media type than JSON",
     422: "An invalid value (the `errors` member says which)",
+    429: "Too many credentials that did not verify came from this address lately; retry after "
+    "the Retry-After header's seconds",
     500: "An unexpected error (logged under the `incident` id)",
     503: "The store or the permission center is unavailable; try again later",
 }
@@ -125,8 +130,9 @@ def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
 
 
 #: the answers every route may give whatever it does: the security edge's (400 Host, 401, 403,
-#: 415), an undeclared query parameter (400), an invalid value (422), a store failure (500/503)
-COMMON_RESPONSES = problem_responses(400, 401, 403, 415, 422, 500, 503)
+#: 413 body too long, 415, 429 failed credentials), an undeclared query parameter (400), an
+#: invalid value (422), a store failure (500/503)
+COMMON_RESPONSES = problem_responses(400, 401, 403, 413, 415, 422, 429, 500, 503)
 
 
 def status_for(exc: errors.DroverError) -> int:
@@ -245,6 +251,8 @@ def allowed_methods(request: Request) -> list[str]:
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
+    if isinstance(exc.__cause__, errors.DroverError):  # the body parser met the edge's bound
+        return await _drover_error(request, exc.__cause__)
     if exc.status_code == 400:  # the body parser: not UTF-8, or not decodable
         return problem(
             400, errors.MalformedRequest.kind, "the request body cannot be read", request.url.path

@@ -34,6 +34,7 @@ import sqlalchemy as sa
 from bench import takeover as tk
 from harness.nodes import NodeProcess, poll
 from pipelines.drover_runtime import HttpFence, Verdict, progress_report
+from scheduler.core.backend import app_name_for
 from scheduler.core.states import JobState
 from scheduler.store.db import Store
 from scheduler.store.models import Job, Run
@@ -316,12 +317,15 @@ def fence_cost(dep: Deployment, checks: int = 300) -> dict[str, float]:
     """The check a pipeline runs before each micro-batch: ``HttpFence.ask`` with its run's token
     and a progress report, over the nodes' URLs (the first answers), ``checks`` times in a row."""
     with dep.store.session() as session:
-        job, token = session.execute(
-            sa.select(Job.name, Run.fencing_token)
+        job, run_id = session.execute(
+            sa.select(Job.name, Run.id)
             .join(Run, Run.id == Job.current_run_id)
             .where(Job.state == JobState.RUNNING.value)
             .limit(1)
         ).one()
+    # the token its driver holds: the store keeps only its digest
+    token = dep.sim.fencing_token(app_name_for(job, run_id))
+    assert token is not None, f"run {run_id} of {job} was never submitted to the simulator"
     fence = HttpFence([n.url for n in dep.nodes if n.alive])
     last = {
         "batchId": 0,

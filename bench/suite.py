@@ -24,6 +24,9 @@ Steps (``--only`` picks some; ``BENCH_QUICK=1`` / ``--quick`` runs a ~5 minute s
 ``failover_real`` 3 real streaming jobs from standalone cluster A to B
 ``api``           ``bench/api.py``'s ``run(quick)`` when it exists (API throughput and latency
                   next to a bare FastAPI endpoint)
+``yarn``          on the YARN test clusters (``bench.yarn``): submit -> RUNNING through Drover's
+                  backend against ``spark-submit`` run by hand the same way (median, p95), kill
+                  requested -> confirmed, memory and start time of the two clusters
 
 Services come from the environment (``var/services/env``: ``DROVER_TEST_MYSQL_URL``,
 ``DROVER_TEST_ZK_HOSTS``, ``DROVER_TEST_SPARK_{A,B}_*``); ``scripts/bench.sh`` (``make bench``)
@@ -246,6 +249,15 @@ def step_failover_real(env: Env) -> Figures:
     return _flatten("failover_real", figures)
 
 
+def step_yarn(env: Env) -> Figures:
+    from bench import yarn
+
+    if not os.environ.get("DROVER_TEST_YARN_A_RM"):
+        return {"yarn_missing": "no YARN test clusters (HADOOP_CLUSTERS=2 scripts/services.sh up)"}
+    figures = {**yarn.measure_clusters(), **yarn.measure_submit(2 if env.quick else 4)}
+    return _flatten("yarn", figures)
+
+
 def step_api(env: Env) -> Figures:
     try:
         from bench import api  # type: ignore[attr-defined]
@@ -270,6 +282,7 @@ STEPS = [
     Step("failover", step_failover, True, "failover on simulated clusters"),
     Step("failover_real", step_failover_real, False, "failover of 3 real jobs"),
     Step("api", step_api, True, "API throughput and latency"),
+    Step("yarn", step_yarn, False, "YARN: submit->RUNNING vs spark-submit, kill, test clusters"),
 ]
 
 

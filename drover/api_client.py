@@ -171,7 +171,10 @@ class AlertChannelCreate(TypedDict):
     #: `webhook`: the documented JSON body (docs/observability.md), signed with `secret` when
     #: set; `slack`: a Slack incoming-webhook message (`{"text": ...}`)
     kind: NotRequired[ChannelKind]
-    #: where messages are POSTed (http or https)
+    #: where messages are POSTed (http or https), a public destination: a host that is, or
+    #: resolves to, a loopback, private, link-local, shared or multicast address is refused (422)
+    #: unless the operator allows it (DROVER_ALERT_ALLOWED_HOSTS); checked again before every
+    #: send
     url: str
     #: the alert kinds wanted (empty: all)
     kinds: NotRequired[list[AlertKind]]
@@ -193,7 +196,9 @@ class AlertChannelPublic(TypedDict):
     name: str
     #: how messages go out
     kind: ChannelKind
-    #: where messages are sent
+    #: where messages are POSTed: whole for the channel's team's admins (the platform's admins
+    #: for a platform channel), else only its scheme and host (`https://hooks.slack.com/…`: a
+    #: webhook URL is a credential)
     url: str
     #: `*`: the platform's channel
     team: str
@@ -496,20 +501,23 @@ class ClearAbnormal(TypedDict):
 
 class ClusterCreate(TypedDict):
     """
-    A Spark cluster. ``storage_root``: an absolute path, ``file://`` or ``s3a://`` URI. Capacity
-    limits: 0 = unlimited.
+    A Spark cluster. ``storage_root``: an absolute path, ``file://``, ``hdfs://`` or ``s3a://`` URI.
+    Capacity limits: 0 = unlimited. A ``yarn`` cluster needs ``rest_url`` (the ResourceManager's web
+    address) and ``hadoop_conf_dir`` (docs/yarn.md).
     """
 
     #: letters and digits of any script and -_. (1 to 128 characters, not . or ..); the pattern
     #: is in Python's Unicode regular expression syntax
     name: str
-    #: `standalone` (REST submissions), `local` or `spark-submit`
+    #: `standalone` (REST submissions), `yarn` (cluster deploy mode, the ResourceManager's REST
+    #: API), `local` or `spark-submit`
     kind: ClusterKind
-    #: the checkpoint root this cluster writes (unique among clusters)
+    #: the checkpoint root this cluster writes (unique among clusters): a path, file://,
+    #: hdfs://namenode:port/... or s3a://bucket/...
     storage_root: str
-    #: the Spark master URL
+    #: the Spark master URL (`yarn` for a yarn cluster)
     master_url: NotRequired[str]
-    #: the master's REST submission server (standalone)
+    #: the master's REST submission server (standalone); the ResourceManager's web address (yarn)
     rest_url: NotRequired[str]
     #: the master's web UI (application listing)
     ui_url: NotRequired[str]
@@ -525,6 +533,8 @@ class ClusterCreate(TypedDict):
     max_cores: NotRequired[int]
     #: where entrypoints of jobs on this cluster may live (empty: the node's setting)
     artifact_roots: NotRequired[list[str]]
+    #: a yarn cluster's Hadoop client configuration directory on every node (empty: none)
+    hadoop_conf_dir: NotRequired[str]
 
 
 #: A cluster's health (see the module docstring).
@@ -550,7 +560,7 @@ class ClusterHealthPublic(TypedDict):
     history: list[HealthEventPublic]
 
 
-ClusterKind = Literal["standalone", "local", "spark-submit"]
+ClusterKind = Literal["standalone", "local", "spark-submit", "yarn"]
 
 
 class ClusterPage(TypedDict):
@@ -574,11 +584,11 @@ class ClusterPublic(TypedDict):
 
     #: the cluster's name
     name: str
-    #: `standalone`, `local` or `spark-submit`
+    #: `standalone`, `yarn`, `local` or `spark-submit`
     kind: ClusterKind
-    #: the Spark master URL
+    #: the Spark master URL (`yarn` for a yarn cluster)
     master_url: str
-    #: the master's REST submission server (standalone)
+    #: the master's REST submission server (standalone); the ResourceManager's web address (yarn)
     rest_url: str
     #: the master's web UI (application listing)
     ui_url: str
@@ -586,7 +596,8 @@ class ClusterPublic(TypedDict):
     az: str
     #: cloud or data center
     cloud: str
-    #: the checkpoint root this cluster writes (unique among clusters)
+    #: the checkpoint root this cluster writes (unique among clusters): a path, file://,
+    #: hdfs://namenode:port/... or s3a://bucket/...
     storage_root: str
     #: the cluster's health state
     health: ClusterHealth
@@ -604,18 +615,21 @@ class ClusterPublic(TypedDict):
     updated_at: str | None
     #: where entrypoints of jobs on this cluster may live (empty: the node's setting)
     artifact_roots: NotRequired[list[str]]
+    #: a yarn cluster's Hadoop client configuration directory on every node (empty: none)
+    hadoop_conf_dir: NotRequired[str]
 
 
 class ClusterUpdate(TypedDict):
     """Only the fields sent are changed; ``health`` is read-only."""
 
-    #: `standalone`, `local` or `spark-submit`
+    #: `standalone`, `yarn`, `local` or `spark-submit`
     kind: NotRequired[ClusterKind | None]
-    #: the checkpoint root this cluster writes (unique among clusters)
+    #: the checkpoint root this cluster writes (unique among clusters): a path, file://,
+    #: hdfs://namenode:port/... or s3a://bucket/...
     storage_root: NotRequired[str | None]
-    #: the Spark master URL
+    #: the Spark master URL (`yarn` for a yarn cluster)
     master_url: NotRequired[str | None]
-    #: the master's REST submission server (standalone)
+    #: the master's REST submission server (standalone); the ResourceManager's web address (yarn)
     rest_url: NotRequired[str | None]
     #: the master's web UI (application listing)
     ui_url: NotRequired[str | None]
@@ -631,6 +645,8 @@ class ClusterUpdate(TypedDict):
     max_cores: NotRequired[int | None]
     #: where entrypoints of jobs on this cluster may live (empty: the node's setting)
     artifact_roots: NotRequired[list[str] | None]
+    #: a yarn cluster's Hadoop client configuration directory on every node (empty: none)
+    hadoop_conf_dir: NotRequired[str | None]
 
 
 class ClustersOverview(TypedDict):
@@ -1531,6 +1547,8 @@ class QuotaPublic(TypedDict):
     burst: int
     #: the group reserved for the business's jobs (null: none)
     dedicated_group: str | None
+    #: the YARN queue of the business's applications (null: none set)
+    yarn_queue: NotRequired[str | None]
     #: Read-only. Submissions the business may make at once now (its bucket, refilled to this
     #: moment); null without a rate limit
     tokens: float | None
@@ -1556,6 +1574,9 @@ class QuotaPut(TypedDict):
     #: a group reserved for the business: its jobs live there and are owned only by that group's
     #: nodes; the group takes no other business's jobs. Null: none
     dedicated_group: NotRequired[str | None]
+    #: the YARN queue the business's applications go to on YARN clusters (spark.yarn.queue).
+    #: Null: the job's own spark.yarn.queue, else the default queue
+    yarn_queue: NotRequired[str | None]
 
 
 #: Where a job's replica stands. Legal transitions (:data:`REPLICA_TRANSITIONS`): - ``PENDING``
@@ -1894,7 +1915,9 @@ class TokenCreate(TypedDict):
     identity: NotRequired[str | None]
     #: what the token may do at most (empty: what its identity may)
     scopes: NotRequired[list[Scope]]
-    #: lifetime in seconds (null: never expires)
+    #: lifetime in seconds; absent: 90 days, cut to the minting credential's own expiry; `null`
+    #: (explicitly): never expires, for a platform admin whose own credential never expires. A
+    #: minted token never outlives, nor outranks, the credential minting it (403).
     expires_in_seconds: NotRequired[int | None]
     #: free text for people
     description: NotRequired[str]
@@ -1921,6 +1944,9 @@ class TokenCreated(TypedDict):
     expires_at: str | None
     #: when it was revoked (null: not revoked)
     revoked_at: str | None
+    #: the token that minted this one (null: minted by no token: the CLI on the store's host, or
+    #: a JWT); revoking that token revokes this one
+    parent_id: NotRequired[int | None]
     #: the secret: shown once, at creation
     token: str
 
@@ -1962,6 +1988,9 @@ class TokenPublic(TypedDict):
     expires_at: str | None
     #: when it was revoked (null: not revoked)
     revoked_at: str | None
+    #: the token that minted this one (null: minted by no token: the CLI on the store's host, or
+    #: a JWT); revoking that token revokes this one
+    parent_id: NotRequired[int | None]
 
 
 class VotePublic(TypedDict):
@@ -2308,6 +2337,9 @@ class DroverClient(_Base):
         Create an API token
 
         A new token for ``identity`` (default: the caller). Its secret is in this answer only.
+
+        The token minting it is its parent: the new token carries none of the parent's missing
+        scopes, expires no later than it, and is revoked with it.
 
         ``POST /v1/tokens``
         """
@@ -3301,7 +3333,8 @@ class DroverClient(_Base):
         """
         A team's alert channels
 
-        The alert channels of one team (404 for an unknown team).
+        The alert channels of one team (404 for an unknown team); their URLs whole for the team's
+        admins, else masked to scheme and host.
 
         ``GET /v1/teams/{team}/alert-channels``
         """
@@ -3368,7 +3401,8 @@ class DroverClient(_Base):
         """
         Mark a cluster abnormal (manual)
 
-        Mark the cluster MANUAL_ABNORMAL: nothing is started there until an operator clears it.
+        Mark the cluster MANUAL_ABNORMAL: nothing is started there until an operator clears it. A
+        team's operator is named with its team in the reason and in every job's event.
 
         ``POST /v1/clusters/{name}/mark-abnormal``
         """
@@ -3531,7 +3565,8 @@ class DroverClient(_Base):
         """
         Revoke an API token
 
-        Revoke a token at once (idempotent); it is refused from the next request on.
+        Revoke a token at once (idempotent), and every token it minted (down the generations); they
+        are refused from the next request on.
 
         ``DELETE /v1/tokens/{token_id}``
         """

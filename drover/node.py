@@ -3,13 +3,71 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
+from collections.abc import MutableMapping
+from pathlib import Path
 
 from scheduler.config import Settings
-from scheduler.store.bootstrap import ensure_defaults
+from scheduler.store.bootstrap import LOCAL_CLUSTER, ensure_defaults
 from scheduler.store.db import Store
 
 log = logging.getLogger("drover.node")
+
+#: the environment variables of a node's settings that hold secrets: read once into the
+#: settings, then removed from the node's environment so that no process it starts (Ray's
+#: workers, a driver, anything they start) inherits them (``forget_secrets``)
+SECRET_VARIABLES = (
+    "DROVER_DEPLOYMENT_SECRET",
+    "DROVER_DATABASE_URL",
+    "DROVER_ZK_AUTH",
+    "DROVER_TOKEN",
+)
+
+
+def forget_secrets(settings: Settings, environ: MutableMapping[str, str] = os.environ) -> list[str]:
+    """Read the settings' secrets (environment or ``*_FILE``) and remove their variables from
+    ``environ``; the names removed. The settings keep the values: every part of the node gets
+    them from the settings object, never from the environment."""
+    for _ in (
+        settings.resolved_deployment_secret,
+        settings.resolved_database_url,
+        settings.resolved_zk_auth,
+    ):
+        pass
+    return [name for name in SECRET_VARIABLES if environ.pop(name, None) is not None]
+
+
+def private_data_dir(settings: Settings) -> None:
+    """Make the node's files its own: everything it creates from now on is private (umask 077:
+    store, run logs, records, copies); the data directory 0700 and a SQLite store (with its
+    journal files) 0600.
+
+    With ``DROVER_DRIVER_USER`` the drivers run as other users and must pass through the data
+    directory to their run directories and checkpoints: the data directory, ``runs``,
+    ``cluster-runs`` and the local cluster's checkpoint root are then 0711 -- passable, never
+    listable -- and every file in them stays 0600."""
+    os.umask(0o077)
+    data = settings.data_dir.resolve()
+    data.mkdir(parents=True, exist_ok=True)
+    passable = bool(settings.driver_user)
+    data.chmod(0o711 if passable else 0o700)
+    if passable:
+        for directory in (
+            settings.runs_dir,
+            data / "cluster-runs",
+            settings.checkpoints_dir,
+            settings.checkpoints_dir / LOCAL_CLUSTER,
+        ):
+            directory.mkdir(parents=True, exist_ok=True)
+            directory.chmod(0o711)
+    url = settings.resolved_database_url
+    if url.startswith("sqlite:///"):
+        database = Path(url.removeprefix("sqlite:///"))
+        for path in database.parent.glob(f"{database.name}*"):
+            if path.is_file() and not path.is_symlink():
+                path.chmod(0o600)
+
 
 #: seconds a pooled connection of the API's store may sit idle before it is pinged on checkout
 API_PING_AFTER_IDLE_S = 1.0
@@ -70,6 +128,10 @@ def run_node(settings: Settings) -> None:
     from scheduler.actors import NodeRuntime
     from scheduler.backends.registry import ClusterProbe
 
+    forgotten = forget_secrets(settings)
+    if forgotten:
+        log.info("secrets read and removed from the environment: %s", ", ".join(forgotten))
+    private_data_dir(settings)
     store = api_store(settings)
     store.check_schema()
     ensure_defaults(store, settings)

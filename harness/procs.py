@@ -113,6 +113,34 @@ def pids_with_env(entry: bytes) -> list[int]:
     return live_pids(lambda p: entry in p.environ())
 
 
+def pids_of_run(job: str, run_id: int) -> list[int]:
+    """Live processes of one run of a job (its driver and what it started): those whose
+    environment names the run (``DROVER_JOB``, ``DROVER_RUN_ID``, as every backend gives it)."""
+    return [p.pid for p in _run_processes(job, run_id)]
+
+
+def fencing_token_of_run(job: str, run_id: int) -> str | None:
+    """The fencing token a run's driver holds (``DROVER_FENCING_TOKEN`` in its environment):
+    what a test presents to a fence check, since the store keeps only its digest. None while no
+    process of the run is alive (or readable)."""
+    for proc in _run_processes(job, run_id):
+        for entry in proc.environ():
+            if entry.startswith(b"DROVER_FENCING_TOKEN="):
+                return entry.split(b"=", 1)[1].decode()
+    return None
+
+
+def _run_processes(job: str, run_id: int) -> list[Proc]:
+    entries = (f"DROVER_JOB={job}".encode(), f"DROVER_RUN_ID={run_id}".encode())
+    found = []
+    for proc in processes():
+        if proc.alive:
+            environ = proc.environ()
+            if all(entry in environ for entry in entries):
+                found.append(proc)
+    return found
+
+
 def pids_with_env_prefix(prefix: bytes) -> list[int]:
     """Live processes with an environment entry starting with ``prefix``."""
     return live_pids(lambda p: any(e.startswith(prefix) for e in p.environ()))

@@ -35,8 +35,9 @@ retained like Spark's ``spark.deploy.retainedDrivers`` (200 by default).
 Control: the :class:`SimCluster` methods in-process, or ``POST /sim/control`` with
 ``{"op": <method name>, ...keyword arguments}`` from another process (see :func:`control`);
 ``GET /sim/stats`` counts drivers, requests, creates and kills; ``GET /sim/drivers`` lists every
-driver with its run tag, app id and whether it is alive. ``/sim/*`` stays reachable
-during unreachable periods.
+driver with its run tag, app id and whether it is alive; ``GET /sim/fencing-token?tag=`` the
+fencing token the driver of a run tag holds (tests and benches present it to fence checks: the
+store keeps only its digest). ``/sim/*`` stays reachable during unreachable periods.
 
     python -m harness.simcluster --port 7177 [--app-start-delay 1] [--kill-delay 0]
 """
@@ -99,6 +100,8 @@ class FakeDriver:
     ended_at: float | None = None
     #: (state key, driver JSON, app JSON) of the last listing (see _master_json_text)
     fragments: tuple[tuple[str, bool, str | None, bool], str, str] | None = None
+    #: the driver's environment as submitted (``environmentVariables``)
+    environment: dict[str, str] = field(default_factory=dict)
 
     def advance(self, now: float) -> None:
         if self.ended is not None:
@@ -338,6 +341,14 @@ class SimCluster:
                 for d in self._drivers.values()
             ]
 
+    def fencing_token(self, tag: str) -> str | None:
+        """The fencing token the driver submitted as ``tag`` (Drover's run tag) holds in its
+        environment, as its pipeline reads it: what a test presents to a fence check (the
+        store keeps only its digest). The latest such driver's; None when there is none."""
+        with self._lock:
+            found = [d for d in self._drivers.values() if d.app_name == tag]
+        return found[-1].environment.get("DROVER_FENCING_TOKEN") if found else None
+
     def driver_app(self, driver_id: str) -> str | None:
         """The id of the app that belongs to a driver (what only the simulator knows for sure)."""
         with self._lock:
@@ -386,6 +397,9 @@ class SimCluster:
                 app_name=name,
                 properties={str(k): str(v) for k, v in props.items()},
                 app_args=[str(a) for a in body.get("appArgs", [])],
+                environment={
+                    str(k): str(v) for k, v in (body.get("environmentVariables") or {}).items()
+                },
                 created=now,
                 launch_at=launch,
                 app_at=launch + self.app_start_delay,
@@ -698,6 +712,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, sim.stats())
         elif method == "GET" and path == "/sim/drivers":
             self._send(200, sim.drivers())
+        elif method == "GET" and path == "/sim/fencing-token":
+            tag = parse_qs(parts.query).get("tag", [""])[0]
+            self._send(200, {"tag": tag, "fencing_token": sim.fencing_token(tag)})
         else:
             self._send(404, _error(f"no such endpoint: {method} {path}"))
 
@@ -748,6 +765,16 @@ class SimProcess:
 
     def control(self, op: str, **params: Any) -> dict[str, Any]:
         return control(self.url, op, **params)
+
+    def fencing_token(self, tag: str) -> str | None:
+        """:meth:`SimCluster.fencing_token` of the simulator in that process."""
+        import httpx
+
+        answer = httpx.get(
+            f"{self.url}/sim/fencing-token", params={"tag": tag}, timeout=30, trust_env=False
+        ).json()
+        token: str | None = answer["fencing_token"]
+        return token
 
 
 @contextmanager

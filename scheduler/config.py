@@ -8,6 +8,7 @@ mode, one node on 127.0.0.1:8000.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import tomllib
 from functools import cached_property
@@ -23,6 +24,7 @@ from pydantic_settings import (
 )
 
 from scheduler.core.errors import ClusterError, InvalidInput
+from scheduler.decisions.destinations import Destinations
 from scheduler.decisions.health import HealthPolicy
 from scheduler.decisions.membership import MembershipSettings, Role
 from scheduler.decisions.stalls import StallPolicy
@@ -70,6 +72,11 @@ class Settings(BaseSettings):
     zk_hosts: str = ""
     zk_namespace: str = "/drover"
     zk_session_timeout: float = Field(default=10.0, gt=0)
+    #: a ZooKeeper digest credential ``user:password`` (or read from ``zk_auth_file``): the nodes
+    #: authenticate with it and create the namespace's znodes readable and writable by that
+    #: identity only (creator-all ACLs); empty: open znodes, as ZooKeeper makes them
+    zk_auth: str = Field(default="", repr=False)
+    zk_auth_file: Path | None = None
     #: ``g1:active,g2:backup``; empty = every group in the store, as ``active``
     groups: str = ""
     az: str = "az-1"
@@ -109,6 +116,11 @@ class Settings(BaseSettings):
     spark_conf_allowed: str = DEFAULT_SPARK_CONF_ALLOWED
     #: node environment variables every driver inherits (everything else of it is withheld)
     driver_env_passthrough: str = DEFAULT_DRIVER_ENV
+    #: the unprivileged Unix user the drivers of local and spark-submit clusters run as;
+    #: ``{team}`` in it is the job's team (``drover-{team}``: one user per team, so one team's
+    #: drivers cannot read another's checkpoints). Empty: the node's own user, development
+    #: only (production refuses to run such clusters' drivers)
+    driver_user: str = ""
     #: JWTs from the platform's SSO: issuer (``iss``), audience (``aud``), keys (JWKS file or URL)
     jwt_issuer: str = ""
     jwt_audience: str = ""
@@ -121,14 +133,32 @@ class Settings(BaseSettings):
     authz_url: str = ""
     authz_cache_seconds: float = Field(default=5.0, ge=0)
     authz_timeout: float = Field(default=2.0, gt=0)
+    #: who may mark a cluster abnormal (and clear the mark): ``team-operators`` (an operator of
+    #: any team; the mark names the team in every event) or ``platform-operators`` (operators
+    #: of every team, ``*``, only)
+    cluster_marks: Literal["team-operators", "platform-operators"] = "team-operators"
     #: seconds a verified API token is trusted without reading the store again. A revocation
     #: or role change made through this node applies at once; one made through another node or
     #: the CLI within this many seconds (like ``authz_cache_seconds``). It saves a store read
     #: and a hand-over to a thread on every request of a caller seen within it (a polling UI,
     #: an internal service); 0 reads the token on every request
     token_cache_seconds: float = Field(default=2.0, ge=0, le=60)
+    #: seconds between two fetches of the JWT issuer's keys caused by a token naming a key id
+    #: the node does not know (a rotation); unknown ids within it are refused without a fetch
+    jwt_keys_refetch_seconds: float = Field(default=30.0, ge=0)
+    #: credentials that do not verify, per client address, within ``auth_failure_window``
+    #: seconds, before that address is answered 429 (a credential this node verified lately
+    #: still passes; probes and metrics are never throttled); 0: no throttle
+    auth_failure_limit: int = Field(default=30, ge=0)
+    auth_failure_window: float = Field(default=60.0, gt=0)
+    #: the longest request body a route reads (bytes); a longer one is a 413 before more than
+    #: this is read, chunked or not
+    api_max_body_bytes: int = Field(default=1024 * 1024, ge=1024, le=1024 * 1024 * 1024)
 
     # API
+    #: serve the API's reference page (Swagger UI, from the node's own files) at ``/docs``;
+    #: default: on in development, off in production
+    api_docs: bool | None = None
     #: threads serving the API's blocking work at once (route handlers, store reads), in each of
     #: its two sets (its own for the hot routes and the checks, ``api/threads.py``; anyio's for
     #: the other routes); the API's store keeps as many connections open, so no request opens one
@@ -213,6 +243,10 @@ class Settings(BaseSettings):
     alerts: bool = True
     #: seconds between two rounds of the alert loop
     alert_interval: float = Field(default=2.0, gt=0)
+    #: internal destinations alert channels may send to nonetheless (comma separated host
+    #: names, addresses, networks: ``hooks.internal,10.1.0.0/16``); every other destination
+    #: must be public (scheduler.decisions.destinations)
+    alert_allowed_hosts: str = ""
 
     # Failovers (scheduler/decisions/operations/): every node executes the operations of its groups
     #: run the operations executor on this node (off: it never executes nor starts failovers)
@@ -259,6 +293,48 @@ class Settings(BaseSettings):
         parse_groups(value)
         return value
 
+    @field_validator("zk_auth")
+    @classmethod
+    def _check_zk_auth(cls, value: str) -> str:
+        _check_digest(value, "DROVER_ZK_AUTH")
+        return value
+
+    @field_validator("deployment_secret_file", "database_password_file", "jwt_jwks_file")
+    @classmethod
+    def _check_file(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_file():
+            raise ValueError(f"no such file: {value}")
+        return value
+
+    @model_validator(mode="after")
+    def _refuse_unknown_file_settings(self) -> Settings:
+        """A ``DROVER_*_FILE`` variable that names no setting is a mistake (a secret meant to be
+        read from a file), never something to ignore: ``DROVER_DATABASE_URL_FILE`` must not
+        leave a node on its default SQLite store."""
+        known = {f"DROVER_{name.upper()}" for name in type(self).model_fields}
+        unknown = sorted(
+            name
+            for name in os.environ
+            if name.startswith("DROVER_") and name.endswith("_FILE") and name not in known
+        )
+        if unknown:
+            files = sorted(n for n in known if n.endswith("_FILE"))
+            raise ValueError(
+                f"{', '.join(unknown)}: no such setting (file settings: {', '.join(files)})"
+            )
+        return self
+
+    def __repr_args__(self) -> Any:
+        """Every setting but secrets: URLs without their passwords (``repr``, ``str``)."""
+        for name, value in super().__repr_args__():
+            yield name, _without_password(value) if isinstance(value, str) else value
+
+    @field_validator("alert_allowed_hosts")
+    @classmethod
+    def _check_alert_allowed_hosts(cls, value: str) -> str:
+        Destinations.parse(value)
+        return value
+
     @model_validator(mode="after")
     def _refuse_unsafe_production(self) -> Settings:
         if self.environment != "production":
@@ -270,6 +346,11 @@ class Settings(BaseSettings):
             raise ValueError(
                 "production mode needs DROVER_DEPLOYMENT_SECRET(_FILE) of at least 32 characters "
                 "(not the development default)"
+            )
+        if self.jwt_issuer and not self.jwt_audience:
+            raise ValueError(
+                "production mode with JWTs (DROVER_JWT_ISSUER) needs DROVER_JWT_AUDIENCE: "
+                "else a token the issuer made for any other service is taken here"
             )
         return self
 
@@ -301,6 +382,15 @@ class Settings(BaseSettings):
         if self.deployment_secret:
             return self.deployment_secret
         return DEVELOPMENT_SECRET if self.environment == "development" else ""
+
+    @cached_property
+    def resolved_zk_auth(self) -> str:
+        """The ZooKeeper digest credential (``user:password``), or "" for none."""
+        if self.zk_auth_file is not None:
+            return _check_digest(
+                _read_secret(self.zk_auth_file, "DROVER_ZK_AUTH_FILE"), "DROVER_ZK_AUTH_FILE"
+            )
+        return self.zk_auth
 
     @cached_property
     def resolved_trusted_hosts(self) -> list[str]:
@@ -378,6 +468,14 @@ class Settings(BaseSettings):
         return StallPolicy(minimum=self.stall_after_min, triggers=self.stall_after_triggers)
 
     @property
+    def serve_api_docs(self) -> bool:
+        return self.api_docs if self.api_docs is not None else self.environment != "production"
+
+    @cached_property
+    def alert_destinations(self) -> Destinations:
+        return Destinations.parse(self.alert_allowed_hosts)
+
+    @property
     def group_roles(self) -> dict[str, Role]:
         return parse_groups(self.groups)
 
@@ -397,6 +495,7 @@ class Settings(BaseSettings):
             log_format=self.log_format,
             log_level=self.log_level,
             ray_log_level=self.ray_log_level,
+            resolved_zk_auth=self.resolved_zk_auth,
         )
 
     @property
@@ -406,6 +505,14 @@ class Settings(BaseSettings):
     @property
     def checkpoints_dir(self) -> Path:
         return (self.data_dir / "checkpoints").resolve()
+
+
+#: ``scheme://user:password@`` in a URL (the password part is what never prints)
+_URL_PASSWORD = re.compile(r"(//[^/@:\s]*):[^@/\s]*@")
+
+
+def _without_password(text: str) -> str:
+    return _URL_PASSWORD.sub(r"\1:***@", text)
 
 
 def _csv(raw: str) -> list[str]:
@@ -420,6 +527,14 @@ def _read_secret(path: Path, setting: str) -> str:
         raise ValueError(f"{setting}: cannot read {path}: {exc.strerror}") from None
     if not value:
         raise ValueError(f"{setting}: {path} is empty")
+    return value
+
+
+def _check_digest(value: str, setting: str) -> str:
+    """A ZooKeeper digest credential: ``user:password``, both non-empty (never shown)."""
+    user, colon, password = value.partition(":")
+    if value and not (user and colon and password):
+        raise ValueError(f"{setting} must be user:password (a ZooKeeper digest credential)")
     return value
 
 

@@ -18,6 +18,7 @@ cd "$ROOT"
 export LC_ALL=C
 export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 # every Ray port on 127.0.0.1 (RUNTIME-NOTES)
 export SPARK_CLUSTERS=${SPARK_CLUSTERS:-2}  # cluster B: the real failover
+export HADOOP_CLUSTERS=${HADOOP_CLUSTERS:-2} # YARN + HDFS clusters A and B (docs/yarn.md)
 
 scripts/setup.sh
 
@@ -31,7 +32,7 @@ else
         exit "$rc"
     }
     trap stop_services EXIT
-    echo "==> bench: starting the services (SPARK_CLUSTERS=$SPARK_CLUSTERS)"
+    echo "==> bench: starting the services (SPARK_CLUSTERS=$SPARK_CLUSTERS, HADOOP_CLUSTERS=$HADOOP_CLUSTERS)"
     scripts/services.sh up
     set -a
     # shellcheck source=/dev/null

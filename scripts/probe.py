@@ -6,6 +6,8 @@ Each probe polls one condition until it holds or its deadline passes, then exits
     probe.py zk HOSTS                 a kazoo session can be opened
     probe.py spark-master UI_URL      <ui>/json/ says ALIVE and lists >= --min-workers ALIVE workers
     probe.py spark-rest REST_URL      GET <rest>/v1/submissions/readyz answers 200
+    probe.py yarn RM_WEB_URL          the ResourceManager is STARTED and ACTIVE with >= 1 active
+                                      NodeManager (its REST API: /ws/v1/cluster/info, /metrics)
 
 Options: --wait S (keep polling S seconds), --pid PID (give up at once if that process is gone:
 the service we are waiting for has died), --min-workers N (spark-master, default 1).
@@ -85,7 +87,31 @@ def spark_rest_ready(rest_url: str) -> str | None:
     return None
 
 
+def yarn_ready(rm_url: str) -> str | None:
+    """Return None when the ResourceManager is started, active, and has an active NodeManager."""
+    base = rm_url.rstrip("/") + "/ws/v1/cluster"
+    try:
+        docs = [_get(f"{base}/{what}") for what in ("info", "metrics")]
+    except OSError as exc:
+        return f"{base}: {exc}"
+    bodies: list[dict[str, Any]] = []
+    for (status, body), key in zip(docs, ("clusterInfo", "clusterMetrics"), strict=True):
+        if status != 200:
+            return f"{base}: HTTP {status} {body[:200]!r}"
+        try:
+            bodies.append(json.loads(body)[key])
+        except (ValueError, KeyError, TypeError) as exc:
+            return f"{base}: unexpected answer ({exc!r})"
+    info, metrics = bodies
+    if info.get("state") != "STARTED" or info.get("haState") != "ACTIVE":
+        return f"ResourceManager state {info.get('state')}, HA state {info.get('haState')}"
+    if int(metrics.get("activeNodes", 0)) < 1:
+        return "no active NodeManager yet"
+    return None
+
+
 PROBES: dict[str, Callable[[str], str | None]] = {
+    "yarn": yarn_ready,
     "zk": zk_ready,
     "spark-master": spark_master_ready,
     "spark-rest": spark_rest_ready,

@@ -5,6 +5,10 @@
 #                               every service answers, write var/services/env
 #   scripts/services.sh down    stop only what `up` started (by PID, from var/services/*.pid)
 #   scripts/services.sh status  what runs, who started it, whether it answers (exit 1 if not all)
+#   scripts/services.sh up|down|status hadoop
+#                               the same for the YARN + HDFS test clusters alone (HADOOP_CLUSTERS
+#                               of them, 2 if unset): start or stop them beside services someone
+#                               else runs; their lines in var/services/env are replaced
 #   scripts/services.sh install install what is missing (Java, ZooKeeper, MariaDB), start nothing:
 #                               for runs that start private servers of their own (make chaos)
 #   scripts/services.sh browser install Debian's chromium if it is missing (the console's browser
@@ -14,10 +18,12 @@
 # Services: MariaDB (127.0.0.1:3306, root without password; an already running server is used
 # and never stopped), ZooKeeper (private instance, 127.0.0.1:21810), Spark standalone cluster "a"
 # (master 7077, UI 8080, REST 6066, worker UI 8081) and, with SPARK_CLUSTERS=2, cluster "b"
-# (master 7078, UI 8082, REST 6067, worker UI 8083).
+# (master 7078, UI 8082, REST 6067, worker UI 8083). With HADOOP_CLUSTERS=1 or 2, YARN + HDFS
+# test clusters "a" (ports 9100-9113) and "b" (9130-9143): scripts/hadoop/services.sh, docs/yarn.md.
 #
 # Environment:
 #   SPARK_CLUSTERS            1 or 2 (default 1)
+#   HADOOP_CLUSTERS           0, 1 or 2 YARN + HDFS clusters (default 0; scripts/test.sh: 2)
 #   DROVER_SVC_DEADLINE       seconds each service may take to answer (default 90)
 #   DROVER_SVC_MYSQL_PORT     MariaDB port (default 3306)
 #   DROVER_SVC_MYSQL_DATADIR  unset: the system MariaDB (/var/lib/mysql, started as user mysql if
@@ -59,9 +65,11 @@ declare -A MARKER=(
     [spark-b-master]=org.apache.spark.deploy.master.Master
     [spark-b-worker]=org.apache.spark.deploy.worker.Worker
 )
-SERVICES=(mariadb zookeeper spark-a-master spark-a-worker spark-b-master spark-b-worker)
+SERVICES=(mariadb zookeeper spark-a-master spark-a-worker spark-b-master spark-b-worker hadoop-a hadoop-b)
 
 export LC_ALL=C  # EPOCHREALTIME and awk agree on the decimal point
+# shellcheck source=scripts/hadoop/services.sh
+. "$ROOT/scripts/hadoop/services.sh"
 
 log() { printf '[services] %s\n' "$*"; }
 die() { printf '[services] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -117,10 +125,12 @@ close_fds() {
 }
 
 # Stop the given services, those we started, all at once: SIGTERM (to the process group when the
-# service leads one), wait up to 20 s (MariaDB 60 s) for each, then SIGKILL.
+# service leads one), wait up to 20 s (MariaDB 60 s) for each, then SIGKILL. A Hadoop test
+# cluster's containers run in sessions of their own: they are its descendants, stopped with it.
 stop_services() {
     local name pid pgid t0=$EPOCHREALTIME
     local -A target=() deadline=() killed=()
+    local -a strays=()
     for name in "$@"; do
         if ! pid=$(running "$name"); then
             if [[ -e $(pidfile "$name") ]]; then
@@ -129,6 +139,7 @@ stop_services() {
             fi
             continue
         fi
+        [[ $name == hadoop-* ]] && strays+=($(descendants "$pid"))
         pgid=$(ps -o pgid= -p "$pid" | tr -d ' ')
         target[$name]=$pid
         [[ $pgid == "$pid" ]] && target[$name]=-$pid
@@ -153,7 +164,24 @@ stop_services() {
         done
         ((${#target[@]} > 0)) && sleep 0.1
     done
+    # containers the NodeManager did not stop on its way out (a SIGKILLed cluster)
+    for pid in "${strays[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
     return 0
+}
+
+# The PIDs of every descendant of process $1.
+descendants() {
+    ps -e -o pid=,ppid= | awk -v root="$1" '
+        { parent[$1] = $2 }
+        END {
+            for (p in parent) {
+                q = parent[p]
+                while (q != "" && q > 1) {
+                    if (q == root) { print p; break }
+                    q = parent[q]
+                }
+            }
+        }'
 }
 
 # Is anything of $1 (a pid, or -pgid for a process group) still running? Zombies don't count: the
@@ -462,6 +490,20 @@ write_env() {
         done
         printf 'SPARK_HOME=%q\n' "$SPARK_HOME"
         printf 'SPARK_CONF_DIR=%q\n' "$STATE/spark-conf"
+        hadoop_env
+    } >"$STATE/env.tmp"
+    mv "$STATE/env.tmp" "$STATE/env"
+}
+
+# Replace the Hadoop clusters' lines of var/services/env (created if missing) by the current ones.
+write_hadoop_env() {
+    {
+        if [[ -s $STATE/env ]]; then
+            grep -v '^DROVER_TEST_YARN_' "$STATE/env" || true
+        else
+            echo "# written by scripts/services.sh up hadoop on $(date -Is); use: set -a; . var/services/env; set +a"
+        fi
+        hadoop_env
     } >"$STATE/env.tmp"
     mv "$STATE/env.tmp" "$STATE/env"
 }
@@ -473,14 +515,49 @@ cmd_up() {
     # C1-only JIT and the serial GC start these small daemons ~40% faster on 2 cores; they apply
     # to spark-class's launcher and the master/worker JVMs, not to drivers and executors.
     export SPARK_LAUNCHER_OPTS=$JVM_FAST_START SPARK_DAEMON_JAVA_OPTS=$JVM_FAST_START
+    # the Hadoop test clusters start first and come up while the others start (~20 s each)
+    # shellcheck disable=SC2046
+    hadoop_up_begin $(hadoop_clusters)
     mysql_up
     zk_up
     # shellcheck disable=SC2046
     spark_up $(clusters)
     browser_up
+    # shellcheck disable=SC2046
+    hadoop_up_end $(hadoop_clusters)
     write_spark_conf
     write_env
     log "all services up in $(since "$t0"); environment in ${STATE#"$ROOT"/}/env"
+}
+
+hadoop_up_begin() {
+    local c
+    (($# > 0)) || return 0
+    hadoop_build
+    for c in "$@"; do hadoop_start "$c"; done
+}
+
+hadoop_up_end() {
+    local c
+    for c in "$@"; do hadoop_wait "$c"; done
+}
+
+cmd_up_hadoop() {
+    local t0=$EPOCHREALTIME
+    HADOOP_CLUSTERS=${HADOOP_CLUSTERS:-2}
+    # shellcheck disable=SC2046
+    hadoop_up_begin $(hadoop_clusters)
+    # shellcheck disable=SC2046
+    hadoop_up_end $(hadoop_clusters)
+    write_hadoop_env
+    log "hadoop clusters up in $(since "$t0"); environment in ${STATE#"$ROOT"/}/env"
+}
+
+cmd_down_hadoop() {
+    stop_services hadoop-a hadoop-b
+    HADOOP_CLUSTERS=0
+    [[ -s $STATE/env ]] && write_hadoop_env
+    return 0
 }
 
 cmd_down() {
@@ -511,6 +588,7 @@ cmd_status() {
         status_line "spark-$c-master" "$(who "spark-$c-master")" "spark://$HOST:$mport $how"
         status_line "spark-$c-worker" "$(who "spark-$c-worker")" "UI http://$HOST:$wport"
     done
+    hadoop_status || ok=1
     return "$ok"
 }
 
@@ -528,18 +606,20 @@ cmd_install() {
 }
 
 main() {
-    [[ $# -eq 1 ]] || die "usage: $0 up|down|status|install|browser"
+    local usage="usage: $0 up|down|status|install|browser, or up|down|status hadoop"
+    [[ $# -eq 1 || ($# -eq 2 && $2 == hadoop) ]] || die "$usage"
     mkdir -p "$STATE" "$LOGS"
-    case $1 in
-        up | down)
+    case $1${2:+-$2} in
+        up | down | up-hadoop | down-hadoop)
             exec 9>"$STATE/.lock"
             flock -w 600 9 || die "another services.sh up/down still holds $STATE/.lock"
-            "cmd_$1"
+            "cmd_${1}${2:+_$2}"
             ;;
+        status-hadoop) HADOOP_CLUSTERS=${HADOOP_CLUSTERS:-2} hadoop_status ;;
         status) cmd_status ;;
         install) cmd_install ;;
         browser) browser_up ;;
-        *) die "usage: $0 up|down|status|install|browser" ;;
+        *) die "$usage" ;;
     esac
 }
 

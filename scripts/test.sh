@@ -12,6 +12,7 @@ cd "$ROOT"
 export LC_ALL=C
 export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 # every Ray port on 127.0.0.1 (RUNTIME-NOTES)
 export SPARK_CLUSTERS=${SPARK_CLUSTERS:-2}  # cluster B: two-cluster tests
+export HADOOP_CLUSTERS=${HADOOP_CLUSTERS:-2} # YARN + HDFS clusters A and B (docs/yarn.md)
 # the packages that exist (bench/ and friends may not, e.g. in a fresh clone before anything is in them)
 LINT_PATHS=()
 for path in scheduler api drover harness tests pipelines migrations bench chaos scripts; do
@@ -92,7 +93,7 @@ T0=$EPOCHREALTIME
 banner "setup"
 scripts/setup.sh
 trap stop_services EXIT
-banner "services (SPARK_CLUSTERS=$SPARK_CLUSTERS)"
+banner "services (SPARK_CLUSTERS=$SPARK_CLUSTERS, HADOOP_CLUSTERS=$HADOOP_CLUSTERS)"
 scripts/services.sh up
 
 # promtool validates docs/prometheus/ (installed, never started: no systemd here); node checks

@@ -22,7 +22,16 @@ from typing import Any, TypeVar
 
 import pytest
 import sqlalchemy as sa
+from hypothesis import settings
 from sqlalchemy.engine import URL, make_url
+
+from harness.s3server import S3Server
+from tests.support.yarn import YarnCluster
+
+# Property tests judge answers, never speed: hypothesis's per-example deadline (200 ms) is a
+# timed assertion that fails on a loaded machine (a 2-core CI box running both xdist workers).
+settings.register_profile("drover", deadline=None)
+settings.load_profile("drover")
 
 # Ray binds every port to 127.0.0.1 only with this set (see RUNTIME-NOTES); tests start Ray.
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
@@ -266,3 +275,50 @@ def foreign_session() -> Iterator[tuple[int, int]]:
     finally:
         proc.kill()
         proc.wait(timeout=10)
+
+
+# --- YARN + HDFS ----------------------------------------------------------------------------
+
+
+def _yarn_cluster(letter: str) -> YarnCluster:
+    cluster = YarnCluster(
+        name=letter.lower(),
+        rm_url=require_env(f"DROVER_TEST_YARN_{letter}_RM").rstrip("/"),
+        hdfs_url=require_env(f"DROVER_TEST_YARN_{letter}_HDFS").rstrip("/"),
+        webhdfs_url=require_env(f"DROVER_TEST_YARN_{letter}_WEBHDFS").rstrip("/"),
+        conf_dir=require_env(f"DROVER_TEST_YARN_{letter}_CONF"),
+        control_url=require_env(f"DROVER_TEST_YARN_{letter}_CONTROL").rstrip("/"),
+    )
+
+    def active() -> bool:
+        return cluster.info().get("haState") == "ACTIVE"
+
+    wait_until(
+        active,
+        timeout=SERVICE_DEADLINE,
+        what=f"ResourceManager {cluster.rm_url} to be ACTIVE; {START_HINT} (HADOOP_CLUSTERS=2)",
+    )
+    return cluster
+
+
+@pytest.fixture(scope="session")
+def yarn_a() -> YarnCluster:
+    """YARN + HDFS test cluster "a" (``HADOOP_CLUSTERS=2 scripts/services.sh up``)."""
+    return _yarn_cluster("A")
+
+
+@pytest.fixture(scope="session")
+def yarn_b() -> YarnCluster:
+    """YARN + HDFS test cluster "b"."""
+    return _yarn_cluster("B")
+
+
+# --- S3-compatible object store ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """moto's S3 server on loopback, for the session (the ``moto[server]`` dev extra)."""
+    server = S3Server(log_path=tmp_path_factory.mktemp("s3") / "moto.log").start()
+    yield server
+    server.stop()

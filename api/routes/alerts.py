@@ -8,11 +8,15 @@
 - ``/v1/alerts``: alerts, newest first, with their deliveries; a caller sees its teams' alerts
   and the teamless ones (clusters).
 
-Mutations are audited in their transaction. A channel's ``secret`` is never shown again.
+Mutations are audited in their transaction. A channel's ``secret`` is never shown again, and
+its URL (a Slack webhook URL is a credential) only to the admins of its team; everyone else,
+and the audit log, see its scheme and host. A channel's destination must be public
+(``scheduler.decisions.destinations``): checked here when it is created, and before every send.
 """
 
 from __future__ import annotations
 
+import socket
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response, status
@@ -29,11 +33,14 @@ from api.paging import (
 )
 from api.problems import problem_responses
 from api.schemas.alerts import AlertChannelCreate, AlertChannelPublic, AlertPublic
+from api.security.authz import Authorizer
 from scheduler.core.clock import utcnow
 from scheduler.core.errors import NotFound
 from scheduler.core.names import validate_name
 from scheduler.core.paging import Sort
 from scheduler.decisions.alerts import PLATFORM, AlertKind, ChannelRecord, Event, Severity
+from scheduler.decisions.destinations import mask_url
+from scheduler.decisions.identity import Action, Principal
 from scheduler.store import alerts as alert_store
 from scheduler.store import journal
 
@@ -55,17 +62,36 @@ def _known_team(store: Any, team: str) -> str:
 
 
 def _doc(channel: ChannelRecord) -> dict[str, Any]:
-    return AlertChannelPublic.of(channel).model_dump(mode="json")
+    """The channel as the audit log keeps it (its URL masked)."""
+    return AlertChannelPublic.of(channel, whole_url=False).model_dump(mode="json")
+
+
+def _whole_urls(request: Request, principal: Principal, team: str) -> bool:
+    """Whether the caller sees the whole URLs of ``team``'s channels (its admins do)."""
+    authorizer: Authorizer = request.app.state.authorizer
+    decision = authorizer.decide(principal, Action.TEAM_ADMIN, resource=f"team/{team}", team=team)
+    return decision.allowed
+
+
+def _public_destination(ctx: Any, url: str) -> None:
+    """Refuse (422) a destination that is, or now resolves to, a non-public address; a name
+    that does not resolve now is checked before each send."""
+    try:
+        ctx.settings.alert_destinations.check(url, socket.getaddrinfo)
+    except OSError:
+        pass
 
 
 def _create(
     body: AlertChannelCreate, team: str, ctx: Any, store: Any, actor: str
 ) -> AlertChannelPublic:
+    url = str(body.url)
+    _public_destination(ctx, url)
     record = ChannelRecord(
         id=0,
         name=body.name,
         kind=body.kind,
-        url=str(body.url),
+        url=url,
         team=team,
         kinds=tuple(str(k) for k in body.kinds),
         min_severity=Severity.parse(body.min_severity),
@@ -81,7 +107,11 @@ def _create(
             action="alert_channel.create",
             target_kind="alert_channel",
             target_name=channel.name,
-            detail={**body.model_dump(mode="json", exclude={"secret"}), "team": team},
+            detail={
+                **body.model_dump(mode="json", exclude={"secret"}),
+                "url": mask_url(url),
+                "team": team,
+            },
             node_id=ctx.settings.node_id,
             team="" if team == PLATFORM else team,
             after=_doc(channel),
@@ -219,16 +249,23 @@ def create_team_channel(
 
 @router.get(
     "/v1/teams/{team}/alert-channels",
-    description="The alert channels of one team (404 for an unknown team).",
+    description="The alert channels of one team (404 for an unknown team); their URLs whole "
+    "for the team's admins, else masked to scheme and host.",
     response_model=list[AlertChannelPublic],
     responses=problem_responses(404),
     operation_id="list_team_alert_channels",
     summary="A team's alert channels",
 )
-def list_team_channels(team: NamePath, store: StoreDep) -> list[AlertChannelPublic]:
+def list_team_channels(
+    team: NamePath, store: StoreDep, request: Request, principal: PrincipalDep
+) -> list[AlertChannelPublic]:
     _known_team(store, team)
+    whole = _whole_urls(request, principal, team)
     with store.session() as session:
-        return [AlertChannelPublic.of(c) for c in alert_store.list_channels(session, team=team)]
+        return [
+            AlertChannelPublic.of(c, whole_url=whole)
+            for c in alert_store.list_channels(session, team=team)
+        ]
 
 
 @router.delete(

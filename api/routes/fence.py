@@ -4,7 +4,7 @@ A pipeline's run is current while the job's current run is that run and is still
 pipeline proves which run it is by sending its fencing token (``X-Drover-Fencing-Token``; see
 ``pipelines/drover_runtime.py``); the security edge has checked it before this route runs (a
 token that no run of this job holds is a 401 there, the same whether the job exists or not:
-``scheduler.store.fence_checks.run_holding_token``), so here the caller is that run or a person.
+``scheduler.store.identities.run_of_fencing_token``), so here the caller is that run or a person.
 The answer says whether that run is current:
 ``fencing_token`` echoes the caller's own token when it is, and is ``null`` otherwise (another
 run is current, or none is open). The token of the current run is never handed to anyone else:

@@ -2,7 +2,9 @@
 
 The ClusterMonitor of every node decides NORMAL / VOTE_ABNORMAL / THRESHOLD_ABNORMAL from the
 nodes' votes (``scheduler.decisions.health``); an operator marks a cluster MANUAL_ABNORMAL with a
-reason and clears that mark. A mark or clear is one transaction with its health event, a job event
+reason and clears that mark (``DROVER_CLUSTER_MARKS``: any team's operator, who is named with
+its team wherever the mark shows, or the platform's operators only). A mark or clear is one
+transaction with its health event, a job event
 for each job on the cluster and an audit entry. Clearing an automatic state is a 409: it clears
 itself once the cluster has been quiet.
 """
@@ -15,7 +17,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from sqlalchemy.orm import Session
 
-from api.deps import ActorDep, ContextDep, NamePath, StoreDep
+from api.deps import ActorDep, ContextDep, NamePath, PrincipalDep, StoreDep
 from api.problems import problem_responses
 from api.schemas.resources import (
     AssessmentPublic,
@@ -28,6 +30,7 @@ from api.schemas.resources import (
 from scheduler.core.clock import utcnow
 from scheduler.decisions.catalog import validate_cluster_name
 from scheduler.decisions.health import HealthEvent, assess, live_votes
+from scheduler.decisions.identity import acting_as
 from scheduler.store import catalog as catalog_store
 from scheduler.store import health as health_store
 from scheduler.store import journal
@@ -99,13 +102,24 @@ def get_health(
     responses=problem_responses(404, 409, 415),
 )
 def mark_abnormal(
-    name: NamePath, body: MarkAbnormal, ctx: ContextDep, store: StoreDep, actor: ActorDep
+    name: NamePath,
+    body: MarkAbnormal,
+    ctx: ContextDep,
+    store: StoreDep,
+    actor: ActorDep,
+    principal: PrincipalDep,
 ) -> HealthEventPublic:
-    """Mark the cluster MANUAL_ABNORMAL: nothing is started there until an operator clears it."""
+    """Mark the cluster MANUAL_ABNORMAL: nothing is started there until an operator clears it.
+    A team's operator is named with its team in the reason and in every job's event."""
     name = validate_cluster_name(name)
     with store.transaction() as session:
         event = health_store.mark_abnormal(
-            session, name, reason=body.reason, actor=actor, node_id=ctx.settings.node_id
+            session,
+            name,
+            reason=body.reason,
+            actor=actor,
+            node_id=ctx.settings.node_id,
+            acting_as=acting_as(principal),
         )
         _audit(session, ctx, actor, "cluster.mark-abnormal", event)
     _nudge_groups(ctx, store, name)
@@ -124,6 +138,7 @@ def clear(
     ctx: ContextDep,
     store: StoreDep,
     actor: ActorDep,
+    principal: PrincipalDep,
     body: ClearAbnormal | None = None,
 ) -> HealthEventPublic:
     """Lift a manual mark: the cluster is NORMAL (the monitor decides again at its next round)."""
@@ -131,7 +146,12 @@ def clear(
     reason = body.reason if body is not None else ""
     with store.transaction() as session:
         event = health_store.clear(
-            session, name, reason=reason, actor=actor, node_id=ctx.settings.node_id
+            session,
+            name,
+            reason=reason,
+            actor=actor,
+            node_id=ctx.settings.node_id,
+            acting_as=acting_as(principal),
         )
         _audit(session, ctx, actor, "cluster.clear", event)
     _nudge_groups(ctx, store, name)

@@ -18,10 +18,19 @@ from api.paging import CountQuery, CursorQuery, Page, PageLimitQuery
 from api.problems import problem_responses
 from api.schemas.resources import TEXT_SCHEMA, CleanText
 from api.security.authz import Authorizer
-from scheduler.core.errors import InvalidInput
+from scheduler.core.errors import Forbidden, InvalidInput
 from scheduler.core.names import MAX_NAME_LENGTH, NAME_PATTERN, validate_name
 from scheduler.core.paging import Sort
-from scheduler.decisions.identity import ALL_TEAMS, Action, Decision, Role, Scope, grants
+from scheduler.decisions.identity import (
+    ALL_TEAMS,
+    Action,
+    Decision,
+    Role,
+    Scope,
+    default_expiry,
+    grants,
+    may_mint,
+)
 from scheduler.store import identities, journal
 
 router = APIRouter(tags=["identities"])
@@ -76,6 +85,10 @@ class MemberPut(BaseModel):
     kind: Annotated[str, Field(pattern="^(user|service)$")] = "user"
 
 
+#: a minted token's lifetime when the request names none (cut to the minting credential's)
+DEFAULT_TOKEN_LIFETIME_S = 90 * 86400
+
+
 class TokenCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -87,8 +100,17 @@ class TokenCreate(BaseModel):
         | None
     ) = None
     scopes: list[Scope] = Field(default_factory=lambda: [Scope.READ, Scope.WRITE], max_length=2)
-    #: lifetime; null = no expiry
-    expires_in_seconds: Annotated[int | None, Field(ge=60, le=10 * 365 * 86400)] = 90 * 86400
+    expires_in_seconds: Annotated[
+        int | None,
+        Field(
+            ge=60,
+            le=10 * 365 * 86400,
+            description="lifetime in seconds; absent: 90 days, cut to the minting credential's "
+            "own expiry; `null` (explicitly): never expires, for a platform admin whose own "
+            "credential never expires. A minted token never outlives, nor outranks, the "
+            "credential minting it (403).",
+        ),
+    ] = DEFAULT_TOKEN_LIFETIME_S
     description: Annotated[str, Field(max_length=256, json_schema_extra=TEXT_SCHEMA), CleanText] = (
         ""
     )
@@ -105,6 +127,12 @@ class TokenPublic(BaseModel):
     created_at: str
     expires_at: str | None
     revoked_at: str | None
+    parent_id: int | None = Field(
+        default=None,
+        description="the token that minted this one (null: minted by no token: the CLI on the "
+        "store's host, or a JWT); revoking that token revokes this one",
+        examples=[7],
+    )
 
 
 class TokenCreated(TokenPublic):
@@ -317,25 +345,39 @@ def create_token(
     store: StoreDep,
     actor: ActorDep,
     principal: PrincipalDep,
+    request: Request,
     response: Response,
 ) -> TokenCreated:
-    """A new token for ``identity`` (default: the caller). Its secret is in this answer only."""
+    """A new token for ``identity`` (default: the caller). Its secret is in this answer only.
+
+    The token minting it is its parent: the new token carries none of the parent's missing
+    scopes, expires no later than it, and is revoked with it."""
     identity = body.identity or principal.identity
     if identity is None:
         raise InvalidInput("name the identity: this credential has no stored identity")
-    expires = (
-        None
-        if body.expires_in_seconds is None
-        else datetime.now(UTC) + timedelta(seconds=body.expires_in_seconds)
-    )
+    now = datetime.now(UTC)
+    scopes = frozenset(body.scopes)
+    expires: datetime | None
+    if "expires_in_seconds" not in body.model_fields_set:
+        expires = default_expiry(principal, now, timedelta(seconds=DEFAULT_TOKEN_LIFETIME_S))
+    elif body.expires_in_seconds is None:
+        expires = None  # asked for explicitly
+    else:
+        expires = now + timedelta(seconds=body.expires_in_seconds)
+    authorizer: Authorizer = request.app.state.authorizer
+    admin = expires is None and authorizer.decide(principal, Action.PLATFORM_ADMIN).allowed
+    bounded = may_mint(principal, scopes, expires, platform_admin=admin)
+    if not bounded.allowed:
+        raise Forbidden(f"{principal.subject} may not mint this token: {bounded.reason}")
     with store.transaction() as session:
         new, record = identities.create_token(
             session,
             validate_name(identity, "identity name"),
-            scopes=frozenset(body.scopes),
+            scopes=scopes,
             expires_at=expires,
             description=body.description,
             created_by=actor,
+            parent_id=principal.token_id,
         )
         journal.add_audit(
             session,
@@ -343,6 +385,7 @@ def create_token(
             action="token.create",
             target_kind="token",
             target_name=str(record.id),
+            detail={"minted_by_token": principal.token_id},
             node_id=ctx.settings.node_id,
             after=_token(record),
         )
@@ -394,17 +437,19 @@ def revoke_token(
     store: StoreDep,
     actor: ActorDep,
 ) -> TokenPublic:
-    """Revoke a token at once (idempotent); it is refused from the next request on."""
+    """Revoke a token at once (idempotent), and every token it minted (down the generations);
+    they are refused from the next request on."""
     with store.transaction() as session:
-        before, after = identities.revoke_token(session, token_id)
+        revoked = identities.revoke_token(session, token_id)
         journal.add_audit(
             session,
             actor=actor,
             action="token.revoke",
             target_kind="token",
             target_name=str(token_id),
+            detail={"also_revoked": list(revoked.descendants)},
             node_id=ctx.settings.node_id,
-            before=_token(before),
-            after=_token(after),
+            before=_token(revoked.before),
+            after=_token(revoked.after),
         )
-    return TokenPublic(**_token(after))
+    return TokenPublic(**_token(revoked.after))

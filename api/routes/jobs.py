@@ -121,6 +121,7 @@ def check_submission(
     team: str,
     entrypoint: str | None,
     conf: dict[str, str] | None,
+    previous_conf: dict[str, str] | None = None,
 ) -> None:
     """The submission policy (``scheduler.decisions.submission``) for a job of ``group``, on its
     clusters' artifact roots as read (only when there is an entrypoint to check)."""
@@ -129,7 +130,15 @@ def check_submission(
         if entrypoint is not None
         else {}
     )
-    policy_check(clusters, settings, principal, team=team, entrypoint=entrypoint, conf=conf)
+    policy_check(
+        clusters,
+        settings,
+        principal,
+        team=team,
+        entrypoint=entrypoint,
+        conf=conf,
+        previous_conf=previous_conf,
+    )
 
 
 def change_spec(
@@ -147,15 +156,21 @@ def change_spec(
 ) -> JobRecord:
     """``changes`` to ``job``'s spec as a new revision (an upgrade of a running job: graceful
     stop within ``grace_seconds``, default the node's upgrade grace), once the submission policy
-    allows what they set. An edit and a rollback both come through here."""
+    allows what they set. An edit and a rollback both come through here.
+
+    What a change keeps of the job's conf is not judged again, unless the job moves to another
+    team: then its whole conf, changed or not, is judged for the new team."""
+    team = changes.get("team", job.team)
+    moved = team != job.team
     check_submission(
         session,
         ctx.settings,
         principal,
         group=job.group,
-        team=changes.get("team", job.team),
+        team=team,
         entrypoint=changes.get("entrypoint"),
-        conf=changes.get("conf"),
+        conf=changes.get("conf", job.conf if moved else None),
+        previous_conf=None if moved else job.conf,
     )
     return jobs_store.update_job_spec(
         session,
@@ -169,6 +184,7 @@ def change_spec(
         else grace_seconds,
         rollback_after=rollback_after,
         rollback_of=rollback_of,
+        anywhere=principal.platform_admin,
     )
 
 

@@ -29,7 +29,12 @@ router = APIRouter(prefix="/v1/quotas", tags=["quotas"])
 
 
 def _doc(q: QuotaRecord) -> dict[str, object]:
-    return {"rate": q.rate, "burst": q.burst, "dedicated_group": q.dedicated_group}
+    return {
+        "rate": q.rate,
+        "burst": q.burst,
+        "dedicated_group": q.dedicated_group,
+        "yarn_queue": q.yarn_queue,
+    }
 
 
 @router.get(
@@ -105,6 +110,7 @@ def put_quota(
         rate=None if body.rate is None else float(body.rate),
         burst=body.burst,
         dedicated_group=body.dedicated_group,
+        yarn_queue=body.yarn_queue,
     )
     with store.transaction() as session:
         before = quotas_store.find_quota(session, name)

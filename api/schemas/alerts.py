@@ -9,6 +9,7 @@ from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, StrictBool
 
 from api.schemas.resources import TEXT_SCHEMA, CleanText, Name
 from scheduler.decisions.alerts import AlertKind, AlertRecord, ChannelKind, ChannelRecord, Event
+from scheduler.decisions.destinations import mask_url
 
 
 class AlertChannelCreate(BaseModel):
@@ -20,7 +21,12 @@ class AlertChannelCreate(BaseModel):
         description="`webhook`: the documented JSON body (docs/observability.md), signed with "
         '`secret` when set; `slack`: a Slack incoming-webhook message (`{"text": ...}`)',
     )
-    url: AnyHttpUrl = Field(description="where messages are POSTed (http or https)")
+    url: AnyHttpUrl = Field(
+        description="where messages are POSTed (http or https), a public destination: a host "
+        "that is, or resolves to, a loopback, private, link-local, shared or multicast address "
+        "is refused (422) unless the operator allows it (DROVER_ALERT_ALLOWED_HOSTS); checked "
+        "again before every send"
+    )
     kinds: list[AlertKind] = Field(
         default_factory=list, max_length=16, description="the alert kinds wanted (empty: all)"
     )
@@ -39,7 +45,11 @@ class AlertChannelCreate(BaseModel):
 class AlertChannelPublic(BaseModel):
     name: str
     kind: ChannelKind
-    url: str
+    url: str = Field(
+        description="where messages are POSTed: whole for the channel's team's admins (the "
+        "platform's admins for a platform channel), else only its scheme and host "
+        "(`https://hooks.slack.com/…`: a webhook URL is a credential)"
+    )
     team: str = Field(description="`*`: the platform's channel")
     kinds: list[str]
     min_severity: str
@@ -50,11 +60,11 @@ class AlertChannelPublic(BaseModel):
     updated_at: datetime | None
 
     @classmethod
-    def of(cls, channel: ChannelRecord) -> AlertChannelPublic:
+    def of(cls, channel: ChannelRecord, *, whole_url: bool = True) -> AlertChannelPublic:
         return cls(
             name=channel.name,
             kind=channel.kind,
-            url=channel.url,
+            url=channel.url if whole_url else mask_url(channel.url),
             team=channel.team,
             kinds=list(channel.kinds),
             min_severity=str(channel.min_severity),

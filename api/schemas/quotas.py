@@ -17,6 +17,9 @@ Rate = Annotated[
 ]
 
 
+YarnQueue = Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[A-Za-z0-9_.-]+$")]
+
+
 class QuotaPut(_Strict):
     """A business's submission quota: a rate limit, a dedicated group, or both."""
 
@@ -40,6 +43,12 @@ class QuotaPut(_Strict):
         "by that group's nodes; the group takes no other business's jobs. Null: none",
         examples=["payments-critical"],
     )
+    yarn_queue: YarnQueue | None = Field(
+        default=None,
+        description="the YARN queue the business's applications go to on YARN clusters "
+        "(spark.yarn.queue). Null: the job's own spark.yarn.queue, else the default queue",
+        examples=["payments"],
+    )
 
 
 class QuotaPublic(BaseModel):
@@ -55,6 +64,11 @@ class QuotaPublic(BaseModel):
     dedicated_group: str | None = Field(
         description="the group reserved for the business's jobs (null: none)",
         examples=["payments-critical"],
+    )
+    yarn_queue: str | None = Field(
+        default=None,
+        description="the YARN queue of the business's applications (null: none set)",
+        examples=["payments"],
     )
     tokens: float | None = Field(
         description="Read-only. Submissions the business may make at once now (its bucket, "
@@ -74,6 +88,7 @@ class QuotaPublic(BaseModel):
             rate=q.rate,
             burst=q.burst,
             dedicated_group=q.dedicated_group,
+            yarn_queue=q.yarn_queue,
             tokens=round(bucket.refilled(now.timestamp()).tokens, 3) if bucket else None,
             version=q.version,
             updated_by=q.updated_by,

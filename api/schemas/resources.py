@@ -629,6 +629,7 @@ CapacityLimit = Annotated[StrictInt, Field(ge=0, le=MAX_LIMIT)]
 StorageRoot = Annotated[
     str, Field(min_length=1, max_length=1024, json_schema_extra=TEXT_SCHEMA), CleanText
 ]
+ConfDir = Annotated[str, Field(max_length=1024, json_schema_extra=TEXT_SCHEMA), CleanText]
 ArtifactRoots = Annotated[
     list[
         Annotated[
@@ -640,8 +641,9 @@ ArtifactRoots = Annotated[
 
 
 class ClusterCreate(_Strict):
-    """A Spark cluster. ``storage_root``: an absolute path, ``file://`` or ``s3a://`` URI.
-    Capacity limits: 0 = unlimited."""
+    """A Spark cluster. ``storage_root``: an absolute path, ``file://``, ``hdfs://`` or ``s3a://``
+    URI. Capacity limits: 0 = unlimited. A ``yarn`` cluster needs ``rest_url`` (the
+    ResourceManager's web address) and ``hadoop_conf_dir`` (docs/yarn.md)."""
 
     name: Name
     kind: ClusterKind
@@ -657,6 +659,8 @@ class ClusterCreate(_Strict):
     #: where job entrypoints may come from: path prefixes (``/opt/pipelines/``) or URL prefixes
     #: (``s3a://bucket/pipelines/``); empty = the node's ``DROVER_ARTIFACT_ROOTS``
     artifact_roots: ArtifactRoots = Field(default_factory=list)
+    #: a yarn cluster's Hadoop client configuration directory on every node (HADOOP_CONF_DIR)
+    hadoop_conf_dir: ConfDir = ""
 
 
 class ClusterUpdate(_Changes):
@@ -673,6 +677,7 @@ class ClusterUpdate(_Changes):
     max_running_apps: CapacityLimit | None = None
     max_cores: CapacityLimit | None = None
     artifact_roots: ArtifactRoots | None = None
+    hadoop_conf_dir: ConfDir | None = None
 
 
 class ClusterPublic(BaseModel):
@@ -692,6 +697,7 @@ class ClusterPublic(BaseModel):
     created_at: datetime | None
     updated_at: datetime | None
     artifact_roots: list[str] = Field(default_factory=list)
+    hadoop_conf_dir: str = ""
 
     @classmethod
     def of(cls, cluster: ClusterRecord) -> ClusterPublic:
@@ -712,6 +718,7 @@ class ClusterPublic(BaseModel):
             created_at=cluster.created_at,
             updated_at=cluster.updated_at,
             artifact_roots=list(cluster.artifact_roots),
+            hadoop_conf_dir=cluster.hadoop_conf_dir,
         )
 
 

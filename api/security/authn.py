@@ -36,7 +36,7 @@ from scheduler.decisions.identity import (
     same_secret,
     token_digest,
 )
-from scheduler.store import fence_checks, identities
+from scheduler.store import identities
 from scheduler.store.db import Store
 
 
@@ -160,6 +160,8 @@ def _token_principal(store: Store, secret: str, tokens: TokenCache | None = None
         roles=dict(found.roles),
         scopes=found.scopes,
         identity=found.identity,
+        token_id=found.token_id,
+        expires_at=found.expires_at,
     )
     if tokens is not None:
         tokens.put(secret, principal, found.expires_at, generation)
@@ -175,7 +177,7 @@ def _run_principal(store: Store, token: str, job: str | None) -> Principal:
     if job is None:
         raise Unauthenticated("a fencing token opens only its own job's fence check")
     with store.connection() as connection:  # one read: no ORM session
-        run_id = fence_checks.run_holding_token(connection, job, token)
+        run_id = identities.run_of_fencing_token(connection, job, token)
     if run_id is None:
         raise Unauthenticated(NOT_A_RUN_OF_THIS_JOB)
     return Principal(
@@ -188,8 +190,13 @@ def _run_principal(store: Store, token: str, job: str | None) -> Principal:
 
 @dataclass
 class JwtVerifier:
-    """Verifies JWTs of the configured issuer; keys from a JWKS file or URL (re-read at most
-    every ``refresh_s``)."""
+    """Verifies JWTs of the configured issuer; keys from a JWKS file or URL, re-read every
+    ``refresh_s``, and when a token names a key id they lack (the issuer rotated its keys) --
+    but then at most once per ``DROVER_JWT_KEYS_REFETCH_SECONDS``: tokens naming unknown ids,
+    which anybody can forge, never make the node hammer the issuer.
+
+    (PyJWT's ``PyJWKClient`` caches keys too, but fetches again for every unknown key id and
+    reads URLs only, not the JWKS file this verifier also takes.)"""
 
     settings: Settings
     refresh_s: float = 300.0
@@ -218,7 +225,8 @@ class JwtVerifier:
         import jwt
 
         with self._lock:
-            if force or time.monotonic() - self._loaded_at > self.refresh_s:
+            age = time.monotonic() - self._loaded_at
+            if age > self.refresh_s or (force and age >= self.settings.jwt_keys_refetch_seconds):
                 try:
                     jwks = self._jwks()
                 except Exception as exc:  # unreadable keys: refuse, say why (no key material)
@@ -251,7 +259,7 @@ class JwtVerifier:
         kid = str(header.get("kid") or "")
         keys = self._load()
         if kid and kid not in keys:
-            keys = self._load(force=True)  # the issuer rotated its keys
+            keys = self._load(force=True)  # the issuer rotated its keys (or a forger guesses)
         candidates = [keys[kid]] if kid in keys else ([] if kid else list(keys.values()))
         if not candidates:
             raise Unauthenticated("JWT signed by an unknown key")
@@ -288,4 +296,9 @@ class JwtVerifier:
         if "scope" in claims and isinstance(claims["scope"], str):
             named = {p.removeprefix("drover:") for p in claims["scope"].split()}
             scopes = frozenset(sc for sc in Scope if sc.value in named) or scopes
-        return Principal(subject=f"jwt:{claims['sub']}", roles=roles, scopes=scopes)
+        return Principal(
+            subject=f"jwt:{claims['sub']}",
+            roles=roles,
+            scopes=scopes,
+            expires_at=datetime.fromtimestamp(int(claims["exp"]), UTC),
+        )

@@ -84,6 +84,8 @@ class Authorizer:
     """One place that decides; the API's route rules call :meth:`check`."""
 
     def __init__(self, settings: Settings) -> None:
+        #: cluster marks are for platform operators only (DROVER_CLUSTER_MARKS)
+        self.platform_marks = settings.cluster_marks == "platform-operators"
         self.center = (
             PermissionCenter(
                 settings.authz_url, settings.authz_cache_seconds, settings.authz_timeout
@@ -107,7 +109,11 @@ class Authorizer:
         job: str | None = None,
     ) -> Decision:
         if self.center is None or principal.node or principal.run_of_job is not None:
-            return decide(principal, action, team, job)
+            return decide(principal, action, team, job, platform_marks=self.platform_marks)
+        if action is Action.CLUSTER_MARK and self.platform_marks:  # the platform's rule first
+            kept = decide(principal, action, team, job, platform_marks=True)
+            if not kept.allowed:
+                return kept
         if not principal.scopes:
             return Decision(False, "no credentials")
         if action not in READ_ACTIONS and Scope.WRITE not in principal.scopes:

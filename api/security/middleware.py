@@ -7,13 +7,18 @@ In order:
 2. **Mutations need JSON or an explicit header**: ``POST``/``PUT``/``PATCH``/``DELETE`` carry
    ``Content-Type: application/json`` or ``X-Drover-Client: <anything>``, else 415. A web page
    cannot send either cross-origin without a CORS preflight, which only configured origins pass.
+   **Bodies are bounded** (``DROVER_API_MAX_BODY_BYTES``, 1 MiB): a longer ``Content-Length``
+   is a 413 before anything is read, and a chunked body is counted as it is read and refused
+   (413) as soon as it passes the bound.
 3. **Authentication**: every path but ``/healthz``, ``/readyz``, ``/metrics``, the API docs and
    the console's static files (``/ui``, ``api/console``: the page signs in by itself) needs a
    credential; none, or one that does not verify, is a 401 problem. The principal is
    put in ``request.state.principal`` for the route rules (``api/security/rules.py``).
    A fencing token (``X-Drover-Fencing-Token``) is a credential on one route only, its own
    job's fence check (``GET /v1/jobs/{name}/fence``), and only when a run of that job holds
-   it; anything else that carries one is a 401 at once, before any body is read.
+   it; anything else that carries one is a 401 at once, before any body is read. A client
+   address whose credentials failed too often lately is answered 429
+   (``api/security/throttle.py``).
 4. **Security headers** on every answer; the console gets its own Content-Security-Policy
    (same-origin scripts, styles and connections, nothing inline, no eval).
 
@@ -22,6 +27,7 @@ CORS (``DROVER_CORS_ORIGINS``) wraps all of this, so preflights are answered fir
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from fastapi import FastAPI, Response
@@ -30,13 +36,20 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api import deferred
+from api.apidocs import DOCS_CSP, is_docs_path
 from api.console import CONSOLE_CSP, is_console_path
 from api.media import is_json
 from api.problems import problem
 from api.security.authn import JwtVerifier, TokenCache, authenticate, bearer_token
+from api.security.throttle import FailedCredentials
 from api.threads import WorkerThreads
 from scheduler.config import Settings
-from scheduler.core.errors import DroverError, Unauthenticated
+from scheduler.core.errors import (
+    DroverError,
+    PayloadTooLarge,
+    TooManyFailedCredentials,
+    Unauthenticated,
+)
 from scheduler.decisions.identity import (
     ANONYMOUS,
     FENCING_TOKEN_HEADER,
@@ -45,10 +58,9 @@ from scheduler.decisions.identity import (
 )
 from scheduler.store.db import Store
 
-#: paths anyone may call (probes, metrics, the API's own description)
-PUBLIC_PATHS = frozenset(
-    {"/healthz", "/readyz", "/metrics", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"}
-)
+#: paths anyone may call (probes, metrics, the API's own description; and every path of the
+#: reference page and the console: ``is_docs_path``, ``is_console_path``)
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/openapi.json"})
 #: probes and metrics: any Host (load balancers and kubelets use addresses)
 PROBES = frozenset({"/healthz", "/readyz", "/metrics"})
 CLIENT_HEADER = "X-Drover-Client"
@@ -60,7 +72,7 @@ SECURITY_HEADERS = {
     "Cross-Origin-Resource-Policy": "same-origin",
     "Permissions-Policy": "interest-cohort=()",
 }
-#: the API answers JSON only; the docs pages load Swagger UI / ReDoc from their CDN
+#: the API answers JSON only (the reference page and the console have their own policies)
 API_CSP = "default-src 'none'; frame-ancestors 'none'"
 
 
@@ -114,6 +126,8 @@ class SecurityEdge:
         self.verifier, self.tokens = verifier, tokens
         self.trusted = {h.lower() for h in settings.resolved_trusted_hosts}
         self.allow_any_host = "*" in self.trusted
+        self.max_body = settings.api_max_body_bytes
+        self.failures = FailedCredentials(settings.auth_failure_limit, settings.auth_failure_window)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -122,9 +136,12 @@ class SecurityEdge:
         path: str = scope["path"]
         method: str = scope["method"]
         headers = Headers(scope=scope)
+        started = False
 
         async def send_with_headers(message: Message) -> None:
+            nonlocal started
             if message["type"] == "http.response.start":
+                started = True
                 if message["status"] < 400 and deferred.unsettled(scope):
                     # a route left its authorization check unrun (api/deferred.py): never answer
                     raise RuntimeError(f"{method} {path}: authorization check never ran")
@@ -133,7 +150,9 @@ class SecurityEdge:
                     answer.setdefault(name, value)
                 if is_console_path(path):
                     answer["Content-Security-Policy"] = CONSOLE_CSP
-                elif path not in ("/docs", "/redoc", "/docs/oauth2-redirect"):
+                elif is_docs_path(path):
+                    answer["Content-Security-Policy"] = DOCS_CSP
+                else:
                     answer.setdefault("Content-Security-Policy", API_CSP)
                 if path != "/openapi.json":
                     answer.setdefault("Cache-Control", "no-store")
@@ -141,11 +160,14 @@ class SecurityEdge:
 
         state: dict[str, Any] = scope.setdefault("state", {})
         host = _host_of(headers.get("host", "")).lower()
+        mutating = method in MUTATING
+        # the bodies the routes read (the others are never read)
+        length = headers.get("content-length") if mutating else None
         refusal: Response | None = None
         if not self.allow_any_host and host not in self.trusted and path not in PROBES:
             refusal = problem(400, "untrusted-host", "this node does not serve that Host", path)
         elif (
-            method in MUTATING
+            mutating
             and not is_json(headers.get("content-type", ""))
             and CLIENT_HEADER.lower() not in headers
         ):
@@ -155,10 +177,15 @@ class SecurityEdge:
                 f"send Content-Type: application/json or an {CLIENT_HEADER} header",
                 path,
             )
-        elif path in PUBLIC_PATHS or is_console_path(path):
+        elif length is not None and not _fits(length, self.max_body):
+            refusal = self._too_large(path)
+        elif path in PUBLIC_PATHS or is_console_path(path) or is_docs_path(path):
             state["principal"] = ANONYMOUS
         else:
-            principal_or_refusal = await self._authenticate(headers, method, path)
+            client = scope.get("client")
+            principal_or_refusal = await self._authenticate(
+                headers, method, path, client[0] if client else ""
+            )
             if isinstance(principal_or_refusal, Response):
                 refusal = principal_or_refusal
             else:
@@ -166,22 +193,50 @@ class SecurityEdge:
         if refusal is not None:
             await refusal(scope, receive, send_with_headers)
             return
+        if mutating and length is None:  # chunked: counted as it is read
+            receive = _bounded(receive, self.max_body)
         try:
             await self.app(scope, receive, send_with_headers)
+        except PayloadTooLarge:  # read before a route (whose own handler answers it)
+            if started:
+                raise
+            await self._too_large(path)(scope, receive, send_with_headers)
         finally:
             if method in MUTATING and path.startswith(IDENTITY_PATHS):
                 self.tokens.clear()
 
-    async def _authenticate(self, headers: Headers, method: str, path: str) -> Principal | Response:
+    def _too_large(self, path: str) -> Response:
+        return problem(
+            413,
+            PayloadTooLarge.kind,
+            f"the request body is longer than this route takes ({self.max_body} bytes)",
+            path,
+        )
+
+    async def _authenticate(
+        self, headers: Headers, method: str, path: str, address: str
+    ) -> Principal | Response:
+        token = bearer_token(headers)
+        principal = self.tokens.get(token) if token is not None else None
+        if principal is None and self.failures.enabled:
+            wait = self.failures.retry_after(address)
+            if wait is not None:  # no store read, no signature check
+                response = problem(
+                    429,
+                    TooManyFailedCredentials.kind,
+                    "too many credentials that did not verify came from this address lately",
+                    path,
+                )
+                response.headers["Retry-After"] = str(max(1, math.ceil(wait)))
+                return response
         fence_job: str | None = None
-        if FENCING_TOKEN_HEADER in headers:
+        if token is None and FENCING_TOKEN_HEADER in headers:  # (a token says there is none)
             fence_job = fence_job_of(method, path)
             if fence_job is None:  # no store read, no body read
+                self.failures.failed(address)
                 return _unauthenticated(
                     "a fencing token opens only its own job's fence check", path
                 )
-        token = bearer_token(headers)
-        principal = self.tokens.get(token) if token is not None else None
         if principal is None:  # verify it (reads the store: off the event loop)
             try:
                 principal = await self.threads.run(
@@ -194,6 +249,7 @@ class SecurityEdge:
                     fence_job,
                 )
             except Unauthenticated as exc:
+                self.failures.failed(address)
                 # a fence check's refusal names the job it asked about (the runtime tells "no
                 # run of this job holds my token" from "not a fence endpoint" by it); the same
                 # whether the job exists or not
@@ -210,6 +266,29 @@ class SecurityEdge:
                 path,
             )
         return principal
+
+
+def _fits(length: str, bound: int) -> bool:
+    """Whether a ``Content-Length`` is within ``bound`` (a malformed one is not)."""
+    return length.isdigit() and int(length) <= bound
+
+
+def _bounded(receive: Receive, bound: int) -> Receive:
+    """``receive`` counting the body's bytes: PayloadTooLarge once they pass ``bound``."""
+    seen = 0
+
+    async def bounded() -> Message:
+        nonlocal seen
+        message = await receive()
+        if message["type"] == "http.request":
+            seen += len(message.get("body", b""))
+            if seen > bound:
+                raise PayloadTooLarge(
+                    f"the request body is longer than this route takes ({bound} bytes)"
+                )
+        return message
+
+    return bounded
 
 
 def install(app: FastAPI) -> None:

@@ -12,8 +12,10 @@ A rule names the :class:`Action` and where the resource's team comes from:
 - ``JOB_BODY``: the ``team`` of the JSON body (job creation);
 - ``TEAM``: the ``{team}`` path parameter;
 - ``LISTING``: none; the route filters its rows to the principal's teams;
-- ``OWN_IDENTITY``: the caller's own tokens are its own business; anybody else's need
-  ``platform.admin``;
+- ``OWN_IDENTITY``: the caller's own tokens need ``token.own`` (any stored identity, with a
+  write scope); anybody else's need ``platform.admin``. Both are decided like any write (the
+  permission center when one is configured); what a minted token may be is the route's
+  ``may_mint``;
 - ``PUBLIC``: no credential needed at all.
 """
 
@@ -205,10 +207,13 @@ async def authorize(request: Request) -> None:
     if principal is ANONYMOUS or principal.subject == ANONYMOUS.subject:
         raise Unauthenticated("credentials required")
     if rule.action is None:
-        return  # any authenticated principal (whoami, own token listing)
+        if principal.node:  # the deployment secret opens /v1/internal, nothing else
+            raise Forbidden("the deployment secret only opens /v1/internal")
+        return  # any authenticated caller (whoami, own token listing)
     context = request.app.state.context
     authorizer: Authorizer = request.app.state.authorizer
     params = request.path_params
+    action: Action = rule.action
     checks: list[tuple[str | None, str, str | None]] = []  # (team, resource, job)
     if rule.target is Target.JOB and (method, getattr(route, "path", None)) in DEFERRED:
         # the route runs this first in its own thread (api/deferred.py): one hand-over, not two;
@@ -246,20 +251,22 @@ async def authorize(request: Request) -> None:
         else:
             mine = await in_thread(request, _owns_token, request, principal)
         if mine:
-            return
-        checks.append((None, "tokens", None))
+            action = Action.TOKEN_OWN
+            checks.append((None, f"tokens/{principal.identity}", None))
+        else:
+            checks.append((None, "tokens", None))
     else:  # NONE, LISTING
         checks.append((None, request.url.path, None))
     for on_team, resource, on_job in checks:
         if authorizer.may_block(principal):
             decide = partial(authorizer.decide, resource=resource, team=on_team, job=on_job)
-            decision = await in_thread(request, decide, principal, rule.action)
+            decision = await in_thread(request, decide, principal, action)
         else:  # the built-in bindings: a pure function, no hand-over to a thread
             decision = authorizer.decide(
-                principal, rule.action, resource=resource, team=on_team, job=on_job
+                principal, action, resource=resource, team=on_team, job=on_job
             )
         if not decision.allowed:
-            raise Forbidden(f"{principal.subject} may not {rule.action}: {decision.reason}")
+            raise Forbidden(f"{principal.subject} may not {action}: {decision.reason}")
 
 
 def _decide(
@@ -322,6 +329,8 @@ def _owns_token(request: Request, principal: Principal) -> bool:
         try:
             number = int(token_id)
         except ValueError:
+            return False
+        if not 1 <= number <= 2**31 - 1:  # no such token (and no query past an INTEGER)
             return False
         context = request.app.state.context
         with context.store.session() as session:

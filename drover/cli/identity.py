@@ -60,8 +60,15 @@ def token_create(
     ] = None,
     read_only: Annotated[bool, typer.Option("--read-only", help="a GET-only token")] = False,
     expires_days: Annotated[
-        int, typer.Option(help="lifetime in days (0 = never expires)", min=0, max=3650)
-    ] = 90,
+        int | None,
+        typer.Option(
+            help="lifetime in days (0 = never expires: platform admins only); default 90 "
+            "(through the API: cut to the lifetime of the token minting it, which it never "
+            "outlives)",
+            min=0,
+            max=3650,
+        ),
+    ] = None,
     description: str = "",
     api: ApiOption = None,
     as_json: JsonOption = False,
@@ -71,15 +78,16 @@ def token_create(
     --json prints the token's record, with the secret as ``token`` unless --output is given."""
     created: dict[str, Any] = {}
     if admin:
-        secret = _bootstrap(name, force, expires_days)
+        secret = _bootstrap(name, force, 90 if expires_days is None else expires_days)
         created = {"identity": name, "admin": True}
     else:
         body: dict[str, Any] = {
             "identity": identity,
             "scopes": ["read"] if read_only else ["read", "write"],
-            "expires_in_seconds": expires_days * 86400 if expires_days else None,
             "description": description,
         }
+        if expires_days is not None:  # absent: the API's default, cut to the caller's token
+            body["expires_in_seconds"] = expires_days * 86400 if expires_days else None
         created = out.call("POST", f"{out.api_url(api)}/v1/tokens", json=body)
         secret = created["token"]
         typer.echo(f"token {created['id']} for {created['identity']}", err=True)
@@ -204,9 +212,7 @@ def teams_bind(
 def teams_unbind(
     team: str, identity: str, api: ApiOption = None, as_json: JsonOption = False
 ) -> None:
-    out.call(
-        "DELETE", out.resource_url(api, "teams", team) + out.path_of("members", identity)[3:]
-    )
+    out.call("DELETE", out.resource_url(api, "teams", team) + out.path_of("members", identity)[3:])
     out.show(
         {"team": team, "identity": identity, "unbound": True},
         as_json,

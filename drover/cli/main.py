@@ -581,12 +581,18 @@ def _render_logs(doc: dict[str, Any]) -> None:
 
 # -- clusters and groups -------------------------------------------------------------------
 
-KindOption = Annotated[str | None, typer.Option(help="standalone | spark-submit | local")]
+KindOption = Annotated[str | None, typer.Option(help="standalone | yarn | spark-submit | local")]
 RootOption = Annotated[
     str | None, typer.Option(help="checkpoint storage root: absolute path, file:// or s3a:// URI")
 ]
 MasterOption = Annotated[str | None, typer.Option(help="Spark master URL")]
-RestOption = Annotated[str | None, typer.Option(help="REST submission server URL (standalone)")]
+RestOption = Annotated[
+    str | None,
+    typer.Option(help="REST submission server URL (standalone); ResourceManager web URL (yarn)"),
+]
+ConfDirOption = Annotated[
+    str | None, typer.Option(help="Hadoop client configuration directory on the nodes (yarn)")
+]
 UiOption = Annotated[str | None, typer.Option(help="master web UI URL (standalone)")]
 AzOption = Annotated[str | None, typer.Option(help="availability zone")]
 CloudOption = Annotated[str | None, typer.Option(help="cloud")]
@@ -629,9 +635,10 @@ def clusters_get(name: str, api: ApiOption = None, as_json: JsonOption = False) 
 @clusters_app.command("create")
 def clusters_create(
     name: str,
-    kind: Annotated[str, typer.Option(help="standalone | spark-submit | local")],
+    kind: Annotated[str, typer.Option(help="standalone | yarn | spark-submit | local")],
     storage_root: Annotated[
-        str, typer.Option(help="checkpoint storage root: absolute path, file:// or s3a:// URI")
+        str,
+        typer.Option(help="checkpoint storage root: absolute path, file://, hdfs:// or s3a:// URI"),
     ],
     api: ApiOption = None,
     master_url: MasterOption = None,
@@ -642,6 +649,7 @@ def clusters_create(
     max_concurrent_submissions: SubmissionsOption = None,
     max_running_apps: AppsOption = None,
     max_cores: CoresOption = None,
+    hadoop_conf_dir: ConfDirOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Add a Spark cluster."""
@@ -655,6 +663,7 @@ def clusters_create(
         max_concurrent_submissions=max_concurrent_submissions,
         max_running_apps=max_running_apps,
         max_cores=max_cores,
+        hadoop_conf_dir=hadoop_conf_dir,
     )
     out.show(out.call("POST", out.resource_url(api, "clusters"), json=body), as_json)
 
@@ -673,6 +682,7 @@ def clusters_update(
     max_concurrent_submissions: SubmissionsOption = None,
     max_running_apps: AppsOption = None,
     max_cores: CoresOption = None,
+    hadoop_conf_dir: ConfDirOption = None,
     if_version: VersionOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -688,6 +698,7 @@ def clusters_update(
         max_concurrent_submissions=max_concurrent_submissions,
         max_running_apps=max_running_apps,
         max_cores=max_cores,
+        hadoop_conf_dir=hadoop_conf_dir,
     )
     if not body:
         out.fail("nothing to change: give at least one option", Exit.USAGE)

@@ -71,6 +71,7 @@ def quotas_show(business: str, api: ApiOption = None, as_json: JsonOption = Fals
     typer.echo(f"business         {q['business']}")
     typer.echo(f"rate             {_rate(q)} (burst {q['burst']}, now {_tokens(q)} at once)")
     typer.echo(f"dedicated group  {q['dedicated_group'] or '-'}")
+    typer.echo(f"YARN queue       {q.get('yarn_queue') or '-'}")
     typer.echo(f"version          {q['version']} (by {q['updated_by']} at {q['updated_at']})")
 
 
@@ -84,12 +85,20 @@ def quotas_set(
     dedicated_group: Annotated[
         str | None, typer.Option(help="the group reserved for the business's jobs")
     ] = None,
+    yarn_queue: Annotated[
+        str | None, typer.Option(help="the YARN queue of the business's applications")
+    ] = None,
     api: ApiOption = None,
     if_version: VersionOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Create or replace a business's quota (a rate, a dedicated group, or both)."""
-    body: dict[str, Any] = {"rate": rate, "burst": burst, "dedicated_group": dedicated_group}
+    """Create or replace a business's quota (a rate, a dedicated group, a YARN queue)."""
+    body: dict[str, Any] = {
+        "rate": rate,
+        "burst": burst,
+        "dedicated_group": dedicated_group,
+        "yarn_queue": yarn_queue,
+    }
     q = out.call(
         "PUT",
         out.resource_url(api, "quotas", business),
@@ -101,7 +110,9 @@ def quotas_set(
         return
     typer.echo(
         f"{q['business']}: rate {_rate(q)}, burst {q['burst']}, dedicated group "
-        f"{q['dedicated_group'] or '-'} (version {q['version']})"
+        f"{q['dedicated_group'] or '-'}"
+        + (f", YARN queue {q['yarn_queue']}" if q.get("yarn_queue") else "")
+        + f" (version {q['version']})"
     )
 
 

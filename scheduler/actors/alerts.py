@@ -12,6 +12,12 @@ monitor): every round it
    anything else), records each outcome; a failed message is retried with exponential backoff
    and given up after ``MAX_ATTEMPTS``.
 
+Every send goes to a public address only (``scheduler.decisions.destinations``): the channel's
+host is resolved and checked right before the request, which then goes to the address checked
+(DNS rebinding gains nothing); an internal receiver must be allowed by the operator
+(``DROVER_ALERT_ALLOWED_HOSTS``). A failed attempt records the status or the kind of error,
+never what the receiver answered (an internal service's reply is nobody's business).
+
 Two nodes never send one message twice at once: a message is sent only under a claim (a
 conditional UPDATE, ``claimed_until`` in the future). A node that dies after sending and before
 recording it leaves the claim to expire, and another node sends it again: receivers get each
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -33,6 +40,7 @@ import httpx
 
 from scheduler.actors.hosted import HostedLoop
 from scheduler.core.clock import utcnow
+from scheduler.core.errors import InvalidInput
 from scheduler.core.operations import OperationState
 from scheduler.decisions.alerts import (
     MAX_ATTEMPTS,
@@ -47,6 +55,7 @@ from scheduler.decisions.alerts import (
     retry_delay,
     signature,
 )
+from scheduler.decisions.destinations import Destinations, GetAddrInfo
 from scheduler.decisions.health import ClusterHealth
 from scheduler.store import alerts as alert_store
 from scheduler.store import auto_failover as auto_store
@@ -115,12 +124,16 @@ class AlertLoop(HostedLoop):
         metrics: Any = None,
         clock: Callable[[], datetime] = utcnow,
         transport: httpx.BaseTransport | None = None,
+        destinations: Destinations | None = None,
+        resolve: GetAddrInfo = socket.getaddrinfo,
     ) -> None:
         super().__init__(interval, log)
         self._store = store
         self._node_id = node_id
         self._metrics = metrics
         self._clock = clock
+        self._destinations = destinations or Destinations()
+        self._resolve = resolve
         self._client = httpx.Client(
             timeout=SEND_TIMEOUT, trust_env=False, follow_redirects=False, transport=transport
         )
@@ -280,7 +293,15 @@ class AlertLoop(HostedLoop):
         status: int | None = None
         error = ""
         try:
-            response = self._client.post(channel.url, content=body, headers=headers)
+            target = self._destinations.check(channel.url, self._resolve)
+            extensions: dict[str, Any] = {}
+            if target.address is not None:  # to the address checked, under its own name
+                headers["Host"] = target.host_header or target.host
+                headers["Connection"] = "close"  # no connection shared with another name
+                extensions["sni_hostname"] = target.sni
+            response = self._client.post(
+                target.url, content=body, headers=headers, extensions=extensions
+            )
             status = response.status_code
             if 200 <= status < 300:
                 with self._store.transaction() as session:
@@ -295,9 +316,13 @@ class AlertLoop(HostedLoop):
                 self._count(channel, "delivered")
                 log.info("alert %s (%s) %s sent to %s", alert.id, alert.kind, event, channel.name)
                 return True
-            error = f"HTTP {status}: {response.text[:200]}"
-        except httpx.HTTPError as exc:
-            error = f"{type(exc).__name__}: {exc}"
+            error = f"HTTP {status}"  # never the answer's body
+        except InvalidInput as exc:  # a destination that is not public (any more)
+            error = exc.message
+        except OSError as exc:  # the name does not resolve
+            error = f"cannot resolve the channel's host ({type(exc).__name__})"
+        except httpx.HTTPError as exc:  # the kind of failure only: no URL, no answer
+            error = type(exc).__name__
         tries = attempts + 1
         retry_at = (
             None if tries >= MAX_ATTEMPTS else self._clock() + timedelta(seconds=retry_delay(tries))

@@ -32,7 +32,7 @@ from scheduler.loops.stalls import StallRound, StallWatcher
 from scheduler.store.db import Store
 from scheduler.store.generations import GenerationResolver
 from scheduler.store.ledger import SqlLedger
-from scheduler.store.quotas import SqlGateStore
+from scheduler.store.quotas import SqlGateStore, YarnQueues
 
 log = logging.getLogger("drover.actors.reconcilers")
 
@@ -183,7 +183,7 @@ class JobReconciler:
         self._metrics = ReconcilerMetrics()
         # a tick thread per group ticking at once, and a group's submission workers
         self._store = Store(settings.resolved_database_url, pool_size=TICK_THREADS + SUBMIT_WORKERS)
-        self._backends = BackendRegistry(settings)
+        self._backends = BackendRegistry(settings, queue_of=YarnQueues(self._store).queue_of)
         self._ledger = SqlLedger(self._store, node_id=settings.node_id, app_name_for=app_name_for)
         self._generations = GenerationResolver(self._store, settings.node_id)
         self._policy = RestartPolicy(

@@ -207,6 +207,7 @@ class NodeSupervisor:
                 node_id=self._settings.node_id,
                 interval=self._settings.alert_interval,
                 metrics=self._alert_metrics,
+                destinations=self._settings.alert_destinations,
             )
         self._ensure_loop()
         await self._supervise()

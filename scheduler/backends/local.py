@@ -9,15 +9,35 @@ around ``spark-submit``; the driver JVM, the Python driver and PySpark's worker 
 it. Everything :meth:`LocalSparkSubmitBackend.status` needs is on disk or in ``/proc``, so a new
 backend instance in a new process (a restarted node) sees the runs of the previous one.
 
-Layout under ``runs_dir``::
+Layout under ``runs_dir`` (directories 0711: others may pass, never list; files 0600 unless
+said)::
 
     <job>/<run_id>/submission.json    what was started: pid/sid, start time, command (atomic)
-    <job>/<run_id>/driver.log         stdout + stderr of spark-submit and the pipeline
-    <job>/<run_id>/exit_code          written by the wrapper only when spark-submit ends by itself
+    <job>/<run_id>/driver.log         stdout + stderr of spark-submit and the pipeline (the node
+                                      opens it and hands the driver the descriptor)
     <job>/<run_id>/kill_requested     time of the first kill() (drives SIGKILL escalation)
-    <job>/<run_id>/log4j2.properties  keeps the INFO lines status() reads
-    <job>/<run_id>/local/             spark.local.dir (unless the request sets it)
-    @submissions/<submission_id>      "<job>/<run_id>": index from submission id to run dir
+    <job>/<run_id>/log4j2.properties  keeps the INFO lines status() reads (0644: for the driver)
+    <job>/<run_id>/driver/            the driver's own directory (its user's, 0700): working
+                                      directory, HOME, spark.local.dir (``local/``, unless the
+                                      request sets it) and ``exit_code``, written by the wrapper
+                                      only when spark-submit ends by itself
+    @submissions/<submission_id>      "<job>/<run_id>": index from submission id to run dir (0700)
+
+Drivers and their users. With ``driver_user`` (``DROVER_DRIVER_USER``; ``{team}`` in it is the
+job's team, so each team's drivers run as the team's user) every process of a run -- the
+wrapper, spark-submit, the JVM and the Python driver -- runs as that unprivileged user: the
+node (root) switches user in the child between fork and exec (``subprocess``'s ``user``,
+``group``, ``extra_groups=[]``: none of the node's groups; umask 077), never through a shell.
+The driver can read the pipeline and Spark's install and write only what the node handed it:
+its ``driver/`` directory and its checkpoint location (created by the node, parents root-owned
+0711, the location and what is in it given to the user, 0700), and its log through the
+descriptor. It cannot read the node's environment (``/proc/<pid>/environ`` is its owner's), the
+store, the data directory's listing, other runs or another team's checkpoints. The node in
+turn never follows a link the driver could have planted: the checkpoint is handed over by
+walking descriptors (``O_NOFOLLOW``, no hard-linked files), the exit code is read with
+``O_NOFOLLOW``, and a process that claims a run through ``DROVER_RUN_DIR`` counts only when it
+runs as the user that run's ``driver/`` belongs to. Without ``driver_user`` drivers run as the
+node's own user (development only: the registry refuses it in production).
 
 Submission ids are ``local-<sid>-<starttime>``: the session id (= the wrapper's pid) plus the
 wrapper's start time in clock ticks since boot (``/proc/<pid>/stat`` field 22), which defeats pid
@@ -65,12 +85,15 @@ member is gone.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
+import pwd
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -79,6 +102,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from scheduler.backends.driverlog import app_id_in
 from scheduler.core.backend import (
@@ -90,13 +114,20 @@ from scheduler.core.backend import (
     SubmitRequest,
 )
 from scheduler.core.errors import ClusterError, ClusterUnreachable, SubmissionRejected
-from scheduler.decisions.submission import OWNED_PROPERTIES
+from scheduler.decisions import storage
+from scheduler.decisions.submission import OWNED_PROPERTIES, refused_environment
 
 log = logging.getLogger(__name__)
 
 SUBMISSION_PREFIX = "local-"
 #: index directory; '@' cannot appear in a job name, so it never collides with a job's directory
 INDEX_DIR = "@submissions"
+#: the driver's own directory inside a run directory (its user's)
+DRIVER_DIR = "driver"
+#: a directory on the driver's way: others may pass it, never list it
+PASSABLE = 0o711
+#: a Unix user name a driver user template may produce (what ``useradd`` takes, at most 32)
+_USER_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,31}$")
 DEFAULT_KILL_GRACE_S = 10.0
 
 #: a line containing one of these means the application itself runs (see the module docstring)
@@ -113,9 +144,17 @@ _SUBMISSION_ID = re.compile(r"^local-(\d+)-(\d+)$")
 _APP_ID = re.compile(rb"(?<![\w-])(local-\d{10,})(?![\w-])")
 _PY_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b(?::.*)?$")
 
-# Spark properties the backend owns: passed as --name/--master, or fixed for local mode.
+# Spark properties the backend owns: passed as --name/--master, fixed for local mode, or the
+# Python every driver runs (the node's ``DROVER_SPARK_PYTHON``: no job chooses an executable).
 _OWNED_CONF = frozenset(
-    {"spark.app.name", "spark.master", "spark.submit.deployMode", *OWNED_PROPERTIES}
+    {
+        "spark.app.name",
+        "spark.master",
+        "spark.submit.deployMode",
+        "spark.pyspark.python",
+        "spark.pyspark.driver.python",
+        *OWNED_PROPERTIES,
+    }
 )
 #: the node's environment variables a driver inherits by default (nothing else of it: the
 #: node's own settings, e.g. DROVER_DATABASE_URL, are secrets the pipeline must not see)
@@ -133,6 +172,7 @@ DEFAULT_ENV_PASSTHROUGH = (
 
 # Runs spark-submit; records its exit status only when it ends by itself. A signal to the
 # session kills this shell too (default disposition), so a killed run leaves no exit_code.
+# It runs as the driver's user: it writes into the driver's directory only.
 _WRAPPER = (
     'exit_file=$1; shift; "$@"; code=$?; '
     'printf "%s\\n" "$code" > "$exit_file.tmp" && mv -f "$exit_file.tmp" "$exit_file"; '
@@ -174,6 +214,150 @@ logger.parquet.level = error
 logger.parquet2.name = parquet.CorruptStatistics
 logger.parquet2.level = error
 """
+
+
+# --------------------------------------------------------------------------- drivers' users
+
+
+@dataclass(frozen=True)
+class DriverUser:
+    """The unprivileged Unix user one run's processes run as."""
+
+    name: str
+    uid: int
+    gid: int
+
+
+def driver_user_for(template: str, team: str) -> DriverUser:
+    """The user ``template`` names for ``team`` (``{team}`` replaced), which must exist and must
+    not be root; SubmissionRejected otherwise (the job's team has no user: fail closed)."""
+    name = template.replace("{team}", team)
+    if not _USER_NAME.match(name):
+        raise SubmissionRejected(
+            f"team {team!r} names no possible Unix user for its drivers ({template!r} gives "
+            f"{name!r}): user names are up to 32 letters, digits and '._-'"
+        )
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        raise SubmissionRejected(
+            f"no Unix user {name!r} to run the drivers of team {team!r} as: create it "
+            f"(useradd --system --no-create-home {name}) or change DROVER_DRIVER_USER"
+        ) from None
+    if entry.pw_uid == 0:
+        raise SubmissionRejected(f"drivers never run as root, and user {name!r} is root")
+    if os.geteuid() != 0 and entry.pw_uid != os.geteuid():
+        raise ClusterError(
+            f"this node runs as uid {os.geteuid()}, so it cannot start drivers as {name!r}: run "
+            "the node as root (it switches each driver to its user) or unset DROVER_DRIVER_USER"
+        )
+    return DriverUser(name, entry.pw_uid, entry.pw_gid)
+
+
+def _make_passable(path: Path) -> None:
+    """``path`` and its missing parents, made by the node, others may pass (0711)."""
+    missing: list[Path] = []
+    while not path.exists():
+        missing.append(path)
+        path = path.parent
+    for directory in reversed(missing):
+        try:
+            directory.mkdir(mode=PASSABLE)
+        except FileExistsError:
+            continue  # made meanwhile by a concurrent submission
+        directory.chmod(PASSABLE)  # whatever the umask
+
+
+def _local_checkpoint(location: str) -> Path | None:
+    """The directory of a ``file://`` checkpoint location (None: another scheme, or none)."""
+    if not location:
+        return None
+    parsed = storage.parse_location(location, "checkpoint location")
+    return Path("/", *parsed.parts) if parsed.scheme == "file" else None
+
+
+def hand_over(location: Path, user: DriverUser) -> None:
+    """Give the checkpoint directory ``location`` (made if missing, its missing parents the
+    node's and passable) and everything in it to ``user``, mode 0700 for the directory.
+
+    A checkpoint may hold files the node wrote (a failover's copy, a replica made available):
+    the driver must own them to go on. The walk goes through descriptors and never follows a
+    link (``O_NOFOLLOW`` at every step; a link itself is re-owned, never its target), and it
+    leaves a regular file with several hard links alone: a driver could have linked a file it
+    does not own into its checkpoint for the node to hand it over."""
+    _make_passable(location.parent)
+    try:
+        location.mkdir(mode=0o700)
+    except FileExistsError:
+        pass
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+    top = os.open(location, flags)
+    try:
+        os.fchown(top, user.uid, user.gid)
+        os.fchmod(top, 0o700)
+        _hand_over_entries(top, user, flags)
+    finally:
+        os.close(top)
+
+
+def _hand_over_entries(directory: int, user: DriverUser, flags: int) -> None:
+    for name in os.listdir(directory):
+        try:
+            info = os.stat(name, dir_fd=directory, follow_symlinks=False)
+            if stat.S_ISDIR(info.st_mode):
+                child = os.open(name, flags, dir_fd=directory)
+                try:
+                    if os.fstat(child).st_ino != info.st_ino:
+                        continue  # replaced between the two looks: leave it
+                    os.fchown(child, user.uid, user.gid)
+                    _hand_over_entries(child, user, flags)
+                finally:
+                    os.close(child)
+            elif stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+                log.warning("not handing over %s: it has %d hard links", name, info.st_nlink)
+            elif info.st_uid != user.uid or info.st_gid != user.gid:
+                os.chown(name, user.uid, user.gid, dir_fd=directory, follow_symlinks=False)
+        except FileNotFoundError:
+            continue  # removed meanwhile
+
+
+def _read_small(path: Path, limit: int = 64) -> str | None:
+    """The first ``limit`` bytes of a regular file, never through a link nor from a FIFO (a
+    driver may have planted either); None when there is no such file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "<a link>"
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return "<not a file>"
+        return os.read(fd, limit).decode("utf-8", errors="replace")
+    finally:
+        os.close(fd)
+
+
+def _process_uid(pid: int) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+
+
+def _runs_as_its_user(pid: int, run_dir: Path) -> bool:
+    """Whether process ``pid`` runs as the user the run's ``driver/`` directory belongs to. A
+    run directory without one is an older node's and takes any user; a run directory that does
+    not exist was never submitted, and nobody runs it."""
+    try:
+        owner = os.stat(run_dir / DRIVER_DIR, follow_symlinks=False).st_uid
+    except FileNotFoundError:
+        return run_dir.is_dir()
+    except OSError:
+        return False
+    return _process_uid(pid) == owner
 
 
 # --------------------------------------------------------------------------- /proc helpers
@@ -242,8 +426,10 @@ def _parse_submission_id(submission_id: str) -> tuple[int, int] | None:
 
 
 def _write_atomic(path: Path, data: str) -> None:
+    """Write a file of the node's (0600) that readers see whole or not at all."""
     tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
@@ -341,6 +527,7 @@ class LocalSparkSubmitBackend:
         log4j2_properties: str = DEFAULT_LOG4J2_PROPERTIES,
         loopback_driver: bool = True,
         env_passthrough: Sequence[str] = DEFAULT_ENV_PASSTHROUGH,
+        driver_user: str = "",
     ) -> None:
         self.spark_home = Path(spark_home)
         # resolved: DROVER_RUN_DIR values are compared as strings across instances
@@ -354,6 +541,8 @@ class LocalSparkSubmitBackend:
         self.loopback_driver = loopback_driver
         #: the node environment variables a driver inherits (see :meth:`_environment`)
         self.env_passthrough = tuple(env_passthrough)
+        #: the user drivers run as (``{team}``: the job's team); "" = this process's own user
+        self.driver_user = driver_user
         self._lock = threading.Lock()
         # in-memory only as a cache / for reaping: status() never depends on these
         self._children: dict[int, subprocess.Popen[bytes]] = {}
@@ -375,10 +564,18 @@ class LocalSparkSubmitBackend:
             raise SubmissionRejected(f"entrypoint {request.entrypoint!r} is not a file")
         if not os.access(self.spark_submit, os.X_OK):
             raise ClusterUnreachable(f"{self.spark_submit} is missing or not executable")
+        refused = refused_environment(request.env)
+        if refused:
+            raise SubmissionRejected(
+                f"the driver's environment may not set {', '.join(refused)}: these choose the "
+                "executables and code it runs"
+            )
+        user = driver_user_for(self.driver_user, request.team) if self.driver_user else None
 
         run_dir = self.runs_dir / job / str(request.run_id)
         try:
-            (self.runs_dir / INDEX_DIR).mkdir(parents=True, exist_ok=True)
+            _make_passable(self.runs_dir)
+            (self.runs_dir / INDEX_DIR).mkdir(mode=0o700, exist_ok=True)
         except OSError as exc:  # e.g. runs_dir is not a directory: not "already submitted"
             raise ClusterUnreachable(f"cannot use run directory {self.runs_dir}: {exc}") from exc
         try:
@@ -391,21 +588,37 @@ class LocalSparkSubmitBackend:
             raise ClusterUnreachable(f"cannot create run directory {run_dir}: {exc}") from exc
 
         try:
+            work = run_dir / DRIVER_DIR
+            work.mkdir(mode=0o700)
             log4j = run_dir / "log4j2.properties"
             log4j.write_text(self.log4j2_properties, encoding="utf-8")
+            log4j.chmod(0o644)
+            if user is not None:
+                os.chown(work, user.uid, user.gid)
+                location = _local_checkpoint(request.checkpoint_location)
+                if location is not None:
+                    hand_over(location, user)
             command = self._command(request, entrypoint.absolute(), run_dir)
-            env = self._environment(request, run_dir, log4j)
-            argv = ["/bin/sh", "-c", _WRAPPER, "drover-run", str(run_dir / "exit_code"), *command]
-            with open(run_dir / "driver.log", "wb") as log_file:
+            env = self._environment(request, run_dir, log4j, user)
+            argv = ["/bin/sh", "-c", _WRAPPER, "drover-run", str(work / "exit_code"), *command]
+            log_fd = os.open(run_dir / "driver.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            # the switch to the driver's user happens in the child, between fork and exec
+            switch: dict[str, Any] = (
+                {}
+                if user is None
+                else {"user": user.uid, "group": user.gid, "extra_groups": [], "umask": 0o077}
+            )
+            with os.fdopen(log_fd, "wb") as log_file:
                 proc = subprocess.Popen(
                     argv,
                     stdin=subprocess.DEVNULL,
                     stdout=log_file,
                     stderr=subprocess.STDOUT,
-                    cwd=run_dir,
+                    cwd=work,
                     env=env,
                     start_new_session=True,
                     close_fds=True,
+                    **switch,
                 )
         except OSError as exc:
             shutil.rmtree(run_dir, ignore_errors=True)  # nothing started: the run id may be retried
@@ -454,19 +667,22 @@ class LocalSparkSubmitBackend:
         A directory left by a submit that died before starting anything (no submission.json,
         no live process of that run) is cleared and reused.
         """
-        run_dir.parent.mkdir(parents=True, exist_ok=True)
+        _make_passable(run_dir.parent)
         try:
-            run_dir.mkdir()
+            run_dir.mkdir(mode=PASSABLE)
+            run_dir.chmod(PASSABLE)
             return
         except FileExistsError:
             if (run_dir / "submission.json").exists() or any(
-                env is not None and env.get("DROVER_RUN_DIR") == str(run_dir)
-                for env in (_environ(p.pid) for p in _iter_procs() if p.alive)
+                self._own_run_dir(_environ(p.pid), p.pid) == run_dir
+                for p in _iter_procs()
+                if p.alive
             ):
                 raise
         log.warning("reusing %s left by a submission that never started", run_dir)
         shutil.rmtree(run_dir)
-        run_dir.mkdir()
+        run_dir.mkdir(mode=PASSABLE)
+        run_dir.chmod(PASSABLE)
 
     def _command(self, request: SubmitRequest, entrypoint: Path, run_dir: Path) -> list[str]:
         conf = {**self.base_conf, **request.conf}
@@ -474,8 +690,9 @@ class LocalSparkSubmitBackend:
             conf.pop(key, None)
         # scratch space (spark-*/blockmgr-* dirs) inside the run directory instead of /tmp,
         # where a killed driver would leave it behind
-        conf.setdefault("spark.local.dir", str(run_dir / "local"))
+        conf.setdefault("spark.local.dir", str(run_dir / DRIVER_DIR / "local"))
         conf.update(request.drover_properties())
+        conf["spark.pyspark.python"] = conf["spark.pyspark.driver.python"] = self.python
         if self.loopback_driver:
             conf.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
         command = [str(self.spark_submit), "--master", self.master, "--name", request.app_name]
@@ -487,12 +704,18 @@ class LocalSparkSubmitBackend:
         command.extend(request.args)
         return command
 
-    def _environment(self, request: SubmitRequest, run_dir: Path, log4j: Path) -> dict[str, str]:
+    def _environment(
+        self, request: SubmitRequest, run_dir: Path, log4j: Path, user: DriverUser | None = None
+    ) -> dict[str, str]:
         """The driver's whole environment, declared: the passthrough variables of the node's
         environment (PATH, JAVA_HOME, locale...), the job's own variables, what Spark needs and
-        the run's ``DROVER_*`` identity. Never the rest of the node's environment."""
+        the run's ``DROVER_*`` identity. Never the rest of the node's environment. A driver
+        running as its own user has its directory as HOME and its name as USER."""
         env = {k: os.environ[k] for k in self.env_passthrough if k in os.environ}
         env.update(request.env)
+        if user is not None:
+            home = str(run_dir / DRIVER_DIR)
+            env.update({"HOME": home, "USER": user.name, "LOGNAME": user.name})
         env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         env.setdefault("SPARK_LOCAL_HOSTNAME", "127.0.0.1")
         submit_opts = env.get("SPARK_SUBMIT_OPTS", "")
@@ -558,7 +781,7 @@ class LocalSparkSubmitBackend:
         if members and run_dir is None:
             # not indexed (crash between spawn and record) and the leader is gone
             for proc in members:
-                run_dir = self._own_run_dir(_environ(proc.pid))
+                run_dir = self._own_run_dir(_environ(proc.pid), proc.pid)
                 if run_dir is not None:
                     break
         if run_dir is None:
@@ -567,10 +790,12 @@ class LocalSparkSubmitBackend:
 
     def _ended_status(self, submission_id: str, run_dir: Path) -> AppStatus:
         app_id = self._scan_log(submission_id, run_dir).app_id
-        try:
-            raw = (run_dir / "exit_code").read_text(encoding="utf-8").strip()
-        except FileNotFoundError:
+        text = _read_small(run_dir / DRIVER_DIR / "exit_code")
+        if text is None:  # a run of a node before the driver's own directory
+            text = _read_small(run_dir / "exit_code")
+        if text is None:
             return AppStatus(AppState.KILLED, app_id=app_id, reason="killed")
+        raw = text.strip()
         try:
             code = int(raw)
         except ValueError:
@@ -594,14 +819,19 @@ class LocalSparkSubmitBackend:
         leader = _read_stat(sid)
         if leader is None or leader.starttime != starttime or not leader.alive:
             return None
-        return self._own_run_dir(_environ(sid))
+        return self._own_run_dir(_environ(sid), sid)
 
-    def _own_run_dir(self, env: dict[str, str] | None) -> Path | None:
+    def _own_run_dir(self, env: dict[str, str] | None, pid: int) -> Path | None:
+        """The run directory process ``pid`` claims (its ``DROVER_RUN_DIR``), if it is one of
+        ours and the process runs as that run's user (a driver may start processes that claim
+        another run's directory: they never pass for it)."""
         value = (env or {}).get("DROVER_RUN_DIR")
         if not value:
             return None
         path = Path(value)
-        return path if path.parent.parent == self.runs_dir else None
+        if path.parent.parent != self.runs_dir or not _runs_as_its_user(pid, path):
+            return None
+        return path
 
     def _members(
         self, sid: int, starttime: int, run_dir: Path | None, snapshot: list[_Proc] | None = None
@@ -619,9 +849,13 @@ class LocalSparkSubmitBackend:
             env = _environ(proc.pid)
             if env is None:  # cannot tell: assume ours rather than declare the run gone
                 own.append(proc)
-            elif run_dir is not None and env.get("DROVER_RUN_DIR") == str(run_dir):
+            elif (
+                run_dir is not None
+                and env.get("DROVER_RUN_DIR") == str(run_dir)
+                and _runs_as_its_user(proc.pid, run_dir)
+            ):
                 own.append(proc)
-            elif run_dir is None and self._own_run_dir(env) is not None:
+            elif run_dir is None and self._own_run_dir(env, proc.pid) is not None:
                 own.append(proc)
         return own
 
@@ -652,7 +886,7 @@ class LocalSparkSubmitBackend:
         now = time.time()
         path = run_dir / "kill_requested"
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:
             try:
                 return float(path.read_text(encoding="utf-8").strip())
@@ -754,7 +988,7 @@ class LocalSparkSubmitBackend:
             if proc.pid != proc.session or not proc.alive:
                 continue
             env = _environ(proc.pid)
-            if env is not None and self._own_run_dir(env) is not None:
+            if env is not None and self._own_run_dir(env, proc.pid) is not None:
                 yield (
                     f"{SUBMISSION_PREFIX}{proc.pid}-{proc.starttime}",
                     env.get("DROVER_APP_NAME", ""),

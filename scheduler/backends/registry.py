@@ -4,7 +4,12 @@
     local           LocalSparkSubmitBackend, master = the cluster's (default local[2])
     spark-submit    LocalSparkSubmitBackend in client mode against the cluster's master URL
                     (spark://, yarn, k8s://...); runs under <data_dir>/cluster-runs/<cluster>
+                    (both run drivers on this host, as DROVER_DRIVER_USER: production refuses
+                    them without one)
     standalone      StandaloneRestBackend on the cluster's REST, master and UI URLs
+    yarn            YarnBackend on the ResourceManager's web URL (rest_url) and the cluster's
+                    Hadoop client configuration (hadoop_conf_dir); submissions go to the
+                    business's YARN queue (``queue_of``, the quotas' ``yarn_queue``)
 
 The simulated cluster (``harness/simcluster.py``) is not a kind: it is registered as a normal
 ``standalone`` cluster whose URLs point at the simulator.
@@ -12,7 +17,9 @@ The simulated cluster (``harness/simcluster.py``) is not a kind: it is registere
 
 from __future__ import annotations
 
+import logging
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import replace
@@ -23,6 +30,8 @@ from scheduler.core.backend import ClusterBackend
 from scheduler.core.errors import ClusterError
 from scheduler.core.records import ClusterRecord
 from scheduler.core.states import ClusterKind
+
+log = logging.getLogger(__name__)
 
 _LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
@@ -35,10 +44,14 @@ def is_loopback_master(master: str) -> bool:
 
 
 class BackendRegistry:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(
+        self, settings: Settings, *, queue_of: Callable[[str], str | None] | None = None
+    ) -> None:
         self._settings = settings
+        self._queue_of = queue_of
         self._lock = threading.Lock()
         self._backends: dict[str, tuple[ClusterRecord, ClusterBackend]] = {}
+        self._warned = False
 
     def for_cluster(self, cluster: ClusterRecord) -> ClusterBackend:
         with self._lock:
@@ -63,6 +76,7 @@ class BackendRegistry:
                 master=cluster.master_url or settings.spark_local_master,
                 python=settings.resolved_spark_python,
                 env_passthrough=settings.driver_env_names,
+                driver_user=self._driver_user(cluster),
             )
         if kind == ClusterKind.SPARK_SUBMIT:
             from scheduler.backends.local import LocalSparkSubmitBackend
@@ -76,6 +90,7 @@ class BackendRegistry:
                 python=settings.resolved_spark_python,
                 loopback_driver=is_loopback_master(cluster.master_url),
                 env_passthrough=settings.driver_env_names,
+                driver_user=self._driver_user(cluster),
             )
         if kind == ClusterKind.STANDALONE:
             from scheduler.backends.standalone import StandaloneRestBackend
@@ -90,7 +105,47 @@ class BackendRegistry:
                 cluster.ui_url,
                 python=settings.resolved_spark_python,
             )
+        if kind == ClusterKind.YARN:
+            from scheduler.backends.yarn import YarnBackend
+
+            if not (cluster.rest_url and cluster.hadoop_conf_dir):
+                raise ClusterError(
+                    f"cluster {cluster.name!r} (yarn) needs rest_url and hadoop_conf_dir"
+                )
+            return YarnBackend(
+                cluster.rest_url,
+                cluster.hadoop_conf_dir,
+                spark_home=settings.resolved_spark_home,
+                python=settings.resolved_spark_python,
+                queue_of=self._queue_of,
+                env_passthrough=settings.driver_env_names,
+                work_dir=settings.runs_dir.parent / "yarn-submissions",
+            )
         raise ClusterError(f"cluster {cluster.name!r}: no backend for kind {kind}")
+
+    def _driver_user(self, cluster: ClusterRecord) -> str:
+        """The user the drivers of a cluster that runs them on this host run as
+        (``DROVER_DRIVER_USER``). None configured: production refuses the cluster (ClusterError:
+        its jobs wait, its probes fail); development runs them as the node's own user, and
+        says so loudly once."""
+        user = self._settings.driver_user
+        if user:
+            return user
+        if self._settings.environment == "production":
+            raise ClusterError(
+                f"cluster {cluster.name!r} ({cluster.kind}) runs its drivers on this node's host, "
+                "and production mode never runs them as the node's own user: set "
+                "DROVER_DRIVER_USER (an unprivileged user, e.g. drover-{team} for one per team)"
+            )
+        if not self._warned:
+            self._warned = True
+            log.warning(
+                "DROVER_DRIVER_USER is not set: the drivers of cluster %r run as this node's own "
+                "user and can read everything the node can (its store, its secrets, every "
+                "job's checkpoints). Development only: production refuses it",
+                cluster.name,
+            )
+        return ""
 
     def close(self) -> None:
         """Release every backend's resources (HTTP clients, timers)."""

@@ -119,6 +119,7 @@ from typing import Any, NamedTuple
 
 import httpx
 
+from scheduler.backends import http
 from scheduler.backends.changes import ChangeLog, Changes, Mark
 from scheduler.backends.driverlog import (
     APP_TAG_PROPERTY,
@@ -375,27 +376,11 @@ class StandaloneRestBackend:
     # ----------------------------------------------------------------------- HTTP
 
     def _request(self, method: str, url: str, what: str, **kwargs: Any) -> httpx.Response:
-        try:
-            response = self._http.request(method, url, **kwargs)
-        except httpx.HTTPError as exc:
-            raise ClusterUnreachable(f"{what}: no answer from {url}: {exc!r}") from exc
-        if response.status_code >= 500:
-            raise ClusterUnreachable(
-                f"{what}: {url} answered {response.status_code}: {response.text[:200]}"
-            )
-        return response
+        return http.request(self._http, method, url, what, **kwargs)
 
     @staticmethod
     def _json(response: httpx.Response, what: str) -> dict[str, Any]:
-        try:
-            body = response.json()
-        except ValueError as exc:
-            raise ClusterUnreachable(
-                f"{what}: garbled answer ({response.status_code}): {response.text[:200]!r}"
-            ) from exc
-        if not isinstance(body, dict):
-            raise ClusterUnreachable(f"{what}: unexpected answer {body!r:.200}")
-        return body
+        return http.json_object(response, what)
 
     # ----------------------------------------------------------------------- submit
 

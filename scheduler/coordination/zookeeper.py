@@ -59,6 +59,7 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent, ZnodeStat
 from kazoo.retry import KazooRetry
+from kazoo.security import CREATOR_ALL_ACL
 
 from scheduler.core.errors import (
     CoordinationUnavailable,
@@ -180,10 +181,13 @@ class Coordinator:
         stuck_after: float | None = None,
         op_timeout: float | None = None,
         resolve_generation: GenerationResolver | None = None,
+        auth: str = "",
     ) -> None:
         """``resolve_generation`` gives each members znode incarnation its membership generation
         (the metadata store, in a node); None gives generation 0 to every incarnation, so epochs
-        are bare child versions (tools and tests without a store)."""
+        are bare child versions (tools and tests without a store). ``auth``: a digest
+        credential ``user:password``; every session authenticates with it and every znode it
+        creates is readable and writable by that identity only (creator-all)."""
         if not hosts.strip():
             raise InvalidInput("no ZooKeeper hosts given")
         if session_timeout <= 0:
@@ -198,6 +202,7 @@ class Coordinator:
             if role not in ROLES:
                 raise InvalidInput(f"group {group!r}: role must be active or backup, not {role!r}")
         self._hosts = hosts.strip()
+        self._auth = auth
         self._root = normalize_namespace(namespace)
         self._node = node
         self._groups: dict[str, Role] = dict(groups)
@@ -258,6 +263,7 @@ class Coordinator:
             settings.zk_session_timeout,
             on_event,
             resolve_generation=resolve_generation,
+            auth=settings.resolved_zk_auth,
         )
 
     # --- public surface ----------------------------------------------------------------------
@@ -471,6 +477,8 @@ class Coordinator:
             connection_retry=KazooRetry(max_tries=-1, max_delay=1.0),
             command_retry=KazooRetry(max_tries=3, delay=0.1, max_delay=1.0, ignore_expire=False),
             logger=logging.getLogger("kazoo.client"),
+            auth_data=[("digest", self._auth)] if self._auth else None,
+            default_acl=CREATOR_ALL_ACL if self._auth else None,
         )
 
         def on_state(state: KazooState) -> None:

@@ -1,7 +1,8 @@
 """The cluster-backend interface: submit, status, kill, list applications, find, probe.
 
 Every backend (local spark-submit, spark-submit to any master, Spark standalone REST -- which
-also drives the simulated cluster of ``harness/simcluster.py``) implements :class:`ClusterBackend`.
+also drives the simulated cluster of ``harness/simcluster.py`` --, Spark on YARN through the
+ResourceManager's REST API) implements :class:`ClusterBackend`.
 Calls are synchronous and may block on I/O: callers run them off the event loop. A backend never
 guesses: when it cannot tell the state of an application it raises
 :class:`~scheduler.core.errors.ClusterUnreachable`.
@@ -93,6 +94,10 @@ class SubmitRequest:
     #: Drover API base URLs the pipeline asks for its fencing check
     #: (Spark property ``spark.drover.fenceUrls`` and env ``DROVER_FENCE_URLS``, comma separated)
     fence_urls: Sequence[str] = ()
+    #: the job's team (a backend that runs drivers on the node's host runs them as its user)
+    team: str = ""
+    #: the job's business (a YARN backend submits to the business's queue)
+    business: str = ""
 
     @property
     def app_name(self) -> str:

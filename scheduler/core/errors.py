@@ -10,7 +10,9 @@ documents in one place (``api/problems.py``); the CLI prints their message on on
     │   ├── IdempotencyKeyReused  an Idempotency-Key sent again with another request → 422
     │   ├── MalformedRequest    unparsable body, undeclared query parameter     → 400
     │   └── UnsupportedMediaType  a request body that is not JSON               → 415
+    ├── PayloadTooLarge         a request body over the route's bound           → 413
     ├── Unauthenticated         no valid credential                             → 401
+    │   └── TooManyFailedCredentials  this address failed too often; wait       → 429
     ├── Forbidden               the credential may not do this                   → 403
     ├── PermissionCenterUnavailable  the external permission center did not answer → 503
     │   └── IdentityProviderUnavailable  the JWT issuer's keys could not be loaded → 503
@@ -73,6 +75,19 @@ class Unauthenticated(DroverError):
     """No credential, or one that is unknown, expired, revoked or badly signed."""
 
     kind = "unauthenticated"
+
+
+class TooManyFailedCredentials(Unauthenticated):
+    """The client's address presented too many credentials that did not verify lately; it is
+    answered this (with ``retry_after`` seconds) until its allowance is back."""
+
+    kind = "too-many-failed-credentials"
+
+
+class PayloadTooLarge(DroverError):
+    """A request body longer than the bound of its route (``DROVER_API_MAX_BODY_BYTES``)."""
+
+    kind = "payload-too-large"
 
 
 class Forbidden(DroverError):

@@ -21,14 +21,25 @@ every implementation honours (``tests/support/ledger_contract.py``):
 - a run write also requires the run to be still open (not in a final state);
 - a job appears at most once in one ``apply`` (StaleWrite otherwise).
 
-The reconciler records an intent (:class:`Intent`, :class:`KillIntent`, :class:`Proof`) before
-it submits or kills (invariant 3), looks a run without a submission id up on the cluster before
-any resubmission (:class:`Adopted`, invariant 4) and repeats kills until the cluster confirms
-(:class:`RunClose`, invariant 5).
+The reconciler records an intent (:class:`Intent`, :class:`KillIntent`, :class:`Reissue`,
+:class:`Proof`) before it submits or kills (invariant 3), looks a run without a submission id up
+on the cluster before any resubmission (:class:`Adopted`, invariant 4) and repeats kills until
+the cluster confirms (:class:`RunClose`, invariant 5).
+
+Fencing tokens. A run's token is minted with the write that records the run (``Intent``) and
+travels to the driver in its submission only; the store keeps its SHA-256 (:func:`fencing_digest`,
+the same digest as an API token's), the record ``apply`` returns carries the token itself once
+(``RunRecord.fencing_secret``). A node that takes over a run whose submission was never recorded
+and finds nothing of it on the cluster cannot know the token of a submission that may have been
+sent (and must never learn it from the store): it gives the run a fresh token with a fenced
+write (:class:`Reissue`) and submits with that. A driver of the lost submission, if one exists,
+then holds a token no run has: its next fence check says "superseded" and it stops.
 """
 
 from __future__ import annotations
 
+import hashlib
+import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
@@ -61,6 +72,16 @@ class FailureQuery:
     since: datetime
 
 
+def new_fencing_token() -> str:
+    """A fresh fencing token (128 random bits, hex)."""
+    return secrets.token_hex(16)
+
+
+def fencing_digest(token: str) -> str:
+    """What the store keeps of a fencing token: its SHA-256, hex (128 random bits: no salt)."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
 # -- the writes: each carries the job as its writer read it (its version is the condition) ------
 
 
@@ -74,13 +95,24 @@ class Proof:
 @dataclass(frozen=True)
 class Intent:
     """A new run (SUBMITTING, fresh fencing token) becomes the job's current run and the job
-    moves to SUBMITTING (through QUEUED if needed); ``note``: an extra event."""
+    moves to SUBMITTING (through QUEUED if needed); ``note``: an extra event. The token is
+    minted with the write: the store keeps its digest."""
 
     job: JobRecord
     cluster: str
     checkpoint_location: str
     reason: str
     note: str | None = None
+    fencing_token: str = field(default_factory=new_fencing_token, repr=False)
+
+
+@dataclass(frozen=True)
+class Reissue:
+    """Prove the claim and give the current (open) run a fresh fencing token, before the run is
+    submitted again (its first submission's outcome is unknown: see the module docstring)."""
+
+    job: JobRecord
+    fencing_token: str = field(default_factory=new_fencing_token, repr=False)
 
 
 @dataclass(frozen=True)
@@ -193,6 +225,7 @@ class UpgradeEnd:
 Write = (
     Proof
     | Intent
+    | Reissue
     | Submitted
     | Adopted
     | Observation
@@ -261,6 +294,13 @@ def effect_of(write: Write, new_run: RunRecord | None = None) -> Effect:
     match write:
         case Proof():
             return Effect(job, {}, None, (), job.current_run_id, bumps=False)
+        case Reissue():
+            run = _open_run(job)
+            run_fields: dict[str, Any] = {
+                "fencing_token": fencing_digest(write.fencing_token),
+                "fencing_secret": write.fencing_token,
+            }
+            return Effect(job, {}, run_fields, (), run.id)
         case Intent():
             if new_run is None:
                 raise ValueError("an intent's effect needs its new run")

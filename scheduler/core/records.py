@@ -47,6 +47,7 @@ class RunRecord:
     cluster: str
     node_id: str
     owner_epoch: int
+    #: what the store keeps of the run's fencing token: its SHA-256 (hex), like an API token's
     fencing_token: str
     app_name: str
     checkpoint_location: str
@@ -74,6 +75,9 @@ class RunRecord:
     #: the latest end of a fence lease Drover may have granted the run's driver (None: never
     #: granted one); scheduler/decisions/leases.py
     lease_until: datetime | None = None
+    #: the fencing token itself: only on the record the write that minted it returned (an
+    #: intent, a reissue), which the submission carries to the driver; never stored
+    fencing_secret: str | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -195,6 +199,8 @@ class ClusterRecord:
     health_since: datetime | None = None
     #: where entrypoints may come from (empty: the node's DROVER_ARTIFACT_ROOTS)
     artifact_roots: tuple[str, ...] = ()
+    #: a YARN cluster's Hadoop client configuration on the nodes (HADOOP_CONF_DIR)
+    hadoop_conf_dir: str = ""
 
 
 @dataclass(frozen=True)

@@ -135,6 +135,8 @@ class ClusterKind(enum.StrEnum):
     STANDALONE = "standalone"
     LOCAL = "local"
     SPARK_SUBMIT = "spark-submit"
+    #: Spark on YARN in cluster deploy mode (``scheduler.backends.yarn``)
+    YARN = "yarn"
 
 
 class Command(enum.StrEnum):

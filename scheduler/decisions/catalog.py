@@ -10,7 +10,11 @@ kind needs:
 - ``spark-submit``: ``master_url``: any master ``spark-submit --master`` accepts (``yarn``,
   ``k8s://https://host:port``, ``spark://…``, ``local[N]``); the URLs are optional;
 - ``local``: nothing; ``master_url`` empty (the node's ``DROVER_SPARK_LOCAL_MASTER``) or
-  ``local``/``local[N]``/``local[*]``.
+  ``local``/``local[N]``/``local[*]``;
+- ``yarn``: ``rest_url`` (the ResourceManager's web address, ``http://rm:8088``: its REST API
+  answers status, kill, listing and probes), ``hadoop_conf_dir`` (the absolute path, on every
+  Drover node, of the cluster's Hadoop client configuration: ``spark-submit`` reads it);
+  ``master_url`` empty or ``yarn``; ``ui_url`` optional (default: ``rest_url``).
 
 Capacity limits (0 = unlimited): ``max_concurrent_submissions`` (submissions in flight at once),
 ``max_running_apps`` (live applications Drover keeps on the cluster), ``max_cores`` (the sum of
@@ -56,6 +60,7 @@ class ClusterSpec:
     max_concurrent_submissions: int = 0
     max_running_apps: int = 0
     max_cores: int = 0
+    hadoop_conf_dir: str = ""
 
 
 CLUSTER_FIELDS = frozenset(f.name for f in fields(ClusterSpec))
@@ -86,8 +91,13 @@ def validate_cluster(spec: ClusterSpec) -> ClusterSpec:
         raise InvalidInput(f"kind must be one of {choices}, not {spec.kind!r}") from None
     master_url = _master_url(kind, spec.master_url)
     required = kind == ClusterKind.STANDALONE
-    rest_url = _http_url(spec.rest_url, "rest_url", required=required, kind=kind)
+    rest_url = _http_url(
+        spec.rest_url, "rest_url", required=required or kind == ClusterKind.YARN, kind=kind
+    )
     ui_url = _http_url(spec.ui_url, "ui_url", required=required, kind=kind)
+    if kind == ClusterKind.YARN and not ui_url:
+        ui_url = rest_url
+    hadoop_conf_dir = _conf_dir(spec.hadoop_conf_dir, required=kind == ClusterKind.YARN, kind=kind)
     for name in LIMIT_FIELDS:
         value = getattr(spec, name)
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_LIMIT:
@@ -101,7 +111,21 @@ def validate_cluster(spec: ClusterSpec) -> ClusterSpec:
         ui_url=ui_url,
         az=_label(spec.az, "az"),
         cloud=_label(spec.cloud, "cloud"),
+        hadoop_conf_dir=hadoop_conf_dir,
     )
+
+
+def _conf_dir(path: str, *, required: bool, kind: ClusterKind) -> str:
+    """A Hadoop configuration directory: an absolute path without control characters."""
+    if not isinstance(path, str) or len(path) > MAX_URL_LENGTH:
+        raise InvalidInput(f"hadoop_conf_dir must be a path of at most {MAX_URL_LENGTH} characters")
+    if not path:
+        if required:
+            raise InvalidInput(f"hadoop_conf_dir is required for a {kind} cluster")
+        return ""
+    if not path.startswith("/") or any(unicodedata.category(c)[0] == "C" for c in path):
+        raise InvalidInput(f"hadoop_conf_dir {path!r} must be an absolute path")
+    return path.rstrip("/") or "/"
 
 
 def _master_url(kind: ClusterKind, url: str) -> str:
@@ -115,6 +139,10 @@ def _master_url(kind: ClusterKind, url: str) -> str:
                 f"master_url {url!r}: a local cluster takes local, local[N] or local[*] (or none)"
             )
         return url
+    if kind == ClusterKind.YARN:
+        if url not in ("", "yarn"):
+            raise InvalidInput(f"master_url {url!r}: a yarn cluster takes yarn (or none)")
+        return "yarn"
     if not url:
         raise InvalidInput(f"master_url is required for a {kind} cluster")
     if kind == ClusterKind.STANDALONE or url.startswith("spark://"):

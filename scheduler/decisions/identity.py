@@ -15,10 +15,15 @@ action                 who may
                        runs (the fence answers a run only whether it is current)
 ``job.write``          operator of the job's team (create, change, delete, start, stop, restart)
 ``catalog.read``       any authenticated principal (clusters, groups, nodes: no team data)
-``cluster.mark``       operator of any team (mark a cluster abnormal/normal; failovers)
+``cluster.mark``       operator of any team (mark a cluster abnormal/normal), or only of every
+                       team (``*``) where the platform keeps marks to its operators
+                       (``platform_marks``; ``DROVER_CLUSTER_MARKS``)
 ``catalog.write``      platform admin (create/change clusters and groups)
 ``team.read``          viewer of that team (its members and tokens)
 ``team.admin``         admin of that team (bind members, create and revoke its tokens)
+``token.own``          any principal with a stored identity, on its own tokens (create one no
+                       stronger and no longer-lived than the token minting it, revoke one);
+                       a write, like every mint (see :func:`may_mint`)
 ``platform.admin``     platform admin (teams, identities, audit of everything)
 ``audit.read``         admin of any team (entries of that team's jobs) or platform admin
 ``internal``           only a node presenting the deployment secret
@@ -33,6 +38,7 @@ import hmac
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 #: the team of a binding that covers every team
 ALL_TEAMS = "*"
@@ -75,6 +81,7 @@ class Action(enum.StrEnum):
     AUDIT_READ = "audit.read"
     FAILOVER_READ = "failover.read"
     FAILOVER_WRITE = "failover.write"
+    TOKEN_OWN = "token.own"
     INTERNAL = "internal"
 
 
@@ -138,6 +145,10 @@ class Principal:
     run_id: int | None = None
     #: the stored identity behind a Drover token (None for JWT, node and run principals)
     identity: str | None = None
+    #: the Drover token the principal proved (the parent of any token it mints)
+    token_id: int | None = None
+    #: when the credential stops being valid (a token's expiry, a JWT's ``exp``; None: never)
+    expires_at: datetime | None = None
 
     def role_on(self, team: str) -> Role | None:
         """The principal's role on ``team`` (the higher of its binding there and on ``*``)."""
@@ -169,13 +180,19 @@ class Decision:
 
 
 def decide(
-    principal: Principal, action: Action, team: str | None = None, job: str | None = None
+    principal: Principal,
+    action: Action,
+    team: str | None = None,
+    job: str | None = None,
+    *,
+    platform_marks: bool = False,
 ) -> Decision:
     """The built-in role bindings: may ``principal`` take ``action`` on a resource of ``team``?
 
     ``team`` is the resource's team for team-scoped actions (``""`` is a team like any other:
     the jobs nobody claimed; only ``*`` bindings reach them); ``job`` the job's name, which only
-    a run token's decision looks at.
+    a run token's decision looks at; ``platform_marks``: cluster marks are for operators of
+    every team only.
     """
     if action is Action.INTERNAL:
         if principal.node:
@@ -191,12 +208,16 @@ def decide(
         return Decision(False, "the token is read-only")
     if action in READ_ACTIONS and not principal.scopes:
         return Decision(False, "no credentials")
+    if action is Action.TOKEN_OWN:
+        if principal.identity is not None:
+            return Decision(True, "one's own tokens")
+        return Decision(False, "this credential has no stored identity to hold tokens")
     if action in _PLATFORM:
         if principal.platform_admin:
             return Decision(True, "platform admin")
         return Decision(False, f"{action} needs the admin role on every team ('*')")
-    if action in _EVERY_TEAM_ROLE:
-        need = _EVERY_TEAM_ROLE[action]
+    if action in _EVERY_TEAM_ROLE or (platform_marks and action is Action.CLUSTER_MARK):
+        need = _EVERY_TEAM_ROLE.get(action, Role.OPERATOR)
         have = principal.roles.get(ALL_TEAMS)
         if have is not None and have >= need:
             return Decision(True, f"{have} on every team")
@@ -249,7 +270,57 @@ def grants(
     return out
 
 
+def acting_as(principal: Principal, need: Role = Role.OPERATOR) -> str:
+    """Who ``principal`` is when a role on *some* team lets it act on what every team shares (a
+    cluster mark stops every team's starts there): its subject, and the teams whose role lets it
+    (``user:olga (operator of team ads)``), so the other teams see whose operator it was. A
+    platform operator (``*``) is its subject alone."""
+    every = principal.roles.get(ALL_TEAMS)
+    if every is not None and every >= need:
+        return principal.subject
+    holds = [f"{r} of team {t}" for t, r in sorted(principal.roles.items()) if r >= need]
+    return f"{principal.subject} ({', '.join(holds)})" if holds else principal.subject
+
+
 # --------------------------------------------------------------------------- API tokens
+
+
+def may_mint(
+    principal: Principal,
+    scopes: frozenset[Scope],
+    expires_at: datetime | None,
+    *,
+    platform_admin: bool,
+) -> Decision:
+    """May ``principal`` mint a token of ``scopes`` that expires at ``expires_at`` (None: never,
+    which a caller asks for explicitly)? A minted token never exceeds the credential minting
+    it: no scope it lacks, no expiry after its own, and a token that never expires only from a
+    platform admin (``platform_admin``: as the deciding authority says) whose own credential
+    never expires either. Whether the principal may mint at all (``token.own`` or
+    ``platform.admin``) is decided first, like any write."""
+    beyond = sorted(s.value for s in scopes - principal.scopes)
+    if beyond:
+        return Decision(False, f"a token may not carry scopes its minting token lacks: {beyond}")
+    if expires_at is None:
+        if not platform_admin:
+            return Decision(False, "only a platform admin mints a token that never expires")
+        if principal.expires_at is not None:
+            return Decision(False, "a token that expires may not mint one that never does")
+        return Decision(True, "a platform admin, asking for a token that never expires")
+    if principal.expires_at is not None and expires_at > principal.expires_at:
+        return Decision(
+            False,
+            "a token may not outlive the credential minting it "
+            f"(which expires at {principal.expires_at.isoformat()})",
+        )
+    return Decision(True, "within the minting credential's scopes and lifetime")
+
+
+def default_expiry(principal: Principal, now: datetime, lifetime: timedelta) -> datetime:
+    """A minted token's expiry when the caller names none: ``lifetime`` from ``now``, cut to the
+    minting credential's own expiry."""
+    wanted = now + lifetime
+    return wanted if principal.expires_at is None else min(wanted, principal.expires_at)
 
 
 @dataclass(frozen=True)

@@ -324,6 +324,8 @@ class MembershipSettings:
     log_format: str = "json"
     log_level: str = "INFO"
     ray_log_level: str = "ERROR"
+    #: the ZooKeeper digest credential ``user:password`` ("" = none)
+    resolved_zk_auth: str = field(default="", repr=False)
 
     @property
     def group_roles(self) -> Mapping[str, Role]:

@@ -10,7 +10,10 @@ A business's quota (``/v1/quotas/{business}``, ``drover quotas set``) has
   bucket overflows between two ticks and the business gets less than its rate;
 - ``dedicated_group``: a scheduling group reserved for the business (``None``: none). The
   business's jobs must live in that group, the group takes no other business's jobs, and no
-  node of another group ever claims them (``scheduler.store.ledger.claim_jobs``).
+  node of another group ever claims them (``scheduler.store.ledger.claim_jobs``);
+- ``yarn_queue``: the YARN queue the business's applications are submitted to
+  (``spark.yarn.queue``: the capacity scheduler's share of the business) on YARN clusters
+  (``None``: the job's own ``spark.yarn.queue``, else the cluster's default queue).
 
 Per-cluster caps (in flight, running) are attributes of the cluster (``/v1/clusters/{name}``:
 ``max_concurrent_submissions``, ``max_running_apps``). The decisions are in
@@ -20,6 +23,7 @@ Per-cluster caps (in flight, running) are attributes of the cluster (``/v1/clust
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -27,6 +31,7 @@ from scheduler.core.errors import InvalidInput
 from scheduler.core.names import validate_name
 from scheduler.decisions.gate import Bucket
 
+_QUEUE = re.compile(r"^(?=.{1,255}$)[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
 MIN_RATE = 0.001
 MAX_RATE = 100_000.0
 MAX_BURST = 1_000_000
@@ -39,6 +44,7 @@ class QuotaSpec:
     rate: float | None = None
     burst: int = 1
     dedicated_group: str | None = None
+    yarn_queue: str | None = None
 
 
 @dataclass(frozen=True)
@@ -54,10 +60,11 @@ class QuotaRecord:
     updated_by: str
     created_at: datetime
     updated_at: datetime
+    yarn_queue: str | None = None
 
     @property
     def spec(self) -> QuotaSpec:
-        return QuotaSpec(self.rate, self.burst, self.dedicated_group)
+        return QuotaSpec(self.rate, self.burst, self.dedicated_group, self.yarn_queue)
 
     def bucket(self) -> Bucket | None:
         """The business's bucket (None: no rate limit)."""
@@ -91,6 +98,20 @@ def validate_quota(spec: QuotaSpec) -> QuotaSpec:
     group = spec.dedicated_group
     if group is not None:
         validate_name(group, "dedicated_group")
-    if rate is None and group is None:
-        raise InvalidInput("a quota sets a rate, a dedicated_group, or both")
-    return QuotaSpec(rate, burst, group)
+    queue = spec.yarn_queue
+    if queue is not None:
+        validate_yarn_queue(queue)
+    if rate is None and group is None and queue is None:
+        raise InvalidInput("a quota sets a rate, a dedicated_group, a yarn_queue, or several")
+    return QuotaSpec(rate, burst, group, queue)
+
+
+def validate_yarn_queue(queue: str) -> str:
+    """A YARN queue: its leaf name or its full path (``orders``, ``root.bu.orders``), each part
+    letters, digits, ``-`` and ``_`` (what the capacity scheduler accepts)."""
+    if not isinstance(queue, str) or not _QUEUE.match(queue):
+        raise InvalidInput(
+            f"yarn_queue {queue!r} is not a YARN queue: dot-separated names of letters, digits, "
+            "'-' and '_' (at most 255 characters)"
+        )
+    return queue

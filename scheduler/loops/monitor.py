@@ -107,6 +107,20 @@ class HealthMonitor:
             names |= {g.failover_cluster for g in rows if g.failover_cluster is not None}
             return [c for c in catalog_store.list_clusters(session) if c.name in names]
 
+    def groups_of_clusters(self, groups: Collection[str]) -> dict[str, list[str]]:
+        """Every group using each cluster of ``groups`` (as primary or failover cluster)."""
+        with self._store.session() as session:
+            rows = catalog_store.list_groups(session)
+        mine = {
+            c for g in rows if g.name in groups for c in (g.primary_cluster, g.failover_cluster)
+        }
+        using: dict[str, list[str]] = {}
+        for g in rows:
+            for cluster in (g.primary_cluster, g.failover_cluster):
+                if cluster is not None and cluster in mine:
+                    using.setdefault(cluster, []).append(g.name)
+        return using
+
     def probe_all(self, clusters: list[ClusterRecord]) -> list[ProbeResult]:
         """Every cluster probed at once; each answer waited for at most the probe timeout."""
         started = time.monotonic()

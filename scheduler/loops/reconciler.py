@@ -65,6 +65,7 @@ from scheduler.core.ledger import (
     LedgerView,
     Observation,
     Proof,
+    Reissue,
     RevisionRestore,
     RunClose,
     RunFence,
@@ -813,8 +814,8 @@ class Reconciler:
                     intent = self._intent(job, action)
                     writes.append(intent)
                     targets[job.id] = (self._cluster(intent.cluster), failures)
-                else:
-                    writes.append(Proof(job))
+                else:  # its first submission's token is not known here: a fresh one
+                    writes.append(Reissue(job))
                     targets[job.id] = (self._cluster(action.run.cluster), failures)
             except Exception as exc:
                 results[job.id] = exc
@@ -884,16 +885,20 @@ class Reconciler:
         (the run closed) or an unknown outcome (an event; the run is looked up next tick)."""
         run = job.current_run
         assert run is not None
+        if run.fencing_secret is None:  # only an intent or a reissue just written carries it
+            raise StaleWrite(f"run {run.id} of job {job.name!r} has no fencing token to submit")
         request = SubmitRequest(
             job_name=job.name,
             run_id=run.id,
-            fencing_token=run.fencing_token,
+            fencing_token=run.fencing_secret,
             entrypoint=_entrypoint_path(job.entrypoint),
             args=job.args,
             conf=job.conf,
             checkpoint_location=run.checkpoint_location,
             py_files=self.py_files,
             fence_urls=self.fence_urls,
+            team=job.team,
+            business=job.business,
         )
         try:
             submission = self._backends.for_cluster(cluster).submit(request)

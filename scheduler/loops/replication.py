@@ -3,7 +3,7 @@ source's storage is gone: copy what a checkpoint copy lacks, make a checkpoint a
 failover, and the replicator's round over a node's jobs.
 
 - :func:`sync` brings a copy of a checkpoint to the source's newest complete batch through
-  :mod:`scheduler.storage.local`, following the pure plan of
+  :mod:`scheduler.storage.base`, following the pure plan of
   :func:`scheduler.decisions.checkpoints.plan_sync`: only files the copy lacks or that changed, a
   batch's offsets and commit after everything they need, each file written under a temporary name
   and renamed, the locations inside transformWithState metadata rewritten for the copy's place.
@@ -53,7 +53,8 @@ from scheduler.decisions.replication import (
     observed_state,
     replica_target,
 )
-from scheduler.storage.local import CheckpointStorage, reading, storage_for
+from scheduler.storage.base import CheckpointStorage, reading
+from scheduler.storage.schemes import storage_for
 from scheduler.store import catalog as catalog_store
 from scheduler.store import jobs as jobs_store
 from scheduler.store import journal

@@ -327,11 +327,14 @@ def delete_group(session: Session, name: str, *, expected_version: int | None) -
     return record
 
 
-def validate_checkpoint_location(session: Session, group: str, location: str) -> str:
+def validate_checkpoint_location(
+    session: Session, group: str, location: str, *, job: str | None = None
+) -> str:
     """A job's explicit checkpoint location, normalised; "" stays "" (the cluster default).
 
     It must lie strictly under the storage root of the group's primary cluster and under no
-    other cluster's root (``storage.check_writable``); InvalidInput otherwise.
+    other cluster's root (``storage.check_writable``), and with ``job`` (a caller who is not a
+    platform admin) in that job's own area; InvalidInput otherwise.
     """
     if not location:
         return ""
@@ -340,7 +343,7 @@ def validate_checkpoint_location(session: Session, group: str, location: str) ->
         raise InvalidInput(f"no group named {group!r}")
     clusters = list_clusters(session)
     primary = next(c for c in clusters if c.name == row.primary_cluster)
-    return storage.check_writable(location, primary, clusters)
+    return storage.check_writable(location, primary, clusters, job=job)
 
 
 def set_artifact_roots(

@@ -1,12 +1,8 @@
-"""Fencing tokens and fence check-ins.
+"""Fence check-ins: the first time a run's pipeline asked the fence endpoint as itself.
 
-:func:`run_holding_token` is the one place a fencing token a pipeline presents is checked
-against the store (the API's security edge calls it for every request carrying one): how the
-token is kept, and what else a valid token must satisfy, is decided there and nowhere else.
-
-Check-ins: the first time a run's pipeline asked the fence endpoint as itself, written by
-``GET /v1/jobs/{name}/fence`` (api/routes/fence.py) once per run, read back as
+Written by ``GET /v1/jobs/{name}/fence`` (api/routes/fence.py) once per run, read back as
 ``runs.fence_checked_at`` (scheduler/decisions/selffencing.py says what it means for the job).
+Which run a presented fencing token proves is ``identities.run_of_fencing_token``'s.
 
 Leases: the latest end of a fence lease granted to a run's driver, ``runs.lease_until``, written
 by the same route at most once per half lease (:func:`grant_lease`; the rule is
@@ -17,7 +13,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Connection, bindparam, or_, select, update
+from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
 from scheduler.core.states import RunState
@@ -25,30 +21,6 @@ from scheduler.decisions import leases
 from scheduler.store.models import Job, Run
 
 _FINAL = [s.value for s in RunState if s.is_final]
-
-#: the longest fencing token a run is given (``runs.fencing_token``)
-MAX_TOKEN_LENGTH = 64
-
-_RUN_OF_TOKEN = (
-    select(Run.__table__.c.id)
-    .join(Job.__table__, Job.__table__.c.id == Run.__table__.c.job_id)
-    .where(
-        Job.__table__.c.name == bindparam("job"),
-        Run.__table__.c.fencing_token == bindparam("token"),
-    )
-)
-
-
-def run_holding_token(session: Session | Connection, job: str, token: str) -> int | None:
-    """The id of the run of job ``job`` whose fencing token is ``token``, or None (no such job,
-    no such run, or a run of another job: one answer for all, so a caller learns nothing about
-    which jobs exist). Any run of the job, current or not: whether it is current is the fence's
-    answer (api/routes/fence.py), not a matter of who is asking."""
-    if not token or len(token) > MAX_TOKEN_LENGTH or not job:
-        return None
-    connection = session.connection() if isinstance(session, Session) else session
-    found = connection.execute(_RUN_OF_TOKEN, {"job": job, "token": token}).first()
-    return None if found is None else int(found[0])
 
 
 def record_fence_check(session: Session, run_id: int, at: datetime) -> bool:

@@ -109,16 +109,39 @@ def record_decision(
 
 
 def mark_abnormal(
-    session: Session, cluster: str, *, reason: str, actor: str, node_id: str
+    session: Session,
+    cluster: str,
+    *,
+    reason: str,
+    actor: str,
+    node_id: str,
+    acting_as: str = "",
 ) -> HealthEvent:
-    """An operator marks the cluster MANUAL_ABNORMAL (again, to change the reason)."""
+    """An operator marks the cluster MANUAL_ABNORMAL (again, to change the reason).
+
+    ``acting_as``: the operator as every team sees it in the reason and the jobs' events
+    (``identity.acting_as``: the team whose operator it is); ``actor`` by default."""
     reason = _reason(reason, required=True)
     return _operator_change(
-        session, cluster, ClusterHealth.MANUAL_ABNORMAL, reason=reason, actor=actor, node_id=node_id
+        session,
+        cluster,
+        ClusterHealth.MANUAL_ABNORMAL,
+        reason=reason,
+        actor=actor,
+        node_id=node_id,
+        shown=acting_as or actor,
     )
 
 
-def clear(session: Session, cluster: str, *, reason: str, actor: str, node_id: str) -> HealthEvent:
+def clear(
+    session: Session,
+    cluster: str,
+    *,
+    reason: str,
+    actor: str,
+    node_id: str,
+    acting_as: str = "",
+) -> HealthEvent:
     """An operator lifts a manual mark (IllegalTransition for any other state)."""
     return _operator_change(
         session,
@@ -127,6 +150,7 @@ def clear(session: Session, cluster: str, *, reason: str, actor: str, node_id: s
         reason=_reason(reason, required=False),
         actor=actor,
         node_id=node_id,
+        shown=acting_as or actor,
     )
 
 
@@ -147,12 +171,13 @@ def _operator_change(
     reason: str,
     actor: str,
     node_id: str,
+    shown: str,
 ) -> HealthEvent:
     row = load_cluster(session, cluster)
     old = _health(row.health)
     apply(old, new, Decider.OPERATOR)
     previous_reason = row.health_reason or ""
-    stored = f"marked abnormal by {actor}: {reason}" if new.is_abnormal else f"cleared by {actor}"
+    stored = f"marked abnormal by {shown}: {reason}" if new.is_abnormal else f"cleared by {shown}"
     return _write_transition(
         session,
         cluster,
@@ -162,6 +187,7 @@ def _operator_change(
         actor=actor,
         reason=reason,
         stored_reason=stored,
+        shown=shown,
         evidence={"reason": reason, "previous_reason": previous_reason},
         node_id=node_id,
         at=utcnow(),
@@ -181,6 +207,7 @@ def _write_transition(
     evidence: dict[str, object],
     node_id: str,
     at: datetime,
+    shown: str = "",
 ) -> HealthEvent:
     """The jobs' events, then the conditional write of the health, then the health event.
 
@@ -190,7 +217,7 @@ def _write_transition(
     deadlock between a health change and a reconcile tick, nor between two nodes deciding at
     once (the second waits on the cluster row, then finds the state moved: StaleWrite).
     """
-    message = job_event_message(cluster, new, by, actor, reason)
+    message = job_event_message(cluster, new, by, shown or actor, reason)
     for job in jobs_on(session, cluster):
         journal.add_event(
             session, job, job.current_run_id, None, cause=CAUSE, message=message, node_id=node_id

@@ -9,12 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection, bindparam, delete, select
+from sqlalchemy import Connection, bindparam, delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from scheduler.core.clock import utcnow
-from scheduler.core.errors import AlreadyExists, Conflict, InvalidInput, NotFound
+from scheduler.core.errors import AlreadyExists, Conflict, InvalidInput, NotFound, Unauthenticated
+from scheduler.core.ledger import fencing_digest
 from scheduler.core.names import validate_name
 from scheduler.core.paging import KeyPart, Window
 from scheduler.decisions.identity import (
@@ -26,7 +27,7 @@ from scheduler.decisions.identity import (
     token_digest,
 )
 from scheduler.store import paging
-from scheduler.store.models import ApiToken, Identity, RoleBinding, Team
+from scheduler.store.models import ApiToken, Identity, Job, RoleBinding, Run, Team
 
 IDENTITY_KINDS = ("user", "service")
 
@@ -51,6 +52,8 @@ class TokenRecord:
     created_at: datetime
     expires_at: datetime | None
     revoked_at: datetime | None
+    #: the token that minted this one (None: minted by no token)
+    parent_id: int | None = None
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -63,6 +66,7 @@ class TokenRecord:
             "created_at": self.created_at.isoformat(),
             "expires_at": self.expires_at.isoformat() if self.expires_at else None,
             "revoked_at": self.revoked_at.isoformat() if self.revoked_at else None,
+            "parent_id": self.parent_id,
         }
 
 
@@ -90,6 +94,7 @@ def _token_record(row: ApiToken) -> TokenRecord:
         row.created_at,
         row.expires_at,
         row.revoked_at,
+        row.parent_id,
     )
 
 
@@ -225,10 +230,24 @@ def create_token(
     expires_at: datetime | None = None,
     description: str = "",
     created_by: str = "",
+    parent_id: int | None = None,
 ) -> tuple[NewToken, TokenRecord]:
-    """Mint a token for ``identity``. The returned ``NewToken.secret`` is never stored."""
+    """Mint a token for ``identity``. The returned ``NewToken.secret`` is never stored.
+
+    ``parent_id``: the token minting it (through the API). Its row is locked and must still be
+    valid, so a revocation of the parent either sees this token (and revokes it too) or is seen
+    here (Unauthenticated)."""
     if session.get(Identity, identity) is None:
         raise NotFound(f"no identity named {identity!r}")
+    if parent_id is not None:
+        parent = session.get(ApiToken, parent_id, with_for_update=True)
+        now = utcnow()
+        if (
+            parent is None
+            or parent.revoked_at is not None
+            or (parent.expires_at is not None and parent.expires_at <= now)
+        ):
+            raise Unauthenticated("the token minting this one was revoked or has expired")
     if expires_at is not None and expires_at <= utcnow():
         raise InvalidInput("expires_at must be in the future")
     if not scopes:
@@ -242,6 +261,7 @@ def create_token(
         description=description,
         created_by=created_by,
         expires_at=expires_at,
+        parent_id=parent_id,
     )
     session.add(row)
     try:
@@ -283,16 +303,48 @@ def count_tokens(session: Session, *, identities: frozenset[str] | None = None) 
     return paging.count(session, query)
 
 
-def revoke_token(session: Session, token_id: int) -> tuple[TokenRecord, TokenRecord]:
-    """Revoke a token (idempotent); returns it before and after."""
+@dataclass(frozen=True)
+class Revocation:
+    """A token revoked: it before and after, and the ids of the tokens it minted (and they
+    minted, ...) that were revoked with it."""
+
+    before: TokenRecord
+    after: TokenRecord
+    descendants: tuple[int, ...]
+
+
+def revoke_token(session: Session, token_id: int) -> Revocation:
+    """Revoke a token and every token it minted, down the generations (idempotent)."""
     row = session.get(ApiToken, token_id, with_for_update=True)
     if row is None:
         raise NotFound(f"no token with id {token_id}")
     before = _token_record(row)
+    now = utcnow()
     if row.revoked_at is None:
-        row.revoked_at = utcnow()
+        row.revoked_at = now
         session.flush()
-    return before, _token_record(row)
+    revoked: list[int] = []
+    seen, frontier = {token_id}, [token_id]
+    while frontier:  # one statement per generation
+        children = [
+            (child_id, revoked_at)
+            for child_id, revoked_at in session.execute(
+                select(ApiToken.id, ApiToken.revoked_at).where(ApiToken.parent_id.in_(frontier))
+            )
+            if child_id not in seen
+        ]
+        seen.update(c for c, _ in children)
+        frontier = [c for c, _ in children]
+        live = [c for c, at in children if at is None]
+        if live:
+            session.execute(
+                update(ApiToken)
+                .where(ApiToken.id.in_(live), ApiToken.revoked_at.is_(None))
+                .values(revoked_at=now)
+                .execution_options(synchronize_session=False)
+            )
+            revoked += live
+    return Revocation(before, _token_record(row), tuple(sorted(revoked)))
 
 
 def identities_of_teams(session: Session, teams: frozenset[str]) -> frozenset[str]:
@@ -342,6 +394,37 @@ def authenticate_token(
     scopes = frozenset(Scope(s) for s in first.scopes.split(",") if s in known)
     roles = {row.team: Role.parse(row.role) for row in rows if row.team is not None}
     return Credential(first.id, first.name, first.kind, roles, scopes, first.expires_at)
+
+
+#: the longest fencing token a run is given (``runs.fencing_token``)
+MAX_FENCING_TOKEN_LENGTH = 64
+
+_RUN_OF_FENCING_TOKEN = (
+    select(Run.__table__.c.id)
+    .join(Job.__table__, Job.__table__.c.id == Run.__table__.c.job_id)
+    .where(
+        Job.__table__.c.name == bindparam("job"),
+        Run.__table__.c.fencing_token == bindparam("token"),
+    )
+)
+
+
+def run_of_fencing_token(session: Session | Connection, job: str, token: str) -> int | None:
+    """The id of the run of job ``job`` whose fencing token is ``token``, or None (no such job,
+    no such run, or a run of another job: one answer for all, so a caller learns nothing about
+    which jobs exist). Any run of the job, current or not: whether it is current is the fence's
+    answer (api/routes/fence.py), not a matter of who is asking.
+
+    The one place a fencing token a pipeline presents is checked against the store (the API's
+    security edge calls it for every request carrying one): how the token is kept (its SHA-256
+    digest, never the token: ``scheduler/store/ledger.py`` says why), and what else a valid
+    token must satisfy, is decided here and nowhere else."""
+    if not token or len(token) > MAX_FENCING_TOKEN_LENGTH or not job:
+        return None
+    connection = session.connection() if isinstance(session, Session) else session
+    digest = fencing_digest(token)
+    found = connection.execute(_RUN_OF_FENCING_TOKEN, {"job": job, "token": digest}).first()
+    return None if found is None else int(found[0])
 
 
 def bootstrap_admin(

@@ -43,19 +43,20 @@ from scheduler.core.records import (
     RunRecord,
 )
 from scheduler.core.states import DesiredState, JobState, OnStall, Priority, transition
-from scheduler.decisions import leases, revisions
+from scheduler.decisions import leases, revisions, storage
 from scheduler.decisions.labels import Op, Requirement, validate_labels
 from scheduler.store import paging
 from scheduler.store import progress as progress_store
 from scheduler.store.catalog import (
     GROUP_ROOTS_COLUMNS,
     GROUP_ROOTS_FROM,
+    list_clusters,
     roots_of_group,
     validate_checkpoint_location,
 )
 from scheduler.store.journal import add_event
 from scheduler.store.mapping import job_record, run_record
-from scheduler.store.models import BusinessQuota, Group, Job, JobEvent, JobLabel, Run
+from scheduler.store.models import BusinessQuota, Cluster, Group, Job, JobEvent, JobLabel, Run
 from scheduler.store.quotas import (
     DEDICATIONS_WHERE,
     Placements,
@@ -118,6 +119,7 @@ def get_job(session: Session, name: str) -> JobRecord:
 _JOBS = Job.__table__
 _GROUPS = Group.__table__
 _QUOTAS = BusinessQuota.__table__
+_CLUSTERS = Cluster.__table__
 #: what the checks of some creations read, in one statement: of the groups and job names, those
 #: that exist (kind 1 a group, with its clusters' artifact roots for the submission policy; 2 a
 #: job), and the dedications that concern the businesses and groups (kind 3: the business, and
@@ -137,6 +139,12 @@ _CREATION_FACTS = union_all(
     ),
     select(literal_column("3"), _QUOTAS.c.business, _QUOTAS.c.dedicated_group, *_NO_ROOTS).where(
         *DEDICATIONS_WHERE
+    ),
+    # kind 4: every cluster's storage root (checkpoint keys are relative to them)
+    select(literal_column("4"), _CLUSTERS.c.name, _CLUSTERS.c.storage_root, *_NO_ROOTS),
+    # kind 5: the jobs checkpointing in the areas the creations may use, and where
+    select(literal_column("5"), _JOBS.c.name, _JOBS.c.checkpoint_location, *_NO_ROOTS).where(
+        _JOBS.c.checkpoint_area.in_(bindparam("areas", expanding=True))
     ),
 )
 #: the ids of jobs just inserted, by name, where the store cannot return them from the insert
@@ -162,6 +170,12 @@ class CreationFacts:
     #: of the names, those taken (and those accepted since)
     taken: set[str]
     placements: Placements
+    #: every cluster with its storage root
+    clusters: tuple[SimpleNamespace, ...] = ()
+    #: the jobs whose checkpoint may overlap a creation's: (name, location as stored), and
+    #: those accepted since with their checkpoint keys
+    checkpoints: list[tuple[str, str]] = field(default_factory=list)
+    accepted_keys: list[tuple[str, storage.Key]] = field(default_factory=list)
 
     def refusal(self, spec: JobSpec) -> DroverError | None:
         """Why ``spec`` may not be created (None: it may), checked in this order: its group,
@@ -173,8 +187,35 @@ class CreationFacts:
         placement = self.placements.refusal(spec.business, spec.group)
         return InvalidInput(placement) if placement is not None else None
 
-    def accept(self, spec: JobSpec) -> None:
+    def checkpoint_in_use(self, name: str, key: storage.Key) -> bool:
+        """Whether another job checkpoints where ``key`` is (read, or accepted since)."""
+        stored = (
+            (other, storage.checkpoint_key(other, location, self.clusters))
+            for other, location in self.checkpoints
+            if other != name
+        )
+        return (
+            storage.first_overlap(key, stored) is not None
+            or storage.first_overlap(key, self.accepted_keys) is not None
+        )
+
+    def accept(self, spec: JobSpec, key: storage.Key | None = None) -> None:
         self.taken.add(spec.name)
+        if key is not None:
+            self.accepted_keys.append((spec.name, key))
+
+
+def _candidate_areas(spec: JobSpec) -> set[str]:
+    """The areas a creation's checkpoint may lie in, before the roots are known: its own name,
+    or any directory of its explicit location (the one right under its root among them)."""
+    areas = {spec.name}
+    if spec.checkpoint_location:
+        try:
+            location = storage.parse_location(spec.checkpoint_location, "checkpoint_location")
+        except InvalidInput:
+            return areas  # refused later, in its turn
+        areas.update(part[: storage.MAX_AREA_LENGTH] for part in location.parts)
+    return areas
 
 
 def creation_facts(session: Session, specs: Sequence[JobSpec]) -> CreationFacts:
@@ -183,43 +224,93 @@ def creation_facts(session: Session, specs: Sequence[JobSpec]) -> CreationFacts:
         "groups": groups,
         "names": sorted({s.name for s in specs}),
         "businesses": sorted({s.business for s in specs}),
+        "areas": sorted(set().union(*(_candidate_areas(s) for s in specs))),
     }
     groups_found: dict[str, Mapping[str, tuple[str, ...]]] = {}
     taken: set[str] = set()
     dedications: list[tuple[str, str]] = []
+    clusters: list[SimpleNamespace] = []
+    checkpoints: list[tuple[str, str]] = []
     for row in session.connection().execute(_CREATION_FACTS, wanted):
         kind = int(row.kind)
         if kind == 1:
             groups_found[row.name] = roots_of_group(row)
         elif kind == 2:
             taken.add(row.name)
-        else:
+        elif kind == 3:
             dedications.append((row.name, row.bound))
+        elif kind == 4:
+            clusters.append(SimpleNamespace(name=row.name, storage_root=row.bound))
+        else:
+            checkpoints.append((row.name, row.bound))
     return CreationFacts(
-        groups=groups_found, taken=taken, placements=placements_of(dedications, groups)
+        groups=groups_found,
+        taken=taken,
+        placements=placements_of(dedications, groups),
+        clusters=tuple(clusters),
+        checkpoints=checkpoints,
     )
+
+
+def checkpoint_claim(
+    name: str, location: str, clusters: Sequence[Any]
+) -> tuple[storage.Key | None, str]:
+    """A job's checkpoint key and area as the store records them (a location under no root:
+    no key, area "")."""
+    key = storage.checkpoint_key(name, location, clusters)
+    return key, storage.checkpoint_area(key) if key is not None else ""
+
+
+def _in_use(name: str) -> Conflict:
+    return Conflict(
+        f"the checkpoint location of job {name!r} is in use by another job (the same place, or "
+        "one inside the other): choose another"
+    )
+
+
+def check_checkpoint_free(session: Session, name: str, key: storage.Key, area: str) -> None:
+    """Conflict when another job checkpoints where ``key`` is (one lookup by area)."""
+    clusters = list(session.execute(select(Cluster.name, Cluster.storage_root)))
+    rows = session.execute(
+        select(Job.name, Job.checkpoint_location).where(
+            Job.checkpoint_area == area, Job.name != name
+        )
+    )
+    others = ((other, storage.checkpoint_key(other, loc, clusters)) for other, loc in rows)
+    if storage.first_overlap(key, others) is not None:
+        raise _in_use(name)
 
 
 @dataclass(frozen=True)
 class Planned:
-    """A creation its checks accepted: the spec, its checkpoint location as stored, and the
-    cause its event and first revision record."""
+    """A creation its checks accepted: the spec, its checkpoint location and area as stored,
+    and the cause its event and first revision record."""
 
     spec: JobSpec
     checkpoint: str
     cause: str
+    area: str = ""
 
 
-def plan_creation(session: Session, facts: CreationFacts, spec: JobSpec, *, cause: str) -> Planned:
+def plan_creation(
+    session: Session, facts: CreationFacts, spec: JobSpec, *, cause: str, anywhere: bool = True
+) -> Planned:
     """``spec`` checked against ``facts``, then its checkpoint location (a read, only when it
-    names one), then its labels; the error that refuses it raised; accepted into ``facts``."""
+    names one; under the job's own area unless ``anywhere``: a platform admin's creation) and
+    whether another job checkpoints there, then its labels; the error that refuses it raised;
+    accepted into ``facts``."""
     refusal = facts.refusal(spec)
     if refusal is not None:
         raise refusal
-    checkpoint = validate_checkpoint_location(session, spec.group, spec.checkpoint_location)
+    checkpoint = validate_checkpoint_location(
+        session, spec.group, spec.checkpoint_location, job=None if anywhere else spec.name
+    )
+    key, area = checkpoint_claim(spec.name, checkpoint, facts.clusters)
+    if key is not None and facts.checkpoint_in_use(spec.name, key):
+        raise _in_use(spec.name)
     validate_labels(spec.labels)
-    facts.accept(spec)
-    return Planned(spec, checkpoint, cause)
+    facts.accept(spec, key)
+    return Planned(spec, checkpoint, cause, area)
 
 
 def _job_values(planned: Planned, now: datetime) -> dict[str, Any]:
@@ -235,6 +326,7 @@ def _job_values(planned: Planned, now: datetime) -> dict[str, Any]:
         "args": list(spec.args),
         "conf": dict(spec.conf),
         "checkpoint_location": planned.checkpoint,
+        "checkpoint_area": planned.area,
         "replicate": spec.replicate,
         "labels": dict(spec.labels),
         "desired_state": spec.desired_state.value,
@@ -529,8 +621,13 @@ def update_job_spec(
     grace_seconds: float | None = None,
     rollback_after: float | None = None,
     rollback_of: int | None = None,
+    anywhere: bool = True,
 ) -> JobRecord:
     """Apply spec changes as a new revision (``scheduler.decisions.revisions``).
+
+    A new checkpoint location lies in the job's own area unless ``anywhere`` (a platform admin's
+    change, or the owner's rollback to a revision once accepted), and where no other job
+    checkpoints (Conflict).
 
     A change of a field the application was started with, on a job that runs, is an upgrade:
     the generation is bumped so the job's owner replaces the live run (a graceful stop waiting
@@ -547,12 +644,17 @@ def update_job_spec(
     if "business" in changes and changes["business"] != job.business:
         check_job_placement(session, changes["business"], job.group_name)  # dedicated groups
     if "checkpoint_location" in changes:
-        changes = {
-            **changes,
-            "checkpoint_location": validate_checkpoint_location(
-                session, job.group_name, changes["checkpoint_location"]
-            ),
-        }
+        location = validate_checkpoint_location(
+            session, job.group_name, changes["checkpoint_location"]
+        )
+        if location != job.checkpoint_location:  # what it keeps is not judged again
+            if not anywhere:
+                validate_checkpoint_location(session, job.group_name, location, job=job.name)
+            place, area = checkpoint_claim(job.name, location, list_clusters(session))
+            if place is not None:
+                check_checkpoint_free(session, job.name, place, area)
+            job.checkpoint_area = area
+        changes = {**changes, "checkpoint_location": location}
     for key, value in changes.items():
         if key == "priority":
             value = Priority(value).value

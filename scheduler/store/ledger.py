@@ -4,13 +4,28 @@ Claiming a pool slot's jobs, reading the jobs to reconcile, proving a claim, con
 transitions, and runs (intent, outcome, close). Every write that acts on a job is conditional on
 the version the caller read and, with a fence, on the claim still owning the job: StaleWrite or
 NotOwner otherwise, and nothing changes.
+
+Fencing tokens are stored hashed, like API tokens: ``runs.fencing_token`` holds the SHA-256 of
+the run's token (``scheduler.core.ledger.fencing_digest``), never the token. The token is minted
+with the write that records the run (or reissues it) and returned once, on the record ``apply``
+gives back (``RunRecord.fencing_secret``), for the submission to carry to the driver; a fence
+check hashes the token it is shown and compares digests. So whoever reads the store (a backup, a
+driver that got at the file) learns no token that passes a fence check.
+
+A run whose submission was never recorded is the one case where a node needs a token it did not
+mint: it takes the run over, finds nothing of it on the cluster and submits it. Of the two ways
+to give that node a token -- derive every token from the deployment secret and a stored nonce
+(``HMAC(secret, run id + nonce)``), or mint a fresh one with a fenced write before the
+resubmission (``Reissue``) -- the second is taken: the store plus the deployment secret still
+give no token, and a driver of the lost first submission, if it exists after all (a cluster
+slow to list it), holds a token no run has any more, so its next fence check stops it.
 """
 
 from __future__ import annotations
 
-import secrets
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, NoReturn
 
@@ -24,7 +39,16 @@ from scheduler.core.errors import (
     NotOwner,
     StaleWrite,
 )
-from scheduler.core.ledger import Effect, FailureQuery, Intent, LedgerView, Write, effect_of
+from scheduler.core.ledger import (
+    Effect,
+    FailureQuery,
+    Intent,
+    LedgerView,
+    Write,
+    effect_of,
+    fencing_digest,
+    new_fencing_token,
+)
 from scheduler.core.ownership import Claim, Fence
 from scheduler.core.records import Failures, JobRecord, RunRecord
 from scheduler.core.states import DesiredState, JobState, RunState, transition
@@ -203,8 +227,11 @@ def create_run(
     owner_epoch: int,
     checkpoint_location: str,
     app_name_for: Any,
+    fencing_token: str | None = None,
 ) -> RunRecord:
-    """Record the intent to submit a new run (state SUBMITTING) with a fresh fencing token."""
+    """Record the intent to submit a new run (state SUBMITTING) with a fencing token (fresh
+    unless given; the store keeps its digest, the record returned carries it)."""
+    token = fencing_token or new_fencing_token()
     last = session.scalar(select(func.max(Run.attempt)).where(Run.job_id == job.id)) or 0
     run = Run(
         job_id=job.id,
@@ -213,7 +240,7 @@ def create_run(
         cluster_name=cluster,
         node_id=node_id,
         owner_epoch=owner_epoch,
-        fencing_token=secrets.token_hex(16),
+        fencing_token=fencing_digest(token),
         app_name="",
         checkpoint_location=checkpoint_location,
         state=RunState.SUBMITTING.value,
@@ -224,7 +251,7 @@ def create_run(
     session.flush()
     run.app_name = app_name_for(job.name, run.id)
     session.flush()
-    return run_record(run, job.name)
+    return replace(run_record(run, job.name), fencing_secret=token)
 
 
 RUN_FIELDS = frozenset(
@@ -254,7 +281,7 @@ def update_run(session: Session, run: RunRecord, **fields: Any) -> RunRecord:
     for key, value in fields.items():
         setattr(row, key, value.value if isinstance(value, RunState) else value)
     session.flush()
-    return run_record(row, run.job_name)
+    return replace(run_record(row, run.job_name), fencing_secret=run.fencing_secret)
 
 
 def failures_since(
@@ -446,7 +473,7 @@ class SqlLedger:
                 "cluster_name": i.cluster,
                 "node_id": self._node_id,
                 "owner_epoch": fence.epoch,
-                "fencing_token": secrets.token_hex(16),
+                "fencing_token": fencing_digest(i.fencing_token),
                 # the name is written with the submission id (it is derived from the run id
                 # until then: scheduler.store.mapping), which saves a statement here
                 "app_name": "",
@@ -487,6 +514,7 @@ class SqlLedger:
                 node_id=self._node_id,
                 owner_epoch=fence.epoch,
                 fencing_token=str(v["fencing_token"]),
+                fencing_secret=i.fencing_token,
                 app_name=self._app_name_for(i.job.name, run_id),
                 checkpoint_location=i.checkpoint_location,
                 submission_id=None,
@@ -544,6 +572,7 @@ class SqlLedger:
         for e in effects:
             assert e.run_id is not None and e.run_fields is not None
             columns = dict(e.run_fields)
+            columns.pop("fencing_secret", None)  # the token itself is never stored
             if "submission_id" in columns and e.job.current_run is not None:
                 columns["app_name"] = e.job.current_run.app_name  # stored with the submission
             rows.append((e.run_id, columns))

@@ -104,6 +104,7 @@ def cluster_record(c: Cluster) -> ClusterRecord:
         health_reason=c.health_reason or "",
         health_since=c.health_since,
         artifact_roots=tuple(c.artifact_roots or ()),
+        hadoop_conf_dir=c.hadoop_conf_dir or "",
     )
 
 
@@ -130,4 +131,5 @@ def cluster_spec(c: Cluster) -> catalog.ClusterSpec:
         max_concurrent_submissions=c.max_concurrent_submissions,
         max_running_apps=c.max_running_apps,
         max_cores=c.max_cores,
+        hadoop_conf_dir=c.hadoop_conf_dir or "",
     )

@@ -105,6 +105,8 @@ class Cluster(Base):
     #: where job entrypoints may come from (path prefixes, ``scheme://`` URL prefixes); null or
     #: empty = the node's ``DROVER_ARTIFACT_ROOTS``
     artifact_roots: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
+    #: a YARN cluster's Hadoop client configuration directory on the nodes (empty: none)
+    hadoop_conf_dir: Mapped[str] = mapped_column(String(1024), default="", server_default="")
     created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow, onupdate=utcnow)
 
@@ -164,6 +166,12 @@ class Job(Base):
     conf: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
     #: explicit checkpoint location; empty = ``<cluster storage root>/<job name>``
     checkpoint_location: Mapped[str] = mapped_column(String(1024), default="")
+    #: the first directory of the checkpoint's path under its root (the job's own name unless a
+    #: platform admin placed it elsewhere; "" for a location under no root): the store looks
+    #: the jobs whose checkpoints may overlap a new one up by it (scheduler.decisions.storage)
+    checkpoint_area: Mapped[str] = mapped_column(
+        Name(255), default="", server_default="", index=True
+    )
     #: mirror the checkpoint into the other cluster's root (``scheduler.decisions.replication``);
     #: null = only if the job is high priority
     replicate: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
@@ -446,6 +454,9 @@ class ApiToken(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
     expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    #: the token that minted this one through the API (None: the CLI's bootstrap, a JWT);
+    #: revoking it revokes this one
+    parent_id: Mapped[int | None] = mapped_column(Integer, index=True)
 
 
 class CheckpointReplica(Base):
@@ -768,6 +779,8 @@ class BusinessQuota(Base):
     dedicated_group: Mapped[str | None] = mapped_column(
         ForeignKey("scheduling_groups.name"), nullable=True, index=True
     )
+    #: the YARN queue of the business's applications (null: the job's own, else the default)
+    yarn_queue: Mapped[str | None] = mapped_column(String(255), nullable=True)
     tokens: Mapped[float] = mapped_column(Float, default=0.0)
     refilled_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
     bucket_version: Mapped[int] = mapped_column(Integer, default=1)

@@ -657,7 +657,7 @@ def switch_cluster(
 
 def record_superseded_check(session: Session, job_name: str, run_id: int, at: datetime) -> bool:
     """A fence check of one of the job's runs (``run_id``, which the check's fencing token
-    proved: ``fence_checks.run_holding_token``) that is not current (closed, or replaced) was
+    proved: ``identities.run_of_fencing_token``) that is not current (closed, or replaced) was
     answered "superseded": note it on that run, once (the failover's fence step waits for it)."""
     job_id = select(Job.id).where(Job.name == job_name).scalar_subquery()
     current = select(Job.current_run_id).where(Job.name == job_name).scalar_subquery()

@@ -10,6 +10,8 @@ gate holds back). The decisions are ``scheduler.decisions.gate`` (pure); the tic
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -49,6 +51,7 @@ def _record(q: BusinessQuota) -> QuotaRecord:
         rate=q.rate,
         burst=q.burst,
         dedicated_group=q.dedicated_group,
+        yarn_queue=q.yarn_queue,
         tokens=q.tokens,
         refilled_at=q.refilled_at,
         version=q.version,
@@ -121,6 +124,7 @@ def put_quota(
             rate=spec.rate,
             burst=spec.burst,
             dedicated_group=spec.dedicated_group,
+            yarn_queue=spec.yarn_queue,
             tokens=float(spec.burst),
             refilled_at=now,
             bucket_version=1,
@@ -135,6 +139,7 @@ def put_quota(
     row.rate = spec.rate
     row.burst = spec.burst
     row.dedicated_group = spec.dedicated_group
+    row.yarn_queue = spec.yarn_queue
     row.tokens = min(row.tokens, float(spec.burst))
     row.bucket_version += 1
     row.version += 1
@@ -428,3 +433,33 @@ class SqlGateStore:
     ) -> None:
         with self._store.transaction() as session:
             write_queue(session, self._node_id, rows, cleared, events)
+
+
+def yarn_queues(session: Session) -> dict[str, str]:
+    """The YARN queue of every business that has one (the gate's configuration)."""
+    rows = session.execute(
+        select(BusinessQuota.business, BusinessQuota.yarn_queue).where(
+            BusinessQuota.yarn_queue.is_not(None)
+        )
+    )
+    return {business: queue for business, queue in rows if queue}
+
+
+class YarnQueues:
+    """The businesses' YARN queues for submissions, read at most every ``ttl`` seconds (a quota
+    change reaches the next submissions within that)."""
+
+    def __init__(self, store: Store, ttl: float = 5.0) -> None:
+        self._store = store
+        self._ttl = ttl
+        self._lock = threading.Lock()
+        self._queues: dict[str, str] = {}
+        self._read_at = float("-inf")
+
+    def queue_of(self, business: str) -> str | None:
+        with self._lock:
+            if time.monotonic() - self._read_at > self._ttl:
+                with self._store.session() as session:
+                    self._queues = yarn_queues(session)
+                self._read_at = time.monotonic()
+            return self._queues.get(business)

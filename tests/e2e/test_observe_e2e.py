@@ -28,7 +28,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness.procs import pids_with_env, signal_all
+from harness.procs import pids_of_run, signal_all
 from scheduler.store import jobs as jobs_store
 from scheduler.store.db import Store
 from tests.conftest import SparkStandalone, wait_until
@@ -116,6 +116,7 @@ def node(
             "DROVER_STALL_CHECK_INTERVAL": "1",
             "DROVER_PROGRESS_FLUSH_INTERVAL": "0.5",
             "DROVER_ALERT_INTERVAL": "0.5",
+            "DROVER_ALERT_ALLOWED_HOSTS": "127.0.0.1",  # the test's receiver, on loopback
             "DROVER_METRICS_INTERVAL": "1",
             "DROVER_METRICS_STORE_TTL": "0",
             "DROVER_HEALTH_PROBE_INTERVAL": "2",
@@ -169,7 +170,7 @@ def driver_pids(database_url: str, job: str) -> list[int]:
     finally:
         store.dispose()
     assert run is not None
-    return pids_with_env(f"DROVER_FENCING_TOKEN={run.fencing_token}".encode())
+    return pids_of_run(job, run.id)
 
 
 def metric(node: NodeProcess, name: str, **labels: str) -> float:

@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from harness.nodes import free_port as api_port
-from harness.procs import pids_with_env, pids_with_env_prefix, signal_all
+from harness.procs import fencing_token_of_run, pids_with_env, pids_with_env_prefix, signal_all
 from scheduler.backends.standalone import StandaloneRestBackend
 from scheduler.store import jobs as jobs_store
 from scheduler.store.db import Store
@@ -117,8 +117,8 @@ def ts(value: str) -> datetime:
 
 
 def current_token(stack: Stack, name: str) -> str:
-    """The fencing token of the job's current run, from the store: the API shows it to nobody
-    but the run itself."""
+    """The fencing token of the job's current run, as its driver holds it (in its environment:
+    the store keeps only its digest, the API shows it to nobody but the run itself)."""
     store = Store(stack.database_url)
     try:
         with store.session() as session:
@@ -126,7 +126,11 @@ def current_token(stack: Stack, name: str) -> str:
     finally:
         store.dispose()
     assert run is not None, f"job {name} has no current run"
-    return run.fencing_token
+    return wait_until(
+        lambda: fencing_token_of_run(name, run.id),
+        timeout=GONE_TIMEOUT_S,
+        what=f"a process of run {run.id} of {name}",
+    )
 
 
 @dataclass

@@ -5,7 +5,10 @@ send one message at once)."""
 from __future__ import annotations
 
 import json
+import socket
 from datetime import timedelta
+from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -13,6 +16,7 @@ import pytest
 from scheduler.actors.alerts import AlertLoop
 from scheduler.core.clock import utcnow
 from scheduler.decisions.alerts import AlertKind, ChannelKind, ChannelRecord, Signal, key_of
+from scheduler.decisions.destinations import Destinations
 from scheduler.store import alerts as alert_store
 from scheduler.store.db import Store
 
@@ -33,15 +37,35 @@ class Receiver:
     def __init__(self, *statuses: int) -> None:
         self.statuses = list(statuses)
         self.bodies: list[tuple[str, dict]] = []  # type: ignore[type-arg]
+        self.requests: list[httpx.Request] = []
+        #: what the receiver answers in its body (never shown back: see last_error)
+        self.reply = ""
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         self.bodies.append((str(request.url), json.loads(request.content)))
-        return httpx.Response(self.statuses.pop(0) if self.statuses else 204)
+        self.requests.append(request)
+        return httpx.Response(self.statuses.pop(0) if self.statuses else 204, text=self.reply)
 
 
-def loop(store: Store, receiver: Receiver, clock: Clock, node: str = "n1") -> AlertLoop:
+def loop(
+    store: Store,
+    receiver: Receiver,
+    clock: Clock,
+    node: str = "n1",
+    *,
+    allowed: str = "hooks",
+    resolve: Any = None,
+) -> AlertLoop:
+    """The alert loop of node ``node``, sending to ``receiver``. The tests' receivers are
+    internal hosts: allowed explicitly (``allowed``, as DROVER_ALERT_ALLOWED_HOSTS)."""
     return AlertLoop(
-        store, node_id=node, interval=1, clock=clock, transport=httpx.MockTransport(receiver)
+        store,
+        node_id=node,
+        interval=1,
+        clock=clock,
+        transport=httpx.MockTransport(receiver),
+        destinations=Destinations.parse(allowed),
+        **({"resolve": resolve} if resolve is not None else {}),
     )
 
 
@@ -132,3 +156,127 @@ def test_a_claim_keeps_a_message_from_a_second_node(store: Store) -> None:
     with store.transaction() as s:  # the claim ran out (n1 died): n2 sends it
         assert alert_store.claim_due(s, "n2", clock.now + timedelta(seconds=61), lease=60,
                                      limit=10) is not None  # fmt: skip
+
+
+# -- destinations: no requests into the node's own network (SSRF) -------------------------------
+
+
+def resolving(answers: dict[str, list[str]]) -> Any:
+    """A getaddrinfo stand-in: each name resolves to what ``answers`` says now."""
+
+    def getaddrinfo(host: str, port: int, *args: Any, **kwargs: Any) -> list[Any]:
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, port)) for a in answers[host]]
+
+    return getaddrinfo
+
+
+def delivery(store: Store) -> dict[str, Any]:
+    with store.session() as s:
+        alerts, _ = alert_store.list_alerts(s)
+        (only,) = [d for a in alerts for d in alert_store.deliveries_of(s, a.id)]
+    return only
+
+
+def test_send_time_checks_the_address_and_sends_to_the_one_it_checked(store: Store) -> None:
+    """A name that resolved to a public address when its channel was made and resolves to an
+    internal one now (DNS rebinding) gets nothing; a public one gets the message at the
+    address that was checked, with its own name as Host and TLS server name."""
+    with store.transaction() as s:
+        alert_store.create_channel(
+            s, ChannelRecord(0, "rebind", ChannelKind.WEBHOOK, "https://rebind.example/h", "ads")
+        )
+    clock, receiver = Clock(), Receiver()
+    answers = {"rebind.example": ["169.254.169.254"]}
+    sender = loop(store, receiver, clock, allowed="", resolve=resolving(answers))
+    with store.transaction() as s:
+        alert_store.raise_alert(s, stalled("a"), clock.now)
+    assert sender.send_due() == (0, 1)
+    assert receiver.requests == []  # never sent
+    failed = delivery(store)
+    assert "not a public address" in failed["last_error"]
+    assert "169.254" not in failed["last_error"]  # nothing about the inside is told
+
+    answers["rebind.example"] = ["93.184.216.34"]
+    clock.now += timedelta(seconds=3)
+    assert sender.send_due() == (1, 0)
+    (request,) = receiver.requests
+    assert request.url.host == "93.184.216.34" and request.url.path == "/h"
+    assert request.headers["host"] == "rebind.example"
+    assert request.extensions["sni_hostname"] == "rebind.example"
+
+
+def test_a_receivers_answer_is_never_shown(store: Store) -> None:
+    channels(store)
+    clock, receiver = Clock(), Receiver(500, 500)
+    receiver.reply = "internal-service-secret: hunter2"
+    with store.transaction() as s:
+        alert_store.raise_alert(s, stalled("a", team="web"), clock.now)
+    assert loop(store, receiver, clock).send_due() == (0, 2)
+    with store.session() as s:
+        alerts, _ = alert_store.list_alerts(s)
+        errors = [d["last_error"] for d in alert_store.deliveries_of(s, alerts[0].id)]
+    assert errors == ["HTTP 500", "HTTP 500"]
+
+
+def test_channels_refuse_internal_destinations_and_mask_urls(store: Store, tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from api.app import create_app
+    from api.deps import NodeContext
+    from scheduler.config import Settings
+    from tests.support.auth import admin_token, auth_headers, member_token, store_fingerprint
+
+    settings = Settings(data_dir=tmp_path / "d", node_id="a")
+    admin = auth_headers(member_token(store, "ada", "ads", "admin"))
+    viewer = auth_headers(member_token(store, "vic", "ads", "viewer"))
+    root = auth_headers(admin_token(store))
+    with TestClient(create_app(NodeContext(settings, store)), base_url="http://127.0.0.1") as api:
+        before = store_fingerprint(store)
+        for url in (
+            "http://127.0.0.1:9/hook",
+            "http://localhost:8000/v1/internal/nudge",
+            "http://169.254.169.254/latest/meta-data/",
+            "http://10.0.0.7/",
+            "http://100.64.0.1/",
+            "http://[::1]:8000/",
+            "http://[::ffff:127.0.0.1]:8000/",
+            "http://224.0.0.1/",
+        ):
+            for path, who in (
+                ("/v1/teams/ads/alert-channels", admin),
+                ("/v1/alert-channels", root),
+            ):
+                refused = api.post(path, json={"name": "evil", "url": url}, headers=who)
+                assert refused.status_code == 422, (url, refused.text)
+                assert refused.headers["content-type"] == "application/problem+json"
+        assert store_fingerprint(store) == before
+        with store.session() as s:
+            assert alert_store.list_channels(s) == []
+
+        slack = "https://hooks.slack.com/services/T0/B0/xoxb-secret"
+        made = api.post(
+            "/v1/teams/ads/alert-channels", json={"name": "slack", "url": slack}, headers=admin
+        )
+        assert made.status_code == 201, made.text
+        assert made.json()["url"] == slack  # the team's admin
+        shown = {
+            who: api.get("/v1/teams/ads/alert-channels", headers=headers).json()[0]["url"]
+            for who, headers in (("admin", admin), ("viewer", viewer), ("root", root))
+        }
+        assert shown == {
+            "admin": slack,
+            "root": slack,
+            "viewer": "https://hooks.slack.com/…",
+        }
+        audit = api.get("/v1/audit", params={"action": "alert_channel.create"}, headers=root)
+        assert "xoxb-secret" not in audit.text  # a webhook URL is a credential
+
+    # an operator allows an internal receiver explicitly
+    inside = Settings(data_dir=tmp_path / "d", node_id="a", alert_allowed_hosts="127.0.0.1")
+    with TestClient(create_app(NodeContext(inside, store)), base_url="http://127.0.0.1") as api:
+        ok = api.post(
+            "/v1/teams/ads/alert-channels",
+            json={"name": "local", "url": "http://127.0.0.1:9/hook"},
+            headers=admin,
+        )
+        assert ok.status_code == 201, ok.text

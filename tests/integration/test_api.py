@@ -416,7 +416,8 @@ def test_fence_check_in_shows_whether_the_job_fences_itself(
             )
             started = datetime.now(UTC) - timedelta(seconds=started_ago)
             ledger.update_run(session, run, state=RunState.RUNNING, started_at=started)
-        return run.fencing_token
+        assert run.fencing_secret is not None  # the token itself: the store keeps its digest
+        return run.fencing_secret
 
     def fence(name: str, token: str | None = None) -> Any:
         headers = {"X-Drover-Fencing-Token": token} if token is not None else {}

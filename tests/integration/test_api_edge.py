@@ -8,6 +8,7 @@ undeclared query parameters, ``Allow`` on 405, store errors that must not leak S
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -474,3 +475,75 @@ def test_every_documented_error_is_a_problem_document(client: TestClient, tmp_pa
                         status,
                     )
     assert "HTTPValidationError" not in spec.get("components", {}).get("schemas", {})
+
+
+# -- request limits: bodies, failed credentials ---------------------------------------------------
+
+MIB = 1024 * 1024
+
+
+def test_bodies_are_bounded_before_they_are_read(
+    client: TestClient, store: Store, settings: Settings, admin_headers: dict[str, str]
+) -> None:
+    from tests.support.asgi import call
+
+    headers = {**admin_headers, "content-type": "application/json"}
+    chunk = b" " * 65_536
+    before = snapshot(store)
+    # announced longer than the bound (1 MiB by default): refused before a byte is read
+    for method, path in (("POST", "/v1/jobs"), ("PATCH", "/v1/jobs/existing")):
+        seen = call(client, method, path, headers, [chunk] * 40, content_length=40 * 65_536)
+        assert seen.status == 413, seen.body[:300]
+        assert seen.read == 0, seen.read
+        assert seen.headers["content-type"] == "application/problem+json"
+    # chunked, no length: refused once the bound is passed, never read much beyond it
+    for method, path in (("POST", "/v1/jobs"), ("PATCH", "/v1/jobs/existing")):
+        seen = call(client, method, path, headers, [b"{", *[chunk] * 400])  # 26 MB
+        assert seen.status == 413, seen.body[:300]
+        assert seen.read <= MIB + len(chunk), seen.read
+    assert snapshot(store) == before
+    # within the bound, chunked or not: served
+    body = json.dumps({"name": "small", "entrypoint": PIPELINE}).encode()
+    assert call(client, "POST", "/v1/jobs", headers, [body[:10], body[10:]]).status == 201
+    body = json.dumps({"name": "small2", "entrypoint": PIPELINE}).encode()
+    assert call(client, "POST", "/v1/jobs", headers, [body], content_length=len(body)).status == 201
+
+    # the bound is a setting
+    tight = settings.model_copy(update={"api_max_body_bytes": 1000})
+    app = create_app(NodeContext(tight, store))
+    with TestClient(app, base_url="http://127.0.0.1") as small:
+        pad = json.dumps(
+            {"name": "padded", "entrypoint": PIPELINE, "description": "x" * 2000}
+        ).encode()
+        seen = call(small, "POST", "/v1/jobs", headers, [pad], content_length=len(pad))
+        assert seen.status == 413 and seen.read == 0
+
+
+def test_failed_credentials_are_throttled_per_client_address(
+    store: Store, settings: Settings, admin_headers: dict[str, str]
+) -> None:
+    from tests.support.asgi import call
+
+    limited = settings.model_copy(
+        update={"auth_failure_limit": 5, "auth_failure_window": 60.0, "token_cache_seconds": 60}
+    )
+    app = create_app(NodeContext(limited, store))
+    bad = {"Authorization": "Bearer drv_" + "x" * 40, "X-Drover-Client": "tests"}
+    with TestClient(app, base_url="http://127.0.0.1") as c:
+        assert c.get("/v1/jobs", headers=admin_headers).status_code == 200  # a known credential
+        statuses = [c.get("/v1/jobs", headers=bad).status_code for _ in range(8)]
+        assert statuses == [401] * 5 + [429] * 3, statuses
+        throttled = c.get("/v1/whoami", headers={**bad, "Authorization": "Bearer a.b.c"})
+        problem = assert_problem(throttled, 429, "too-many-failed-credentials")
+        assert 1 <= int(throttled.headers["retry-after"]) <= 60, throttled.headers
+        assert "drv_" not in problem["detail"]
+        # probes and metrics answer whoever asks
+        for probe in ("/healthz", "/readyz", "/metrics"):
+            assert c.get(probe).status_code == 200, probe
+        # a credential this node verified already still works from there, and another
+        # address is not throttled
+        assert c.get("/v1/jobs", headers=admin_headers).status_code == 200
+        elsewhere = call(c, "GET", "/v1/jobs", bad, content_length=0, client_address="10.9.9.9")
+        assert elsewhere.status == 401
+        ok = call(c, "GET", "/v1/jobs", admin_headers, content_length=0, client_address="10.9.9.9")
+        assert ok.status == 200

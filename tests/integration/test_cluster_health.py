@@ -150,6 +150,42 @@ def test_prune_forgets_only_old_votes(store: Store) -> None:
         assert len(health_store.votes_since(s, "local", now - timedelta(days=1))) == 1
 
 
+def test_a_team_operators_mark_names_the_team_and_marks_may_be_the_platforms(
+    client: TestClient, store: Store, settings: Settings
+) -> None:
+    from tests.support.auth import auth_headers, member_token
+
+    create_job(client, "theirs", team="web", desired_state="RUNNING")
+    olga = auth_headers(member_token(store, "olga", "ads", "operator"))
+    marked = client.post(
+        "/v1/clusters/local/mark-abnormal", json={"reason": "looks slow"}, headers=olga
+    )
+    assert marked.status_code == 200, marked.text
+    shown = "user:olga (operator of team ads)"
+    health = client.get("/v1/clusters/local/health").json()
+    assert health["reason"] == f"marked abnormal by {shown}: looks slow"
+    # what team web sees on its own job: which team's operator stopped its starts
+    (event,) = [e for e in job_events(client, "theirs") if e["cause"] == "cluster-health"]
+    assert event["message"] == f"cluster local marked abnormal by {shown}: looks slow"
+    assert client.post("/v1/clusters/local/clear", json={}, headers=olga).status_code == 200
+
+    # the platform may keep marks to its own operators
+    strict = settings.model_copy(update={"cluster_marks": "platform-operators"})
+    with TestClient(create_app(NodeContext(strict, store)), base_url="http://127.0.0.1") as api:
+        refused = api.post(
+            "/v1/clusters/local/mark-abnormal", json={"reason": "looks slow"}, headers=olga
+        )
+        assert refused.status_code == 403, refused.text
+        assert "cluster.mark" not in api.get("/v1/whoami", headers=olga).json()["permissions"]
+        platform = auth_headers(member_token(store, "pat", "*", "operator"))
+        ok = api.post(
+            "/v1/clusters/local/mark-abnormal", json={"reason": "az down"}, headers=platform
+        )
+        assert ok.status_code == 200, ok.text
+        reason = api.get("/v1/clusters/local/health", headers=platform).json()["reason"]
+        assert reason == "marked abnormal by user:pat: az down"
+
+
 def test_mark_and_clear_through_the_api(client: TestClient, store: Store) -> None:
     create_job(client, "orders", desired_state="RUNNING")
     create_job(client, "idle")  # stopped: told too (its history says why it did not start)

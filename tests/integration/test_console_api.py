@@ -76,7 +76,12 @@ def test_whoami_says_what_each_role_may_do(api: TestClient, store: Store) -> Non
         return dict(answer.json()["permissions"])
 
     viewer = perms(member_token(store, "vera", "orders", Role.VIEWER))
-    assert viewer == {"job.read": ["orders"], "catalog.read": ["*"], "team.read": ["orders"]}
+    assert viewer == {
+        "job.read": ["orders"],
+        "catalog.read": ["*"],
+        "team.read": ["orders"],
+        "token.own": ["*"],  # its own tokens (none stronger nor longer-lived than this one)
+    }
     operator = perms(member_token(store, "otto", "orders", Role.OPERATOR))
     assert operator["job.write"] == ["orders"] and operator["cluster.mark"] == ["*"]
     assert "catalog.write" not in operator and "team.admin" not in operator

@@ -22,7 +22,6 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from api.deps import NodeContext
 from api.idempotency import idempotency_key
-from api.routes import failovers as failover_routes
 from scheduler.config import Settings
 from scheduler.core.errors import StaleWrite
 from scheduler.decisions.catalog import ClusterSpec
@@ -49,7 +48,8 @@ BODY = {"name": "orders", "entrypoint": PIPELINE, "team": "ads"}
 
 @pytest.fixture
 def app(store: Store, settings: Settings) -> Any:
-    return create_app(NodeContext(settings, store))
+    # the failover routes probe no real cluster: every source is unreachable
+    return create_app(NodeContext(settings, store, reachable=lambda _cluster: False))
 
 
 @pytest.fixture
@@ -439,9 +439,7 @@ def test_each_idempotent_route_retried_changes_nothing(
     route: tuple[str, str],
     client: TestClient,
     store: Store,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(failover_routes, "reachable", lambda _settings, _cluster: False)
     case = CASES[route](client, store)
     k = f"acceptance-3-{uuid.uuid4()}"
     first = case.first.send(client, k)

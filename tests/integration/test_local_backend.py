@@ -190,7 +190,7 @@ def test_streaming_run_lifecycle_and_resume(
     # spark-submit's --name won, and the conf reached the driver
     log_text = (run_dir / "driver.log").read_text()
     assert "SparkContext: Submitted application: drover:counts:1" in log_text
-    assert any((run_dir / "local").glob("blockmgr-*")), "spark.local.dir is the run's"
+    assert any((run_dir / "driver" / "local").glob("blockmgr-*")), "spark.local.dir is the run's"
 
     # (d) a new backend instance, and one in a new process, see the run and adopt it
     again = make_backend()
@@ -276,7 +276,7 @@ def test_exit_codes(tmp_path: Path, make_backend: Callable[[], LocalSparkSubmitB
             """
             import sys
             from pyspark.sql import SparkSession
-            from pipelines.drover_runtime import RunContext
+            from drover_runtime import RunContext
 
             spark = SparkSession.builder.getOrCreate()
             ctx = RunContext.from_spark(spark)
@@ -299,7 +299,7 @@ def test_exit_codes(tmp_path: Path, make_backend: Callable[[], LocalSparkSubmitB
             entrypoint=str(ok),
             checkpoint_location="/somewhere/ckpt",
             conf={"spark.app.name": "must-not-win"},
-            env={"PYTHONPATH": str(REPO)},
+            py_files=[str(REPO / "pipelines" / "drover_runtime.py")],
         )
     )
     broken = backend.submit(

@@ -206,11 +206,17 @@ def drover_api(tmp_path: Path) -> Iterator[DroverApi]:
 # --------------------------------------------------------------------------- fence endpoint
 
 
+def token(run: RunRecord) -> str:
+    """The run's fencing token, as its driver would hold it (the store keeps its digest)."""
+    assert run.fencing_secret is not None
+    return run.fencing_secret
+
+
 def test_fence_endpoint_and_check_cost(drover_api: DroverApi, tmp_path: Path) -> None:
     """The endpoint's answers, and the cost of one check (median/p99 over 200 calls)."""
     run = drover_api.create_running_job("orders", str(tmp_path / "ckpt"))
     fence = HttpFence(drover_api.url)
-    assert fence.ask("orders", run.fencing_token)[0] is Verdict.CURRENT
+    assert fence.ask("orders", token(run))[0] is Verdict.CURRENT
     assert fence.ask("orders", "not-our-token")[0] is Verdict.SUPERSEDED
     assert fence.ask("no-such-job", "x")[0] is Verdict.SUPERSEDED  # 404 naming the job
     # without its token a run proves nothing: 401, which the runtime treats as no answer
@@ -222,7 +228,7 @@ def test_fence_endpoint_and_check_cost(drover_api: DroverApi, tmp_path: Path) ->
     timings = []
     for _ in range(200):
         started = time.perf_counter()
-        verdict, _ = fence.ask("orders", run.fencing_token)
+        verdict, _ = fence.ask("orders", token(run))
         timings.append(time.perf_counter() - started)
         assert verdict is Verdict.CURRENT
     timings.sort()
@@ -247,7 +253,7 @@ def test_fence_endpoint_and_check_cost(drover_api: DroverApi, tmp_path: Path) ->
         }
         report = progress_report(batch, last, 2000)
         started = time.perf_counter()
-        verdict, _ = fence.ask("orders", run.fencing_token, report)
+        verdict, _ = fence.ask("orders", token(run), report)
         with_progress.append(time.perf_counter() - started)
         assert verdict is Verdict.CURRENT
     with_progress.sort()
@@ -257,8 +263,8 @@ def test_fence_endpoint_and_check_cost(drover_api: DroverApi, tmp_path: Path) ->
     )
 
     second = drover_api.supersede("orders")
-    assert fence.ask("orders", run.fencing_token)[0] is Verdict.SUPERSEDED
-    assert fence.ask("orders", second.fencing_token)[0] is Verdict.CURRENT
+    assert fence.ask("orders", token(run))[0] is Verdict.SUPERSEDED
+    assert fence.ask("orders", token(second))[0] is Verdict.CURRENT
     # a person (here an admin) sees which run is current, never its token
     assert get_json(f"{drover_api.url}/v1/jobs/orders/fence", drover_api.token) == {
         "job": "orders",
@@ -271,15 +277,15 @@ def test_fence_endpoint_and_check_cost(drover_api: DroverApi, tmp_path: Path) ->
         "lease_seconds": None,  # nor is a lease granted to anyone else
     }
     # the run itself gets its own token echoed: it is current
-    mine = get_json(f"{drover_api.url}/v1/jobs/orders/fence", fencing_token=second.fencing_token)
-    assert (mine["fencing_token"], mine["current"]) == (second.fencing_token, True)
+    mine = get_json(f"{drover_api.url}/v1/jobs/orders/fence", fencing_token=token(second))
+    assert (mine["fencing_token"], mine["current"]) == (token(second), True)
 
     # a closed current run is nobody's fence: even its own token is superseded
     with drover_api.store.transaction() as session:
         ledger.update_run(session, second, state=RunState.KILLED)
-    body = get_json(f"{drover_api.url}/v1/jobs/orders/fence", fencing_token=second.fencing_token)
+    body = get_json(f"{drover_api.url}/v1/jobs/orders/fence", fencing_token=token(second))
     assert (body["fencing_token"], body["current"], body["run_state"]) == (None, False, "KILLED")
-    assert fence.ask("orders", second.fencing_token)[0] is Verdict.SUPERSEDED
+    assert fence.ask("orders", token(second))[0] is Verdict.SUPERSEDED
 
 
 def get_json(url: str, token: str = "", fencing_token: str = "") -> Any:
@@ -304,7 +310,7 @@ def test_superseded_pipeline_exits_by_itself(
     request = SubmitRequest(
         job_name="counts",
         run_id=run.id,
-        fencing_token=run.fencing_token,
+        fencing_token=token(run),
         entrypoint=str(WINDOWED),
         args=["--output", str(output), "--trigger-seconds", "2", "--rows-per-second", "20"],
         fence_urls=("http://127.0.0.1:1", drover_api.url),
@@ -549,7 +555,7 @@ def fenced_run_on(
     request = SubmitRequest(
         job_name=run.job_name,
         run_id=run.id,
-        fencing_token=run.fencing_token,
+        fencing_token=token(run),
         entrypoint=str(entrypoint),
         args=args,
         conf=conf or {},

@@ -1,10 +1,13 @@
 """Schemathesis over the whole published API, with and without credentials: who may do what.
 
 The node's app runs in process on a seeded SQLite store behind a witness (an ASGI wrapper that
-sees every request). For each caller -- nobody, an operator of team ``ads`` and a viewer of
-team ``web`` -- schemathesis generates requests for every operation. The run must show: no 5xx,
-no failed schemathesis check, every 401/403 an RFC 9457 problem document, and every refused
-request (401/403) leaving the store exactly as it was. At least ``MIN_REQUESTS`` requests in all.
+sees every request). For each caller -- nobody, an operator of team ``ads``, a viewer of team
+``web``, a read-only token of an operator of ``ads``, and a pipeline's fencing token (of a run
+of job ``orders``) -- schemathesis generates requests for every operation. The run must show: no
+5xx, no failed schemathesis check, every 401/403 an RFC 9457 problem document, every refused
+request (401/403) leaving the store exactly as it was, and no 2xx that the authorization matrix
+forbids (``FORBIDDEN``: a read-only token changes nothing; a fencing token opens its own job's
+fence check only). At least ``MIN_REQUESTS`` requests in all.
 
 (``test_schemathesis.py``, with an admin, covers the rest of the contract; this one is about
 who may do what.)
@@ -15,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,10 +31,13 @@ from api.app import create_app
 from api.deps import NodeContext
 from scheduler.config import Settings
 from scheduler.core.records import JobSpec
+from scheduler.decisions.identity import Scope
+from scheduler.store import identities
 from scheduler.store import jobs as jobs_store
 from scheduler.store.bootstrap import ensure_defaults
 from scheduler.store.db import Store
 from tests.support.auth import CLIENT_HEADERS, auth_headers, member_token, store_fingerprint
+from tests.support.runs import record_run
 
 pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
@@ -86,6 +92,9 @@ class Witness:
         where = f"{self.caller}: {scope['method']} {scope['path']} -> {status}"
         if status >= 500:
             self.tally.problems.append(f"{where}: a server error {answer['body'][:200]!r}")
+        forbids = FORBIDDEN.get(self.caller)
+        if 200 <= status < 300 and forbids is not None and forbids(scope["method"], scope["path"]):
+            self.tally.problems.append(f"{where}: a success the authorization matrix forbids")
         if status in (401, 403):
             if answer["headers"].get("content-type") != "application/problem+json":
                 self.tally.problems.append(f"{where}: not a problem document")
@@ -101,7 +110,8 @@ class Witness:
 class World:
     witness: Witness
     tally: Tally
-    tokens: dict[str, str]
+    #: caller -> its credential's headers
+    tokens: dict[str, dict[str, str]]
 
 
 @pytest.fixture(scope="module")
@@ -112,6 +122,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         node_id="st-auth",
         artifact_roots="/opt/pipelines/",
         trusted_hosts=TRUSTED,  # schemathesis' in-process client calls itself "testserver"
+        auth_failure_limit=0,  # who may do what, not how often one may fail (test_api_edge.py)
     )
     store = Store(f"sqlite:///{tmp / 'drover.db'}")
     store.upgrade()
@@ -120,9 +131,16 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         for name, team in (("orders", "ads"), ("clicks", "web")):
             spec = JobSpec(name=name, entrypoint="/opt/pipelines/p.py", team=team)
             jobs_store.create_job(s, spec, cause="seed", node_id="seed")
+    with store.transaction() as s:
+        run = record_run(s, "orders")
+    operator = member_token(store, "olga", "ads", "operator")
+    with store.transaction() as s:
+        reader, _ = identities.create_token(s, "olga", scopes=frozenset({Scope.READ}))
     tokens = {
-        "operator-ads": member_token(store, "olga", "ads", "operator"),
-        "viewer-web": member_token(store, "vic", "web", "viewer"),
+        "operator-ads": auth_headers(operator),
+        "viewer-web": auth_headers(member_token(store, "vic", "web", "viewer")),
+        "read-only-ads": auth_headers(reader.secret),
+        "fencing-token": {**CLIENT_HEADERS, "X-Drover-Fencing-Token": run.fencing_secret or ""},
     }
     # the witness schemathesis calls now serves the seeded app
     WITNESS.app, WITNESS.store = create_app(NodeContext(node, store)), store
@@ -134,7 +152,18 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         print(f"  {caller:<14} {status}: {count}")
 
 
-CALLERS = ("anonymous", "operator-ads", "viewer-web")
+CALLERS = ("anonymous", "operator-ads", "viewer-web", "read-only-ads", "fencing-token")
+PUBLIC = ("/healthz", "/readyz", "/metrics", "/openapi.json")
+
+#: caller -> (method, path) -> whether a success there is one the authorization matrix forbids
+FORBIDDEN: dict[str, Callable[[str, str], bool]] = {
+    # a read-only token reads: any success of another method is a change it may not make
+    "read-only-ads": lambda method, path: method not in ("GET", "HEAD"),
+    # a fencing token opens its own job's fence check (and nothing needs one for the probes)
+    "fencing-token": lambda method, path: (
+        path not in PUBLIC and (method, path) != ("GET", "/v1/jobs/orders/fence")
+    ),
+}
 
 
 #: what schemathesis calls: the schema comes from an unseeded app of the same code; the module
@@ -158,7 +187,7 @@ schema = schemathesis.openapi.from_asgi("/openapi.json", WITNESS)
 )
 def test_api_with_and_without_credentials(case: Any, caller: str, world: World) -> None:
     world.witness.caller = caller
-    headers = dict(CLIENT_HEADERS) if caller == "anonymous" else auth_headers(world.tokens[caller])
+    headers = dict(CLIENT_HEADERS) if caller == "anonymous" else world.tokens[caller]
     response = case.call(headers={**(case.headers or {}), **headers})
     assert response.status_code < 500, response.text
     if caller == "anonymous" and case.path not in ("/healthz", "/readyz", "/metrics"):

@@ -13,7 +13,7 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -112,6 +112,96 @@ def test_read_only_token_and_own_tokens(api: TestClient, store: Store) -> None:
     assert theirs.status_code == 403
 
 
+def test_a_token_never_mints_a_stronger_or_longer_lived_one(api: TestClient, store: Store) -> None:
+    op = member_token(store, "olga", "ads", "operator")  # read and write, 90 days
+
+    def mint(parent: str, **body: Any) -> Any:
+        return api.post("/v1/tokens", json=body, headers=auth_headers(parent))
+
+    def expiry(answer: Any) -> datetime:
+        return datetime.fromisoformat(answer.json()["expires_at"])
+
+    def works(secret: str) -> bool:
+        api.app.state.token_cache.clear()  # type: ignore[attr-defined]
+        return api.get("/v1/whoami", headers=auth_headers(secret)).status_code == 200
+
+    before = store_fingerprint(store)
+    # a read-only token mints nothing: a token is a write like any other
+    reader = mint(op, scopes=["read"])
+    assert reader.status_code == 201, reader.text
+    ro = reader.json()["token"]
+    before = store_fingerprint(store)
+    for body in ({"scopes": ["read", "write"]}, {"scopes": ["read"]}, {}):
+        refused = mint(ro, **body)
+        assert refused.status_code == 403, (body, refused.text)
+    assert store_fingerprint(store) == before
+
+    # a short-lived token mints nothing that outlives it, and never a token that never expires
+    short = mint(op, expires_in_seconds=120)
+    assert short.status_code == 201, short.text
+    short_secret, short_id = short.json()["token"], short.json()["id"]
+    before = store_fingerprint(store)
+    for body in ({"expires_in_seconds": None}, {"expires_in_seconds": 3600}):
+        refused = mint(short_secret, **body)
+        assert refused.status_code == 403, (body, refused.text)
+        assert refused.headers["content-type"] == "application/problem+json"
+    assert store_fingerprint(store) == before
+    child = mint(short_secret)  # the default lifetime, cut to the parent's
+    assert child.status_code == 201, child.text
+    assert expiry(child) <= expiry(short)
+    assert child.json()["parent_id"] == short_id
+    grandchild = mint(child.json()["token"], scopes=["read"])
+    assert grandchild.status_code == 201, grandchild.text
+
+    # only a platform admin makes a token that never expires, and only by asking for it
+    assert mint(op, expires_in_seconds=None).status_code == 403
+    root = admin_token(store)  # the bootstrap admin's token never expires
+    forever = mint(root, identity="olga", expires_in_seconds=None)
+    assert forever.status_code == 201, forever.text
+    assert forever.json()["expires_at"] is None
+    assert mint(root, identity="olga").json()["expires_at"] is not None  # the default: 90 days
+    admin_for_a_day = mint(root, expires_in_seconds=86400).json()["token"]
+    assert mint(admin_for_a_day, expires_in_seconds=None).status_code == 403
+
+    # the audit entry names the minting token
+    entries = api.get(
+        "/v1/audit", params={"action": "token.create"}, headers=auth_headers(root)
+    ).json()["data"]
+    by_target = {e["target_name"]: e for e in entries}
+    entry = by_target[str(child.json()["id"])]
+    assert entry["detail"]["minted_by_token"] == short_id
+    assert entry["after"]["parent_id"] == short_id
+
+    # revoking a token revokes what it minted, and what that minted
+    assert works(child.json()["token"]) and works(grandchild.json()["token"])
+    revoked = api.delete(f"/v1/tokens/{short_id}", headers=auth_headers(op))
+    assert revoked.status_code == 200, revoked.text
+    assert not works(short_secret)
+    assert not works(child.json()["token"])
+    assert not works(grandchild.json()["token"])
+    assert works(op) and works(ro)
+
+
+def test_minting_ones_own_token_asks_the_permission_center(store: Store, tmp_path: Path) -> None:
+    center = Center()
+    try:
+        settings = Settings(
+            data_dir=tmp_path / "d", node_id="pc", authz_url=center.url, authz_cache_seconds=0.0
+        )
+        op = member_token(store, "olga", "ads", "operator")
+        with client_for(settings, store) as api:
+            center.allow = set()
+            before = store_fingerprint(store)
+            refused = api.post("/v1/tokens", json={}, headers=auth_headers(op))
+            assert refused.status_code == 403, refused.text
+            assert store_fingerprint(store) == before
+            assert any(c["subject"] == "user:olga" for c in center.calls)
+            center.allow = {"token.own"}
+            assert api.post("/v1/tokens", json={}, headers=auth_headers(op)).status_code == 201
+    finally:
+        center.stop()
+
+
 def test_garbage_credentials_are_401_problems(api: TestClient) -> None:
     for value in ("Bearer drv_" + "x" * 40, "Bearer a.b.c", "Basic dXNlcjpwdw==", "Bearer"):
         r = api.get("/v1/jobs", headers={"Authorization": value})
@@ -126,36 +216,17 @@ FENCE = "X-Drover-Fencing-Token"
 
 def running_run(store: Store, name: str, team: str = "ads") -> tuple[int, str]:
     """Job ``name`` with a run as a node records it: (the run's id, its fencing token)."""
-    from scheduler.core.backend import app_name_for
     from scheduler.core.records import JobSpec
-    from scheduler.core.states import DesiredState, JobState
+    from scheduler.core.states import DesiredState
     from scheduler.store import jobs as jobs_store
-    from scheduler.store import ledger
+    from tests.support.runs import record_run
 
     with store.transaction() as session:
         wanted = DesiredState.RUNNING
         spec = JobSpec(name=name, entrypoint=PIPELINE, team=team, desired_state=wanted)
         jobs_store.create_job(session, spec, cause="test", node_id="n1")
-        job = jobs_store.get_job(session, name)
-        run = ledger.create_run(
-            session,
-            job,
-            cluster="local",
-            node_id="n1",
-            owner_epoch=0,
-            checkpoint_location="/ckpt",
-            app_name_for=app_name_for,
-        )
-        ledger.transition_job(
-            session,
-            job,
-            JobState.SUBMITTING,
-            reason="t",
-            cause="test",
-            node_id="n1",
-            current_run_id=run.id,
-        )
-    return run.id, run.fencing_token
+        run = record_run(session, name, started=True)
+    return run.id, run.fencing_secret or ""
 
 
 def test_a_fencing_token_opens_its_own_jobs_fence_and_nothing_else(
@@ -255,10 +326,12 @@ def test_hostile_tenant_at_the_api(api: TestClient, store: Store) -> None:
         job(api, a_op, "fine", "team-a", conf={"spark.sql.shuffle.partitions": "4"}).status_code
         == 201
     )
-    # a team admin may set what the allow-list does not name
+    # a team admin may set what the allow-list does not name, except what chooses code
     a_admin = member_token(store, "ann", "team-a", "admin")
-    extra = {"spark.driver.extraJavaOptions": "-Dx=1"}
+    extra = {"spark.network.timeout": "300s"}
     assert job(api, a_admin, "tuned", "team-a", conf=extra).status_code == 201
+    code = {"spark.driver.extraJavaOptions": "-Dx=1"}
+    assert job(api, a_admin, "agent", "team-a", conf=code).status_code == 422
 
 
 def test_cluster_artifact_roots(api: TestClient, store: Store, tmp_path: Path) -> None:
@@ -367,33 +440,33 @@ def test_jwt_from_the_configured_issuer(
             assert r.json()["type"] == "urn:drover:problem:unauthenticated", what
 
 
-# --------------------------------------------------------------------------- permission center
+class JsonService:
+    """A small HTTP service on loopback: every GET or POST to it is answered
+    ``answer(method, body)`` (JSON both ways)."""
 
-
-class Center:
-    """A tiny permission center: allows what ``allow`` says, counts the questions."""
-
-    def __init__(self) -> None:
-        self.allow: set[str] = set()
-        self.calls: list[dict[str, Any]] = []
-        center = self
-
+    def __init__(self, path: str, answer: Callable[[str, Any], Any]) -> None:
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                center.calls.append(body)
-                answer = json.dumps({"allow": body["action"] in center.allow}).encode()
+            def reply(self, method: str) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length)) if length else None
+                data = json.dumps(answer(method, body)).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(answer)))
+                self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(answer)
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+                self.reply("GET")
+
+            def do_POST(self) -> None:  # noqa: N802
+                self.reply("POST")
 
             def log_message(self, *args: Any) -> None:
                 return None
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/decide"
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}{path}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
@@ -401,6 +474,79 @@ class Center:
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(timeout=5)
+
+
+class KeyServer(JsonService):
+    """The issuer's JWKS over HTTP, counting how often it is fetched."""
+
+    def __init__(self, jwks: dict[str, Any]) -> None:
+        self.jwks = jwks
+        self.fetches = 0
+        super().__init__("/jwks", self._serve)
+
+    def _serve(self, method: str, body: Any) -> Any:
+        self.fetches += 1
+        return self.jwks
+
+
+def test_unknown_key_ids_refetch_the_issuers_keys_at_most_once_per_interval(
+    store: Store, tmp_path: Path, issuer: dict[str, Any]
+) -> None:
+    keys = KeyServer(json.loads(issuer["jwks"].read_text()))
+    try:
+        settings = Settings(
+            data_dir=tmp_path / "d",
+            node_id="jwks",
+            jwt_issuer=issuer["iss"],
+            jwt_audience=issuer["aud"],
+            jwt_jwks_url=keys.url,
+            jwt_keys_refetch_seconds=1.0,
+        )
+        with client_for(settings, store) as api:
+            assert api.get("/v1/whoami", headers=auth_headers(sign(issuer))).status_code == 200
+            assert keys.fetches == 1
+            now = int(time.time())
+            for n in range(20):  # anonymous requests, each naming a key the issuer never had
+                forged = jwt.encode(
+                    {"iss": issuer["iss"], "aud": issuer["aud"], "sub": "x", "exp": now + 60},
+                    issuer["key"],
+                    algorithm="RS256",
+                    headers={"kid": f"unknown-{n}"},
+                )
+                assert api.get("/v1/jobs", headers=auth_headers(forged)).status_code == 401
+            assert keys.fetches <= 2, keys.fetches  # one refetch at most, not one per request
+
+            # the issuer rotates its key: the new one is picked up once the interval passed
+            rotated = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+            jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(rotated.public_key()))
+            jwk.update({"kid": "k2", "use": "sig", "alg": "RS256"})
+            keys.jwks = {"keys": [*keys.jwks["keys"], jwk]}
+            claims = {"iss": issuer["iss"], "aud": issuer["aud"], "sub": "dana", "exp": now + 300}
+            fresh = jwt.encode(claims, rotated, algorithm="RS256", headers={"kid": "k2"})
+            wait_until(
+                lambda: api.get("/v1/whoami", headers=auth_headers(fresh)).status_code == 200,
+                timeout=10,
+                what="the rotated key",
+            )
+            assert keys.fetches <= 6, keys.fetches
+    finally:
+        keys.stop()
+
+
+# --------------------------------------------------------------------------- permission center
+
+
+class Center(JsonService):
+    """A tiny permission center: allows what ``allow`` says, counts the questions."""
+
+    def __init__(self) -> None:
+        self.allow: set[str] = set()
+        self.calls: list[dict[str, Any]] = []
+        super().__init__("/decide", self._decide)
+
+    def _decide(self, method: str, body: Any) -> Any:
+        self.calls.append(body)
+        return {"allow": body["action"] in self.allow}
 
 
 def test_external_permission_center(store: Store, tmp_path: Path) -> None:
@@ -568,6 +714,40 @@ def test_browser_safety(store: Store, tmp_path: Path) -> None:
             assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
 
 
+def test_the_api_reference_page_comes_from_the_node_itself(store: Store, tmp_path: Path) -> None:
+    import re
+
+    settings = Settings(data_dir=tmp_path / "d", node_id="docs")
+    with client_for(settings, store) as api:
+        page = api.get("/docs")
+        assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+        policy = page.headers["content-security-policy"]
+        assert "script-src 'self';" in policy and "frame-ancestors 'none'" in policy
+        assert "unsafe-eval" not in policy and "script-src 'self' 'unsafe-inline'" not in policy
+        assert "<script>" not in page.text  # no inline script: the policy allows none
+        sources = re.findall(r'(?:src|href)="([^"]+)"', page.text)
+        assert sources and all(s.startswith("/docs/") for s in sources), sources
+        for source in sources:  # every file from this node, under the same policy
+            asset = api.get(source)
+            assert asset.status_code == 200, source
+            assert asset.headers["content-security-policy"] == policy, source
+            if source.endswith(".js"):
+                assert "javascript" in asset.headers["content-type"], source
+        assert "/openapi.json" in api.get("/docs/start.js").text
+        assert api.get("/redoc").status_code != 200  # ReDoc comes from a CDN only: off
+        assert api.get("/openapi.json").status_code == 200
+    off = Settings(data_dir=tmp_path / "d", node_id="docs", api_docs=False)
+    with client_for(off, store) as api:
+        assert api.get("/docs").status_code == 404
+        assert api.get("/openapi.json").status_code == 200
+    production = Settings(
+        environment="production",
+        database_url="mysql+pymysql://drover@db.example/drover",
+        deployment_secret="s" * 40,
+    )
+    assert not production.serve_api_docs
+
+
 def test_internal_calls_need_the_deployment_secret(api: TestClient, store: Store) -> None:
     body = {"group": "default"}
     wrong = api.post("/v1/internal/nudge", json=body, headers={"X-Drover-Node-Secret": "guess"})
@@ -617,6 +797,51 @@ def test_secrets_from_files_and_production_refuses_defaults(
     with pytest.raises(InvalidInput) as info:
         load_settings()
     assert "missing" in str(info.value)
+
+
+def test_settings_files_audience_and_passwords(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in list(os.environ):
+        if name.startswith("DROVER_"):
+            monkeypatch.delenv(name)
+    # a *_FILE setting that does not exist is an error, never a silent fallback to SQLite
+    monkeypatch.setenv("DROVER_DATABASE_URL_FILE", str(tmp_path / "url"))
+    with pytest.raises(InvalidInput, match="DROVER_DATABASE_URL_FILE"):
+        load_settings()
+    monkeypatch.delenv("DROVER_DATABASE_URL_FILE")
+    # nor is a file setting naming a file that is not there
+    monkeypatch.setenv("DROVER_JWT_JWKS_FILE", str(tmp_path / "no-such-jwks.json"))
+    with pytest.raises(InvalidInput, match="DROVER_JWT_JWKS_FILE"):
+        load_settings()
+    monkeypatch.delenv("DROVER_JWT_JWKS_FILE")
+    assert load_settings().resolved_database_url.startswith("sqlite")
+
+    # production with JWTs needs their audience
+    production = {
+        "environment": "production",
+        "database_url": "mysql+pymysql://drover:hunter2@db.example/drover",
+        "deployment_secret": "s" * 40,
+    }
+    jwks = tmp_path / "jwks.json"
+    jwks.write_text('{"keys": []}')
+    with pytest.raises(InvalidInput, match="JWT_AUDIENCE"):
+        load_settings(**production, jwt_issuer="https://sso.example", jwt_jwks_file=jwks)
+    settings = load_settings(
+        **production,
+        jwt_issuer="https://sso.example",
+        jwt_jwks_file=jwks,
+        jwt_audience="drover",
+        authz_url="https://pc:center-pw@pc.example/decide",
+        jwt_jwks_url="https://keys:keys-pw@sso.example/jwks",
+        zk_hosts="127.0.0.1:2181",
+    )
+    # settings never print a password (nor the deployment secret)
+    for shown in (repr(settings), str(settings), f"{settings}"):
+        for secret in ("hunter2", "center-pw", "keys-pw", "s" * 40):
+            assert secret not in shown, (secret, shown)
+    assert "db.example" in repr(settings)  # the rest stays readable
+    assert settings.resolved_database_url.endswith(":hunter2@db.example/drover")
 
 
 # --------------------------------------------------------------------------- CLI

@@ -71,10 +71,14 @@ class World:
             time.sleep(0.05)
 
     def token(self) -> str:
+        """The current run's fencing token, as its driver holds it (the store keeps its
+        digest): from what the simulated cluster was submitted."""
         with self.store.session() as s:
             run = jobs_store.get_job(s, "orders").current_run
         assert run is not None
-        return run.fencing_token
+        token = self.sim.fencing_token(run.app_name)
+        assert token is not None, f"run {run.id} was never submitted"
+        return token
 
     def fence(self, token: str, **headers: str) -> dict[str, Any]:
         answer = self.client.get(

@@ -34,16 +34,17 @@ def call(
     headers: Mapping[str, str],
     chunks: Iterable[bytes] = (),
     *,
-    content_length: bool = False,
+    content_length: int | None = None,
+    client_address: str = "127.0.0.1",
 ) -> Exchange:
     """One request through ``client``'s app (the client must be started: ``with client``), its
-    body given chunk by chunk. ``content_length``: announce the body's length (else the request
-    is chunked: no ``Content-Length``)."""
+    body given chunk by chunk. ``content_length``: the length the request announces (else it
+    is chunked: no ``Content-Length``); ``client_address``: where it comes from."""
     parts = list(chunks)
     raw_headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
     raw_headers.append((b"host", b"127.0.0.1"))
-    if content_length:
-        raw_headers.append((b"content-length", str(sum(map(len, parts))).encode()))
+    if content_length is not None:
+        raw_headers.append((b"content-length", str(content_length).encode()))
     else:
         raw_headers.append((b"transfer-encoding", b"chunked"))
     path_only, _, query = path.partition("?")
@@ -58,7 +59,7 @@ def call(
         "query_string": query.encode(),
         "root_path": "",
         "headers": raw_headers,
-        "client": ("127.0.0.1", 50000),
+        "client": (client_address, 50000),
         "server": ("127.0.0.1", 80),
     }
     out = Exchange()

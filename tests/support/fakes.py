@@ -15,7 +15,6 @@ so a test can check the order of "recorded" and "acted".
 from __future__ import annotations
 
 import itertools
-import secrets
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -34,7 +33,16 @@ from scheduler.core.backend import (
     app_name_for,
 )
 from scheduler.core.errors import ClusterUnreachable, NotOwner, StaleWrite, SubmissionRejected
-from scheduler.core.ledger import Effect, FailureQuery, Intent, LedgerView, Write, effect_of
+from scheduler.core.ledger import (
+    Effect,
+    FailureQuery,
+    Intent,
+    LedgerView,
+    Write,
+    effect_of,
+    fencing_digest,
+    new_fencing_token,
+)
 from scheduler.core.ownership import Claim, Fence, owner_index
 from scheduler.core.records import ClusterRecord, Failures, JobRecord, RunRecord
 from scheduler.core.states import DesiredState, JobState, Priority, RunState
@@ -288,7 +296,9 @@ class FakeLedger:
                 new_run = None
                 if isinstance(w, Intent):
                     run_id = next(self._run_ids)
-                    new_run = self._new_run(w.job, run_id, w.cluster, fence, w.checkpoint_location)
+                    new_run = self._new_run(
+                        w.job, run_id, w.cluster, fence, w.checkpoint_location, w.fencing_token
+                    )
                 effects.append(effect_of(w, new_run))
             lost = [w.job for w in writes if not self._owns(w.job.id, fence)]
             if lost:
@@ -385,7 +395,13 @@ class FakeLedger:
         self.events.append(Event(job_id, run_id, from_state, to_state, message, self.node_id))
 
     def _new_run(
-        self, job: JobRecord, run_id: int, cluster: str, fence: Fence, checkpoint: str
+        self,
+        job: JobRecord,
+        run_id: int,
+        cluster: str,
+        fence: Fence,
+        checkpoint: str,
+        token: str = "",
     ) -> RunRecord:
         attempts = [r.attempt for r in self.runs.values() if r.job_name == job.name]
         return RunRecord(
@@ -396,7 +412,8 @@ class FakeLedger:
             cluster=cluster,
             node_id=fence.node_id,
             owner_epoch=fence.epoch,
-            fencing_token=secrets.token_hex(8),
+            fencing_token=fencing_digest(token or new_fencing_token()),
+            fencing_secret=token or None,  # kept here too: the twin returns what it stores
             app_name=app_name_for(job.name, run_id),
             checkpoint_location=checkpoint,
             submission_id=None,
@@ -501,6 +518,8 @@ class FakeBackend:
     on_submit: Callable[[SubmitRequest], None] | None = None
     in_flight: int = 0
     max_in_flight: int = 0
+    #: run id -> the fencing token its driver was given (the store keeps only its digest)
+    tokens: dict[int, str] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     #: the change feed (scheduler/backends/changes.py): a "listing" of every app per call
@@ -521,6 +540,7 @@ class FakeBackend:
                 self.on_submit(request)
             with self._lock:
                 n = next(self._ids)
+                self.tokens[request.run_id] = request.fencing_token
                 app = FakeApp(
                     f"driver-{n}",
                     request.app_name,

@@ -24,12 +24,14 @@ from scheduler.core.ledger import (
     Ledger,
     Observation,
     Proof,
+    Reissue,
     RunClose,
     RunFence,
     StateMove,
     Submitted,
     UpgradeEnd,
     Write,
+    fencing_digest,
 )
 from scheduler.core.ownership import Claim, Fence, owner_index
 from scheduler.core.records import JobRecord
@@ -323,6 +325,30 @@ def adoption_records_the_found_application(h: Harness) -> None:
     assert stored.version == job.version + 1
 
 
+def fencing_tokens_are_kept_as_digests(h: Harness) -> None:
+    """An intent's token and a reissued one come back once, on the record ``apply`` returns;
+    what is kept is their digest. A reissue proves the claim and needs the run still open."""
+    intent = Intent(_owned(h), h.ledger.read(ME, "default").primary_cluster, "/ck/o", "go")
+    job = _one(h, intent)
+    run = job.current_run
+    assert run is not None and run.fencing_secret == intent.fencing_token
+    assert run.fencing_token == fencing_digest(intent.fencing_token) != intent.fencing_token
+    reissue = Reissue(job)
+    again = _one(h, reissue)
+    assert (
+        again.current_run is not None and again.current_run.fencing_secret == reissue.fencing_token
+    )
+    stored = h.job(job.id).current_run
+    assert stored is not None and stored.fencing_token == fencing_digest(reissue.fencing_token)
+    assert again.version == job.version + 1 and reissue.fencing_token != intent.fencing_token
+    with pytest.raises(NotOwner):
+        _one(h, Reissue(again), Fence("node-a", ME.epoch - 1))
+    close = RunClose(again, RunState.FAILED, JobState.FAILED, "gone", 1, False, h.now())
+    closed = _one(h, close)
+    with pytest.raises(StaleWrite):
+        _one(h, Reissue(closed))
+
+
 def kill_intent_then_proof(h: Harness) -> None:
     job = _submitted(h)
     stopping = _one(h, KillIntent(job, "desired STOPPED"))
@@ -442,6 +468,7 @@ CONTRACT: list[Callable[[Harness], None]] = [
     writes_of_several_kinds_land_together_or_not_at_all,
     a_batch_proof_holds_only_for_all,
     adoption_records_the_found_application,
+    fencing_tokens_are_kept_as_digests,
     kill_intent_then_proof,
     drain_fence_and_upgrade_end,
     state_path_and_reason,

@@ -149,3 +149,42 @@ def _install_mysql(store: Store) -> None:
             conn.commit()
         finally:
             conn.exec_driver_sql("SET SESSION foreign_key_checks = 1")
+
+
+#: the time the seeded rows carry (naive UTC, as every time column)
+_SEEDED_AT = "2024-01-01 00:00:00"
+
+
+def seed_jobs(store: Store, jobs: dict[str, str]) -> None:
+    """Rows a migration's data test starts from, written with plain SQL into a database at an
+    older revision (0018 or later): a cluster ``c`` (root ``file:///ck/c``), a group ``g`` and
+    the jobs ``name -> checkpoint location`` in it ("" for the default)."""
+    at = {"at": _SEEDED_AT}
+    with store.engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "INSERT INTO clusters (name, kind, master_url, rest_url, ui_url, az, cloud, "
+                "storage_root, health, max_concurrent_submissions, created_at, updated_at) "
+                "VALUES ('c', 'local', '', '', '', '', '', 'file:///ck/c', 'NORMAL', 0, :at, :at)"
+            ),
+            at,
+        )
+        conn.execute(
+            sa.text(
+                "INSERT INTO scheduling_groups (name, primary_cluster, created_at, updated_at) "
+                "VALUES ('g', 'c', :at, :at)"
+            ),
+            at,
+        )
+        for name, location in jobs.items():
+            conn.execute(
+                sa.text(
+                    "INSERT INTO jobs (name, group_name, team, business, priority, entrypoint, "
+                    "args, conf, checkpoint_location, desired_state, state, state_reason, "
+                    "generation, attempts_reset_at, owner_epoch, version, spec_version, "
+                    "created_at, updated_at, on_stall) VALUES (:name, 'g', '', '', 'normal', "
+                    "'/p.py', '[]', '{}', :location, 'RUNNING', 'RUNNING', '', 0, :at, 0, 1, 1, "
+                    ":at, :at, 'alert')"
+                ),
+                {"name": name, "location": location, **at},
+            )

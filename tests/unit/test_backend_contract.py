@@ -6,6 +6,9 @@ as well, so the reconciler's unit tests run against a backend that behaves like 
 
 - ``standalone``: :class:`StandaloneRestBackend` against the simulated master and worker of
   ``harness/simcluster.py`` (REST submission server, ``/json/``, the worker's ``/log/``);
+- ``yarn``: :class:`YarnBackend` against the simulated ResourceManager of ``harness/simyarn.py``
+  (its REST API and a NodeManager's container logs) and a fake ``spark-submit`` that submits to
+  it (the real YARN clusters: ``tests/integration/test_yarn_backend.py``);
 - ``local`` and ``spark-submit``: :class:`LocalSparkSubmitBackend` (local mode, and client mode
   against a ``spark://`` master) with a fake ``$SPARK_HOME/bin/spark-submit``: a shell script
   that prints the lines Spark's JVM would log (``Submitted application``, for a non-local master
@@ -40,9 +43,11 @@ import pytest
 
 from harness.procs import pids_with_env_prefix, signal_all
 from harness.simcluster import SimCluster
+from harness.simyarn import SimResourceManager, fake_spark_submit
 from scheduler.backends.changes import Mark, feed_of
 from scheduler.backends.local import LocalSparkSubmitBackend
 from scheduler.backends.standalone import StandaloneRestBackend
+from scheduler.backends.yarn import YarnBackend
 from scheduler.core.backend import (
     AppState,
     AppStatus,
@@ -156,6 +161,7 @@ PARAMS = (
     + [pytest.param(("standalone", v), id=f"standalone-{v}") for v in SIM_VARIANTS]
     + [pytest.param(("local", v), id=f"local-{v}") for v in SUBMIT_VARIANTS]
     + [pytest.param(("spark-submit", "own-name"), id="spark-submit-own-name")]
+    + [pytest.param(("yarn", "sim"), id="yarn-sim")]
 )
 
 
@@ -166,6 +172,8 @@ def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]
         yield _fake()
     elif kind == "standalone":
         yield from _standalone(variant)
+    elif kind == "yarn":
+        yield from _yarn(tmp_path)
     else:
         yield from _spark_submit(kind, variant, tmp_path)
 
@@ -220,6 +228,35 @@ def _standalone(variant: str) -> Iterator[Cluster]:
         for backend in made:
             backend.close()
         sim.stop()
+
+
+def _yarn(tmp_path: Path) -> Iterator[Cluster]:
+    rm = SimResourceManager(app_start_delay=0.1).start()
+    conf = rm.write_conf(tmp_path / "hadoop-conf")
+    home = fake_spark_submit(tmp_path / "spark")
+    pipeline = tmp_path / "pipeline.py"
+    pipeline.write_text("print('never run: the simulated ResourceManager runs nothing')\n")
+    made: list[YarnBackend] = []
+
+    def new() -> YarnBackend:
+        made.append(YarnBackend(rm.url, conf, spark_home=home, work_dir=tmp_path / "work"))
+        return made[-1]
+
+    try:
+        yield Cluster(
+            backend=new(),
+            fresh=new,
+            entrypoint=str(pipeline),
+            env={},
+            unknown_id="application_1700000000000_9999",
+            knows_app_id=True,
+            breaks=rm.unreachable,
+            heals=rm.reachable,
+        )
+    finally:
+        for backend in made:
+            backend.close()
+        rm.stop()
 
 
 def _spark_submit(kind: str, variant: str, tmp_path: Path) -> Iterator[Cluster]:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -14,6 +17,8 @@ from scheduler.decisions.identity import (
     Role,
     Scope,
     decide,
+    default_expiry,
+    may_mint,
     mint_token,
     parse_bindings,
     token_digest,
@@ -88,8 +93,12 @@ def test_the_role_table() -> None:
     team_admin = Principal("user:a", {"ads": Role.ADMIN})
     assert decide(team_admin, Action.TEAM_ADMIN, "ads").allowed
     assert not decide(team_admin, Action.PLATFORM_ADMIN).allowed
-    root = Principal("user:r", {ALL_TEAMS: Role.ADMIN})
+    root = Principal("user:r", {ALL_TEAMS: Role.ADMIN}, identity="r")
     assert all(decide(root, a, "any").allowed for a in Action if a is not Action.INTERNAL)
+    # one's own tokens need a stored identity (a JWT has none), and a token that may write
+    assert not decide(Principal("jwt:r", {ALL_TEAMS: Role.ADMIN}), Action.TOKEN_OWN).allowed
+    reader = Principal("user:v", {"ads": Role.VIEWER}, frozenset({Scope.READ}), identity="v")
+    assert not decide(reader, Action.TOKEN_OWN).allowed
     viewer = Principal("user:v", {"ads": Role.VIEWER})
     assert not decide(viewer, Action.CLUSTER_MARK).allowed
     assert decide(viewer, Action.CATALOG_READ).allowed
@@ -148,7 +157,47 @@ def test_spark_property_allow_list() -> None:
     assert not property_allowed("spark.driver.extraJavaOptions", allowed)
     conf = {"spark.jars": "https://x/evil.jar", "spark.executor.memory": "1g"}
     assert refused_properties(conf, allowed, admin=False) == ["spark.jars"]
-    assert refused_properties(conf, allowed, admin=True) == []
+    assert refused_properties(conf, allowed, admin=True) == ["spark.jars"]  # the platform's
+    assert refused_properties(conf, allowed, admin=True, platform_admin=True) == []
+    tuning = {"spark.network.timeout": "300s", "spark.executor.memory": "1g"}
+    assert refused_properties(tuning, allowed, admin=False) == ["spark.network.timeout"]
+    assert refused_properties(tuning, allowed, admin=True) == []
     assert refused_properties({"spark.drover.fencingToken": "x"}, allowed, admin=True) == [
         "spark.drover.fencingToken"
     ]
+
+
+NOW = datetime(2026, 11, 25, tzinfo=UTC)
+scope_sets = st.sets(st.sampled_from(list(Scope))).map(frozenset)
+moments = st.one_of(
+    st.none(),
+    st.integers(60, 10 * 365 * 86400).map(lambda s: NOW + timedelta(seconds=s)),
+)
+
+
+@given(scope_sets, moments, scope_sets, moments, st.booleans())
+def test_a_minted_token_never_exceeds_its_parent(
+    parent_scopes: frozenset[Scope],
+    parent_expiry: datetime | None,
+    scopes: frozenset[Scope],
+    expiry: datetime | None,
+    admin: bool,
+) -> None:
+    parent = Principal("user:p", {"ads": Role.OPERATOR}, parent_scopes, identity="p")
+    parent = replace(parent, expires_at=parent_expiry)
+    decision = may_mint(parent, scopes, expiry, platform_admin=admin)
+    if decision.allowed:
+        assert scopes <= parent_scopes
+        if expiry is None:
+            assert admin and parent_expiry is None
+        elif parent_expiry is not None:
+            assert expiry <= parent_expiry
+    else:
+        assert (
+            not scopes <= parent_scopes
+            or (expiry is None and (not admin or parent_expiry is not None))
+            or (expiry is not None and parent_expiry is not None and expiry > parent_expiry)
+        )
+    cut = default_expiry(parent, NOW, timedelta(days=90))
+    assert cut <= NOW + timedelta(days=90)
+    assert parent_expiry is None or cut <= parent_expiry

@@ -116,7 +116,7 @@ def test_lifecycle_running_then_killed(backend: LocalSparkSubmitBackend, tmp_pat
     assert status.app_id == "local-1795300856922"
 
     run_dir = backend.runs_dir / "job" / "1"
-    argv = (run_dir / "argv.txt").read_text().splitlines()
+    argv = (run_dir / "driver" / "argv.txt").read_text().splitlines()
     assert argv[:4] == ["--master", "local[2]", "--name", "drover:job:1"]
     assert argv[4:6] == ["--py-files", "/p/drover_runtime.py,/p/extra.py"]
     assert "spark.drover.fenceUrls=http://127.0.0.1:1,http://127.0.0.1:2" in argv
@@ -275,3 +275,32 @@ def test_log_parsing(tmp_path: Path) -> None:
     assert _last_error_line(log) == "26/11/21 22:41:16 ERROR Executor: it broke"
     assert _describe_exit(143) == "exit code 143 (SIGTERM)"
     assert _describe_exit(2) == "exit code 2"
+
+
+def test_conf_args_and_environment_never_choose_the_drivers_executables(
+    backend: LocalSparkSubmitBackend, tmp_path: Path
+) -> None:
+    """The node's Python runs every driver: a conf naming another one (a job stored before the
+    policy refused it, say) is overridden, arguments go to the pipeline only, and an environment
+    that would choose what runs is refused."""
+    entry = pipeline(tmp_path, "ok", "print('fine')\n")
+    crafted = ["-exec", "/bin/sh", "-c", "id > /tmp/pwned", ";", "--conf", "spark.x=y"]
+    sub = backend.submit(
+        request(
+            entry,
+            conf={
+                "spark.pyspark.driver.python": "/usr/bin/find",
+                "spark.pyspark.python": "/usr/bin/find",
+            },
+            args=crafted,
+        )
+    )
+    wait_for(lambda: backend.status(sub.submission_id).state is AppState.FINISHED)
+    argv = (backend.runs_dir / "job" / "1" / "driver" / "argv.txt").read_text().splitlines()
+    assert f"spark.pyspark.driver.python={backend.python}" in argv
+    assert f"spark.pyspark.python={backend.python}" in argv
+    assert not any("/usr/bin/find" in a for a in argv)
+    assert argv[-len(crafted) - 1 :] == [entry, *crafted]  # after the pipeline: its arguments
+    for name in ("LD_PRELOAD", "PYTHONPATH", "JAVA_TOOL_OPTIONS", "SPARK_SUBMIT_OPTS"):
+        with pytest.raises(SubmissionRejected, match=name):
+            backend.submit(request(entry, run_id=2, env={name: "/tmp/evil"}))

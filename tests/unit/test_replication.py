@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from scheduler.core import faults
-from scheduler.core.errors import InvalidInput, StorageError, StorageUnavailable
+from scheduler.core.errors import InvalidInput, StorageUnavailable
 from scheduler.decisions.checkpoints import last_complete_batch
 from scheduler.loops.replication import (
     FRESH_START,
@@ -21,7 +21,9 @@ from scheduler.loops.replication import (
     make_available,
     sync,
 )
-from scheduler.storage.local import TEMP_SUFFIX, LocalStorage, storage_for
+from scheduler.storage.local import TEMP_SUFFIX, LocalStorage
+from scheduler.storage.remote import HdfsStorage, S3Storage
+from scheduler.storage.schemes import forget_instances, storage_for
 from tests.support.checkpoints import Checkpoint, files, visible_cut
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,9 +68,21 @@ def test_a_failed_write_leaves_neither_the_file_nor_its_temporary(tmp_path: Path
     assert [p.name for p in (tmp_path / "state" / "0" / "0").iterdir()] == []
 
 
-def test_object_store_locations_are_not_replicated_yet() -> None:
-    with pytest.raises(StorageError, match="only file://"):
-        storage_for("s3a://drover-ckpt/spark-a/job/checkpoint")
+def test_storage_is_chosen_by_the_locations_scheme(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DROVER_WEBHDFS_ADDRESSES", "nn-a:8020=http://nn-a:50070")
+    forget_instances()
+    try:
+        assert isinstance(storage_for("file:///var/ck"), LocalStorage)
+        assert isinstance(storage_for("s3a://drover-ckpt/spark-a/job/checkpoint"), S3Storage)
+        configured = storage_for("hdfs://nn-a:8020/drover/a")
+        assert isinstance(configured, HdfsStorage) and configured.webhdfs_url == "http://nn-a:50070"
+        default = storage_for("hdfs://nn-b:8020/drover/b")  # Hadoop 3's NameNode HTTP port
+        assert isinstance(default, HdfsStorage) and default.webhdfs_url == "http://nn-b:9870"
+        assert storage_for("hdfs://nn-a:8020/other") is configured  # one per NameNode
+        with pytest.raises(InvalidInput):
+            storage_for("gs://bucket/x")
+    finally:
+        forget_instances()
 
 
 def test_an_unreadable_location_is_unavailable(tmp_path: Path) -> None:

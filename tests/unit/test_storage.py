@@ -9,7 +9,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from scheduler.core.errors import InvalidInput
+from scheduler.core.errors import InvalidInput, RefusedSubmission
 from scheduler.decisions import storage
 
 
@@ -44,6 +44,9 @@ ALL = (A, A2, S3)
         ("s3a://ck-bucket", "s3a://ck-bucket"),
         ("s3a://ck-bucket/", "s3a://ck-bucket"),
         ("s3a://ck-bucket/a/b/../c/", "s3a://ck-bucket/a/c"),
+        ("hdfs://NN-a:8020/drover/a/", "hdfs://nn-a:8020/drover/a"),
+        ("hdfs://nameservice1/drover//a/./b/..", "hdfs://nameservice1/drover/a"),
+        ("hdfs://127.0.0.1:9105", "hdfs://127.0.0.1:9105"),
     ],
 )
 def test_locations_are_normalised(text: str, normal: str) -> None:
@@ -64,7 +67,11 @@ def test_locations_are_normalised(text: str, normal: str) -> None:
         "s3a://b/..",
         "s3://bucket/x",
         "gs://bucket/x",
-        "hdfs://nn/x",
+        "hdfs:///x",
+        "hdfs:/x",
+        "hdfs://nn:99999/x",
+        "hdfs://n_n/x",
+        "webhdfs://nn/x",
         "file://nas/share",
         "file:relative",
         "s3a://Upper/x",
@@ -200,3 +207,51 @@ def test_default_checkpoints_are_writable_for_their_own_cluster_only(name: str, 
     assert storage.check_writable(location, own, (own, other)) == location
     with pytest.raises(InvalidInput):
         storage.check_writable(location, other, (own, other))
+
+
+def test_a_jobs_own_area() -> None:
+    assert storage.check_writable("/data/ck/a/j/v2", A, ALL, job="j") == "file:///data/ck/a/j/v2"
+    assert storage.check_writable("/data/ck/a/j", A, ALL, job="j") == "file:///data/ck/a/j"
+    for elsewhere in ("/data/ck/a/k/checkpoint", "/data/ck/a/j2", "/data/ck/a/shared/j"):
+        with pytest.raises(RefusedSubmission, match="own directory"):
+            storage.check_writable(elsewhere, A, ALL, job="j")
+        assert storage.check_writable(elsewhere, A, ALL)  # a platform admin's choice
+    with pytest.raises(RefusedSubmission):
+        storage.check_writable("/data/ck/a/j/../k", A, ALL, job="j")  # normalised first
+
+
+def test_checkpoint_keys_and_overlaps() -> None:
+    assert storage.checkpoint_key("j", "", ALL) == ("j", "checkpoint")
+    assert storage.checkpoint_key("j", "file:///data/ck/a2/x/y", ALL) == ("x", "y")
+    assert storage.checkpoint_key("j", "s3a://ck-bucket/drover/x", ALL) == ("x",)
+    assert storage.checkpoint_key("j", "/elsewhere/x", ALL) is None
+    assert storage.overlap(("j", "checkpoint"), ("j", "checkpoint"))
+    assert storage.overlap(("j",), ("j", "checkpoint"))
+    assert storage.overlap(("j", "checkpoint", "offsets"), ("j", "checkpoint"))
+    assert not storage.overlap(("j", "checkpoint"), ("j", "other"))
+    assert not storage.overlap(("j", "checkpoint"), ("jj", "checkpoint"))
+    others = [("x", None), ("k", ("k", "checkpoint")), ("m", ("j", "m"))]
+    assert storage.first_overlap(("j", "checkpoint"), others) is None
+    assert storage.first_overlap(("j",), others) == "m"
+    assert storage.checkpoint_area(("shared", "x")) == "shared"
+    with pytest.raises(InvalidInput):
+        storage.checkpoint_area(("x" * 256,))
+
+
+job_names = st.text(alphabet="abj.-_", min_size=1, max_size=6).filter(
+    lambda n: n not in (".", "..")
+)
+
+
+@given(job_names, job_names, st.lists(st.sampled_from(["x", "y", ".", ".."]), max_size=4))
+def test_jobs_in_their_own_areas_never_overlap(a: str, b: str, tail: list[str]) -> None:
+    """Whatever two different jobs choose inside their own areas, the keys never overlap: the
+    store needs to look overlaps up only for locations a platform admin placed."""
+    assume(a != b)
+    try:
+        mine = storage.check_writable("/data/ck/a/" + "/".join([a, *tail]), A, ALL, job=a)
+    except InvalidInput:
+        return
+    key_a = storage.checkpoint_key(a, mine, ALL)
+    for key_b in (storage.checkpoint_key(b, "", ALL), (b, *tail)):
+        assert key_a is not None and not storage.overlap(key_a, key_b)

@@ -1,8 +1,8 @@
 """auto_failover_events: what automatic failover decided (created, held and why) and what
 operators did to it (paused, resumed, a cluster's cool-down cleared)
 
-Revision ID: 0020
-Revises: 0019
+Revision ID: 0024
+Revises: 0023
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import mysql
 
-revision = "0020"
-down_revision = "0019"
+revision = "0024"
+down_revision = "0023"
 branch_labels = None
 depends_on = None
 

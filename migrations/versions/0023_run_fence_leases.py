@@ -1,8 +1,8 @@
 """runs: the latest end of a fence lease granted to the run's driver (a run is never counted as
 ended while a lease it holds may still be valid)
 
-Revision ID: 0019
-Revises: 0018
+Revision ID: 0023
+Revises: 0022
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import mysql
 
-revision = "0019"
-down_revision = "0018"
+revision = "0023"
+down_revision = "0022"
 branch_labels = None
 depends_on = None
 

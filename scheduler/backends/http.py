@@ -1,0 +1,38 @@
+"""HTTP answers of a cluster's REST API, as every backend reads them: no answer, a 5xx or a
+garbled body is ClusterUnreachable (chained), never a guess."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from scheduler.core.errors import ClusterUnreachable
+
+
+def request(
+    client: httpx.Client, method: str, url: str, what: str, **kwargs: Any
+) -> httpx.Response:
+    """One request; ClusterUnreachable on no answer or a 5xx (a 4xx is the caller's to read)."""
+    try:
+        response = client.request(method, url, **kwargs)
+    except httpx.HTTPError as exc:
+        raise ClusterUnreachable(f"{what}: no answer from {url}: {exc!r}") from exc
+    if response.status_code >= 500:
+        raise ClusterUnreachable(
+            f"{what}: {url} answered {response.status_code}: {response.text[:200]}"
+        )
+    return response
+
+
+def json_object(response: httpx.Response, what: str) -> dict[str, Any]:
+    """The answer's JSON object; ClusterUnreachable if it is not one."""
+    try:
+        body = response.json()
+    except ValueError as exc:
+        raise ClusterUnreachable(
+            f"{what}: garbled answer ({response.status_code}): {response.text[:200]!r}"
+        ) from exc
+    if not isinstance(body, dict):
+        raise ClusterUnreachable(f"{what}: unexpected answer {body!r:.200}")
+    return body

@@ -1,0 +1,474 @@
+"""Spark on YARN end to end: two Drover node processes (ZooKeeper membership, MariaDB) driving
+the real YARN + HDFS test clusters A and B (``HADOOP_CLUSTERS=2``), checkpoints on A's HDFS,
+replicas on B's. A checker polls both ResourceManagers every 0.2 s for the whole module and
+records any sample in which one job had two RUNNING applications across A and B.
+
+One shared setup (the clusters, the nodes, business ``orders`` bound to YARN queue ``orders``),
+then, in order:
+
+1. ``test_start_with_a_crash_after_submit_ends_with_one_application`` (acceptance 1, 5): a
+   self-fencing pipeline that names its own application and a plain PySpark pipeline start; the
+   very first submission crashes the reconciler right after YARN accepted it (``DROVER_FAULTS=
+   after-submit``): the run is adopted by its tags, never submitted twice; each job has exactly
+   one application in the ResourceManager, in the business's queue, RUNNING; the self-fencing
+   (high priority) job's checkpoint is replicated to B's HDFS, with lag figures through the API;
+2. ``test_kill_9_of_the_owner_reattaches_to_the_same_application`` (acceptance 2): the owner of
+   both jobs is killed -9; the other node takes them over and re-attaches to the same
+   application ids, for the pipeline with its own appName and the plain one alike;
+3. ``test_a_kill_across_a_resource_manager_restart_is_confirmed`` (acceptance 3): A's
+   ResourceManager is stopped, the plain job is asked to stop (no kill can be confirmed: the
+   job goes UNKNOWN, its run stays open), the ResourceManager comes back with recovery and
+   brings the application back: it is killed, KILLED confirmed and recorded; the other job's
+   application survives the restart (work-preserving recovery), never submitted again;
+4. ``test_a_failover_moves_the_job_with_its_hdfs_checkpoint_to_b``: a planned failover of the
+   self-fencing job from A to B: killed on A and confirmed, its checkpoint made available under
+   B's HDFS root, started on B once, its batch ids continue;
+5. ``test_stop_is_a_confirmed_kill`` (acceptance 1);
+6. ``test_a_failing_driver_is_restarted_by_the_policy`` (acceptance 1).
+
+Timings are printed; nothing is asserted on them.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from harness.nodes import poll
+from scheduler.backends.yarn import run_tag
+from tests.conftest import wait_until
+from tests.support.nodes import DROVER, NodeProcess
+from tests.support.yarn import DoubleRunChecker, YarnCluster
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+SELF_FENCING = ROOT / "tests" / "e2e" / "pipelines" / "batch_ids.py"
+PLAIN = ROOT / "pipelines" / "plain_rate_parquet.py"
+FAILS_AFTER = ROOT / "tests" / "e2e" / "pipelines" / "fails_after.py"
+GROUP = "gy"
+SESSION = 2.0
+START_TIMEOUT_S = 300.0
+STOP_TIMEOUT_S = 120.0
+
+
+@dataclass
+class World:
+    tmp: Path
+    a: YarnCluster
+    b: YarnCluster
+    nodes: dict[str, NodeProcess]
+    checker: DoubleRunChecker
+    prefix: str
+    once: Path
+    jobs: list[str] = field(default_factory=list)
+
+    def alive(self) -> NodeProcess:
+        return next(n for n in self.nodes.values() if n.alive)
+
+    def get(self, path: str, **params: Any) -> Any:
+        return self.alive().get(path, **params)
+
+    def post(self, path: str, body: Any = None) -> Any:
+        return self.alive().post(path, body)
+
+    def job(self, name: str) -> dict[str, Any]:
+        answer: dict[str, Any] = self.get(f"/v1/jobs/{name}")
+        return answer
+
+    def runs(self, name: str) -> list[dict[str, Any]]:
+        """The job's runs, oldest first."""
+        return list(reversed(self.get(f"/v1/jobs/{name}/runs")["data"]))
+
+    def events(self, name: str) -> list[str]:
+        return [e["message"] for e in self.get(f"/v1/jobs/{name}/events", limit=1000)["data"]]
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {n.node_id}:\n{n.log_tail(4000)}" for n in self.nodes.values())
+
+    def wait(self, condition: Callable[[], Any], timeout: float, what: str) -> Any:
+        try:
+            return wait_until(condition, timeout=timeout, interval=0.25, what=what)
+        except pytest.fail.Exception as exc:
+            pytest.fail(f"{exc}\n{self.logs()}", pytrace=False)
+
+    def create(self, suffix: str, entrypoint: Path, args: list[str], **extra: Any) -> str:
+        name = f"{self.prefix}-{suffix}"
+        self.post(
+            "/v1/jobs",
+            {
+                "name": name,
+                "group": GROUP,
+                "business": "orders",
+                "entrypoint": f"file://{entrypoint}",
+                "args": args,
+                **extra,
+            },
+        )
+        self.jobs.append(name)
+        return name
+
+    def wait_running(self, name: str, attempt: int | None = None) -> dict[str, Any]:
+        def running() -> dict[str, Any] | None:
+            job = self.job(name)
+            run = job["current_run"]
+            ok = job["state"] == "RUNNING" and run is not None
+            return job if ok and (attempt is None or run["attempt"] == attempt) else None
+
+        return self.wait(running, START_TIMEOUT_S, f"{name} RUNNING (attempt {attempt})")
+
+    def apps_of(self, run_id: int, cluster: YarnCluster) -> list[dict[str, Any]]:
+        """Every application (any state) the ResourceManager has for one of our runs."""
+        return [
+            a
+            for a in cluster.apps(tag=run_tag(run_id))
+            if a["name"].startswith(f"drover:{self.prefix}")
+        ]
+
+    def batches(self, name: str) -> dict[int, int]:
+        """batch id -> id of the run that committed it (the self-fencing pipeline's output)."""
+        out = self.tmp / "out" / name
+        found = {}
+        for path in out.iterdir() if out.is_dir() else ():
+            if path.name.isdigit():
+                found[int(path.name)] = int(path.read_text().split()[0])
+        return found
+
+
+def _mkdir_hdfs(cluster: YarnCluster, path: str) -> None:
+    response = httpx.put(
+        f"{cluster.webhdfs_url}/webhdfs/v1{path}",
+        params={"op": "MKDIRS", "user.name": "root"},
+        timeout=10,
+        trust_env=False,
+    )
+    response.raise_for_status()
+
+
+@pytest.fixture(scope="module")
+def world(
+    tmp_path_factory: pytest.TempPathFactory,
+    mysql_server: Any,
+    zk_hosts: str,
+    yarn_a: YarnCluster,
+    yarn_b: YarnCluster,
+) -> Iterator[World]:
+    from tests.conftest import _create_database, _drop_database
+
+    tmp = tmp_path_factory.mktemp("yarn")
+    url = _create_database(mysql_server)
+    prefix = f"y{uuid.uuid4().hex[:8]}"
+    once = tmp / "after-submit.once"
+    addresses = ",".join(
+        f"{c.hdfs_url.removeprefix('hdfs://')}={c.webhdfs_url}" for c in (yarn_a, yarn_b)
+    )
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp),
+        "DROVER_DATABASE_URL": url.render_as_string(hide_password=False),
+        "DROVER_ZK_HOSTS": zk_hosts,
+        "DROVER_ZK_NAMESPACE": f"/e2e-yarn-{uuid.uuid4().hex[:12]}",
+        "DROVER_ZK_SESSION_TIMEOUT": str(SESSION),
+        "DROVER_RECONCILE_INTERVAL": "1",
+        "DROVER_GROUPS": f"{GROUP}:active",
+        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+        "DROVER_ARTIFACT_ROOTS": f"{ROOT}/",
+        "DROVER_HEALTH_PROBE_INTERVAL": "1",
+        "DROVER_HEALTH_PROBE_TIMEOUT": "2",
+        "DROVER_HEALTH_VOTE_FRESHNESS": "5",
+        "DROVER_HEALTH_THRESHOLD_COUNT": "1000",
+        "DROVER_RESTART_MAX_ATTEMPTS": "3",
+        "DROVER_RESTART_VALIDITY_INTERVAL": "600",
+        "DROVER_RESTART_BACKOFF_INITIAL": "0.5",
+        "DROVER_RESTART_BACKOFF_MAX": "2",
+        "DROVER_REPLICATION_INTERVAL": "2",
+        "DROVER_WEBHDFS_ADDRESSES": addresses,
+        "DROVER_FAULTS": f"after-submit:{once}",
+    }
+    subprocess.run([DROVER, "db", "upgrade"], env=env, check=True, capture_output=True, timeout=120)
+    nodes = {
+        node_id: NodeProcess(
+            node_id,
+            {**env, "DROVER_DATA_DIR": str(tmp / node_id), "DROVER_AZ": az},
+            tmp / f"{node_id}.log",
+        )
+        for node_id, az in (("n1", "az-a"), ("n2", "az-b"))
+    }
+    checker = DoubleRunChecker([yarn_a, yarn_b])
+    w = World(tmp, yarn_a, yarn_b, nodes, checker, prefix, once)
+    roots = {c.name: f"/drover-e2e/{prefix}/{c.name}" for c in (yarn_a, yarn_b)}
+    with checker.running():
+        try:
+            began = time.monotonic()
+            for node in nodes.values():
+                node.start()
+            for node in nodes.values():
+                node.wait_ready()
+            print(f"\n2 nodes ready in {time.monotonic() - began:.1f} s")
+            for cluster in (yarn_a, yarn_b):
+                _mkdir_hdfs(cluster, roots[cluster.name])
+                w.post(
+                    "/v1/clusters",
+                    {
+                        "name": f"yarn-{cluster.name}",
+                        "kind": "yarn",
+                        "rest_url": cluster.rm_url,
+                        "hadoop_conf_dir": cluster.conf_dir,
+                        "az": f"az-{cluster.name}",
+                        "storage_root": f"{cluster.hdfs_url}{roots[cluster.name]}",
+                    },
+                )
+            w.post(
+                "/v1/groups",
+                {"name": GROUP, "primary_cluster": "yarn-a", "failover_cluster": "yarn-b"},
+            )
+            response = httpx.put(
+                f"{w.alive().url}/v1/quotas/orders",
+                json={"yarn_queue": "orders"},
+                headers=w.alive().headers(),
+                timeout=10,
+                trust_env=False,
+            )
+            assert response.status_code < 300, response.text
+            yield w
+        finally:
+            _stop_jobs(w)
+            for node in nodes.values():
+                if node.proc is not None and node.alive:
+                    node.stop()
+            leftovers = []
+            for cluster in (yarn_a, yarn_b):
+                for app in cluster.apps(live=True):
+                    if app["name"].startswith(f"drover:{prefix}"):
+                        leftovers.append(f"{cluster.name}: {app['id']} {app['name']}")
+                        cluster.kill(app["id"])
+            _drop_database(mysql_server, url.database or "")
+    print(f"checker: {checker.samples} samples ({checker.errors} missed), {checker.violations}")
+    assert not leftovers, f"left behind by the test (killed now): {leftovers}"
+    assert not checker.violations, checker.violations
+
+
+def _stop_jobs(w: World) -> None:
+    if not any(n.alive for n in w.nodes.values()) or not w.jobs:
+        return
+    try:
+        for job in w.jobs:
+            if w.job(job)["desired_state"] == "RUNNING":
+                w.post(f"/v1/jobs/{job}/stop")
+        poll(
+            lambda: all(w.job(j)["state"] in ("STOPPED", "FAILED") for j in w.jobs),
+            timeout=STOP_TIMEOUT_S,
+            interval=0.5,
+            what="the test's jobs stopped",
+        )
+    except Exception as exc:  # noqa: BLE001 - what is left is killed and reported
+        print(f"could not stop the jobs through Drover: {exc}")
+
+
+def test_start_with_a_crash_after_submit_ends_with_one_application(world: World) -> None:
+    w = world
+    own = w.create(
+        "own",
+        SELF_FENCING,
+        ["--output", str(w.tmp / "out" / f"{w.prefix}-own"), "--app-name", "its-own-name"],
+        priority="high",  # replicated to B's HDFS
+    )
+    plain = w.create("plain", PLAIN, ["--output", str(w.tmp / "out" / f"{w.prefix}-plain")])
+    began = time.monotonic()
+    for job in (own, plain):
+        w.post(f"/v1/jobs/{job}/start")
+    w.wait(w.once.exists, START_TIMEOUT_S, "the crash right after a submission")
+    crashed_at = time.monotonic() - began
+    for job in (own, plain):
+        done = w.wait_running(job, attempt=1)
+        run = done["current_run"]
+        apps = w.apps_of(run["id"], w.a)
+        assert [a["id"] for a in apps] == [run["app_id"]], apps  # one application, ever
+        assert apps[0]["state"] == "RUNNING" and apps[0]["queue"] == "root.orders"
+        assert apps[0]["name"] == run["app_name"] == f"drover:{job}:{run['id']}"
+        assert run["submission_id"] == run["app_id"]
+        assert not w.apps_of(run["id"], w.b)
+    running_at = time.monotonic() - began
+    adopted = [j for j in (own, plain) if any(m.startswith("adopted") for m in w.events(j))]
+    assert len(adopted) == 1, {j: w.events(j) for j in (own, plain)}
+    w.wait(lambda: len(w.batches(own)) >= 2, START_TIMEOUT_S, f"{own}: 2 batches committed")
+    # the high-priority job's checkpoint is replicated to B's HDFS; the lag is in the API
+    replica = w.wait(
+        lambda: (r := w.get(f"/v1/jobs/{own}/replication"))["replica_batch"] is not None and r,
+        START_TIMEOUT_S,
+        f"{own}: a replica on B",
+    )
+    assert replica["target_cluster"] == "yarn-b"
+    assert replica["location"].startswith(f"{w.b.hdfs_url}/drover-e2e/")
+    listing = w.get("/v1/replication")
+    assert any(r["job"] == own for r in listing["data"])
+    print(
+        f"\nboth jobs started; crash after submit at {crashed_at:.1f} s ({adopted[0]} adopted), "
+        f"both RUNNING at {running_at:.1f} s; replica of {own}: batch "
+        f"{replica['replica_batch']} of {replica['source_batch']}, lag "
+        f"{replica['lag_batches']} batches / {replica['lag_seconds']} s"
+    )
+
+
+def test_kill_9_of_the_owner_reattaches_to_the_same_application(world: World) -> None:
+    w = world
+    jobs = [f"{w.prefix}-own", f"{w.prefix}-plain"]
+    before = {j: w.job(j) for j in jobs}
+    victim = before[jobs[0]]["owner"]
+    assert victim in w.nodes
+    survivor = next(n for n in w.nodes if n != victim)
+    w.nodes[victim].kill9()
+    killed_at = time.monotonic()
+    w.wait(
+        lambda: all(w.nodes[survivor].get(f"/v1/jobs/{j}")["owner"] == survivor for j in jobs),
+        60,
+        f"{survivor} to own every job",
+    )
+    taken = time.monotonic() - killed_at
+    for job in jobs:
+        after = w.wait_running(job)
+        assert after["current_run"]["id"] == before[job]["current_run"]["id"]
+        assert after["current_run"]["app_id"] == before[job]["current_run"]["app_id"]
+        assert len(w.runs(job)) == 1
+        run_id = after["current_run"]["id"]
+        assert [a["id"] for a in w.apps_of(run_id, w.a)] == [after["current_run"]["app_id"]]
+    batches = len(w.batches(jobs[0]))
+    w.wait(lambda: len(w.batches(jobs[0])) > batches, START_TIMEOUT_S, "a batch after takeover")
+    w.nodes[victim].start()
+    w.nodes[victim].wait_ready()
+    print(f"\nkill -9 of {victim}: {survivor} owned both jobs {taken:.1f} s later, same apps")
+
+
+def test_a_kill_across_a_resource_manager_restart_is_confirmed(world: World) -> None:
+    w = world
+    own, plain = f"{w.prefix}-own", f"{w.prefix}-plain"
+    keep = w.job(own)["current_run"]
+    stopping = w.job(plain)["current_run"]
+    w.a.control("rm/stop")
+    stopped_at = time.monotonic()
+    try:
+        w.post(f"/v1/jobs/{plain}/stop")
+        # nobody can confirm a kill while the ResourceManager is down: the job is not stopped
+        # (UNKNOWN after a few unanswered polls), its run stays open
+        w.wait(lambda: w.job(plain)["state"] == "UNKNOWN", 60, f"{plain} UNKNOWN")
+        held = w.job(plain)
+        assert held["desired_state"] == "STOPPED"
+        assert held["current_run"]["state"] not in ("KILLED", "FINISHED", "FAILED", "LOST")
+    finally:
+        w.a.control("rm/start")
+    restarted_at = time.monotonic()
+    recovered = w.wait(
+        lambda: next((a for a in w.a.apps() if a["id"] == stopping["app_id"]), None),
+        60,
+        "the application recovered by the restarted ResourceManager",
+    )
+    job = w.wait(
+        lambda: (j := w.job(plain))["state"] == "STOPPED" and j,
+        STOP_TIMEOUT_S,
+        f"{plain} STOPPED after the restart",
+    )
+    confirmed_at = time.monotonic()
+    assert job["current_run"]["state"] == "KILLED"
+    app = w.a.app(stopping["app_id"])
+    assert app["state"] in ("KILLED", "FINISHED", "FAILED") and app["finalStatus"] != "SUCCEEDED"
+    assert job["current_run"]["reason"] == "stopped by Drover"  # recorded: the kill confirmed
+    assert any("desired state is STOPPED" in m for m in w.events(plain)), w.events(plain)
+    # the other job survived the restart on its application (work-preserving recovery)
+    after = w.wait_running(own)
+    assert after["current_run"]["app_id"] == keep["app_id"]
+    assert [a["id"] for a in w.apps_of(keep["id"], w.a)] == [keep["app_id"]]
+    print(
+        f"\nResourceManager of A down {restarted_at - stopped_at:.1f} s; recovered app "
+        f"{recovered['id']} ({recovered['state']}); the pending kill confirmed "
+        f"{confirmed_at - restarted_at:.1f} s after the restart ({app['state']}); "
+        f"{own} kept {keep['app_id']}"
+    )
+
+
+def test_a_failover_moves_the_job_with_its_hdfs_checkpoint_to_b(world: World) -> None:
+    """A planned failover from A (reachable) to B: the application on A is killed and confirmed
+    gone, the checkpoint made available under B's HDFS root, the job started on B once; its
+    batch ids continue from the checkpoint."""
+    w = world
+    own = f"{w.prefix}-own"
+    w.wait(lambda: len(w.batches(own)) >= 3, START_TIMEOUT_S, f"{own}: 3 batches")
+    began = time.monotonic()
+    op = w.post(
+        "/v1/failovers",
+        {"source": "yarn-a", "selector": {"jobs": [own]}, "reason": "YARN failover e2e"},
+    )
+    done = w.wait(
+        lambda: (f := w.get(f"/v1/failovers/{op['id']}"))["state"] in ("SUCCEEDED", "FAILED") and f,
+        START_TIMEOUT_S,
+        "the failover to end",
+    )
+    took = time.monotonic() - began
+    assert done["state"] == "SUCCEEDED", done
+    [item] = done["items"]
+    job = w.wait_running(own)
+    assert job["cluster"] == "yarn-b"
+    run = job["current_run"]
+    assert run["id"] == item["target_run_id"]
+    assert run["checkpoint_location"].startswith(f"{w.b.hdfs_url}/drover-e2e/")
+    assert [a["id"] for a in w.apps_of(run["id"], w.b)] == [run["app_id"]]  # submitted once
+    assert not w.a.apps(live=True) or not [
+        a for a in w.a.apps(live=True) if a["name"].startswith(f"drover:{own}:")
+    ]
+    batches = w.wait(
+        lambda: (
+            (found := w.batches(own))
+            and sum(1 for r in found.values() if r == run["id"]) >= 2
+            and found
+        ),
+        START_TIMEOUT_S,
+        f"{own} committing batches on B",
+    )
+    on_b = sorted(i for i, r in batches.items() if r == run["id"])
+    before = sorted(i for i, r in batches.items() if r != run["id"])
+    assert item["resume_batch"] is not None and on_b[0] == item["resume_batch"], (on_b, item)
+    assert before == list(range(0, on_b[0]))
+    print(
+        f"\nfailover yarn-a -> yarn-b of {own}: SUCCEEDED in {took:.1f} s; batches "
+        f"{before[0]}..{before[-1]} on A, {on_b[0]}..{on_b[-1]} on B "
+        f"(checkpoint from {item['checkpoint_from']} to {item['checkpoint_to']})"
+    )
+
+
+def test_stop_is_a_confirmed_kill(world: World) -> None:
+    w = world
+    own = f"{w.prefix}-own"
+    job = w.job(own)
+    run = job["current_run"]
+    cluster = w.b if job["cluster"] == "yarn-b" else w.a
+    began = time.monotonic()
+    w.post(f"/v1/jobs/{own}/stop")
+    job = w.wait(
+        lambda: (j := w.job(own))["state"] == "STOPPED" and j, STOP_TIMEOUT_S, f"{own} STOPPED"
+    )
+    took = time.monotonic() - began
+    assert job["current_run"]["state"] in ("KILLED", "FINISHED")
+    state = cluster.app(run["app_id"])["state"]
+    assert state in ("KILLED", "FINISHED")
+    assert not [a for a in cluster.apps(live=True) if a["id"] == run["app_id"]]
+    print(f"\nstop -> STOPPED with the application {state}: {took:.1f} s")
+
+
+def test_a_failing_driver_is_restarted_by_the_policy(world: World) -> None:
+    w = world
+    name = w.create("fails", FAILS_AFTER, ["--after", "25"])
+    w.post(f"/v1/jobs/{name}/start")
+    w.wait_running(name, attempt=2)
+    runs = w.runs(name)
+    assert runs[0]["state"] == "FAILED" and runs[0]["reason"], runs[0]
+    assert [a["state"] for a in w.apps_of(runs[0]["id"], w.a)] == ["FINISHED"]
+    w.post(f"/v1/jobs/{name}/stop")
+    w.wait(lambda: w.job(name)["state"] == "STOPPED", STOP_TIMEOUT_S, f"{name} STOPPED")
+    print(f"\nfailed run: {runs[0]['reason']!r}")

@@ -1,0 +1,125 @@
+"""The stray sweep (scheduler/loops/strays.py) against a real store (SQLite and MariaDB) and the
+YARN backend on a simulated ResourceManager: a live application of a closed run -- as a
+ResourceManager that recovered it brings it back -- is killed and recorded on its job; the live
+application of an open run, and another deployment's application with the same job name and run
+id, are left alone."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.simyarn import SimResourceManager, fake_spark_submit
+from scheduler.backends.yarn import YarnBackend, yarn_tags
+from scheduler.core.records import ClusterRecord, JobSpec
+from scheduler.decisions.catalog import ClusterSpec
+from scheduler.loops.strays import StraySweep
+from scheduler.store import catalog as catalog_store
+from scheduler.store import jobs as jobs_store
+from scheduler.store.db import Store
+from scheduler.store.models import Job, JobEvent, Run, utcnow
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def rm() -> Iterator[SimResourceManager]:
+    sim = SimResourceManager(app_start_delay=0).start()
+    yield sim
+    sim.stop()
+
+
+def _run(store: Store, job: str, state: str, cluster: str) -> tuple[int, str]:
+    """A run of ``job`` in ``state`` (what the reconciler would have recorded)."""
+    token = secrets.token_hex(16)
+    with store.transaction() as session:
+        row = session.query(Job).filter_by(name=job).one()
+        run = Run(
+            job_id=row.id,
+            attempt=1,
+            cluster_name=cluster,
+            node_id="test-node",
+            fencing_token=token,
+            app_name="",
+            state=state,
+            created_at=utcnow(),
+        )
+        session.add(run)
+        session.flush()
+        run.app_name = f"drover:{job}:{run.id}"
+        return run.id, token
+
+
+def test_a_live_application_of_a_closed_run_is_killed_and_recorded(
+    store: Store, rm: SimResourceManager, tmp_path: Path
+) -> None:
+    with store.transaction() as session:
+        cluster = catalog_store.create_cluster(
+            session,
+            "yarn-a",
+            ClusterSpec(
+                kind="yarn",
+                storage_root="hdfs://127.0.0.1:9105/drover/a",
+                rest_url=rm.url,
+                hadoop_conf_dir=str(rm.write_conf(tmp_path / "conf")),
+            ),
+        )
+        catalog_store.create_group(session, "gy", primary_cluster="yarn-a")
+        for name in ("orders", "ads"):
+            jobs_store.create_job(
+                session,
+                JobSpec(name=name, entrypoint="/opt/pipelines/p.py", group="gy"),
+                cause="test",
+                node_id="test-node",
+            )
+    killed_run, killed_token = _run(store, "orders", "KILLED", "yarn-a")
+    live_run, live_token = _run(store, "ads", "RUNNING", "yarn-a")
+    stray = rm.submit(
+        f"drover:orders:{killed_run}", yarn_tags("orders", killed_run, killed_token), ""
+    )
+    current = rm.submit(f"drover:ads:{live_run}", yarn_tags("ads", live_run, live_token), "")
+    # another deployment's run with the same job name and run id: its token is not ours
+    foreign = rm.submit(
+        f"drover:orders:{killed_run}", yarn_tags("orders", killed_run, "their-token"), ""
+    )
+
+    backend = YarnBackend(rm.url, tmp_path / "conf", spark_home=fake_spark_submit(tmp_path / "s"))
+    sweep = StraySweep(store, lambda c: backend, node_id="test-node")
+    assert sweep.sweeps(cluster)
+    found = sweep.sweep(cluster)
+    assert [s.app_id for s in found] == [stray]
+    states = {a["id"]: a["state"] for a in rm.apps(None, None)}
+    assert states == {stray: "KILLED", current: "RUNNING", foreign: "RUNNING"}
+    # recorded once on the job, however often the sweep runs
+    assert sweep.sweep(cluster) == []
+    with store.session() as session:
+        events = [e.message for e in session.query(JobEvent).filter_by(cause="stray-sweep").all()]
+    assert len(events) == 1
+    assert f"application {stray} of run {killed_run} (closed: KILLED)" in events[0]
+    assert "killed again" in events[0]
+    backend.close()
+
+
+def test_clusters_that_cannot_list_tags_are_not_swept(store: Store) -> None:
+    class Standalone:
+        def list_applications(self) -> list[object]:
+            return []
+
+    cluster = ClusterRecord(
+        "s",
+        "standalone",
+        "spark://h:7077",
+        "http://h:6066",
+        "http://h:8080",
+        "",
+        "",
+        "/x",
+        "NORMAL",
+        0,
+    )
+    sweep = StraySweep(store, lambda c: Standalone(), node_id="n")  # type: ignore[arg-type,return-value]
+    assert not sweep.sweeps(cluster)
+    assert sweep.sweep(cluster) == []
