@@ -210,6 +210,9 @@ class Executor:
         self._renew = renew
         #: seconds after its last abnormal period a cluster is not failed over onto automatically
         self._auto_cooldown = auto_cooldown
+        #: incidents known to have their automatic failover: not planned (nor their source
+        #: probed) again every round while the cluster stays abnormal
+        self._handled: set[str] = set()
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
@@ -273,7 +276,10 @@ class Executor:
         )
         created = 0
         record: list[AutoDecision] = []
+        self._handled &= {decision.incident for decision, _ in decided}
         for decision, failover in decided:
+            if decision.incident in self._handled:
+                continue  # this incident has its failover (and its event)
             if failover is None:
                 record.append(decision)
                 continue
@@ -287,11 +293,13 @@ class Executor:
                     source_reachable=self._reachable(facts.clusters.get(failover.request.source)),
                 )
             except AlreadyExists:
+                self._handled.add(failover.incident)
                 continue  # this incident has its failover (and its event)
             except DroverError as exc:
                 log.warning("automatic failover of group %s: %s", failover.group, exc)
                 continue
             created += 1
+            self._handled.add(failover.incident)
             counts = Counter(i.action for i in op.items)
             what = ", ".join(f"{n} {a}" for a, n in sorted(counts.items())) or "no job"
             record.append(

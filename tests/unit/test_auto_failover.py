@@ -92,4 +92,6 @@ def test_the_executor_records_each_decision_once_and_creates_once_per_incident()
     ]
     # unreachable (the executor's probe says so), not self-fencing: refused, never forced
     assert "(1 items: 1 refuse)" in ledger.decisions[-1].why
+    # planned once: the rounds after it leave the incident's failover to its executor
+    assert ledger.calls.count("candidates") == 1 and ledger.calls.count("create") == 1
     executor.close()
