@@ -26,7 +26,7 @@ RUN python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml
 COPY . .
 RUN pip install --no-deps . \
     && useradd --system --create-home --uid 10001 drover \
-    && mkdir -p /data/drover /data/checkpoints /data/spark-work \
+    && mkdir -p /data/drover /data/checkpoints /data/spark-work /data/secrets \
     && chown -R drover /data
 
 ENV SPARK_HOME=/usr/local/lib/python3.11/site-packages/pyspark \

@@ -10,6 +10,7 @@ import anyio.to_thread
 from fastapi import Depends, FastAPI
 
 from api import apidocs, console, glossary, idempotency, metrics, problems, security
+from api import openapi as contract
 from api.creations import Creations
 from api.deps import NodeContext, every_route
 from api.documents import JobDocuments
@@ -27,6 +28,7 @@ from api.routes import (
 from api.routes.alerts import router as alerts_router
 from api.routes.fence import router as fence_router
 from api.routes.health_clusters import router as cluster_health_router
+from api.routes.logs import router as logs_router
 from api.routes.membership import router as membership_router
 from api.routes.operations import router as operations_router
 from api.routes.overview import router as overview_router
@@ -35,7 +37,7 @@ from api.routes.quotas import router as quotas_router
 from api.routes.replication import router as replication_router
 from api.security.rules import unruled_routes
 from api.threads import WorkerThreads
-from scheduler.config import Settings
+from scheduler.backends.registry import BackendRegistry
 from scheduler.loops.progress import ProgressSink
 
 DESCRIPTION = """
@@ -52,20 +54,23 @@ its states. A job's `version` moves on every change of the row (state changes, c
 """
 
 
-def _lifespan(settings: Settings) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+def _lifespan(context: NodeContext) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # the threads that run the other plain ``def`` routes (FastAPI's, through anyio): as
         # many as the API's own (api/threads.py); the API's store keeps a connection for each
-        anyio.to_thread.current_default_thread_limiter().total_tokens = settings.api_threads
+        threads = context.settings.api_threads
+        anyio.to_thread.current_default_thread_limiter().total_tokens = threads
         yield
+        if context.backends is None:  # the registry the app built (a context's is its owner's)
+            app.state.backends.close()
 
     return lifespan
 
 
 def create_app(context: NodeContext) -> FastAPI:
     app = FastAPI(
-        lifespan=_lifespan(context.settings),
+        lifespan=_lifespan(context),
         title="Drover",
         version="0.1.0",
         summary="Leaderless, highly available scheduler for long-running PySpark jobs",
@@ -92,6 +97,8 @@ def create_app(context: NodeContext) -> FastAPI:
     )
     # the documents of jobs a page of GET /v1/jobs shows, memoized on their rows
     app.state.job_documents = JobDocuments(settings.api_job_documents)
+    # the cluster backends the API reads driver logs through (api/routes/logs.py)
+    app.state.backends = context.backends or BackendRegistry(settings)
     # POST /v1/jobs: creations that arrive together share a transaction
     app.state.creations = Creations(context.store, settings)
     problems.install(app)
@@ -106,6 +113,7 @@ def create_app(context: NodeContext) -> FastAPI:
     app.include_router(groups.router)
     app.include_router(fence_router)
     app.include_router(progress_router)
+    app.include_router(logs_router)
     app.include_router(alerts_router)
     app.include_router(membership_router)
     app.include_router(identities.router)
@@ -123,9 +131,10 @@ def create_app(context: NodeContext) -> FastAPI:
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
-        """The generated document, completed from the API's vocabulary (api/glossary.py)."""
+        """The generated document, completed from the API's vocabulary (api/glossary.py) and
+        with what the routes do not say (api/openapi.py: security, problems, tags, examples)."""
         if app.openapi_schema is None:
-            app.openapi_schema = glossary.complete(generate())
+            app.openapi_schema = contract.finish(glossary.complete(generate()))
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

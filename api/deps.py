@@ -17,6 +17,7 @@ from api.security.rules import authorize, principal_of
 from scheduler.backends.registry import ClusterProbe
 from scheduler.config import Settings
 from scheduler.core.errors import InvalidInput, MalformedRequest, UnsupportedMediaType
+from scheduler.core.ledger import Backends
 from scheduler.core.metrics import ActorMetrics
 from scheduler.core.names import MAX_NAME_LENGTH, NAME_PATTERN
 from scheduler.core.records import ClusterRecord
@@ -81,6 +82,10 @@ class NodeContext:
         """Whether ``cluster`` answers a probe now."""
         assert self.reachable is not None
         return self.reachable(cluster)
+
+    #: the cluster backends the API reads from (driver logs); None: the app builds its own
+    #: (``scheduler.backends.registry.BackendRegistry``)
+    backends: Backends | None = None
 
 
 def context_of(request: Request) -> NodeContext:
@@ -162,13 +167,16 @@ async def every_route(request: Request) -> None:
     await check_request(request)
 
 
+_MUTATIONS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
 async def check_request(request: Request) -> None:
     """Refuse what a route would otherwise silently ignore or misread.
 
     - a query parameter the route does not declare → 400 (a typo'd filter such as ``?stat=FAILED``
       must not return every job);
     - a request body that is not JSON (``Content-Type`` other than ``application/json`` or
-      ``application/*+json``) on a route that takes one → 415.
+      ``application/*+json``) → 415 (a form post included); a request without a body never is.
 
     Malformed JSON is a 400 too, raised by the body parser before this runs (``api.problems``).
     """
@@ -192,6 +200,12 @@ async def check_request(request: Request) -> None:
         elif not is_json(content_type):
             raise UnsupportedMediaType(
                 f"request bodies are JSON (application/json), not {content_type!r}"
+            )
+    elif request.method in _MUTATIONS:  # a route without a body: only what says it has one
+        content_type = request.headers.get("content-type")
+        if content_type is not None and not is_json(content_type) and await request.body():
+            raise UnsupportedMediaType(
+                f"this route takes no body, and bodies are JSON, not {content_type!r}"
             )
 
 

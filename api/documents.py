@@ -22,7 +22,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Hashable
 from datetime import UTC, datetime
-from typing import TypeGuard
+from typing import Any, TypeGuard
 
 from prometheus_client import Counter
 
@@ -33,14 +33,10 @@ from scheduler.decisions.gate import QueueRow
 from scheduler.decisions.selffencing import self_fencing_settles_at
 from scheduler.store.reads import RawJobRow
 
-DOCUMENTS = Counter(
-    "drover_api_job_documents",
-    "Job documents GET /v1/jobs (its pages) and GET /v1/jobs/{name} answered, by whether the "
-    "memo had them (hit) or they were made from their rows (miss)",
-    ["result"],
-)
-_HITS = DOCUMENTS.labels(result="hit")
-_MISSES = DOCUMENTS.labels(result="miss")
+
+class _Uncounted:
+    def inc(self, amount: float = 1) -> None:
+        return None
 
 
 def job_document(
@@ -75,6 +71,14 @@ class JobDocuments:
         self.capacity = capacity
         self._documents: dict[Hashable, tuple[bytes, datetime | None]] = {}
         self._lock = threading.Lock()
+        self._hits: Any = _Uncounted()
+        self._misses: Any = _Uncounted()
+
+    def count_on(self, counter: Counter) -> None:
+        """Count hits and misses on ``counter`` (``drover_api_job_documents_total{result}``
+        of the app's own registry, the one ``/metrics`` serves)."""
+        self._hits = counter.labels(result="hit")
+        self._misses = counter.labels(result="miss")
 
     def __len__(self) -> int:
         return len(self._documents)
@@ -90,10 +94,10 @@ class JobDocuments:
         now = now or datetime.now(UTC)
         entry = self._documents.get(key)
         if _good(entry, now):
-            _HITS.inc()
+            self._hits.inc()
             return entry[0]
         entry = make(now)
-        _MISSES.inc()
+        self._misses.inc()
         self._keep([(key, entry)])
         return entry[0]
 
@@ -116,10 +120,10 @@ class JobDocuments:
                 made.append((row, entry))
             documents.append(entry[0])
         if made:
-            _MISSES.inc(len(made))
+            self._misses.inc(len(made))
             self._keep(made)
         if len(made) < len(rows):
-            _HITS.inc(len(rows) - len(made))
+            self._hits.inc(len(rows) - len(made))
         return documents
 
     def _keep(self, made: list[tuple[Hashable, tuple[bytes, datetime | None]]]) -> None:

@@ -92,6 +92,12 @@ class ApiMetrics:
             _help("drover_api_requests_in_flight"),
             registry=registry,
         )
+        self.documents = Counter(
+            "drover_api_job_documents",
+            _help("drover_api_job_documents_total"),
+            _labels("drover_api_job_documents_total"),
+            registry=registry,
+        )
         #: the series of each (method, route, status) seen, looked up once (the label sets are
         #: bounded: templates, not paths)
         self._series: dict[tuple[str, str, int], tuple[Any, Any]] = {}
@@ -160,13 +166,33 @@ class RequestObserver:
             route = getattr(scope.get("route"), "path", None) or UNMATCHED
             elapsed = time.perf_counter() - started
             self.metrics.observe(method, route, status, elapsed)
-            if method in _MUTATING and status < 500:
-                with log_context(request_id=request_id):  # who changed what: the audit log
-                    log.info("%s %s answered %d in %.1f ms", method, route, status, elapsed * 1e3)
-            if status >= 500:
+            # the access line: every request at DEBUG, writes at INFO, failures at WARNING;
+            # what it says is in fields too, for log queries (who changed what: the audit log)
+            level = (
+                logging.WARNING
+                if status >= 500
+                else logging.INFO
+                if method in _MUTATING
+                else logging.DEBUG
+            )
+            if log.isEnabledFor(level):
+                principal = scope["state"].get("principal")
+                fields = {
+                    "method": method,
+                    "route": route,
+                    "status": status,
+                    "duration_ms": round(elapsed * 1e3, 1),
+                    "actor": getattr(principal, "subject", None),
+                }
                 with log_context(request_id=request_id):
-                    log.warning(
-                        "%s %s answered %d in %.1f ms", method, route, status, elapsed * 1e3
+                    log.log(
+                        level,
+                        "%s %s answered %d in %.1f ms",
+                        method,
+                        route,
+                        status,
+                        elapsed * 1e3,
+                        extra=fields,
                     )
 
 
@@ -420,6 +446,9 @@ def install(app: FastAPI, *, version: str) -> None:
         )
     )
     app.state.metrics_registry = registry
+    documents = getattr(app.state, "job_documents", None)
+    if documents is not None:  # the memo of job documents counts on this registry
+        documents.count_on(metrics.documents)
     app.add_middleware(RequestObserver, metrics=metrics)
     app.include_router(router)
 

@@ -26,7 +26,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
@@ -62,8 +62,24 @@ _STATUS: list[tuple[type[errors.DroverError], int]] = [
 ]
 
 
+class ProblemError(BaseModel):
+    """One invalid value of a 422 answer."""
+
+    location: list[str] = Field(
+        description="where the value is: `body`, `query`, `path` or `header`, then its name",
+        examples=[["body", "priority"]],
+    )
+    message: str = Field(
+        description="what is wrong with it", examples=["Input should be 'high', 'normal' or 'low'"]
+    )
+    type: str = Field(description="the kind of error, for programs", examples=["enum"])
+
+
 class Problem(BaseModel):
-    """An RFC 9457 problem document: the body of every error response."""
+    """An RFC 9457 problem document: the body of every error answer (other members may
+    follow)."""
+
+    model_config = ConfigDict(extra="allow")
 
     type: str = Field(
         description="`urn:drover:problem:<kind>`; the kind names the error for programs",
@@ -72,34 +88,48 @@ class Problem(BaseModel):
     title: str = Field(description="the HTTP status phrase", examples=["Precondition Failed"])
     status: int = Field(description="the HTTP status code", examples=[412])
     detail: str = Field(
+        default="",
         description="what went wrong, for people",
         examples=["job 'orders-enrich' is at spec version 4, not 3"],
     )
-    instance: str = Field(description="the request path", examples=["/v1/jobs/orders-enrich"])
-    errors: list[dict[str, Any]] | None = Field(
-        default=None,
-        description="422 only: each invalid value's `location`, `message` and `type`",
+    instance: str = Field(
+        default="", description="the request path", examples=["/v1/jobs/orders-enrich"]
     )
-    incident: str | None = Field(
-        default=None, description="500 and 503: the id under which the server logged the error"
+    errors: list[ProblemError] = Field(
+        default_factory=list,
+        description="422 only: each invalid value's `location`, `message` and `type`",
+        examples=[[{"location": ["body", "priority"], "message": "bad value", "type": "enum"}]],
+    )
+    incident: str = Field(
+        default="",
+        description="500 and 503: the id under which the server logged the error",
+        examples=["9f86d081884c7d65"],
     )
 
 
 _MEMBERS = frozenset({"type", "title", "status", "detail", "instance"})
 
-#: the OpenAPI description of a problem document (RFC 9457); extension members may follow
-PROBLEM_SCHEMA: dict[str, Any] = {
-    **Problem.model_json_schema(),
-    "required": ["type", "title", "status"],
-    "additionalProperties": True,
+
+def _component(model: type[BaseModel]) -> dict[str, Any]:
+    schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+    schema.pop("$defs", None)
+    return schema
+
+
+#: the problem document's schemas, for ``components.schemas`` (``api.openapi``); every error
+#: answer refers to :data:`PROBLEM_REF`
+PROBLEM_SCHEMAS: dict[str, dict[str, Any]] = {
+    "Problem": _component(Problem),
+    "ProblemError": _component(ProblemError),
 }
+PROBLEM_REF = "#/components/schemas/Problem"
 
 
 def problem_response(description: str) -> dict[str, Any]:
     """An OpenAPI ``responses`` entry whose body is a problem document."""
     return {
         "description": description,
-        "content": {PROBLEM_MEDIA_TYPE: {"schema": PROBLEM_SCHEMA}},
+        "content": {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": PROBLEM_REF}}},
     }
 
 
@@ -114,12 +144,12 @@ _MEANING = {
     409: "The request clashes with the current state",
     412: "If-Match names a version that is not the current one",
     413: "The request body is longer than the route takes (DROVER_API_MAX_BODY_BYTES)",
-    415: "A mutation without a JSON body or an X-Drover-Client header, or a body in another "
-    "media type than JSON",
+    415: "A request body in another media type than JSON",
     422: "An invalid value (the `errors` member says which)",
     429: "Too many credentials that did not verify came from this address lately; retry after "
     "the Retry-After header's seconds",
     500: "An unexpected error (logged under the `incident` id)",
+    502: "A Spark cluster (or another node) did not answer, or answered with an error",
     503: "The store or the permission center is unavailable; try again later",
 }
 

@@ -58,6 +58,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import psutil
 import sqlalchemy as sa
 from sqlalchemy import event
 
@@ -446,12 +447,8 @@ def measure_steady_standalone(mysql_url: str, jobs: int, ticks: int = 5) -> dict
 
 def _label(pid: int) -> str:
     try:
-        argv = [
-            a.decode(errors="replace")
-            for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            if a
-        ]
-    except OSError:
+        argv = [a for a in psutil.Process(pid).cmdline() if a]
+    except (psutil.Error, OSError):
         return "?"
     if not argv:
         return "?"

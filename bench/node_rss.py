@@ -11,7 +11,7 @@ For each group count asked for (default 1 and 50) the bench starts one real ``dr
   process of the node's session (the node is started in a session of its own; Ray's GCS, raylet,
   agents and workers stay in it), with its RSS (``VmRSS``), PSS (shared pages divided among the
   processes mapping them: the fair share, and what adds up) and USS (private pages only), from
-  ``/proc/<pid>/status`` and ``/proc/<pid>/smaps_rollup``.
+  psutil's ``memory_full_info`` (``/proc/<pid>/status`` and ``smaps_rollup``).
 
 RSS counts every shared page (Python's libraries, Ray's ``_raylet.so``) in every process, so the
 RSS total overstates the node's real cost; the PSS total is what the node adds to the machine.
@@ -33,6 +33,8 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+import psutil
 
 from bench.takeover import fresh_database, migrate, zk_namespace
 from harness.nodes import NodeProcess
@@ -76,12 +78,8 @@ class Sample:
 def process_name(pid: int) -> str:
     """What the process is: ``ray::Actor``, ``raylet``, ``gcs_server`` or the Python script."""
     try:
-        argv = [
-            a.decode(errors="replace")
-            for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            if a
-        ]
-    except OSError:
+        argv = [a for a in psutil.Process(pid).cmdline() if a]
+    except (psutil.Error, OSError):
         return "?"
     if not argv:
         return "?"
@@ -100,26 +98,14 @@ def process_name(pid: int) -> str:
     return first
 
 
-def _kib_fields(path: str, *names: str) -> dict[str, int]:
-    found: dict[str, int] = {}
-    try:
-        text = Path(path).read_text()
-    except OSError:
-        return found
-    for line in text.splitlines():
-        key, _, rest = line.partition(":")
-        if key in names:
-            found[key] = int(rest.split()[0]) * 1024
-    return found
-
-
 def memory_of(pid: int) -> ProcMemory | None:
-    status = _kib_fields(f"/proc/{pid}/status", "VmRSS")
-    if "VmRSS" not in status:
-        return None  # gone, or a kernel thread
-    rollup = _kib_fields(f"/proc/{pid}/smaps_rollup", "Pss", "Private_Clean", "Private_Dirty")
-    uss = rollup.get("Private_Clean", 0) + rollup.get("Private_Dirty", 0)
-    return ProcMemory(pid, process_name(pid), status["VmRSS"], rollup.get("Pss", 0), uss)
+    try:
+        full = psutil.Process(pid).memory_full_info()  # RSS, PSS and USS (smaps_rollup)
+    except (psutil.Error, OSError):
+        return None  # gone, or not ours to read
+    if not full.rss:
+        return None  # a kernel thread
+    return ProcMemory(pid, process_name(pid), full.rss, getattr(full, "pss", 0), full.uss)
 
 
 def measure_session(sid: int) -> list[ProcMemory]:

@@ -27,6 +27,8 @@ Steps (``--only`` picks some; ``BENCH_QUICK=1`` / ``--quick`` runs a ~5 minute s
 ``yarn``          on the YARN test clusters (``bench.yarn``): submit -> RUNNING through Drover's
                   backend against ``spark-submit`` run by hand the same way (median, p95), kill
                   requested -> confirmed, memory and start time of the two clusters
+``cli``           ``drover --help`` and ``drover jobs get NAME`` against a real node, each the
+                  median of 10 runs (``bench.cli_startup``)
 
 Services come from the environment (``var/services/env``: ``DROVER_TEST_MYSQL_URL``,
 ``DROVER_TEST_ZK_HOSTS``, ``DROVER_TEST_SPARK_{A,B}_*``); ``scripts/bench.sh`` (``make bench``)
@@ -63,6 +65,7 @@ from bench.targets import TARGETS, Figures
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
+
 
 @dataclass(frozen=True)
 class Env:
@@ -258,6 +261,12 @@ def step_yarn(env: Env) -> Figures:
     return _flatten("yarn", figures)
 
 
+def step_cli(env: Env) -> Figures:
+    from bench import cli_startup
+
+    return cli_startup.run()
+
+
 def step_api(env: Env) -> Figures:
     try:
         from bench import api  # type: ignore[attr-defined]
@@ -283,6 +292,7 @@ STEPS = [
     Step("failover_real", step_failover_real, False, "failover of 3 real jobs"),
     Step("api", step_api, True, "API throughput and latency"),
     Step("yarn", step_yarn, False, "YARN: submit->RUNNING vs spark-submit, kill, test clusters"),
+    Step("cli", step_cli, True, "drover --help and jobs get start-up (median of 10)"),
 ]
 
 

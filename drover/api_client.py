@@ -20,13 +20,16 @@ API's schemas as ``TypedDict`` (plain dicts at run time). An error answer raises
 
 from __future__ import annotations
 
+import random
+import time
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Literal, NotRequired, TypedDict, cast
 from urllib.parse import quote
 
 import httpx
 
-#: the header every mutation needs (the API refuses a mutation without a JSON body or it: 415)
+#: the header that names the client (optional: the API asks nothing of a bodiless request)
 CLIENT_HEADER = "X-Drover-Client"
 
 
@@ -69,12 +72,30 @@ class _Base:
         timeout: float = 30.0,
         http: httpx.Client | None = None,
         headers: dict[str, str] | None = None,
+        retries: int = 3,
+        backoff: float = 0.25,
+        max_wait: float = 30.0,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         """``http``: an ``httpx.Client`` to send through (a test's ``TestClient``, a client with
-        its own transport or TLS settings); one is made (and closed by :meth:`close`) otherwise."""
+        its own transport or TLS settings); one is made (and closed by :meth:`close`) otherwise.
+
+        Retries: a call that is safe to repeat (``GET``, ``HEAD``, ``PUT``, ``DELETE``, or any
+        call with an ``Idempotency-Key``) is sent again up to ``retries`` times when the node
+        cannot be reached or answers 429, 502, 503 or 504, after the answer's ``Retry-After``
+        seconds when it says (at most ``max_wait``), else after an exponential backoff from
+        ``backoff`` seconds with jitter. A 429 is retried whatever the method: the node refused
+        it before doing anything."""
         self.base_url = base_url.rstrip("/")
+        self.retries, self.backoff, self.max_wait = retries, backoff, max_wait
+        self._sleep = sleep
         self._own = http is None
-        self._http = http if http is not None else httpx.Client(timeout=timeout)
+        self._timeout = timeout
+        # a node on plain HTTP needs no TLS context (building one reads the CA bundle: ~0.1 s
+        # of a command line's start-up); an https URL gets a verifying client of its own
+        plain = self.base_url.startswith("http://")
+        self._http = http if http is not None else httpx.Client(timeout=timeout, verify=not plain)
+        self._tls: httpx.Client | None = None if plain and http is None else self._http
         self._headers = {CLIENT_HEADER: client_name, **(headers or {})}
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
@@ -84,6 +105,15 @@ class _Base:
     def close(self) -> None:
         if self._own:
             self._http.close()
+            if self._tls is not None and self._tls is not self._http:
+                self._tls.close()
+
+    def _client_for(self, url: str) -> httpx.Client:
+        if not url.startswith("https://"):
+            return self._http
+        if self._tls is None:
+            self._tls = httpx.Client(timeout=self._timeout)
+        return self._tls
 
     def __enter__(self) -> DroverClient:
         return cast(DroverClient, self)
@@ -136,14 +166,7 @@ class _Base:
         json_answer: bool,
     ) -> Any:
         params = {k: v for k, v in (query or {}).items() if v is not None}
-        sent = {**self._headers, **{k: str(v) for k, v in headers.items() if v is not None}}
-        try:
-            response = self._http.request(
-                method, url, params=params or None, headers=sent, json=body
-            )
-        except httpx.HTTPError as exc:
-            raise Unreachable(f"cannot reach {url}: {exc}") from exc
-        self.last_response = response
+        response = self.send(method, url, params=params or None, headers=headers, json=body)
         if response.status_code >= 300 and response.status_code not in ok:
             try:
                 problem = response.json()
@@ -156,10 +179,79 @@ class _Base:
             return None
         return response.json() if json_answer else response.text
 
+    def send(
+        self,
+        method: str,
+        url: str,
+        *,
+        params: Any = None,
+        headers: dict[str, Any] | None = None,
+        json: Any = None,
+        timeout: float | None = None,
+    ) -> httpx.Response:
+        """One request (``url``: absolute, or a path under the base URL) with the client's
+        credential, retried as the constructor says; the answer whatever its status.
+        Unreachable when the node cannot be reached after the retries."""
+        target = url if "://" in url else f"{self.base_url}{url}"
+        sent = {**self._headers, **{k: str(v) for k, v in (headers or {}).items() if v is not None}}
+        safe = method.upper() in _IDEMPOTENT or any(k.lower() == "idempotency-key" for k in sent)
+        extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
+        attempt = 0
+        while True:
+            try:
+                response = self._client_for(target).request(
+                    method, target, params=params, headers=sent, json=json, **extra
+                )
+            except httpx.HTTPError as exc:
+                if not safe or attempt >= self.retries:
+                    raise Unreachable(f"cannot reach {target}: {exc}") from exc
+                self._sleep(self._delay(attempt, None))
+                attempt += 1
+                continue
+            self.last_response = response
+            status = response.status_code
+            retry = status == 429 or (safe and status in _TRANSIENT)
+            if not retry or attempt >= self.retries:
+                return response
+            self._sleep(self._delay(attempt, response.headers.get("Retry-After")))
+            attempt += 1
+
+    def _delay(self, attempt: int, retry_after: str | None) -> float:
+        """Seconds before the next try: the answer's ``Retry-After`` (seconds) when it gives
+        one, else ``backoff`` doubled per attempt with up to 50 % jitter; never past
+        ``max_wait``."""
+        if retry_after is not None and retry_after.strip().isdigit():
+            return min(float(retry_after.strip()), self.max_wait)
+        return min(self.backoff * (2**attempt) * (1 + random.random() / 2), self.max_wait)
+
+
+#: methods that may be sent twice; answers worth another try
+_IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
+_TRANSIENT = frozenset({429, 502, 503, 504})
+
 
 # -- models --------------------------------------------------------------------------------------
 
 Action = Literal["kill", "fence", "move", "skip", "refuse"]
+
+
+class ActivityBucket(TypedDict):
+    """ActivityBucket"""
+
+    #: the bucket's start (inclusive, UTC)
+    start: str
+    #: its end (exclusive, UTC)
+    end: str
+    #: runs created in it
+    runs_started: int
+    #: runs created in it that followed an earlier run of their job (a restart command, a restart
+    #: after a failure, a failover's move)
+    restarts: int
+    #: runs that ended in it as failures (counted against the restart budget)
+    failures: int
+    #: failovers begun in it; null for a caller who does not see every team (a failover moves
+    #: every team's jobs)
+    failovers: int | None
 
 
 class AlertChannelCreate(TypedDict):
@@ -968,6 +1060,19 @@ class HealthEventPublic(TypedDict):
     evidence: dict[str, Any]
 
 
+class History(TypedDict):
+    """History"""
+
+    #: the first bucket's start (UTC)
+    since: str
+    #: the last bucket's end: when the counts were read (UTC)
+    until: str
+    #: each bucket's length
+    bucket_seconds: float
+    #: the buckets, oldest first
+    buckets: list[ActivityBucket]
+
+
 class ItemPublic(TypedDict):
     """ItemPublic"""
 
@@ -1472,6 +1577,36 @@ class PageAlertPublic(TypedDict):
 Priority = Literal["high", "normal", "low"]
 
 
+class Problem(TypedDict):
+    """An RFC 9457 problem document: the body of every error answer (other members may follow)."""
+
+    #: `urn:drover:problem:<kind>`; the kind names the error for programs
+    type: str
+    #: the HTTP status phrase
+    title: str
+    #: the HTTP status code
+    status: int
+    #: what went wrong, for people
+    detail: NotRequired[str]
+    #: the request path
+    instance: NotRequired[str]
+    #: 422 only: each invalid value's `location`, `message` and `type`
+    errors: NotRequired[list[ProblemError]]
+    #: 500 and 503: the id under which the server logged the error
+    incident: NotRequired[str]
+
+
+class ProblemError(TypedDict):
+    """One invalid value of a 422 answer."""
+
+    #: where the value is: `body`, `query`, `path` or `header`, then its name
+    location: list[str]
+    #: what is wrong with it
+    message: str
+    #: the kind of error, for programs
+    type: str
+
+
 class ProgressPublic(TypedDict):
     """What the job's current run last reported of its progress."""
 
@@ -1733,6 +1868,36 @@ class RollbackRequest(TypedDict):
 
     #: the revision to roll back to
     revision: int
+
+
+class RunLogPublic(TypedDict):
+    """A piece of one of a run's driver log streams."""
+
+    #: the job's name
+    job: str
+    #: the run's id
+    run: int
+    #: the run's attempt number among the job's runs
+    attempt: int
+    #: the cluster the run is on
+    cluster: str
+    #: the stream read: the driver's `stdout` or `stderr` (a standalone worker, a YARN container
+    #: keep them apart), or `combined` (both in one file: a local run)
+    stream: Literal["stdout", "stderr", "combined"]
+    #: the streams this run's driver has (the first is read by default)
+    streams: list[Literal["stdout", "stderr", "combined"]]
+    #: the byte offset in the stream where `text` begins
+    offset: int
+    #: the byte offset where `text` ends: ask from here for what follows
+    next_offset: int
+    #: the stream's length in bytes when it was read (it grows while the driver runs)
+    size: int
+    #: the log's text in that range (UTF-8)
+    text: str
+    #: `next_offset` is the end of the stream as it was read
+    at_end: bool
+    #: the run has ended: its log grows no more (a follower stops once `at_end` too)
+    run_ended: bool
 
 
 class RunPage(TypedDict):
@@ -2642,6 +2807,37 @@ class DroverClient(_Base):
             ),
         )
 
+    def get_internal_run_log(
+        self,
+        name: str,
+        attempt: int,
+        *,
+        stream: Literal["stdout", "stderr", "combined"] | None = None,
+        offset: int | None = None,
+        limit: int | None = None,
+    ) -> RunLogPublic:
+        """
+        Read a run's driver log on this node (between nodes)
+
+        What `GET /v1/jobs/{name}/runs/{attempt}/log` answers, from this node's own backends: how
+        another node reads the log of a run this node started on a local or spark-submit cluster.
+        Nodes only (the deployment secret).
+
+        ``GET /v1/internal/jobs/{name}/runs/{attempt}/log``
+        """
+        return cast(
+            "RunLogPublic",
+            self._call(
+                "GET",
+                f"/v1/internal/jobs/{_segment(name)}/runs/{_segment(attempt)}/log",
+                query={"stream": stream, "offset": offset, "limit": limit},
+                headers={},
+                body=None,
+                ok=(200,),
+                json_answer=True,
+            ),
+        )
+
     def get_job(self, name: str) -> JobPublic:
         """
         Read a job
@@ -2760,6 +2956,38 @@ class DroverClient(_Base):
             ),
         )
 
+    def get_job_run_log(
+        self,
+        name: str,
+        attempt: int,
+        *,
+        stream: Literal["stdout", "stderr", "combined"] | None = None,
+        offset: int | None = None,
+        limit: int | None = None,
+    ) -> RunLogPublic:
+        """
+        Read a run's driver log
+
+        A piece of one of the run's driver log streams, from the cluster that runs (or ran) it: the
+        tail without `offset`, else the bytes from `offset` on. Follow a running driver by asking
+        again from `next_offset` until `run_ended` and `at_end`. 404: no such run, the run was never
+        submitted, or the cluster keeps no log of it (any more); 502: the cluster does not answer.
+
+        ``GET /v1/jobs/{name}/runs/{attempt}/log``
+        """
+        return cast(
+            "RunLogPublic",
+            self._call(
+                "GET",
+                f"/v1/jobs/{_segment(name)}/runs/{_segment(attempt)}/log",
+                query={"stream": stream, "offset": offset, "limit": limit},
+                headers={},
+                body=None,
+                ok=(200,),
+                json_answer=True,
+            ),
+        )
+
     def get_metrics(self) -> str:
         """
         Prometheus metrics of this node
@@ -2844,6 +3072,30 @@ class DroverClient(_Base):
                 "GET",
                 "/v1/overview",
                 query={"team": team, "group": group, "cluster": cluster, "q": q},
+                headers={},
+                body=None,
+                ok=(200,),
+                json_answer=True,
+            ),
+        )
+
+    def get_overview_history(
+        self, *, hours: int | None = None, buckets: int | None = None
+    ) -> History:
+        """
+        The fleet's recent activity: runs, restarts, failures, failovers over time
+
+        Counts per bucket over the last `hours`, for the jobs the caller may see (the runs of their
+        jobs); failovers only for a caller who sees every team.
+
+        ``GET /v1/overview/history``
+        """
+        return cast(
+            "History",
+            self._call(
+                "GET",
+                "/v1/overview/history",
+                query={"hours": hours, "buckets": buckets},
                 headers={},
                 body=None,
                 ok=(200,),

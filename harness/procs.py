@@ -1,5 +1,6 @@
-"""Reading /proc: the processes of a session, or those carrying an environment entry or a
-command-line fragment. One place for benches and tests (no pytest here)."""
+"""Processes through psutil: those of a session, or those carrying an environment entry or a
+command-line fragment, and the CPU they spend. One place for benches and tests (no pytest
+here)."""
 
 from __future__ import annotations
 
@@ -9,50 +10,44 @@ import signal
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
+
+import psutil
 
 
 @dataclass(frozen=True)
 class Proc:
     pid: int
-    #: one letter, as in ``ps``: R, S, D, T (stopped), Z (zombie), ...
+    #: psutil's status: ``running``, ``sleeping``, ``stopped``, ``zombie``, ...
     state: str
     session: int
 
     @property
     def alive(self) -> bool:
-        return self.state != "Z"
+        return self.state != psutil.STATUS_ZOMBIE
 
     def environ(self) -> list[bytes]:
         """``NAME=value`` entries ([] when the process is gone or not readable)."""
         try:
-            return Path(f"/proc/{self.pid}/environ").read_bytes().split(b"\0")
-        except OSError:
+            env = psutil.Process(self.pid).environ()
+        except (psutil.Error, OSError):
             return []
+        return [f"{k}={v}".encode() for k, v in env.items()]
 
     def cmdline(self) -> bytes:
+        """The command line, its arguments separated by NUL bytes (b"" when gone)."""
         try:
-            return Path(f"/proc/{self.pid}/cmdline").read_bytes()
-        except OSError:
+            return "\0".join(psutil.Process(self.pid).cmdline()).encode()
+        except (psutil.Error, OSError):
             return b""
-
-
-def _stat(pid: int) -> list[bytes] | None:
-    """The fields of /proc/<pid>/stat after the command name (the state first), or None when
-    the process is gone. The name may hold spaces and parentheses: split after the last ')'."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return None
-    return raw[raw.rindex(b")") + 2 :].split()
 
 
 def cpu_seconds(pid: int) -> float:
     """User and system CPU ``pid`` has used so far (0.0 when it is gone)."""
-    fields = _stat(pid)
-    if fields is None:
+    try:
+        times = psutil.Process(pid).cpu_times()
+    except (psutil.Error, OSError):
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return float(times.user + times.system)
 
 
 class CpuMeter:
@@ -89,14 +84,12 @@ class CpuMeter:
 
 
 def processes() -> Iterator[Proc]:
-    """Every process in /proc, zombies included."""
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        fields = _stat(int(entry.name))
-        if fields is None:
-            continue
-        yield Proc(int(entry.name), fields[0].decode(), int(fields[3]))
+    """Every process, zombies included."""
+    for proc in psutil.process_iter(["status"]):
+        try:
+            yield Proc(proc.pid, proc.info["status"], os.getsid(proc.pid))
+        except (ProcessLookupError, PermissionError):
+            continue  # gone since the listing
 
 
 def live_pids(matches: Callable[[Proc], bool]) -> list[int]:

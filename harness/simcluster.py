@@ -24,7 +24,8 @@ The fake pipeline and its driver's logs (what the driver <-> application link re
   registered, unless ``log_app_id`` is False: a cluster whose log4j config hides INFO) and stdout
   (``drover-runtime: started app_id=<id> ...`` once registered when ``runtime_announces``: a
   pipeline using drover_runtime), in byte ranges with Spark's ``==== Bytes a-b of n of ...``
-  header.
+  header; with ``log_every`` (seconds), a registered driver's stderr also grows by one line per
+  committed micro-batch at that pace until the driver ends, as a streaming driver's log does.
 
 Faults: ``latency`` added to every answer; ``fail_next_creates(n)`` (400, or 500 with
 ``http_status``); ``fail_after``; ``lose_state()`` (a master restarted without recovery: every
@@ -93,6 +94,8 @@ class FakeDriver:
     app_linger: float = 0.0
     log_app_id: bool = True
     runtime_announces: bool = False
+    #: seconds between the batch lines its stderr gains once registered (None: none)
+    log_every: float | None = None
     fail_at: float | None = None
     kill_at: float | None = None
     #: final driver state once ended (FINISHED, FAILED, KILLED)
@@ -158,6 +161,7 @@ class SimCluster:
         pipeline_app_name: str | None = None,
         log_app_id: bool = True,
         runtime_announces: bool = False,
+        log_every: float | None = None,
     ) -> None:
         self.port = port
         self.launch_delay = launch_delay
@@ -169,6 +173,7 @@ class SimCluster:
         self.pipeline_app_name = pipeline_app_name
         self.log_app_id = log_app_id
         self.runtime_announces = runtime_announces
+        self.log_every = log_every
         self._lock = threading.Lock()
         self._drivers: dict[str, FakeDriver] = {}
         self._completed: deque[str] = deque()
@@ -409,6 +414,7 @@ class SimCluster:
                 app_linger=self.app_linger,
                 log_app_id=self.log_app_id,
                 runtime_announces=self.runtime_announces,
+                log_every=self.log_every,
             )
             if name in self._faults.fail_after:
                 driver.fail_at = now + self._faults.fail_after[name]
@@ -549,9 +555,10 @@ class SimCluster:
             app_text = json.dumps(app)
         return json.dumps(driver), app_text
 
-    def _driver_log(self, driver_id: str, kind: str, offset: int, length: int) -> str:
+    def _driver_log(self, driver_id: str, kind: str, offset: int | None, length: int) -> str:
         """One byte range of a driver's stderr or stdout, as a Spark worker's ``/log/`` serves
-        it (the text only grows as the driver's life goes on)."""
+        it (the text only grows as the driver's life goes on; no offset: the last ``length``
+        bytes)."""
         now = time.monotonic()
         path = f"/sim/work/{driver_id}/{kind}"
         with self._lock:
@@ -560,6 +567,8 @@ class SimCluster:
                 return f"==== Bytes 0-0 of 0 of {path} ====\nError: invalid log directory {path}\n"
             text = _log_text(driver, kind, now)
         data = text.encode("utf-8")
+        if offset is None:
+            offset = len(data) - length
         start = min(max(offset, 0), len(data))
         end = min(start + max(length, 0), len(data))
         page = data[start:end].decode("utf-8", errors="replace")
@@ -610,6 +619,13 @@ def _log_text(driver: FakeDriver, kind: str, now: float) -> str:
             "26/11/23 08:44:23 INFO StandaloneSchedulerBackend: Connected to Spark cluster "
             f"with app ID {driver.app_id}"
         )
+    if registered and driver.log_every:
+        until = now if driver.ended_at is None else min(now, driver.ended_at)
+        for batch in range(int((until - driver.app_at) / driver.log_every)):
+            lines.append(
+                f"26/11/23 08:44:{30 + batch % 30:02d} INFO MicroBatchExecution: Committed "
+                f"batch {batch} of query windowed_counts (50 rows)"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -694,8 +710,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, sim._master_json_text(), "application/json; charset=utf-8")
         elif method == "GET" and path in ("/log", "/log/"):
             query = parse_qs(parts.query)
-            try:
-                offset = int(query.get("offset", ["0"])[0])
+            try:  # no offset: the last byteLength bytes (as Spark's worker answers)
+                offset = int(query["offset"][0]) if "offset" in query else None
                 length = int(query.get("byteLength", [str(100 << 10)])[0])
             except ValueError:
                 self._send(400, _error("offset and byteLength are numbers"))

@@ -1,16 +1,22 @@
-"""``GET /v1/overview``: the fleet at a glance, for the jobs the caller may see.
+"""``GET /v1/overview``: the fleet at a glance, for the jobs the caller may see; and
+``GET /v1/overview/history``: its recent activity.
 
 Jobs counted by observed state (every state present, zeros included) and by desired state, and
 how many should run but do not; clusters counted by health with the abnormal ones named. One
 grouped query over the jobs, whatever their number: what the console's state strip shows and
 refreshes every few seconds.
+
+The history counts, per time bucket, the runs started, the restarts among them, the runs that
+ended as failures and the failovers begun (what the console's overview charts draw); the store
+keeps no history of job states, so a client samples ``/v1/overview`` for that.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Annotated
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
 from api.deps import PrincipalDep, SearchQuery, StoreDep
@@ -95,4 +101,95 @@ def get_overview(
         clusters=ClustersOverview(
             total=sum(by_health.values()), by_health=by_health, abnormal=abnormal
         ),
+    )
+
+
+class ActivityBucket(BaseModel):
+    start: datetime = Field(
+        description="the bucket's start (inclusive, UTC)", examples=["2026-11-25T02:00:00Z"]
+    )
+    end: datetime = Field(description="its end (exclusive, UTC)", examples=["2026-11-25T03:00:00Z"])
+    runs_started: int = Field(description="runs created in it", examples=[12])
+    restarts: int = Field(
+        description="runs created in it that followed an earlier run of their job (a restart "
+        "command, a restart after a failure, a failover's move)",
+        examples=[3],
+    )
+    failures: int = Field(
+        description="runs that ended in it as failures (counted against the restart budget)",
+        examples=[1],
+    )
+    failovers: int | None = Field(
+        description="failovers begun in it; null for a caller who does not see every team "
+        "(a failover moves every team's jobs)",
+        examples=[0],
+    )
+
+
+class History(BaseModel):
+    since: datetime = Field(
+        description="the first bucket's start (UTC)", examples=["2026-11-24T03:00:00Z"]
+    )
+    until: datetime = Field(
+        description="the last bucket's end: when the counts were read (UTC)",
+        examples=["2026-11-25T03:00:00Z"],
+    )
+    bucket_seconds: float = Field(description="each bucket's length", examples=[3600])
+    buckets: list[ActivityBucket] = Field(
+        description="the buckets, oldest first",
+        examples=[
+            [
+                {
+                    "start": "2026-11-25T02:00:00Z",
+                    "end": "2026-11-25T03:00:00Z",
+                    "runs_started": 12,
+                    "restarts": 3,
+                    "failures": 1,
+                    "failovers": 0,
+                }
+            ]
+        ],
+    )
+
+
+@router.get(
+    "/v1/overview/history",
+    response_model=History,
+    summary="The fleet's recent activity: runs, restarts, failures, failovers over time",
+    operation_id="get_overview_history",
+)
+def get_history(
+    store: StoreDep,
+    principal: PrincipalDep,
+    hours: Annotated[
+        int, Query(ge=1, le=168, description="how far back, in hours", examples=[24])
+    ] = 24,
+    buckets: Annotated[
+        int,
+        Query(ge=1, le=168, description="into how many equal buckets", examples=[24]),
+    ] = 24,
+) -> History:
+    """Counts per bucket over the last `hours`, for the jobs the caller may see (the runs of
+    their jobs); failovers only for a caller who sees every team."""
+    until = utcnow()
+    width = timedelta(hours=hours) / buckets
+    edges = [until - width * (buckets - i) for i in range(buckets)] + [until]
+    teams = principal.teams()
+    with store.session() as session:
+        found = overview_store.activity(session, edges, teams=teams, failovers=teams is None)
+    return History(
+        since=edges[0],
+        until=until,
+        bucket_seconds=width.total_seconds(),
+        buckets=[
+            ActivityBucket(
+                start=edges[i],
+                end=edges[i + 1],
+                runs_started=found.runs_started[i],
+                restarts=found.restarts[i],
+                failures=found.failures[i],
+                failovers=found.failovers[i] if found.failovers is not None else None,
+            )
+            for i in range(buckets)
+        ],
     )

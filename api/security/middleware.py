@@ -4,9 +4,15 @@ In order:
 
 1. **Trusted hosts**: a ``Host`` header outside ``DROVER_TRUSTED_HOSTS`` (loopback by default)
    is a 400 problem (DNS rebinding against a node on 127.0.0.1).
-2. **Mutations need JSON or an explicit header**: ``POST``/``PUT``/``PATCH``/``DELETE`` carry
-   ``Content-Type: application/json`` or ``X-Drover-Client: <anything>``, else 415. A web page
-   cannot send either cross-origin without a CORS preflight, which only configured origins pass.
+2. **No ambient credential**: every credential travels in a header a page cannot set
+   cross-origin without a CORS preflight (``Authorization``, the node secret, the fencing
+   token), which only configured origins pass; no cookie is ever set and no browser-cached
+   credential (HTTP Basic, client certificates) is accepted. So a forged cross-site request
+   arrives anonymous and is refused (401) like any other, and a mutation needs no proof of an
+   explicit client: what is left of that rule is the media type of a body (a route refuses a
+   body in another type, a form post included, with a 415: ``api.deps.check_request``); a
+   request without a body is never refused for its type. Should a cookie session ever be
+   added, requests authenticated by it must prove an explicit client again here.
    **Bodies are bounded** (``DROVER_API_MAX_BODY_BYTES``, 1 MiB): a longer ``Content-Length``
    is a 413 before anything is read, and a chunked body is counted as it is read and refused
    (413) as soon as it passes the bound.
@@ -38,7 +44,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from api import deferred
 from api.apidocs import DOCS_CSP, is_docs_path
 from api.console import CONSOLE_CSP, is_console_path
-from api.media import is_json
 from api.problems import problem
 from api.security.authn import JwtVerifier, TokenCache, authenticate, bearer_token
 from api.security.throttle import FailedCredentials
@@ -166,17 +171,6 @@ class SecurityEdge:
         refusal: Response | None = None
         if not self.allow_any_host and host not in self.trusted and path not in PROBES:
             refusal = problem(400, "untrusted-host", "this node does not serve that Host", path)
-        elif (
-            mutating
-            and not is_json(headers.get("content-type", ""))
-            and CLIENT_HEADER.lower() not in headers
-        ):
-            refusal = problem(
-                415,
-                "unsupported-media-type",
-                f"send Content-Type: application/json or an {CLIENT_HEADER} header",
-                path,
-            )
         elif length is not None and not _fits(length, self.max_body):
             refusal = self._too_large(path)
         elif path in PUBLIC_PATHS or is_console_path(path) or is_docs_path(path):

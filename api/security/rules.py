@@ -86,6 +86,10 @@ RULES: dict[tuple[str, str], Rule] = {
     ("GET", "/v1/jobs/{name}/replication"): _r(Action.JOB_READ, Target.JOB),
     ("GET", "/v1/replication"): _r(Action.JOB_READ, Target.LISTING),
     ("GET", "/v1/jobs/{name}/progress"): _r(Action.JOB_READ, Target.JOB),
+    # a run's driver log may hold the pipeline's data: the job team's viewers and up, like the
+    # job; between nodes, the node that started a local run serves it to the others
+    ("GET", "/v1/jobs/{name}/runs/{attempt}/log"): _r(Action.JOB_READ, Target.JOB),
+    ("GET", "/v1/internal/jobs/{name}/runs/{attempt}/log"): _r(Action.INTERNAL, Target.NONE),
     # catalog
     ("POST", "/v1/clusters"): _r(Action.CATALOG_WRITE, Target.NONE),
     ("GET", "/v1/clusters"): _r(Action.CATALOG_READ, Target.NONE),
@@ -152,6 +156,7 @@ RULES: dict[tuple[str, str], Rule] = {
     ("DELETE", "/v1/quotas/{business}"): _r(Action.CATALOG_WRITE, Target.NONE),
     # the fleet at a glance (counts over the caller's visible jobs)
     ("GET", "/v1/overview"): _r(Action.JOB_READ, Target.LISTING),
+    ("GET", "/v1/overview/history"): _r(Action.JOB_READ, Target.LISTING),
 }
 
 

@@ -9,38 +9,40 @@ imports ``main``.
 
 from __future__ import annotations
 
+import os
 from typing import Annotated, Any
 
 import typer
 
 from drover.cli import output as out
-from scheduler.config import load_settings
 from scheduler.core.errors import DroverError
 
 #: ``drover --help``
 HELP = """The ``drover`` command line: run a node, migrate the store, and drive jobs, clusters,
 groups, nodes, failovers and identities through a node's REST API.
 
-Every command prints a table by default and one JSON document with --json (stdout carries
-nothing else). Errors are one line on stderr. The node's URL and token come from --url/--token
-(before the command, or --api after it), DROVER_URL/DROVER_TOKEN, or the config file written by
-`drover login`; the CLI never reads a node's own settings to reach it.
+Every command prints a table by default (ages such as 3m or 2h for times), or its result as
+-o json|yaml|name|wide (--json is -o json), or one field per record with --field PATH (state,
+current_run.state); stdout carries nothing else, counts and hints go to stderr. Errors are one
+line on stderr. The node's URL and token come from --url/--token (before the command, or --api
+after it), DROVER_URL/DROVER_TOKEN, or the config file written by `drover login`; the CLI
+never reads a node's own settings to reach it. Shell completion: `drover completion bash`
+(zsh, fish).
 """
 
-app = typer.Typer(
-    no_args_is_help=True,
-    add_completion=False,
+app = out.new_app(
+    add_completion=False,  # `drover completion SHELL` prints the script instead
     help=out.paragraphs(HELP),
     epilog=out.EXIT_CODES_HELP,
 )
-node_app = typer.Typer(no_args_is_help=True, help="Run a Drover node.")
-db_app = typer.Typer(no_args_is_help=True, help="Metadata store schema.")
-jobs_app = typer.Typer(no_args_is_help=True, help="Jobs, through a node's REST API.")
+node_app = out.new_app(help="Run a Drover node.")
+db_app = out.new_app(help="Metadata store schema.")
+jobs_app = out.new_app(help="Jobs, through a node's REST API.")
 app.add_typer(node_app, name="node")
 app.add_typer(db_app, name="db")
 app.add_typer(jobs_app, name="jobs")
-clusters_app = typer.Typer(no_args_is_help=True, help="Spark clusters, through a node's REST API.")
-groups_app = typer.Typer(no_args_is_help=True, help="Scheduling groups, through a node's REST API.")
+clusters_app = out.new_app(help="Spark clusters, through a node's REST API.")
+groups_app = out.new_app(help="Scheduling groups, through a node's REST API.")
 app.add_typer(clusters_app, name="clusters")
 app.add_typer(groups_app, name="groups")
 
@@ -65,14 +67,61 @@ def _root(
             show_default=False,
         ),
     ] = None,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            is_eager=True,
+            callback=_print_version,
+            help="print drover's version and exit",
+        ),
+    ] = False,
 ) -> None:
     out.GLOBAL.url = url
     out.GLOBAL.token = token
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"drover {version('drover')}")
+        except PackageNotFoundError:  # a checkout that was never installed
+            typer.echo("drover (not installed: no version)")
+        raise typer.Exit()
+
+
+#: the shells ``drover completion`` writes a script for
+SHELLS = ("bash", "zsh", "fish")
+#: what a completion script sets when it asks the command line for completions
+COMPLETE_VAR = "_DROVER_COMPLETE"
+
+if COMPLETE_VAR in os.environ:  # a shell asks for completions: typer's answerers, registered
+    from typer._completion_classes import completion_init
+
+    completion_init()
+
+
+@app.command("completion")
+def completion(
+    shell: Annotated[str, typer.Argument(help="bash, zsh or fish", metavar="SHELL")],
+) -> None:
+    """Print the shell completion script for SHELL: commands, options and arguments complete on
+    Tab. Load it with `source <(drover completion bash)` (zsh: the same with zsh; fish:
+    `drover completion fish | source`), or keep it where your shell loads completions from."""
+    if shell not in SHELLS:
+        out.fail(f"no completion for {shell!r}: one of {', '.join(SHELLS)}", out.Exit.USAGE)
+    from typer._completion_shared import get_completion_script
+
+    typer.echo(get_completion_script(prog_name="drover", complete_var=COMPLETE_VAR, shell=shell))
+
+
 def settings() -> Any:
     """This host's node settings (``drover node run``, ``drover db``, ``drover token create
     --admin``); a bad one fails the command with one line."""
+    from scheduler.config import load_settings  # pydantic-settings: only where it is needed
+
     try:
         return load_settings()
     except DroverError as exc:
@@ -118,7 +167,7 @@ def wait_job(
     """Follow the job until the command's effect is there (see :func:`judge`)."""
 
     def poll() -> dict[str, Any]:
-        return out.call("GET", out.job_url(api, name))  # type: ignore[no-any-return]
+        return out.api(api).get_job(name)  # type: ignore[no-any-return]
 
     def verdict(job: dict[str, Any]) -> str:
         return judge(command, job, old_run)

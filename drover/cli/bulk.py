@@ -24,7 +24,7 @@ import typer
 from drover.cli import operations as ops
 from drover.cli import output as out
 
-bulk_app = typer.Typer(
+bulk_app = out.new_app(
     no_args_is_help=True,
     help="Start, stop or restart every job a selector picks (plan, run, follow, cancel).",
 )

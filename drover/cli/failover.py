@@ -19,7 +19,7 @@ from drover.cli import apps
 from drover.cli import operations as ops
 from drover.cli import output as out
 
-failover_app = typer.Typer(
+failover_app = out.new_app(
     no_args_is_help=True,
     help="Move a cluster's jobs to another cluster (plan, run, status, cancel).",
 )

@@ -19,8 +19,8 @@ from drover.cli import output as out
 from drover.cli.output import JsonOption, LimitOption
 from scheduler.core.errors import DroverError
 
-token_app = typer.Typer(no_args_is_help=True, help="API tokens (shown once, stored hashed).")
-teams_app = typer.Typer(no_args_is_help=True, help="Teams and their members' roles.")
+token_app = out.new_app(no_args_is_help=True, help="API tokens (shown once, stored hashed).")
+teams_app = out.new_app(no_args_is_help=True, help="Teams and their members' roles.")
 
 ApiOption = out.ApiOption
 
@@ -144,7 +144,7 @@ def _render_tokens(doc: dict[str, Any]) -> None:
         ),
         empty="(no tokens)",
     )
-    typer.echo(f"{doc['count']} token(s)")
+    out.footer(f"{doc['count']} token(s)")
 
 
 @token_app.command("list")

@@ -2,9 +2,12 @@
 the other command modules' commands registered on the apps of :mod:`drover.cli.apps` (whose
 ``HELP`` is what ``drover --help`` says the command line does).
 """
+
 from __future__ import annotations
 
+import os
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -36,7 +39,6 @@ from drover.cli.output import (
     WaitOption,
 )
 from scheduler.core.errors import DroverError
-from scheduler.core.logs import configure_from, configure_logging
 
 # -- node -----------------------------------------------------------------------------------
 
@@ -45,6 +47,7 @@ from scheduler.core.logs import configure_from, configure_logging
 def node_run() -> None:
     """Start a node: API on DROVER_API_HOST:DROVER_API_PORT plus its actors."""
     from drover.node import run_node
+    from scheduler.core.logs import configure_from, configure_logging
 
     configure_logging()
     settings = apps.settings()
@@ -142,18 +145,26 @@ def _render_job(job: dict[str, Any]) -> None:
 
 
 def _render_jobs(page: dict[str, Any]) -> None:
+    headers = ("NAME", "STATE", "DESIRED", "CLUSTER", "OWNER", "TEAM", "PRIORITY", "GROUP")
+    wide = ("BUSINESS", "RUN", "APP", "LABELS", "UPDATED")  # -o wide
+
+    def row(j: dict[str, Any]) -> tuple[Any, ...]:
+        base = (
+            j["name"], j["state"], j["desired_state"], j["cluster"], j["owner"], j["team"],
+            j["priority"], j["group"],
+        )  # fmt: skip
+        if not out.wide():
+            return base
+        run = j.get("current_run") or {}
+        app = run.get("app_id") or run.get("submission_id")
+        return (*base, j["business"], run.get("attempt"), app, j["labels"], j["updated_at"])
+
     out.table(
-        ("NAME", "STATE", "DESIRED", "CLUSTER", "OWNER", "TEAM", "PRIORITY", "GROUP"),
-        (
-            (
-                j["name"], j["state"], j["desired_state"], j["cluster"], j["owner"], j["team"],
-                j["priority"], j["group"],
-            )
-            for j in page["data"]
-        ),
+        headers + wide if out.wide() else headers,
+        (row(j) for j in page["data"]),
         empty="(no jobs)",
-    )  # fmt: skip
-    typer.echo(f"{page['count']} job(s)" + (" (cut by --limit)" if page["truncated"] else ""))
+    )
+    out.footer(f"{page['count']} job(s)" + (" (cut by --limit)" if page["truncated"] else ""))
 
 
 @jobs_app.command("list")
@@ -198,7 +209,7 @@ def jobs_list(
 @jobs_app.command("get")
 def jobs_get(name: str, api: ApiOption = None, as_json: JsonOption = False) -> None:
     """One job: spec, state, owner, current run, progress."""
-    out.show(out.call("GET", out.job_url(api, name)), as_json, _render_job)
+    out.show(out.api(api).get_job(name), as_json, _render_job)
 
 
 def _command(
@@ -213,12 +224,16 @@ def _command(
 ) -> None:
     old_run = None
     if command == "restart" and wait:
-        current = out.call("GET", out.job_url(api, name)).get("current_run") or {}
+        current = out.api(api).get_job(name).get("current_run") or {}
         old_run = current.get("id")
-    params = {"grace_seconds": grace} if grace is not None else None
-    job = out.call(
-        "POST", out.job_url(api, name, f"/{command}"), headers=out.if_match(if_match), params=params
-    )
+    operations = out.api(api)
+    # a key of its own: the client may send the command again (no answer, 503) at no risk
+    key = out.idempotency_key()
+    if command == "start":
+        job = operations.start_job(name, if_match=out.etag(if_match), idempotency_key=key)
+    else:
+        act = operations.stop_job if command == "stop" else operations.restart_job
+        job = act(name, if_match=out.etag(if_match), grace_seconds=grace, idempotency_key=key)
     if not wait:
         out.show(job, as_json, lambda j: typer.echo(job_status(j)))
         return
@@ -322,7 +337,7 @@ def jobs_create(
         body["replicate"] = replicate
     if wait and not start:
         out.fail("--wait goes with --start", Exit.USAGE)
-    job = out.call("POST", out.resource_url(api, "jobs"), json=body)
+    job = out.api(api).create_job(body, idempotency_key=out.idempotency_key())
     if wait:
         wait_job(name, api, "start", timeout, as_json)
         return
@@ -388,7 +403,6 @@ def jobs_update(
     """
     if arg and no_args:
         out.fail("--arg and --no-args exclude each other", Exit.USAGE)
-    url = out.job_url(api, name)
     body: dict[str, Any] = {}
     if arg or no_args:
         body["args"] = list(arg or [])
@@ -403,7 +417,7 @@ def jobs_update(
     expected = if_match
     current: dict[str, Any] = {}
     if conf or unset_conf or label or unset_label or expected is None or wait:
-        current = out.call("GET", url)
+        current = out.api(api).get_job(name)
         if expected is None:
             expected = int(current["spec_version"])
         if conf or unset_conf:
@@ -418,13 +432,12 @@ def jobs_update(
             body["labels"] = labels
     if not body:
         out.fail("nothing to change: give at least one option", Exit.USAGE)
-    params = {"grace_seconds": grace, "rollback_after_seconds": rollback_after}
-    job = out.call(
-        "PATCH",
-        url,
-        json=body,
-        headers=out.if_match(expected),
-        params={k: v for k, v in params.items() if v is not None} or None,
+    job = out.api(api).update_job(
+        name,
+        body,
+        if_match=out.etag(expected),
+        grace_seconds=grace,
+        rollback_after_seconds=rollback_after,
     )
     if not wait or current.get("desired_state") != "RUNNING":
         out.show(job, as_json, _render_job)  # a stopped job's change waits for nothing
@@ -443,7 +456,7 @@ def jobs_update(
         return f"upgrade to spec version {version}: {job_status(now)}{note}"
 
     out.wait_for(
-        lambda: out.call("GET", url),
+        lambda: out.api(api).get_job(name),
         verdict,
         describe,
         timeout=timeout,
@@ -457,7 +470,7 @@ def jobs_delete(
     name: str, api: ApiOption = None, if_match: IfMatchOption = None, as_json: JsonOption = False
 ) -> None:
     """Delete a stopped job (its runs and events go with it)."""
-    out.call("DELETE", out.job_url(api, name), headers=out.if_match(if_match))
+    out.api(api).delete_job(name, if_match=out.etag(if_match))
     out.show({"name": name, "deleted": True}, as_json, lambda d: typer.echo(f"{name}: deleted"))
 
 
@@ -523,60 +536,65 @@ def jobs_logs(
     name: str,
     api: ApiOption = None,
     run: Annotated[
-        int | None, typer.Option(help="the run's attempt number (default: the current or last)")
+        int | None,
+        typer.Option("--run", help="the run's attempt number (default: the current or last run)"),
     ] = None,
-    limit: Annotated[int, typer.Option(min=0, help="the newest events shown (0 = all)")] = 50,
+    stream: Annotated[
+        str | None,
+        typer.Option(
+            help="stderr or stdout (a standalone driver), combined (a local run); default: "
+            "the first the run's driver has",
+            show_default=False,
+        ),
+    ] = None,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="keep printing what the driver writes")
+    ] = False,
+    tail: Annotated[
+        int,
+        typer.Option(min=1, max=1 << 20, help="start with the last this many bytes of the log"),
+    ] = 64 << 10,
+    interval: Annotated[
+        float, typer.Option(min=0.2, help="--follow asks for more every this many seconds")
+    ] = 1.0,
     as_json: JsonOption = False,
 ) -> None:
-    """What Drover knows of a run's driver: the run (cluster, application, exit code, reason,
-    fence checks) and its events; where the driver's own log is."""
-    job = out.call("GET", out.job_url(api, name))
-    runs = out.fetch_all(out.job_url(api, name, "/runs"), api=api).data
-    chosen: dict[str, Any] | None
-    if run is not None:
-        chosen = next((r for r in runs if r["attempt"] == run), None)
-        if chosen is None:
-            out.fail(f"job {name!r} has no run with attempt {run}", Exit.NOT_FOUND)
-    else:
-        chosen = job.get("current_run") or (runs[0] if runs else None)
-    events = out.fetch_all(out.job_url(api, name, "/events"), limit=0, api=api).data
-    if chosen is not None:
-        events = [e for e in events if e["run_id"] in (None, chosen["id"])]
-    events = events[:limit] if limit else events
-    doc = {
-        "job": name,
-        "state": job["state"],
-        "run": chosen,
-        "driver_log": _driver_log_hint(chosen),
-        "events": events,
-    }
-    out.show(doc, as_json, _render_logs)
+    """Print a run's driver log: its end (--tail bytes), then with --follow what the driver
+    writes until the run has ended (Ctrl-C stops following). The log comes from the run's
+    cluster through any node (GET /v1/jobs/NAME/runs/ATTEMPT/log); --json prints that
+    document instead (no following)."""
+    attempt = run if run is not None else _last_attempt(api, name)
+    read = out.api(api).get_job_run_log
+    piece = read(name, attempt, stream=stream, limit=tail)
+    if as_json:
+        out.show(piece, True)
+        return
+    sys.stdout.write(piece["text"])
+    sys.stdout.flush()
+    try:
+        while follow and not (piece["run_ended"] and piece["at_end"]):
+            time.sleep(interval)
+            piece = read(
+                name, attempt, stream=piece["stream"], offset=piece["next_offset"], limit=1 << 20
+            )
+            sys.stdout.write(piece["text"])
+            sys.stdout.flush()
+    except KeyboardInterrupt:
+        return
+    if follow:
+        out.note(f"drover: run {attempt} of {name} has ended")
 
 
-def _driver_log_hint(run: dict[str, Any] | None) -> str | None:
-    if run is None:
-        return None
-    if run.get("submission_id") and run.get("submission_id", "").startswith("driver-"):
-        return f"the worker running {run['submission_id']} (Spark master UI, Drivers)"
-    return f"driver.log of run {run['id']} under the owner node's data dir ({run['node']})"
-
-
-def _render_logs(doc: dict[str, Any]) -> None:
-    run = doc["run"]
-    if run is None:
-        typer.echo(f"{doc['job']}: {doc['state']}, no run yet")
-    else:
-        out.record(
-            run,
-            (
-                "id", "attempt", "state", "reason", "exit_code", "cluster", "node",
-                "submission_id", "app_id", "app_name", "checkpoint_location", "submitted_at",
-                "started_at", "ended_at", "fence_checked_at", "fenced_at",
-            ),
-        )  # fmt: skip
-        typer.echo(f"{'driver log'.ljust(19)}  {doc['driver_log']}")
-    typer.echo("")
-    _render_events({"data": doc["events"]})
+def _last_attempt(api: str | None, name: str) -> int:
+    """The job's current run's attempt, else its newest run's; exit 3 when it has none."""
+    operations = out.api(api)
+    current = operations.get_job(name).get("current_run")
+    if current:
+        return int(current["attempt"])
+    runs = operations.list_job_runs(name, limit=1)
+    if not runs["data"]:
+        out.fail(f"job {name!r} has no run yet: no driver log", Exit.NOT_FOUND)
+    return int(runs["data"][0]["attempt"])
 
 
 # -- clusters and groups -------------------------------------------------------------------
@@ -601,20 +619,25 @@ SubmissionsOption = Annotated[
 ]
 AppsOption = Annotated[int | None, typer.Option(help="most live applications (0 = unlimited)")]
 CoresOption = Annotated[int | None, typer.Option(help="most cores of live apps (0 = unlimited)")]
+
+
 def _cluster_fields(**options: Any) -> dict[str, Any]:
     return {key: value for key, value in options.items() if value is not None}
 
 
 def _render_clusters(doc: dict[str, Any]) -> None:
+    headers = ("NAME", "KIND", "HEALTH", "AZ", "MASTER", "STORAGE ROOT")
+    wide = ("CLOUD", "REST", "UI", "UPDATED")  # -o wide
     out.table(
-        ("NAME", "KIND", "HEALTH", "AZ", "MASTER", "STORAGE ROOT"),
+        headers + wide if out.wide() else headers,
         (
             (c["name"], c["kind"], c["health"], c["az"], c["master_url"], c["storage_root"])
+            + ((c["cloud"], c["rest_url"], c["ui_url"], c["updated_at"]) if out.wide() else ())
             for c in doc["data"]
         ),
         empty="(no clusters)",
     )
-    typer.echo(f"{doc['count']} cluster(s)" + (" (cut by --limit)" if doc["truncated"] else ""))
+    out.footer(f"{doc['count']} cluster(s)" + (" (cut by --limit)" if doc["truncated"] else ""))
 
 
 @clusters_app.command("list")
@@ -629,7 +652,7 @@ def clusters_list(
 
 @clusters_app.command("get")
 def clusters_get(name: str, api: ApiOption = None, as_json: JsonOption = False) -> None:
-    out.show(out.call("GET", out.resource_url(api, "clusters", name)), as_json)
+    out.show(out.api(api).get_cluster(name), as_json)
 
 
 @clusters_app.command("create")
@@ -665,7 +688,7 @@ def clusters_create(
         max_cores=max_cores,
         hadoop_conf_dir=hadoop_conf_dir,
     )
-    out.show(out.call("POST", out.resource_url(api, "clusters"), json=body), as_json)
+    out.show(out.api(api).create_cluster(body), as_json)
 
 
 @clusters_app.command("update")
@@ -702,8 +725,7 @@ def clusters_update(
     )
     if not body:
         out.fail("nothing to change: give at least one option", Exit.USAGE)
-    url = out.resource_url(api, "clusters", name)
-    out.show(out.call("PATCH", url, json=body, headers=out.if_match(if_version)), as_json)
+    out.show(out.api(api).update_cluster(name, body, if_match=out.etag(if_version)), as_json)
 
 
 # -- cluster health (runbook: docs/runbooks/cluster-flapping.md) ------------------------------
@@ -764,9 +786,7 @@ def clusters_health(
     history: Annotated[int, typer.Option(help="transitions shown")] = 10,
 ) -> None:
     """A cluster's health: state and reason, what the votes say now, each node's vote, history."""
-    data = out.call(
-        "GET", out.resource_url(api, "clusters", name) + "/health", params={"history": history}
-    )
+    data = out.api(api).get_cluster_health(name, history=history)
     out.show(data, as_json, _render_health)
 
 
@@ -778,9 +798,7 @@ def clusters_mark_abnormal(
     as_json: JsonOption = False,
 ) -> None:
     """Mark a cluster MANUAL_ABNORMAL: nothing is started there until it is cleared."""
-    event = out.call(
-        "POST", out.resource_url(api, "clusters", name) + "/mark-abnormal", json={"reason": reason}
-    )
+    event = out.api(api).mark_cluster_abnormal(name, {"reason": reason})
     out.show(
         event,
         as_json,
@@ -798,9 +816,7 @@ def clusters_clear(
     as_json: JsonOption = False,
 ) -> None:
     """Lift a manual mark: the cluster is NORMAL again (the monitor keeps judging it)."""
-    event = out.call(
-        "POST", out.resource_url(api, "clusters", name) + "/clear", json={"reason": reason}
-    )
+    event = out.api(api).clear_cluster_abnormal(name, {"reason": reason})
     out.show(
         event,
         as_json,
@@ -817,7 +833,7 @@ def _render_groups(doc: dict[str, Any]) -> None:
         ),
         empty="(no groups)",
     )
-    typer.echo(f"{doc['count']} group(s)" + (" (cut by --limit)" if doc["truncated"] else ""))
+    out.footer(f"{doc['count']} group(s)" + (" (cut by --limit)" if doc["truncated"] else ""))
 
 
 def _render_group(group: dict[str, Any]) -> None:
@@ -849,7 +865,7 @@ def groups_list(
 @groups_app.command("get")
 def groups_get(name: str, api: ApiOption = None, as_json: JsonOption = False) -> None:
     """A group, its live members (role, AZ, jobs owned), pool and epoch."""
-    out.show(out.call("GET", out.resource_url(api, "groups", name)), as_json, _render_group)
+    out.show(out.api(api).get_group(name), as_json, _render_group)
 
 
 @groups_app.command("create")
@@ -862,7 +878,7 @@ def groups_create(
 ) -> None:
     """Add a scheduling group bound to a primary (and optionally a failover) cluster."""
     body = {"name": name, "primary_cluster": primary, "failover_cluster": failover}
-    out.show(out.call("POST", out.resource_url(api, "groups"), json=body), as_json, _render_group)
+    out.show(out.api(api).create_group(body), as_json, _render_group)
 
 
 @groups_app.command("delete")
@@ -870,7 +886,7 @@ def groups_delete(
     name: str, api: ApiOption = None, if_version: VersionOption = None, as_json: JsonOption = False
 ) -> None:
     """Delete an empty group (refused while it has jobs; never the default group)."""
-    out.call("DELETE", out.resource_url(api, "groups", name), headers=out.if_match(if_version))
+    out.api(api).delete_group(name, if_match=out.etag(if_version))
     out.show({"name": name, "deleted": True}, as_json, lambda d: typer.echo(f"{name}: deleted"))
 
 
@@ -881,10 +897,41 @@ nodes.register(app)
 bulk.register(app)
 revisions.register(jobs_app)
 quotas.register(app)
+out.add_output_options(app)  # -o json|yaml|wide|name and --field on every command that prints
 
 
 def main() -> None:  # pragma: no cover - console entry point
-    app()
+    """The ``drover`` console entry: the tree typer builds holds only the command group asked
+    for (typer turns every command of the tree it runs into a click command on each start:
+    61 of them, a fifth of a ``drover jobs get``)."""
+    (narrowed(sys.argv[1:]) or app)()
+
+
+#: root options that take a value (``drover --url U jobs list``)
+_VALUED = frozenset({"--url", "--token"})
+
+
+def narrowed(args: list[str]) -> typer.Typer | None:
+    """A root with the root's options and the one command group ``args`` names, or None for
+    everything else (the root's own help and commands, shell completion: the whole tree)."""
+    if apps.COMPLETE_VAR in os.environ:
+        return None
+    name, skip = None, False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in _VALUED:
+            skip = True
+        elif not arg.startswith("-"):
+            name = arg
+            break
+    group = next((g for g in app.registered_groups if g.name == name), None)
+    if group is None:
+        return None
+    root = out.new_app(add_completion=False, help=app.info.help, epilog=app.info.epilog)
+    root.registered_callback = app.registered_callback
+    root.registered_groups = [group]
+    return root
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -11,7 +11,7 @@ import typer
 from drover.cli import output as out
 from drover.cli.output import ApiOption, JsonOption, TimeoutOption, WaitOption
 
-nodes_app = typer.Typer(no_args_is_help=True, help="Drover nodes: who is alive, in which groups.")
+nodes_app = out.new_app(no_args_is_help=True, help="Drover nodes: who is alive, in which groups.")
 
 
 def register(app: typer.Typer) -> None:
@@ -38,7 +38,7 @@ def _render_nodes(doc: dict[str, Any]) -> None:
         ),
         empty="(no live nodes)",
     )
-    typer.echo(
+    out.footer(
         f"{doc['count']} node(s); membership {doc['mode']} ({doc['connection']}), "
         f"answered by {doc['this_node']} (*)"
     )

@@ -5,7 +5,10 @@ Every command module (``drover/cli/*.py``) uses these and nothing else to talk t
 terminal, so all commands behave alike:
 
 - stdout carries the result only: a table (or ``key  value`` lines for one record) by default,
-  one JSON document with ``--json``. Progress, notes and errors go to stderr.
+  with ages ("3m", "2h") instead of timestamps; ``-o json|yaml|name|wide`` (``--json`` is
+  ``-o json``) and ``--field PATH`` (one value per record: ``state``, ``current_run.state``) on
+  every command that prints something (:func:`add_output_options`). Footers (counts, hints),
+  progress, notes and errors go to stderr.
 - A failure is one line on stderr, ``drover: <what went wrong>``, and an exit code from
   :class:`Exit`, chosen by the failure's class (never by the command).
 - Lists follow the API's ``next`` links until the end, or stop at ``--limit`` and say so on
@@ -21,11 +24,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import IntEnum
+from enum import IntEnum, StrEnum
 from typing import Annotated, Any, NoReturn, TextIO, TypeVar
 from urllib.parse import quote
 
@@ -134,15 +138,31 @@ def note(message: str) -> None:
     typer.echo(message, err=True)
 
 
+def new_app(**settings: Any) -> typer.Typer:
+    """A typer app of the command tree: plain help (click's: rich's formatter alone costs more
+    than the 0.3 s a command may take to start), no rich tracebacks, ``-h`` as ``--help``, no
+    arguments shows the help."""
+    settings.setdefault("no_args_is_help", True)
+    return typer.Typer(
+        rich_markup_mode=None,
+        pretty_exceptions_enable=False,
+        context_settings={"help_option_names": ["-h", "--help"]},
+        **settings,
+    )
+
+
 # -- where the node is, and who calls it ----------------------------------------------------
 
 
 @dataclass
 class Target:
-    """``--url``/``--token`` given before the command (``drover --url U jobs list``)."""
+    """``--url``/``--token`` given before the command (``drover --url U jobs list``), and the
+    command's ``-o``/``--field`` (:func:`add_output_options`)."""
 
     url: str | None = None
     token: str | None = None
+    output: str | None = None
+    field: str | None = None
 
 
 GLOBAL = Target()
@@ -200,7 +220,7 @@ def token() -> str | None:
 
 
 def auth_headers() -> dict[str, str]:
-    """The credential and the explicit-client header every mutation needs."""
+    """The credential, and the header naming this client."""
     headers = {"X-Drover-Client": "drover-cli"}
     secret = token()
     if secret:
@@ -259,6 +279,72 @@ def _problem_line(response: Any) -> str:
     return f"{response.status_code}: {response.text[:200]}"
 
 
+def client(api: str | None = None) -> Any:
+    """The typed client of the node's API (``drover/api_client.py``, generated from the
+    OpenAPI) with the caller's credential: every command talks to the node through it, so all
+    share its retries (idempotent calls, with backoff, honouring ``Retry-After``)."""
+    base, secret = api_url(api), token()
+    made = _CLIENTS.get((base, secret))
+    if made is None:
+        made = api_client().DroverClient(base, secret, client_name="drover-cli")
+        _CLIENTS[(base, secret)] = made
+    return made
+
+
+#: (node URL, token) -> its client (one process may run several commands: tests do)
+_CLIENTS: dict[tuple[str, str | None], Any] = {}
+
+
+def api_client() -> Any:
+    """The module ``drover.api_client``, imported without httpx's own command line: httpx
+    imports it (click and rich) unless it cannot be found, a fifth of this command line's
+    start-up for nothing it uses."""
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+    from drover import api_client as module
+
+    return module
+
+
+class _Operations:
+    """The typed client's operations (``client(api).get_job(...)``), each ending the command as
+    :func:`send` does when the node answers an error or cannot be reached."""
+
+    def __init__(self, typed: Any) -> None:
+        self._typed = typed
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        operation = getattr(self._typed, name)
+        module = api_client()
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return operation(*args, **kwargs)
+            except module.ApiError as exc:
+                fail(_problem_line(exc.response), exit_for_status(exc.status))
+            except module.Unreachable as exc:
+                fail(str(exc), Exit.UNAVAILABLE)
+
+        return call
+
+
+def api(flag: str | None = None) -> Any:
+    """The node's API as the typed client's operations, named by their ``operationId``
+    (``out.api(api).start_job(name, if_match=...)``): no URL is written by hand."""
+    return _Operations(client(flag))
+
+
+def idempotency_key() -> str:
+    """A fresh ``Idempotency-Key``: the command's request may then be sent again safely."""
+    import uuid
+
+    return str(uuid.uuid4())
+
+
+def etag(version: int | None) -> str | None:
+    """``If-Match``'s value for ``version`` (None for None)."""
+    return None if version is None else f'"{version}"'
+
+
 def send(
     method: str,
     url: str,
@@ -268,20 +354,20 @@ def send(
     headers: Mapping[str, str] | None = None,
     timeout: float = 30.0,
 ) -> Any:
-    """One request; an error answer or a failed connection ends the command (one line, the
-    class's exit code). Returns the ``httpx.Response``."""
-    import httpx
-
-    merged = {**auth_headers(), **(headers or {})}
-    query: Any = params
+    """One request through :func:`client`; an error answer or a node that cannot be reached
+    ends the command (one line, the class's exit code). Returns the ``httpx.Response``."""
+    unreachable = api_client().Unreachable
     try:
-        response = httpx.request(
-            method, url, params=query, json=json_body, headers=merged, timeout=timeout
+        response = client().send(
+            method,
+            url,
+            params=params,
+            json=json_body,
+            headers=dict(headers or {}),
+            timeout=timeout,
         )
-    except httpx.TimeoutException as exc:
-        fail(f"cannot reach {url}: timed out ({exc.__class__.__name__})", Exit.UNAVAILABLE)
-    except httpx.HTTPError as exc:
-        fail(f"cannot reach {url}: {exc}", Exit.UNAVAILABLE)
+    except unreachable as exc:
+        fail(str(exc), Exit.UNAVAILABLE)
     if response.status_code >= 400:
         fail(_problem_line(response), exit_for_status(response.status_code))
     return response
@@ -375,34 +461,129 @@ def paragraphs(text: str | None) -> str:
 
 
 def print_json(data: Any) -> None:
-    typer.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    """The result as a document on stdout: JSON (``--json``, ``-o json``), YAML (``-o yaml``),
+    the names of its records (``-o name``) or the ``--field`` of each."""
+    if GLOBAL.field:
+        for value in select(data, GLOBAL.field):
+            typer.echo(value if isinstance(value, str) else _compact(value))
+    elif GLOBAL.output == "name":
+        for item in _records(data):
+            typer.echo(str(item.get("name") or item.get("id") or item.get("job") or ""))
+    elif GLOBAL.output == "yaml":
+        import yaml
+
+        typer.echo(yaml.safe_dump(data, sort_keys=False, allow_unicode=True).rstrip("\n"))
+    else:
+        typer.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
+
+
+def _records(data: Any) -> list[dict[str, Any]]:
+    """The records of a document: a page's ``data``, a list's items, or the one record."""
+    if isinstance(data, dict) and isinstance(data.get("data"), list):
+        return [d for d in data["data"] if isinstance(d, dict)]
+    if isinstance(data, list):
+        return [d for d in data if isinstance(d, dict)]
+    return [data] if isinstance(data, dict) else []
+
+
+def select(data: Any, path: str) -> list[Any]:
+    """``path`` (dotted keys and ``[i]`` indexes: ``state``, ``current_run.state``,
+    ``args[0]``; kubectl's ``{.state}`` spelling too) in each record of ``data``: one value per
+    record, None where a record lacks it."""
+    steps = [p for p in re.split(r"\.|\[(\d+)\]", path.strip().strip("{}").lstrip(".")) if p]
+    found = []
+    records = _records(data) if isinstance(data, dict | list) else []
+    for record in records or [data]:
+        value: Any = record
+        for step in steps:
+            if isinstance(value, list) and step.isdigit() and int(step) < len(value):
+                value = value[int(step)]
+            elif isinstance(value, dict):
+                value = value.get(step)
+            else:
+                value = None
+        found.append(value)
+    return found
+
+
+_TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
+
+
+def age(value: str, now: float | None = None) -> str:
+    """An ISO timestamp as an age: ``45s``, ``3m``, ``2h``, ``5d`` ago (``in 3m`` ahead)."""
+    from datetime import datetime
+
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return value
+    seconds = (time.time() if now is None else now) - moment
+    ahead, seconds = seconds < 0, abs(seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            text = f"{int(seconds // size)}{unit}"
+            break
+    else:
+        text = f"{int(seconds)}s"
+    return f"in {text}" if ahead else text
 
 
 def cell(value: Any) -> str:
+    """A value as a table cell or a record's line: timestamps as ages, maps as ``k=v``, lists
+    of words space-separated, anything structured as compact JSON (never a Python repr)."""
     if value is None or value == "":
         return "-"
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if isinstance(value, str):
+        return age(value) if _TIMESTAMP.match(value) else " ".join(value.split())
     if isinstance(value, dict):
-        return ",".join(f"{k}={v}" for k, v in value.items()) or "-"
+        if all(not isinstance(v, dict | list) for v in value.values()):
+            return ",".join(f"{k}={cell(v)}" for k, v in value.items()) or "-"
+        return _compact(value)
     if isinstance(value, list | tuple):
-        return " ".join(str(v) for v in value) or "-"
+        if all(not isinstance(v, dict | list | tuple) for v in value):
+            return " ".join(cell(v) for v in value) or "-"
+        return _compact(value)
     return " ".join(str(value).split())
 
 
+def wide() -> bool:
+    """``-o wide``: tables show their extra columns."""
+    return GLOBAL.output == "wide"
+
+
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], empty: str = "") -> None:
-    """Aligned columns, a header line first; the last column is never padded."""
+    """Aligned columns under a header line (rich's table, without borders), cells as
+    :func:`cell` shows them; an empty table is a note on stderr."""
     text = [[cell(v) for v in row] for row in rows]
     if not text:
-        typer.echo(empty or f"(no {headers[0].lower()}s)" if headers else "(none)")
+        note(empty or (f"(no {headers[0].lower()}s)" if headers else "(none)"))
         return
-    widths = [len(h) for h in headers]
+    from rich.console import Console
+    from rich.table import Table
+
+    grid = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), header_style="bold")
+    for header in headers:
+        grid.add_column(header, no_wrap=True, overflow="ellipsis")
     for row in text:
-        for i, value in enumerate(row[:-1]):
-            widths[i] = max(widths[i], len(value))
-    for row in [list(headers), *text]:
-        padded = [v.ljust(widths[i]) for i, v in enumerate(row[:-1])] + [row[-1]]
-        typer.echo("  ".join(padded).rstrip())
+        grid.add_row(*row)
+    tty = sys.stdout.isatty()
+    # into a pipe or a file, nothing is cut: every cell whole, however wide the lines get
+    console = Console(width=None if tty else 1 << 16, highlight=False, emoji=False, markup=False)
+    with console.capture() as captured:
+        console.print(grid)
+    for line in captured.get().splitlines():
+        typer.echo(line.rstrip())
+
+
+def footer(text: str) -> None:
+    """A line under a table (a count, a hint): stderr, so stdout stays the result."""
+    note(text)
 
 
 def record(data: Mapping[str, Any], fields: Sequence[str] | None = None) -> None:
@@ -410,15 +591,13 @@ def record(data: Mapping[str, Any], fields: Sequence[str] | None = None) -> None
     keys = list(fields or data.keys())
     width = max((len(k) for k in keys), default=0)
     for key in keys:
-        value = data.get(key)
-        if isinstance(value, dict) and value and any(isinstance(v, dict) for v in value.values()):
-            value = json.dumps(value, ensure_ascii=False, default=str)
-        typer.echo(f"{key.ljust(width)}  {cell(value)}")
+        typer.echo(f"{key.ljust(width)}  {cell(data.get(key))}")
 
 
 def show(data: Any, as_json: bool, render: Callable[[Any], None] | None = None) -> None:
-    """``--json``: the document; else ``render(data)`` (default: ``record``)."""
-    if as_json:
+    """``--json`` (or ``-o``/``--field``): the document; else ``render(data)`` (default:
+    ``record``)."""
+    if as_json or GLOBAL.field or GLOBAL.output in ("json", "yaml", "name"):
         print_json(data)
     elif render is not None:
         render(data)
@@ -426,6 +605,96 @@ def show(data: Any, as_json: bool, render: Callable[[Any], None] | None = None) 
         record(data)
     else:
         print_json(data)
+
+
+class Output(StrEnum):
+    """``-o``/``--output``: how a command prints its result."""
+
+    TABLE = "table"
+    WIDE = "wide"
+    JSON = "json"
+    YAML = "yaml"
+    NAME = "name"
+
+
+def add_output_options(app: typer.Typer) -> None:
+    """Give every command of ``app`` (and of its sub-apps) that prints a result (it takes
+    ``--json``) the options ``-o/--output json|yaml|wide|name`` and ``--field PATH``: they are
+    added to the command's signature, set :data:`GLOBAL`, and ``-o json`` is ``--json``. A
+    command that has an ``--output`` of its own (a file) gets ``--field`` only."""
+    for info in app.registered_commands:
+        if info.callback is not None:
+            info.callback = _with_output_options(info.callback)
+    for group in app.registered_groups:
+        if group.typer_instance is not None:
+            add_output_options(group.typer_instance)
+
+
+def _with_output_options(callback: Callable[..., Any]) -> Callable[..., Any]:
+    import functools
+    import inspect
+
+    signature = inspect.signature(callback, eval_str=True)  # the module's own names
+    params = signature.parameters
+    if "as_json" not in params or "field" in params:
+        return callback
+    own_output = "output" in params
+    added = [
+        inspect.Parameter(
+            "field",
+            inspect.Parameter.KEYWORD_ONLY,
+            default=None,
+            annotation=Annotated[
+                str | None,
+                typer.Option(
+                    "--field",
+                    help="print only this field of each record (state, current_run.state, "
+                    "args[0]), one line each",
+                    show_default=False,
+                ),
+            ],
+        )
+    ]
+    if not own_output:
+        added.insert(
+            0,
+            inspect.Parameter(
+                "output",
+                inspect.Parameter.KEYWORD_ONLY,
+                default=None,
+                annotation=Annotated[
+                    Output | None,
+                    typer.Option(
+                        "-o",
+                        "--output",
+                        help="table (default), wide (more columns), json (as --json), yaml, "
+                        "name (one name per line)",
+                        show_default=False,
+                    ),
+                ],
+            ),
+        )
+
+    @functools.wraps(callback)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        GLOBAL.field = kwargs.pop("field", None)
+        if not own_output:
+            chosen = kwargs.pop("output", None)
+            GLOBAL.output = None if chosen is None else str(chosen.value)
+        if GLOBAL.field or GLOBAL.output in ("json", "yaml", "name"):
+            kwargs["as_json"] = True
+        return callback(*args, **kwargs)
+
+    ordered = [p for p in params.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    positional = [p for p in ordered if p.kind is not inspect.Parameter.KEYWORD_ONLY]
+    keyword = [p for p in ordered if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    positional = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in positional]
+    parameters = [*positional, *keyword, *added]
+    wrapped.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+    wrapped.__annotations__ = {p.name: p.annotation for p in parameters}
+    if signature.return_annotation is not inspect.Signature.empty:
+        wrapped.__annotations__["return"] = signature.return_annotation
+    return wrapped
 
 
 # -- --wait ----------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import typer
 
 from drover.cli import output as out
 
-quotas_app = typer.Typer(
+quotas_app = out.new_app(
     no_args_is_help=True,
     help="Per-business submission quotas: rate limits and dedicated groups.",
 )
@@ -58,7 +58,7 @@ def quotas_list(api: ApiOption = None, as_json: JsonOption = False) -> None:
             f"{q['business']:<32} {_rate(q):>10} {q['burst']:>7} {_tokens(q):>8}  "
             f"{q['dedicated_group'] or '-'}"
         )
-    typer.echo(f"{len(quotas)} quota(s)" + (" (cut: more follow)" if cut else ""))
+    out.footer(f"{len(quotas)} quota(s)" + (" (cut: more follow)" if cut else ""))
 
 
 @quotas_app.command("show")
@@ -124,9 +124,7 @@ def quotas_delete(
     as_json: JsonOption = False,
 ) -> None:
     """Remove a business's quota: no rate limit, no dedicated group."""
-    out.call(
-        "DELETE", out.resource_url(api, "quotas", business), headers=out.if_match(if_version)
-    )
+    out.call("DELETE", out.resource_url(api, "quotas", business), headers=out.if_match(if_version))
     if as_json:
         out.print_json({"business": business, "deleted": True})
         return

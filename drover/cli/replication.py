@@ -8,7 +8,7 @@ import typer
 
 from drover.cli import output as out
 
-replication_app = typer.Typer(
+replication_app = out.new_app(
     no_args_is_help=True,
     help="Checkpoint replicas in the failover clusters' storage roots, and their lag.",
 )
@@ -60,7 +60,7 @@ def replication_list(
             f"{view['target_cluster'] or '-':<12} {_batch(view['source_batch']):>7} "
             f"{_batch(view['replica_batch']):>7}  {_lag(view)}{stale}"
         )
-    typer.echo(f"{len(page['data'])} replica(s)")
+    out.footer(f"{len(page['data'])} replica(s)")
 
 
 @replication_app.command("show")

@@ -61,7 +61,7 @@ def jobs_revisions(
         ),
         empty="(no revisions)",
     )
-    typer.echo(f"{page['count']} revision(s)" + (" (cut by --limit)" if page["truncated"] else ""))
+    out.footer(f"{page['count']} revision(s)" + (" (cut by --limit)" if page["truncated"] else ""))
 
 
 def jobs_revision(

@@ -118,18 +118,9 @@ def follow_worker_output(log_format: str) -> WorkerOutputTail | None:
 def _stop_children(grace: float = 5.0) -> None:
     """SIGTERM every child process of this process, SIGKILL those still there after ``grace``
     seconds, and reap them (before Ray starts, the node has no children of its own)."""
-    me = os.getpid()
-    children = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                raw = f.read()
-        except OSError:
-            continue
-        if int(raw[raw.rindex(b")") + 2 :].split()[1]) == me:
-            children.append(int(entry))
+    import psutil
+
+    children = [child.pid for child in psutil.Process().children()]
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in children:
             with contextlib.suppress(ProcessLookupError):

@@ -109,11 +109,19 @@ from scheduler.core.backend import (
     AppInfo,
     AppState,
     AppStatus,
+    LogChunk,
     ProbeResult,
     Submission,
     SubmitRequest,
+    log_window,
 )
-from scheduler.core.errors import ClusterError, ClusterUnreachable, SubmissionRejected
+from scheduler.core.errors import (
+    ClusterError,
+    ClusterUnreachable,
+    InvalidInput,
+    NotFound,
+    SubmissionRejected,
+)
 from scheduler.decisions import storage
 from scheduler.decisions.submission import OWNED_PROPERTIES, refused_environment
 
@@ -864,6 +872,37 @@ class LocalSparkSubmitBackend:
             scan = self._scans.setdefault(submission_id, _LogScan())
             scan.feed(run_dir / "driver.log")
             return scan
+
+    # ----------------------------------------------------------------------- driver log
+
+    #: ``driver.log`` holds spark-submit's and the pipeline's stdout and stderr together
+    log_streams: tuple[str, ...] = ("combined",)
+
+    def driver_log(
+        self, submission_id: str, stream: str, offset: int | None, limit: int
+    ) -> LogChunk:
+        """A byte range of the run's ``driver.log`` (:class:`~scheduler.core.backend.DriverLogs`).
+        The run directory is on the node that started the run: another node's backend finds
+        no such run."""
+        if stream not in self.log_streams:
+            raise InvalidInput(f"a local run has one log stream, 'combined', not {stream!r}")
+        parsed = _parse_submission_id(submission_id)
+        run_dir = None if parsed is None else self._run_dir(submission_id, *parsed)
+        if run_dir is None:
+            raise NotFound(f"no local run {submission_id!r} on this node")
+        try:
+            with open(run_dir / "driver.log", "rb") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                start, end = log_window(size, offset, limit)
+                fh.seek(start)
+                data = fh.read(end - start)
+        except FileNotFoundError as exc:
+            raise NotFound(f"the driver log of {submission_id!r} is gone") from exc
+        except OSError as exc:
+            raise ClusterUnreachable(
+                f"cannot read the driver log of {submission_id}: {exc}"
+            ) from exc
+        return LogChunk(stream, data, start, size)
 
     # ----------------------------------------------------------------------- kill
 

@@ -133,11 +133,18 @@ from scheduler.core.backend import (
     AppInfo,
     AppState,
     AppStatus,
+    LogChunk,
     ProbeResult,
     Submission,
     SubmitRequest,
 )
-from scheduler.core.errors import ClusterError, ClusterUnreachable, SubmissionRejected
+from scheduler.core.errors import (
+    ClusterError,
+    ClusterUnreachable,
+    InvalidInput,
+    NotFound,
+    SubmissionRejected,
+)
 from scheduler.decisions.submission import OWNED_PROPERTIES
 
 __all__ = [
@@ -1024,6 +1031,52 @@ class StandaloneRestBackend:
                 f"drivers {', '.join(sorted(unidentified))} are not identified yet"
             )
         return None
+
+    # ----------------------------------------------------------------------- driver log
+
+    #: a standalone worker keeps a driver's stderr (the launch command, Spark's log) and its
+    #: stdout (the Python application's output: PythonRunner merges Python's stderr into it)
+    log_streams: tuple[str, ...] = ("stderr", "stdout")
+
+    def driver_log(
+        self, submission_id: str, stream: str, offset: int | None, limit: int
+    ) -> LogChunk:
+        """A byte range of a driver's stderr or stdout from the worker that runs (or ran) it
+        (:class:`~scheduler.core.backend.DriverLogs`): the worker's ``/log/`` endpoint, which
+        answers a range with its place in the whole (``==== Bytes <from>-<to> of <total>``).
+        The worker comes from the master's listing, or, for a driver the master no longer
+        lists (it keeps ``spark.deploy.retainedDrivers``), from the REST status."""
+        if stream not in self.log_streams:
+            raise InvalidInput(
+                f"a standalone driver's log streams are stderr and stdout, not {stream!r}"
+            )
+        listing = self._listing()
+        driver = listing.drivers.get(submission_id)
+        worker_id = driver.worker if driver is not None else None
+        if worker_id is None:
+            answer = self._rest_status(submission_id)
+            worker_id = answer.get("workerId") if answer is not None else None
+        address = listing.workers.get(worker_id or "")
+        if not address:
+            raise NotFound(
+                f"{submission_id} has no log on {self.master_url}: not launched on a worker, "
+                "or its worker is gone"
+            )
+        what = f"reading the {stream} of {submission_id}"
+        params: dict[str, Any] = {"driverId": submission_id, "logType": stream, "byteLength": limit}
+        if offset is not None:
+            params["offset"] = max(0, offset)
+        response = self._request("GET", f"{address.rstrip('/')}/log/", what, params=params)
+        with self._lock:
+            self.log_reads += 1
+        page = parse_log_page(response.content) if response.status_code == 200 else None
+        if page is None:
+            raise ClusterUnreachable(
+                f"{what}: unexpected answer ({response.status_code}): {response.text[:200]!r}"
+            )
+        if page.total == 0 and page.data.startswith(b"Error:"):
+            raise NotFound(f"the worker keeps no {stream} for {submission_id} (cleaned up?)")
+        return LogChunk(stream, page.data, page.start, page.total)
 
     # ----------------------------------------------------------------------- probe
 

@@ -23,6 +23,11 @@ A run's application is known by three handles:
 Callers record ``submission_id`` and ``app_id`` with the run and hand them back to
 :meth:`ClusterBackend.status`, so a node that takes over a run (a new backend instance) needs to
 learn nothing again from the cluster.
+
+A backend that can read a run's driver log also implements :class:`DriverLogs` (a byte range of
+one of the driver's log streams: what ``GET /v1/jobs/{name}/runs/{attempt}/log`` serves). It is a
+contract of its own, so a backend that cannot (yet) read logs is still a complete
+:class:`ClusterBackend`; the API says so (404) when asked.
 """
 
 from __future__ import annotations
@@ -215,3 +220,57 @@ class ClusterBackend(Protocol):
     def probe(self) -> ProbeResult:
         """A cheap health check of the cluster; never raises."""
         ...
+
+
+#: the log streams a driver may have: its stdout and stderr (a Spark standalone worker, a YARN
+#: container keep them apart), or both in one file (``combined``: a local spark-submit's log)
+LOG_STREAMS = ("stdout", "stderr", "combined")
+
+
+@dataclass(frozen=True)
+class LogChunk:
+    """A byte range of one of a driver's log streams, as read now."""
+
+    #: which stream (one of :data:`LOG_STREAMS`)
+    stream: str
+    #: the bytes from ``start`` on (may end inside a line, or inside a UTF-8 character)
+    data: bytes
+    #: the offset of ``data``'s first byte in the stream
+    start: int
+    #: the stream's length when it was read (it may grow while the driver runs)
+    size: int
+
+    @property
+    def end(self) -> int:
+        """Where the next read of the stream goes on from."""
+        return self.start + len(self.data)
+
+
+@runtime_checkable
+class DriverLogs(Protocol):
+    """Reading a run's driver log (see the module docstring)."""
+
+    #: the streams this backend's drivers have, the one read by default first
+    log_streams: tuple[str, ...]
+
+    def driver_log(
+        self, submission_id: str, stream: str, offset: int | None, limit: int
+    ) -> LogChunk:
+        """At most ``limit`` bytes of the driver's ``stream`` from ``offset`` (None: the last
+        ``limit`` bytes; past the end: none). An ended driver's log can still be read as long
+        as the cluster keeps it. Raises NotFound when the cluster has no log for the submission
+        (never launched, cleaned up, an unknown id), InvalidInput for a stream it does not keep,
+        ClusterUnreachable when it cannot be asked."""
+        ...
+
+
+def logs_of(backend: object) -> DriverLogs | None:
+    """``backend`` as a :class:`DriverLogs`, or None when it cannot read driver logs."""
+    return backend if isinstance(backend, DriverLogs) else None
+
+
+def log_window(size: int, offset: int | None, limit: int) -> tuple[int, int]:
+    """The byte range ``[start, end)`` of a stream of ``size`` bytes that a read of ``limit``
+    bytes from ``offset`` covers (None: its last ``limit`` bytes), clamped to the stream."""
+    start = max(0, size - limit) if offset is None else min(max(0, offset), size)
+    return start, min(size, start + max(0, limit))

@@ -13,3 +13,9 @@ from datetime import UTC, datetime
 def utcnow() -> datetime:
     """Now, as an aware UTC datetime."""
     return datetime.now(UTC)
+
+
+def iso(moment: datetime) -> str:
+    """``moment`` as the API writes every time: ISO 8601 in UTC with ``Z``
+    (``2026-11-25T03:12:45.120000Z``), as pydantic writes the models' own datetimes."""
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")

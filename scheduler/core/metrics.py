@@ -80,6 +80,13 @@ CATALOG: tuple[MetricSpec, ...] = (
     ),
     _spec("drover_api_requests_in_flight", "gauge", "API requests being answered now"),
     _spec(
+        "drover_api_job_documents_total",
+        "counter",
+        "Job documents GET /v1/jobs (its pages) and GET /v1/jobs/{name} answered, by whether "
+        "the memo had them (hit) or they were made from their rows (miss)",
+        ("result",),
+    ),
+    _spec(
         "drover_actor_metrics_up",
         "gauge",
         "1 when the last collection of the actors' figures succeeded and is recent",

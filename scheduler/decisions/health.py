@@ -43,6 +43,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from scheduler.core.clock import iso
 from scheduler.core.errors import IllegalTransition
 
 
@@ -160,7 +161,7 @@ class Assessment:
             "votes": [
                 {
                     "node_id": v.node_id,
-                    "at": v.at.isoformat(),
+                    "at": iso(v.at),
                     "ok": v.ok,
                     "latency_s": round(v.latency_s, 3),
                     "detail": v.detail,
@@ -168,7 +169,7 @@ class Assessment:
                 for v in sorted(self.live_votes.values(), key=lambda v: v.node_id)
             ],
             "recent_failures": self.recent_failures,
-            "last_failure": self.last_failure.isoformat() if self.last_failure else None,
+            "last_failure": iso(self.last_failure) if self.last_failure else None,
         }
 
 

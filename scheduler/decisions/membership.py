@@ -300,7 +300,6 @@ def normalize_namespace(namespace: str) -> str:
     return "".join(f"/{p}" for p in parts)
 
 
-
 @dataclass(frozen=True)
 class MembershipSettings:
     """The part of a node's settings its Membership actor needs, as a plain value.

@@ -258,8 +258,7 @@ def check(
                 else "only the team's admins set properties outside the allow-list"
             )
             raise RefusedSubmission(
-                f"these Spark properties may not be set by {subject}: "
-                f"{', '.join(refused)} ({why})",
+                f"these Spark properties may not be set by {subject}: {', '.join(refused)} ({why})",
                 field="conf",
                 properties=refused,
             )

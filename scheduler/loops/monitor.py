@@ -173,11 +173,26 @@ class HealthMonitor:
                     session, cluster.name, decision, node_id=self._node_id, now=now
                 )
         except StaleWrite as exc:
-            log.info("cluster %s: %s; decided again next round", cluster.name, exc)
+            log.info(
+                "cluster %s: %s; decided again next round",
+                cluster.name,
+                exc,
+                extra={"cluster": cluster.name},
+            )
             with self._store.session() as session:
                 return str(health_store.health_of(session, cluster.name)[0]), None
         change = f"{decision.old} -> {decision.new}"
-        log.warning("cluster %s: %s: %s", cluster.name, change, event.reason)
+        log.warning(
+            "cluster %s: %s: %s",
+            cluster.name,
+            change,
+            event.reason,
+            extra={
+                "cluster": cluster.name,
+                "from_state": str(decision.old),
+                "to_state": str(decision.new),
+            },
+        )
         return str(decision.new), change
 
     def prune(self) -> int:

@@ -208,7 +208,6 @@ class HdfsStorage(_FsspecStorage):
             return False
 
 
-
 class S3Storage(_FsspecStorage):
     """Buckets of one S3-compatible endpoint."""
 
@@ -288,7 +287,6 @@ class S3Storage(_FsspecStorage):
             return bool(self._fs.exists(bucket))
         except Exception:  # noqa: BLE001 - unreachable, whatever the reason
             return False
-
 
 
 def _user() -> str:

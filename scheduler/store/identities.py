@@ -13,7 +13,7 @@ from sqlalchemy import Connection, bindparam, delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from scheduler.core.clock import utcnow
+from scheduler.core.clock import iso, utcnow
 from scheduler.core.errors import AlreadyExists, Conflict, InvalidInput, NotFound, Unauthenticated
 from scheduler.core.ledger import fencing_digest
 from scheduler.core.names import validate_name
@@ -63,9 +63,9 @@ class TokenRecord:
             "scopes": list(self.scopes),
             "description": self.description,
             "created_by": self.created_by,
-            "created_at": self.created_at.isoformat(),
-            "expires_at": self.expires_at.isoformat() if self.expires_at else None,
-            "revoked_at": self.revoked_at.isoformat() if self.revoked_at else None,
+            "created_at": iso(self.created_at),
+            "expires_at": iso(self.expires_at) if self.expires_at else None,
+            "revoked_at": iso(self.revoked_at) if self.revoked_at else None,
             "parent_id": self.parent_id,
         }
 

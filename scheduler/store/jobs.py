@@ -842,3 +842,14 @@ def page_runs(
 def count_runs(session: Session, name: str) -> int:
     job_id = session.scalar(select(Job.id).where(Job.name == name))
     return paging.count(session, select(Run.id).where(Run.job_id == job_id))
+
+
+def get_run(session: Session, name: str, attempt: int) -> RunRecord:
+    """The job's run with that attempt number (NotFound: no such job, or no such run)."""
+    job_id = session.scalar(select(Job.id).where(Job.name == name))
+    if job_id is None:
+        raise NotFound(f"no job named {name!r}", job=name)
+    row = session.scalar(select(Run).where(Run.job_id == job_id, Run.attempt == attempt))
+    if row is None:
+        raise NotFound(f"job {name!r} has no run {attempt}", job=name)
+    return run_record(row, name)

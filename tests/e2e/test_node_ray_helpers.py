@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from harness.procs import session_pids
@@ -42,8 +43,8 @@ UNUSED = {
 
 def cmdline(pid: int) -> bytes:
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
-    except OSError:
+        return " ".join(psutil.Process(pid).cmdline()).encode()
+    except (psutil.Error, OSError):
         return b""
 
 

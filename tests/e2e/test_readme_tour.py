@@ -11,6 +11,10 @@ test puts a ``curl`` in front of the real one that records each answer's status)
 The only things the test chooses are the reader's environment: a scratch ``HOME`` (the tour
 keeps the admin token in ``~/.drover-admin``), a scratch ``DROVER_DATA_DIR``, a free port
 (``DROVER_API_PORT``, ``DROVER_URL``: the tour defaults them to 8000).
+
+The README's CLI block ("Getting a first credential, and the CLI") runs verbatim too, against
+a fresh node of its own (migrated and started as the tour's first block does, but with no admin
+yet: the block makes the first one itself).
 """
 
 from __future__ import annotations
@@ -164,10 +168,72 @@ def test_the_readme_api_tour_runs_verbatim(reader: dict[str, str], tmp_path: Pat
         assert len(answers) >= 40, context
         print(f"tour: {len(answers)} curl calls, all 2xx")
     finally:
-        if node.poll() is None:
-            node.send_signal(signal.SIGTERM)
+        stop(node)
+
+
+def stop(node: subprocess.Popen[bytes]) -> None:
+    """Stop a node started by a test: SIGTERM (a graceful stop), SIGKILL to its session after a
+    minute."""
+    if node.poll() is None:
+        node.send_signal(signal.SIGTERM)
+        try:
+            node.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(node.pid, signal.SIGKILL)
+            node.wait()
+
+
+def cli_block(readme: str) -> str:
+    section = readme.split("Getting a first credential, and the CLI", 1)[1]
+    return re.findall(r"```sh\n(.*?)```", section, flags=re.S)[0]
+
+
+def test_the_readme_cli_block_runs_verbatim(reader: dict[str, str], tmp_path: Path) -> None:
+    block = cli_block((ROOT / "README.md").read_text(encoding="utf-8"))
+    assert "token revoke $" in block and "DROVER_DATA_DIR" in block
+    data = Path(reader["DROVER_DATA_DIR"])
+    data.mkdir(parents=True)
+    migrate = subprocess.run(
+        ["drover", "db", "upgrade"], env=reader, capture_output=True, text=True, timeout=120
+    )
+    assert migrate.returncode == 0, migrate.stderr
+    log = data / "node.log"
+    with log.open("wb") as sink:
+        node = subprocess.Popen(
+            ["drover", "node", "run"],
+            cwd=ROOT,
+            env=reader,
+            start_new_session=True,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+
+        def ready() -> bool:
+            assert node.poll() is None, log.read_text()[-3000:]
             try:
-                node.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(node.pid, signal.SIGKILL)
-                node.wait()
+                return httpx.get(reader["DROVER_URL"] + "/readyz", timeout=2).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_until(ready, timeout=120, interval=0.5, what="the CLI block's node to be ready")
+        result = subprocess.run(
+            ["bash", "-e", "-o", "pipefail", "-c", block],
+            cwd=ROOT,
+            env=reader,
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+        assert result.returncode == 0, f"{result.stdout}\n--- stderr:\n{result.stderr}"
+        assert "revoked" in result.stdout, result.stdout
+        admin = (Path(reader["HOME"]) / ".drover-admin").read_text().strip()
+        tokens = httpx.get(
+            reader["DROVER_URL"] + "/v1/tokens",
+            headers={"Authorization": f"Bearer {admin}"},
+            timeout=10,
+        ).json()["data"]
+        bot = [t for t in tokens if t["identity"] == "etl-bot"]
+        assert len(bot) == 1 and bot[0]["revoked_at"], tokens
+    finally:
+        stop(node)

@@ -350,6 +350,15 @@ def test_lifecycle_checkpoint_and_driver_crash(stack_factory: Callable[..., Stac
     to_output = time.monotonic() - submitted
     token = current_token(stack, name)
     assert token and driver_pids(token), "the driver's processes carry the fencing token"
+    # its driver log, from the worker, through the node's API: Spark's stderr, and the
+    # pipeline's stdout where drover_runtime says which application it is
+    log = stack.node.get(f"/v1/jobs/{name}/runs/1/log")
+    assert (log["stream"], log["streams"]) == ("stderr", ["stderr", "stdout"]), log["streams"]
+    assert log["size"] > 0 and log["next_offset"] <= log["size"] and not log["run_ended"]
+    head = stack.node.get(f"/v1/jobs/{name}/runs/1/log", offset=0, limit=200)
+    assert head["offset"] == 0 and head["text"].startswith("Launch Command:"), head["text"]
+    printed = stack.node.get(f"/v1/jobs/{name}/runs/1/log", stream="stdout")
+    assert f"drover-runtime: started app_id={run['app_id']}" in printed["text"], printed["text"]
 
     # 1. stop: the application leaves the master, no Python driver is left, the run is KILLED
     stop_at = stack.command(name, "stop")
@@ -359,6 +368,8 @@ def test_lifecycle_checkpoint_and_driver_crash(stack_factory: Callable[..., Stac
     to_stopped = time.monotonic() - stop_at
     assert stopped["current_run"]["state"] == "KILLED"
     assert stopped["current_run"]["reason"] == "stopped by Drover"
+    ended = stack.node.get(f"/v1/jobs/{name}/runs/1/log", stream="stdout")
+    assert ended["run_ended"] and ended["size"] >= printed["size"]  # kept by the worker
     wait_until(lambda: not driver_pids(token), timeout=GONE_TIMEOUT_S, what="no driver left")
     to_no_process = time.monotonic() - stop_at
     first = written(output)

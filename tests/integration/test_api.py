@@ -467,8 +467,6 @@ def test_a_list_shows_every_change_another_node_makes(
     from dataclasses import replace
     from datetime import UTC, datetime
 
-    from prometheus_client import REGISTRY
-
     from api.schemas.resources import JobPublic
     from scheduler.core.paging import Sort, Window
     from scheduler.core.records import ProgressRecord
@@ -514,7 +512,8 @@ def test_a_list_shows_every_change_another_node_makes(
         return shown
 
     def hits() -> float:
-        return REGISTRY.get_sample_value("drover_api_job_documents_total", {"result": "hit"}) or 0
+        registry = client.app.state.metrics_registry  # type: ignore[attr-defined]
+        return registry.get_sample_value("drover_api_job_documents_total", {"result": "hit"}) or 0
 
     page()
     before = hits()

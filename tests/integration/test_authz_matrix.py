@@ -134,6 +134,22 @@ TABLE: list[Row] = [
     Row("GET", "/v1/jobs/{name}/replication", "team:viewer", f"/v1/jobs/{JOB}/replication"),
     Row("GET", "/v1/replication", "any:viewer"),
     Row("GET", "/v1/jobs/{name}/progress", "team:viewer", f"/v1/jobs/{JOB}/progress"),
+    # a driver log may hold the pipeline's data: the job's team only, never anonymous; the
+    # run was never submitted, so an allowed caller learns that (404) and nothing more
+    Row(
+        "GET",
+        "/v1/jobs/{name}/runs/{attempt}/log",
+        "team:viewer",
+        f"/v1/jobs/{JOB}/runs/1/log",
+        success=404,
+    ),
+    Row(
+        "GET",
+        "/v1/internal/jobs/{name}/runs/{attempt}/log",
+        "internal",
+        f"/v1/internal/jobs/{JOB}/runs/1/log",
+        success=404,
+    ),
     Row(
         "POST",
         "/v1/clusters",
@@ -280,6 +296,7 @@ TABLE: list[Row] = [
     ),
     Row("GET", "/v1/alerts", "any:viewer"),
     Row("GET", "/v1/overview", "any:viewer"),
+    Row("GET", "/v1/overview/history", "any:viewer"),
 ]
 
 
@@ -401,7 +418,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 
         catalog.create_group(session, "spare", primary_cluster="local", failover_cluster=None)
         quotas.put_quota(session, "ads", QuotaSpec(rate=5.0, burst=10), by="root")
-        run = record_run(session, JOB)  # a run of the job: the fencing token's
+        run = record_run(session, JOB, node_id=NODE)  # the fencing token's run, this node's
         # a revision to roll back to
         jobs_store.update_job_spec(
             session, JOB, {"business": "b1"}, expected_version=None, cause="test", node_id="t"

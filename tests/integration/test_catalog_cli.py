@@ -69,8 +69,8 @@ def test_clusters_and_groups_through_the_cli(api_url: str) -> None:
     )  # fmt: skip
     assert code == 0, err
 
-    code, out, _ = drover("clusters", "list", "--api", api_url)
-    assert code == 0 and "3 cluster(s)" in out
+    code, out, err = drover("clusters", "list", "--api", api_url)
+    assert code == 0 and "3 cluster(s)" in err  # the footer: stderr
     assert "spark-a" in out and "file:///data/ck/a" in out and "NORMAL" in out
 
     code, out, err = drover(
@@ -90,8 +90,8 @@ def test_clusters_and_groups_through_the_cli(api_url: str) -> None:
         "groups", "create", "ads", "--api", api_url, "--primary", "spark-a", "--failover", "yarn-b"
     )
     assert code == 0, err
-    code, out, _ = drover("groups", "list", "--api", api_url)
-    assert "ads" in out and "yarn-b" in out and "2 group(s)" in out
+    code, out, err = drover("groups", "list", "--api", api_url)
+    assert "ads" in out and "yarn-b" in out and "2 group(s)" in err
     code, out, _ = drover("groups", "get", "ads", "--api", api_url, "--json")
     assert code == 0 and '"primary_cluster": "spark-a"' in out
     code, out, _ = drover("clusters", "get", "yarn-b", "--api", api_url, "--json")
@@ -101,8 +101,8 @@ def test_clusters_and_groups_through_the_cli(api_url: str) -> None:
     assert code != 0 and err.startswith("drover: 412")
     code, out, err = drover("groups", "delete", "ads", "--api", api_url, "--if-version", "1")
     assert code == 0 and out.strip() == "ads: deleted", err
-    code, out, _ = drover("groups", "list", "--api", api_url)
-    assert "ads" not in out and "1 group(s)" in out
+    code, out, err = drover("groups", "list", "--api", api_url)
+    assert "ads" not in out and "1 group(s)" in err
 
 
 @pytest.mark.parametrize(

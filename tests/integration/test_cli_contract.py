@@ -36,7 +36,8 @@ pytestmark = pytest.mark.integration
 PIPELINE = Path(__file__).resolve().parents[2] / "pipelines" / "rate_counter.py"
 
 #: commands that are no API client and print no result: they start a long-running process
-NOT_A_CLIENT = {("node", "run")}
+#: commands that print no document: the node itself, a shell completion script
+NOT_A_CLIENT = {("node", "run"), ("completion",)}
 
 
 @dataclass
@@ -145,7 +146,8 @@ def scenario(node: Node, job: str, store_head: str) -> dict[tuple[str, ...], lis
         ("jobs", "rollback"): [job, "--to", "1", "--if-match", "2"],
         ("jobs", "runs"): [job],
         ("jobs", "events"): [job],
-        ("jobs", "logs"): [job],
+        # ("jobs", "logs") needs a run, and this API has no actors to make one: it is held to
+        # the rule for the others below (exit 3, one line); test_cli_shell.py reads a real log
         ("replication", "list"): [],
         ("replication", "show"): [job],
         ("failover", "plan"): ["local", "--to", cluster, "--all"],
@@ -208,10 +210,10 @@ def _api(path: tuple[str, ...], node: Node) -> list[str]:
 
 def test_tables_by_default(node: Node) -> None:
     code, out, err = drover("jobs", "list", "--api", node.url)
-    assert code == 0 and out.splitlines()[-1] == "0 job(s)", err
+    assert code == 0 and out == "" and "(no jobs)" in err and "0 job(s)" in err, err
     code, out, err = drover("nodes", "list", "--api", node.url)
     # no actors behind this API: no membership view yet, but the answering node says who it is
-    assert code == 0 and "answered by cli-contract" in out.splitlines()[-1], err
+    assert code == 0 and "answered by cli-contract" in err, err  # the footer: stderr
     code, out, err = drover("clusters", "get", "local", "--api", node.url)
     assert code == 0 and any(line.split()[:2] == ["kind", "local"] for line in out.splitlines())
 

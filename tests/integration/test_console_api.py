@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import select
 
 from api.app import create_app
 from api.console import CONSOLE_CSP, STATIC_DIR
 from api.deps import NodeContext
 from scheduler.config import Settings
+from scheduler.core.clock import utcnow
 from scheduler.decisions.identity import Role, Scope
-from scheduler.store import identities
+from scheduler.store import identities, models
 from scheduler.store.db import Store
 from tests.support.auth import admin_token, auth_headers, member_token
 
@@ -158,3 +161,66 @@ def test_overview_counts_the_callers_jobs_by_state(api: TestClient, store: Store
     viewer = auth_headers(member_token(store, "vera", "web", Role.VIEWER))
     assert api.get("/v1/overview", headers=viewer).json()["jobs"]["total"] == 1
     assert api.get("/v1/overview", params={"bogus": "1"}, headers=admin).status_code == 400
+
+
+def test_overview_history_counts_runs_restarts_failures_and_failovers(
+    api: TestClient, store: Store
+) -> None:
+    """What the console's overview charts draw: per time bucket, the runs started (a run after
+    a job's first is a restart), the runs that ended as failures and the failovers begun; a
+    team's viewer counts its team's runs only and gets no failover counts."""
+    admin = auth_headers(admin_token(store, "root"))
+    for name, team in (("a1", "ads"), ("w1", "web")):
+        created = api.post(
+            "/v1/jobs",
+            json={"name": name, "entrypoint": "/opt/pipelines/p.py", "team": team},
+            headers=admin,
+        )
+        assert created.status_code == 201, created.text
+    now = utcnow()
+    ago = lambda minutes: now - timedelta(minutes=minutes)  # noqa: E731
+    with store.transaction() as session:
+        ids = dict(session.execute(select(models.Job.name, models.Job.id)).tuples().all())
+        for job, attempt, created, ended, failed in (
+            ("a1", 1, ago(85), ago(75), True),
+            ("a1", 2, ago(25), None, False),
+            ("w1", 1, ago(10), None, False),
+        ):
+            session.add(
+                models.Run(
+                    job_id=ids[job],
+                    attempt=attempt,
+                    cluster_name="local",
+                    node_id="n1",
+                    fencing_token=f"{job}-{attempt}",
+                    app_name=f"drover:{job}:{attempt}",
+                    state="FAILED" if ended else "RUNNING",
+                    counts_as_failure=failed,
+                    created_at=created,
+                    ended_at=ended,
+                )
+            )
+        session.add(
+            models.Operation(
+                kind="failover",
+                state="SUCCEEDED",
+                home_group="default",
+                created_by="user:root",
+                created_at=ago(20),
+            )
+        )
+    answer = api.get("/v1/overview/history", params={"hours": 2, "buckets": 4}, headers=admin)
+    assert answer.status_code == 200, answer.text
+    history = answer.json()
+    assert history["bucket_seconds"] == 1800
+    column = lambda key, doc=history: [b[key] for b in doc["buckets"]]  # noqa: E731
+    assert column("runs_started") == [0, 1, 0, 2]
+    assert column("restarts") == [0, 0, 0, 1]
+    assert column("failures") == [0, 1, 0, 0]
+    assert column("failovers") == [0, 0, 0, 1]
+    viewer = auth_headers(member_token(store, "vera", "web", Role.VIEWER))
+    mine = api.get("/v1/overview/history", params={"hours": 2, "buckets": 4}, headers=viewer)
+    assert column("runs_started", mine.json()) == [0, 0, 0, 1]
+    assert column("failovers", mine.json()) == [None] * 4
+    too_far = api.get("/v1/overview/history", params={"hours": 169}, headers=admin)
+    assert too_far.status_code == 422

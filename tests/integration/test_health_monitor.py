@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from scheduler.core.backend import ProbeResult
+from scheduler.core.clock import iso
 from scheduler.core.records import ClusterRecord
 from scheduler.decisions import catalog
 from scheduler.decisions.health import ClusterHealth, HealthPolicy
@@ -128,7 +129,7 @@ def test_down_by_majority_then_normal_after_the_quiet_period(
         (ClusterHealth.VOTE_ABNORMAL, ClusterHealth.NORMAL, "n1"),
         (ClusterHealth.NORMAL, ClusterHealth.VOTE_ABNORMAL, "n2"),
     ]
-    assert events[0].evidence["last_failure"] == (START + timedelta(seconds=3)).isoformat()
+    assert events[0].evidence["last_failure"] == iso(START + timedelta(seconds=3))
 
 
 def test_without_a_membership_view_it_votes_but_never_decides(

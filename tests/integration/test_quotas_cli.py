@@ -31,7 +31,7 @@ def test_quotas_through_the_cli(api_url: str) -> None:  # noqa: F811
     assert lines[0].split() == ["BUSINESS", "RATE", "BURST", "TOKENS", "DEDICATED", "GROUP"]
     assert lines[1].split()[:3] == ["ads", "5/s", "10"]
     assert lines[2].split() == ["bank", "-", "1", "-", "default"]
-    assert lines[-1] == "2 quota(s)"
+    assert err.strip() == "2 quota(s)"  # the footer: stderr
     code, out, err = drover("quotas", "list", "--api", api_url, "--json")
     assert code == 0 and json.loads(out)["complete"] is True
     assert [q["business"] for q in json.loads(out)["data"]] == ["ads", "bank"]

@@ -29,7 +29,7 @@ def test_replication_through_the_cli(api_url: str) -> None:  # noqa: F811
     code, out, err = drover("replication", "show", "orders", "--api", api_url, "--json")
     assert code == 0 and json.loads(out)["state"] is None
     code, out, err = drover("replication", "list", "--api", api_url)
-    assert code == 0 and out.strip().endswith("0 replica(s)")
+    assert code == 0 and err.strip().endswith("0 replica(s)")  # the footer: stderr
     code, out, err = drover("replication", "show", "nope", "--api", api_url)
     assert code == 3 and "404" in err and len(err.strip().splitlines()) == 1
     code, out, err = drover("replication", "list", "--api", api_url, "--state", "SIDEWAYS")

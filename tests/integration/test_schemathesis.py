@@ -51,6 +51,7 @@ from scheduler.store import jobs as jobs_store
 from scheduler.store import ledger
 from scheduler.store.db import Store
 from tests.support.auth import admin_token, auth_headers
+from tests.support.fakes import FakeBackend, FakeBackends
 
 pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
@@ -238,8 +239,17 @@ class Witness:
 def run_schemathesis(store: Store, settings: Settings) -> Tally:
     tally = Tally()
     # schemathesis' in-process client calls itself "testserver"
-    node = settings.model_copy(update={"trusted_hosts": "testserver,127.0.0.1,localhost"})
-    app = Witness(create_app(NodeContext(node, store)), store, tally)
+    # the brake on failed credentials is off: schemathesis sends hundreds of bad credentials
+    # from one address on purpose, and expects each answered 401/403 (the brake has its own tests)
+    node = settings.model_copy(
+        update={"trusted_hosts": "testserver,127.0.0.1,localhost", "auth_failure_limit": 0}
+    )
+    # the seeded run's driver log, from a cluster that answers (the seeded URLs are unroutable)
+    cluster = FakeBackend()
+    for stream in cluster.log_streams:
+        cluster.logs[("driver-seed-0001", stream)] = bytearray(f"the {stream} of a run\n".encode())
+    backends = FakeBackends(**{"spark-a": cluster, "spark-b": FakeBackend()})
+    app = Witness(create_app(NodeContext(node, store, backends=backends)), store, tally)
     config = schemathesis.Config.from_dict(
         {
             "seed": SEED,

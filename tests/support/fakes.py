@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 from scheduler.backends.changes import ChangeLog, Changes, Mark
 from scheduler.core.backend import (
@@ -27,12 +27,21 @@ from scheduler.core.backend import (
     AppState,
     AppStatus,
     ClusterBackend,
+    LogChunk,
     ProbeResult,
     Submission,
     SubmitRequest,
     app_name_for,
+    log_window,
 )
-from scheduler.core.errors import ClusterUnreachable, NotOwner, StaleWrite, SubmissionRejected
+from scheduler.core.errors import (
+    ClusterUnreachable,
+    InvalidInput,
+    NotFound,
+    NotOwner,
+    StaleWrite,
+    SubmissionRejected,
+)
 from scheduler.core.ledger import (
     Effect,
     FailureQuery,
@@ -524,6 +533,9 @@ class FakeBackend:
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     #: the change feed (scheduler/backends/changes.py): a "listing" of every app per call
     _changes: ChangeLog = field(default_factory=ChangeLog)
+    #: each submission's driver log streams (``write_log`` adds to them)
+    logs: dict[tuple[str, str], bytearray] = field(default_factory=dict)
+    log_streams: ClassVar[tuple[str, ...]] = ("stdout", "stderr")
 
     def submit(self, request: SubmitRequest) -> Submission:
         with self._lock:
@@ -548,6 +560,11 @@ class FakeBackend:
                     f"app-{n}",
                 )
                 self.apps[app.submission_id] = app
+                for stream in self.log_streams:
+                    self.logs[(app.submission_id, stream)] = bytearray()
+                self.logs[(app.submission_id, "stdout")] += (
+                    f"driver of {request.app_name} started as {app.app_id}\n".encode()
+                )
                 if self.crash_after_submit:
                     self.crash_after_submit = False
                     raise Crash("after submit")
@@ -610,6 +627,20 @@ class FakeBackend:
     def probe(self) -> ProbeResult:
         return ProbeResult(not self.unreachable, "fake", 0.0)
 
+    def driver_log(
+        self, submission_id: str, stream: str, offset: int | None, limit: int
+    ) -> LogChunk:
+        with self._lock:
+            if self.unreachable:
+                raise ClusterUnreachable("the cluster does not answer")
+            if stream not in self.log_streams:
+                raise InvalidInput(f"no log stream {stream!r}")
+            log = self.logs.get((submission_id, stream))
+            if log is None:
+                raise NotFound(f"no driver {submission_id!r}")
+            start, end = log_window(len(log), offset, limit)
+            return LogChunk(stream, bytes(log[start:end]), start, len(log))
+
     # -- test controls ------------------------------------------------------------------------
 
     def live(self, job_name: str | None = None) -> list[FakeApp]:
@@ -619,6 +650,11 @@ class FakeBackend:
                 for a in self.apps.values()
                 if a.state.is_alive and (job_name is None or a.app_name.split(":")[1] == job_name)
             ]
+
+    def write_log(self, submission_id: str, text: str, stream: str = "stdout") -> None:
+        """The driver of ``submission_id`` writes ``text`` to its ``stream``."""
+        with self._lock:
+            self.logs[(submission_id, stream)] += text.encode("utf-8")
 
     def start_all(self) -> None:
         with self._lock:

@@ -27,7 +27,9 @@ one (a restarted node), and None for an unknown tag; a fresh instance handed the
 and app id reports the same application (takeover); kill is idempotent and confirmed (a terminal
 status, KILLED); an unknown submission is NOT_FOUND; an unreachable cluster raises
 ClusterUnreachable from every call that must ask it and fails the probe; list_applications
-shows the application with its run's tag and job.
+shows the application with its run's tag and job; a backend that reads driver logs
+(``DriverLogs``) serves any byte range of each stream, the tail, nothing past the end, the same
+bytes from a fresh instance and after the kill, and refuses an unknown stream or submission.
 """
 
 from __future__ import annotations
@@ -53,9 +55,10 @@ from scheduler.core.backend import (
     AppStatus,
     ClusterBackend,
     SubmitRequest,
+    logs_of,
     parse_app_name,
 )
-from scheduler.core.errors import ClusterUnreachable
+from scheduler.core.errors import ClusterUnreachable, InvalidInput, NotFound
 from tests.conftest import wait_until
 from tests.support.fakes import FakeBackend
 
@@ -460,3 +463,47 @@ def test_a_change_feed_names_every_change_and_settles(cluster: Cluster) -> None:
     other = feed_of(cluster.fresh())
     if other is not None and other is not feed:
         assert other.changes(mark).changed is None
+
+
+def test_a_driver_log_reads_in_ranges_and_outlives_its_driver(cluster: Cluster) -> None:
+    """Any byte range of a driver's log streams; the tail; nothing past the end; a fresh
+    instance reads the same bytes; the log stays readable after the kill (a backend that reads
+    no logs has nothing to keep here)."""
+    logs = logs_of(cluster.backend)
+    if logs is None:
+        assert not isinstance(
+            cluster.backend, StandaloneRestBackend | LocalSparkSubmitBackend | FakeBackend
+        )
+        return
+    assert logs.log_streams and len(set(logs.log_streams)) == len(logs.log_streams)
+    sub = cluster.backend.submit(cluster.request("orders", 11))
+    sid, stream = sub.submission_id, logs.log_streams[0]
+    cluster.wait_status(sid, cluster.running, "the app to run")
+    whole = wait_until(
+        lambda: c if (c := logs.driver_log(sid, stream, 0, 1 << 20)).data else None,
+        timeout=DEADLINE_S,
+        interval=0.05,
+        what=f"the driver's {stream} to say something",
+    )
+    assert whole.stream == stream and whole.start == 0 and whole.size >= whole.end
+    head = logs.driver_log(sid, stream, 0, 5)
+    assert (head.start, head.data) == (0, whole.data[:5])
+    rest = logs.driver_log(sid, stream, head.end, 1 << 20)
+    assert rest.start == 5 and (head.data + rest.data).startswith(whole.data)
+    tail = logs.driver_log(sid, stream, None, 7)  # the last 7 bytes of the log as it is now
+    assert tail.end == tail.size and len(tail.data) == min(7, tail.size)
+    later = logs.driver_log(sid, stream, 0, 1 << 20)  # a log only grows
+    assert later.data[tail.start : tail.end] == tail.data
+    past = logs.driver_log(sid, stream, later.size + 100, 10)
+    assert past.data == b"" and past.start >= later.size
+    for other in logs.log_streams[1:]:
+        assert logs.driver_log(sid, other, 0, 10).stream == other
+    fresh = logs_of(cluster.fresh())
+    assert fresh is not None and fresh.driver_log(sid, stream, 0, 5).data == head.data
+    with pytest.raises(InvalidInput):
+        logs.driver_log(sid, "no-such-stream", 0, 10)
+    with pytest.raises(NotFound):
+        logs.driver_log(cluster.unknown_id, stream, 0, 10)
+    cluster.backend.kill(sid)
+    cluster.wait_status(sid, lambda s: s.state.is_terminal, "the kill")
+    assert logs.driver_log(sid, stream, 0, 5).data == head.data

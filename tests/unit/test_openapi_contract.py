@@ -4,12 +4,15 @@ it is, so a new route or field without these fails here:
 
 - every operation: an explicit, unique ``operationId`` in snake_case ``verb_noun`` form (a
   known verb first), a summary and a description;
-- every error response an ``application/problem+json`` problem document, and the statuses a
-  route can answer declared: 401 and 403 on every authenticated route, 503 everywhere (store
+- every error response an ``application/problem+json`` problem document (the one ``Problem``
+  schema of ``components``), and the statuses a route can answer declared (the probes declare
+  only what they answer): 401 and 403 on every authenticated route, 503 everywhere (store
   unavailable), 404 on routes naming a resource in their path, 412 with ``If-Match``, 415 and
   422 with a request body, 409 and 422 with ``Idempotency-Key``, 429 with ``Retry-After``
   throttling;
 - every parameter and every field of every schema a description and an example;
+- bearer security on every protected operation, none on the probes; an example of every request
+  body; declared tags; ``info.contact``, ``servers``; ``Retry-After`` on 429 and 503;
 - validation in the schema, not only in code: every string a client sends is bounded (a
   ``maxLength``, a ``pattern``, an ``enum`` or a ``format``), every number bounded, every list
   and map a ``maxItems``/``maxProperties``.
@@ -138,6 +141,8 @@ def test_operation_ids_summaries_descriptions(spec: dict[str, Any]) -> None:
 
 def _required_statuses(method: str, path: str, op: dict[str, Any]) -> set[str]:
     rule = RULES.get((method, path))
+    if path in ("/healthz", "/readyz", "/metrics"):
+        return set()  # the probes declare what they answer, nothing else
     statuses = {"503"}
     if rule is not None and rule.target is not Target.PUBLIC:
         statuses |= {"401", "403"}
@@ -315,3 +320,80 @@ def test_validation_rules_are_in_the_schema(spec: dict[str, Any]) -> None:
             where = f"{method} {path} {param['in']} {param['name']}"
             problems += [f"{where}: {why}" for why in _unbounded(param.get("schema", {}))]
     assert problems == [], f"{len(problems)} unbounded:\n" + "\n".join(problems)
+
+
+# -- what clients and generators rely on beyond the routes (api/openapi.py) ------------------
+
+PROBES = ("/healthz", "/readyz", "/metrics")
+
+
+def test_protected_operations_declare_bearer_security_and_probes_none(
+    spec: dict[str, Any],
+) -> None:
+    schemes = spec["components"]["securitySchemes"]
+    assert schemes["apiToken"] == {**schemes["apiToken"], "type": "http", "scheme": "bearer"}
+    assert schemes["jwt"]["bearerFormat"] == "JWT"
+    problems = []
+    for method, path, op in operations(spec):
+        names = {name for requirement in op.get("security", [{}]) for name in requirement}
+        rule = RULES.get((method, path))
+        if path in PROBES or (rule is not None and rule.target is Target.PUBLIC):
+            if op.get("security") != []:
+                problems.append(f"{method} {path}: a public route must declare security: []")
+        elif path.startswith("/v1/internal/"):
+            if names != {"nodeSecret"}:
+                problems.append(f"{method} {path}: internal, but security {names}")
+        elif not {"apiToken", "jwt"} <= names:
+            problems.append(f"{method} {path}: protected, but security {names}")
+    assert problems == [], "\n".join(problems)
+
+
+def test_one_problem_schema_is_referenced_by_every_error_and_probes_say_only_theirs(
+    spec: dict[str, Any],
+) -> None:
+    assert spec["components"]["schemas"]["Problem"]["required"] == ["type", "title", "status"]
+    for method, path, op in operations(spec):
+        for status, response in op["responses"].items():
+            if str(status)[0] in "45":
+                schema = response["content"][PROBLEM_MEDIA_TYPE]["schema"]
+                assert schema == {"$ref": "#/components/schemas/Problem"}, (method, path, status)
+    declared = {p: set(spec["paths"][p]["get"]["responses"]) for p in PROBES}
+    assert declared == {"/healthz": {"200"}, "/readyz": {"200", "503"}, "/metrics": {"200"}}
+
+
+def test_every_request_body_has_a_valid_example(spec: dict[str, Any]) -> None:
+    problems = []
+    for method, path, op in operations(spec):
+        if "requestBody" not in op:
+            continue
+        media = op["requestBody"]["content"]["application/json"]
+        if "example" not in media:
+            problems.append(f"{method} {path}: request body without an example")
+            continue
+        validator = Draft202012Validator({**media["schema"], "components": spec["components"]})
+        problems += [
+            f"{method} {path}: example invalid: {error.message:.160}"
+            for error in validator.iter_errors(media["example"])
+        ]
+    assert problems == [], "\n".join(problems)
+
+
+def test_tags_contact_servers_and_retry_after(spec: dict[str, Any]) -> None:
+    declared = {t["name"]: t.get("description", "") for t in spec["tags"]}
+    assert all(declared.values()), declared
+    used = {tag for _, _, op in operations(spec) for tag in op.get("tags", ())}
+    assert used <= set(declared), used - set(declared)
+    assert spec["info"]["contact"]["name"] and spec["servers"][0]["url"] == "/"
+    for method, path, op in operations(spec):
+        for status, response in op["responses"].items():
+            if str(status) == "429":
+                assert response["headers"]["Retry-After"]["required"], (method, path)
+            if str(status) == "503":
+                assert "Retry-After" in response["headers"], (method, path)
+
+
+def test_the_document_is_small_enough_to_fetch_often(spec: dict[str, Any]) -> None:
+    """The problem document is referenced, not copied into every answer: ~0.4 MB, not 1.1."""
+    import json
+
+    assert len(json.dumps(spec)) < 600_000

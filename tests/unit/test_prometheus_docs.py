@@ -64,3 +64,35 @@ def test_promtool_accepts_the_config_and_the_rules() -> None:
             [promtool, *args], cwd=DOCS, capture_output=True, text=True, timeout=60
         )
         assert done.returncode == 0, f"promtool {' '.join(args)}:\n{done.stdout}{done.stderr}"
+
+
+def _slug(heading: str) -> str:
+    """The anchor a Markdown renderer gives a heading (lower case, spaces to dashes, no
+    punctuation)."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def test_every_alert_links_its_runbook() -> None:
+    """Each alert's ``runbook_url`` names a page of docs/runbooks/ (and a heading of it when it
+    has an anchor): what the person paged opens first."""
+    root = DOCS.parents[1]
+    doc = yaml.safe_load(RULES.read_text())
+    problems = []
+    for group in doc["groups"]:
+        for rule in group["rules"]:
+            if "alert" not in rule:
+                continue
+            url = rule["annotations"].get("runbook_url", "")
+            page, _, anchor = url.partition("#")
+            if not page.startswith("docs/runbooks/") or not (root / page).is_file():
+                problems.append(f"{rule['alert']}: runbook_url {url!r} is no runbook")
+                continue
+            headings = {
+                _slug(line.lstrip("#"))
+                for line in (root / page).read_text(encoding="utf-8").splitlines()
+                if line.startswith("#")
+            }
+            if anchor and anchor not in headings:
+                problems.append(f"{rule['alert']}: {page} has no heading #{anchor}")
+    assert problems == [], "\n".join(problems)

@@ -1,8 +1,12 @@
-// The public API, as the console uses it: bearer token, problem documents, route discovery.
+// The public API, as the console uses it: bearer token, problem documents, idempotency keys.
 //
 // Every call carries the session's token and, on writes, the X-Drover-Client header the API
 // asks of mutations without a JSON body. Errors come back as RFC 9457 problem documents; they
-// are thrown as ApiError with the document's detail, so a page can say what went wrong.
+// are thrown as ApiError with the document's detail (and, for invalid input, which field each
+// message is about), so a page can say what went wrong and where.
+//
+// The console ships in the same package as the API it calls, so it knows the node's routes: it
+// never downloads the node's OpenAPI document (a megabyte) to find them out.
 
 import * as session from "./session.js";
 
@@ -17,6 +21,42 @@ export class ApiError extends Error {
     this.path = path;
     this.kind = (this.problem.type || "").replace("urn:drover:problem:", "") || `http-${status}`;
   }
+
+  /**
+   * The problem's messages by the request body's top-level field ("entrypoint", "labels", ...):
+   * a Map field -> [message]. Each entry of the problem's ``errors`` names its field by a JSON
+   * pointer into the body (``pointer``: "/labels/env") or by its location (["body", "labels",
+   * "env"]); messages about the body as a whole are under "".
+   */
+  fieldErrors() {
+    const out = new Map();
+    for (const e of this.problem.errors || []) {
+      const field = fieldOf(e);
+      if (!out.has(field)) out.set(field, []);
+      out.get(field).push(e.message || e.detail || e.msg || "invalid");
+    }
+    return out;
+  }
+}
+
+function fieldOf(entry) {
+  if (typeof entry.pointer === "string") {
+    const parts = entry.pointer.replace(/^#/, "").split("/").filter(Boolean);
+    return (parts[0] || "").replace(/~1/g, "/").replace(/~0/g, "~");
+  }
+  const where = Array.isArray(entry.location) ? entry.location : Array.isArray(entry.loc) ? entry.loc : [];
+  const rest = where[0] === "body" ? where.slice(1) : where;
+  return rest.length ? String(rest[0]) : "";
+}
+
+/**
+ * A new Idempotency-Key: a retry of the same write sends the same key, so the node answers the
+ * first outcome again instead of acting twice (crypto.getRandomValues works on plain http too).
+ */
+export function newIdempotencyKey() {
+  const bytes = new Uint8Array(16);
+  window.crypto.getRandomValues(bytes);
+  return `console-${Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("")}`;
 }
 
 function url(path, query) {
@@ -33,13 +73,14 @@ function url(path, query) {
 }
 
 /** One API call: resolves to the parsed JSON body (null for 204), throws ApiError otherwise. */
-export async function call(method, path, { query, body, ifMatch, token, signal } = {}) {
+export async function call(method, path, { query, body, ifMatch, idempotencyKey, token, signal } = {}) {
   const headers = { Accept: "application/json" };
   const credential = token || session.token();
   if (credential) headers.Authorization = `Bearer ${credential}`;
   if (method !== "GET") headers["X-Drover-Client"] = "console";
   if (body !== undefined) headers["Content-Type"] = "application/json";
   if (ifMatch !== undefined && ifMatch !== null) headers["If-Match"] = `"${ifMatch}"`;
+  if (idempotencyKey) headers["Idempotency-Key"] = idempotencyKey;
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(), TIMEOUT_MS);
   if (signal) signal.addEventListener("abort", () => controller.abort(), { once: true });
@@ -79,61 +120,9 @@ export async function call(method, path, { query, body, ifMatch, token, signal }
 
 export const get = (path, query, opts) => call("GET", path, { ...opts, query });
 export const post = (path, body, opts) => call("POST", path, { ...opts, body });
-
-// -- which routes this node has ------------------------------------------------------------------
-//
-// Other parts of Drover add routes over time (failovers, revisions, progress history); a page
-// whose route the node does not have says "not available on this node" instead of failing. The
-// node's own OpenAPI document is the list.
-
-let routesPromise = null;
-
-/** path template -> method -> the names of its query parameters */
-export function routes() {
-  if (!routesPromise) {
-    routesPromise = fetch("/openapi.json", { credentials: "omit" })
-      .then((r) => (r.ok ? r.json() : { paths: {} }))
-      .then((doc) => {
-        const out = new Map();
-        for (const [path, ops] of Object.entries(doc.paths || {})) {
-          const methods = new Map();
-          for (const [method, op] of Object.entries(ops)) {
-            const names = (op.parameters || []).filter((p) => p.in === "query").map((p) => p.name);
-            methods.set(method.toUpperCase(), new Set(names));
-          }
-          out.set(path, methods);
-        }
-        return out;
-      })
-      .catch(() => {
-        routesPromise = null; // try again next time
-        return new Map();
-      });
-  }
-  return routesPromise;
-}
-
-/** Does this node serve ``method`` on the path template ``path`` (e.g. "/v1/failovers")? */
-export async function has(method, path) {
-  const known = await routes();
-  const ops = known.get(path);
-  return Boolean(ops && ops.has(method.toUpperCase()));
-}
-
-/** Does ``method path`` take the query parameter ``name`` on this node? */
-export async function accepts(method, path, name) {
-  const known = await routes();
-  const params = known.get(path)?.get(method.toUpperCase());
-  return Boolean(params && params.has(name));
-}
-
-/** The first path template among ``candidates`` this node serves with ``method`` (or null). */
-export async function first(method, ...candidates) {
-  for (const path of candidates) {
-    if (await has(method, path)) return path;
-  }
-  return null;
-}
+export const patch = (path, body, opts) => call("PATCH", path, { ...opts, body });
+export const put = (path, body, opts) => call("PUT", path, { ...opts, body });
+export const del = (path, opts) => call("DELETE", path, opts);
 
 /** Path segment escaping for names of any script. */
 export const seg = (name) => encodeURIComponent(name);

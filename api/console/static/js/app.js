@@ -7,6 +7,7 @@
 
 import * as api from "./api.js";
 import * as session from "./session.js";
+import * as samples from "./samples.js";
 import { h, replace } from "./dom.js";
 import { clearToasts, errorNotice } from "./components.js";
 import * as signin from "./views/signin.js";
@@ -19,11 +20,24 @@ import * as group from "./views/group.js";
 import * as failovers from "./views/failovers.js";
 import * as failover from "./views/failover.js";
 import * as nodes from "./views/nodes.js";
+import * as overview from "./views/overview.js";
+import * as jobform from "./views/jobform.js";
+import * as joblog from "./views/joblog.js";
+import * as operation from "./views/operation.js";
+import * as audit from "./views/audit.js";
+import * as alerts from "./views/alerts.js";
+import * as access from "./views/access.js";
+import * as quotas from "./views/quotas.js";
 
 const ROUTES = [
   { pattern: /^\/signin$/, view: signin, page: "signin", public: true },
+  { pattern: /^\/overview$/, view: overview, page: "overview", nav: "overview" },
   { pattern: /^\/jobs$/, view: jobs, page: "jobs", nav: "jobs" },
+  { pattern: /^\/create-job$/, view: jobform, page: "job-new", nav: "jobs" },
   { pattern: /^\/jobs\/([^/]+)$/, view: job, page: "job", nav: "jobs", params: ["name"] },
+  { pattern: /^\/jobs\/([^/]+)\/edit$/, view: jobform, page: "job-edit", nav: "jobs", params: ["name"] },
+  { pattern: /^\/jobs\/([^/]+)\/log$/, view: joblog, page: "job-log", nav: "jobs", params: ["name"] },
+  { pattern: /^\/operations\/([^/]+)$/, view: operation, page: "operation", nav: "jobs", params: ["id"] },
   { pattern: /^\/clusters$/, view: clusters, page: "clusters", nav: "clusters" },
   { pattern: /^\/clusters\/([^/]+)$/, view: cluster, page: "cluster", nav: "clusters", params: ["name"] },
   { pattern: /^\/groups$/, view: groups, page: "groups", nav: "groups" },
@@ -31,14 +45,23 @@ const ROUTES = [
   { pattern: /^\/failovers$/, view: failovers, page: "failovers", nav: "failovers" },
   { pattern: /^\/failovers\/([^/]+)$/, view: failover, page: "failover", nav: "failovers", params: ["id"] },
   { pattern: /^\/nodes$/, view: nodes, page: "nodes", nav: "nodes" },
+  { pattern: /^\/quotas$/, view: quotas, page: "quotas", nav: "quotas" },
+  { pattern: /^\/alerts$/, view: alerts, page: "alerts", nav: "alerts" },
+  { pattern: /^\/audit$/, view: audit, page: "audit", nav: "audit" },
+  { pattern: /^\/access$/, view: access, page: "access", nav: "access" },
 ];
 
 const NAV = [
+  ["overview", "Overview"],
   ["jobs", "Jobs"],
   ["clusters", "Clusters"],
   ["groups", "Groups"],
   ["failovers", "Failovers"],
   ["nodes", "Nodes"],
+  ["quotas", "Queues"],
+  ["alerts", "Alerts"],
+  ["audit", "Audit", "audit.read"],
+  ["access", "Teams"],
 ];
 
 const main = document.getElementById("view");
@@ -76,7 +99,7 @@ function paintChrome(active) {
   replace(
     navEl,
     me
-      ? NAV.map(([key, label]) =>
+      ? NAV.filter(([, , action]) => !action || session.can(action)).map(([key, label]) =>
           h("a", { href: `#/${key}`, class: key === active ? "active" : "", "aria-current": key === active ? "page" : null }, label),
         )
       : [],
@@ -174,6 +197,7 @@ async function render() {
 }
 
 session.onSignOut((reason) => {
+  samples.forget();
   paintChrome(null);
   navigate("/signin", reason ? { reason } : {}, { replace: true });
 });

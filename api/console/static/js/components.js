@@ -96,15 +96,6 @@ export function notice(kind, ...text) {
   return h("div", { class: ["notice", `notice-${kind}`], role: kind === "error" ? "alert" : "status" }, ...text);
 }
 
-/** What a page shows for a feature whose API this node does not have (yet). */
-export function unavailable(what, route) {
-  return notice(
-    "muted",
-    h("strong", {}, `${what}: not available on this node.`),
-    ` This node's API has no ${route}; the page fills in once the node is upgraded.`,
-  );
-}
-
 export function errorNotice(error) {
   const status = error && error.status ? ` (HTTP ${error.status})` : "";
   return notice("error", `${error && error.message ? error.message : error}${status}`);
@@ -130,23 +121,58 @@ export function toast(message, kind = "info", ms = 5000) {
 }
 
 /**
- * A modal confirmation (the platform's <dialog>): resolves true/false, or with the text typed
- * when ``input`` names a field (a reason), or null when cancelled.
+ * A modal confirmation: resolves true/false, or with the text typed when ``input`` names a
+ * field (a reason), or null when cancelled.
  */
-export function confirm({ title, body, confirmLabel = "Confirm", danger = false, input = null, required = false }) {
+export async function confirm({ title, body, confirmLabel = "Confirm", danger = false, input = null, required = false }) {
+  const field = input ? h("textarea", { name: "reason", rows: 3, placeholder: input, required }) : null;
+  let typed = null;
+  const chosen = await modal({
+    title,
+    body: [body || null, field ? h("label", { class: "field" }, h("span", {}, input), field) : null],
+    focus: field,
+    actions: [
+      {
+        label: confirmLabel,
+        kind: danger ? "danger" : "primary",
+        testid: "confirm",
+        value: true,
+        submit: true,
+        run: async () => {
+          if (field && required && !field.value.trim()) {
+            field.focus();
+            return false;
+          }
+          typed = field ? field.value.trim() : null;
+          return true;
+        },
+      },
+    ],
+  });
+  if (field) return chosen ? typed : null;
+  return Boolean(chosen);
+}
+
+/**
+ * A modal with any content and several actions: resolves with the ``value`` of the action
+ * chosen (null when cancelled). An action's ``run`` (async) is called first: the dialog closes
+ * only when it returns true, so a failed write can be retried from the same dialog (with the
+ * same Idempotency-Key). ``wide`` for tables.
+ */
+export function modal({ title, body, actions = [], wide = false, cancelLabel = "Cancel", testid, focus = null }) {
   return new Promise((resolve) => {
-    const field = input ? h("textarea", { name: "reason", rows: 3, placeholder: input, required }) : null;
-    const ok = button(confirmLabel, null, { kind: danger ? "danger" : "primary", type: "submit", testid: "confirm" });
-    const cancel = button("Cancel", null, { testid: "cancel" });
+    const status = h("div", { class: "dialog-status", role: "status" });
+    const cancel = button(cancelLabel, null, { testid: "cancel" });
+    const buttons = actions.map((a) => button(a.label, null, { kind: a.kind || "", testid: a.testid, disabled: a.disabled, type: a.submit ? "submit" : "button" }));
     const form = h(
       "form",
       { method: "dialog", class: "dialog-form" },
       h("h2", {}, title),
       body ? h("div", { class: "dialog-body" }, body) : null,
-      field ? h("label", { class: "field" }, h("span", {}, input), field) : null,
-      h("div", { class: "dialog-actions" }, cancel, ok),
+      status,
+      h("div", { class: "dialog-actions" }, cancel, buttons),
     );
-    const dialog = h("dialog", { class: "dialog" }, form);
+    const dialog = h("dialog", { class: ["dialog", wide && "dialog-wide"], dataset: testid ? { testid } : undefined }, form);
     let answered = false;
     const finish = (value) => {
       if (answered) return;
@@ -155,20 +181,61 @@ export function confirm({ title, body, confirmLabel = "Confirm", danger = false,
       dialog.remove();
       resolve(value);
     };
-    form.addEventListener("submit", (ev) => {
-      ev.preventDefault();
-      if (field && required && !field.value.trim()) {
-        field.focus();
+    const choose = async (a, i) => {
+      if (!a.run) {
+        finish(a.value);
         return;
       }
-      finish(field ? field.value.trim() : true);
+      for (const b of buttons) b.disabled = true;
+      if (a.busy) replace(status, h("span", { class: "muted" }, a.busy));
+      let done = false;
+      try {
+        done = await a.run(status);
+      } catch (err) {
+        replace(status, errorNotice(err));
+      }
+      if (done) {
+        finish(a.value);
+        return;
+      }
+      if (a.busy && status.textContent === a.busy) replace(status);
+      buttons.forEach((b, j) => {
+        b.disabled = Boolean(actions[j].disabled);
+      });
+      buttons[i].disabled = Boolean(a.disabled);
+    };
+    // Enter in a field submits the form: the action marked ``submit``, if any
+    form.addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      const i = actions.findIndex((a) => a.submit);
+      if (i >= 0 && !buttons[i].disabled) choose(actions[i], i);
     });
-    cancel.addEventListener("click", () => finish(field ? null : false));
-    dialog.addEventListener("cancel", () => finish(field ? null : false));
+    actions.forEach((a, i) => {
+      if (!a.submit) buttons[i].addEventListener("click", () => choose(a, i));
+    });
+    cancel.addEventListener("click", () => finish(null));
+    dialog.addEventListener("cancel", () => finish(null));
     document.body.appendChild(dialog);
     dialog.showModal();
-    (field || ok).focus();
+    (focus || buttons.find((b) => !b.disabled) || cancel).focus();
   });
+}
+
+/**
+ * The changes between two specs as a table (the API's ``changes``: path, kind, before, after).
+ */
+export function changesTable(changes, { empty = "No changes." } = {}) {
+  const shown = (v) => (v === null || v === undefined ? h("span", { class: "muted" }, "—") : h("code", {}, typeof v === "string" ? v : JSON.stringify(v)));
+  return table(
+    [
+      { label: "Field", cell: (c) => h("code", {}, c.path) },
+      { label: "Change", cell: (c) => h("span", { class: ["change", `change-${c.kind}`] }, c.kind) },
+      { label: "Before", cell: (c) => shown(c.before), class: "wrap diff-before" },
+      { label: "After", cell: (c) => shown(c.after), class: "wrap diff-after" },
+    ],
+    changes,
+    { empty, rowAttrs: (c) => ({ dataset: { change: c.path, kind: c.kind } }) },
+  );
 }
 
 // -- live indicator -------------------------------------------------------------------------------

@@ -125,3 +125,17 @@ export function debounce(fn, ms) {
     timer = setTimeout(() => fn(...args), ms);
   };
 }
+
+/**
+ * Keep a page's state (its filters, its page size) in the URL's fragment without a new history
+ * entry or a new render: ``#<path>?<query>``, empty values left out. A reload or a shared link
+ * then opens the same view.
+ */
+export function keepInUrl(path, query) {
+  const params = new URLSearchParams();
+  for (const [k, v] of Object.entries(query)) {
+    if (v !== null && v !== undefined && v !== "") params.set(k, String(v));
+  }
+  const encoded = params.toString();
+  window.history.replaceState(null, "", `#${path}${encoded ? `?${encoded}` : ""}`);
+}

@@ -35,7 +35,6 @@ export async function render(root, ctx) {
   let cluster = null;
   let health = null;
   let busy = false;
-  const failoversServed = api.has("POST", "/v1/failovers");
 
   replace(
     root,
@@ -82,7 +81,7 @@ export async function render(root, ctx) {
   async function paintHeader() {
     const state = health ? health.state : cluster.health;
     const marker = session.can("cluster.mark");
-    const failover = (await failoversServed) && session.can("failover.write");
+    const failover = session.can("failover.write");
     replace(
       header,
       pageHeader(name, {

@@ -15,17 +15,11 @@ import {
   section,
   table,
   toast,
-  unavailable,
 } from "../components.js";
 import { Poller } from "../poll.js";
 import { ROUTE, actionBadge, itemProgress, operationState, target } from "./failover.js";
 
 export async function render(root, ctx) {
-  if (!(await api.has("GET", ROUTE))) {
-    replace(root, pageHeader("Failovers"), unavailable("Failovers", ROUTE));
-    ctx.ready();
-    return null;
-  }
   const live = liveIndicator();
   const planEl = h("div", {});
   const listEl = h("div", {});

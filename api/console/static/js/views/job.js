@@ -1,16 +1,19 @@
-// One job: state and controls, progress with sparklines, spec, revisions, runs and the events
-// timeline, all refreshed live (the state changes show without a reload).
+// One job: state and controls, progress with sparklines, spec, revisions (each one's diff, and
+// rollback to it), runs with their driver logs and Spark UI pages, and the events timeline, all
+// refreshed live (the state changes show without a reload).
 
 import * as api from "../api.js";
 import * as session from "../session.js";
 import { datetime, h, num, rate, replace, seconds, when } from "../dom.js";
 import {
   button,
+  changesTable,
   confirm,
   desiredBadge,
   errorNotice,
   facts,
   liveIndicator,
+  modal,
   notice,
   pageHeader,
   priorityBadge,
@@ -19,14 +22,9 @@ import {
   stateBadge,
   table,
   toast,
-  unavailable,
 } from "../components.js";
 import { Poller } from "../poll.js";
 import { command } from "../commands.js";
-
-/** the progress history route, as the node names it (the first found) */
-const HISTORY_ROUTES = ["/v1/jobs/{name}/progress", "/v1/jobs/{name}/progress/history"];
-const REVISION_ROUTES = ["/v1/jobs/{name}/revisions"];
 
 export async function render(root, ctx) {
   const name = ctx.params.name;
@@ -42,6 +40,7 @@ export async function render(root, ctx) {
   const eventsEl = h("div", {});
   let job = null;
   let seenVersion = null;
+  const clusters = new Map(); // name -> cluster (its ui_url, kind)
   let busy = false;
 
   replace(
@@ -51,11 +50,9 @@ export async function render(root, ctx) {
     tiles,
     h("div", { class: "cards" }, section("Progress", progressEl), section("Spec", specEl)),
     section("Runs", runsEl),
-    h("div", { class: "cards" }, section("Events", eventsEl), section("Revisions", revisionsEl)),
+    section("Revisions", revisionsEl),
+    section("Events", eventsEl),
   );
-
-  const historyRoute = api.first("GET", ...HISTORY_ROUTES);
-  const revisionRoute = api.first("GET", ...REVISION_ROUTES);
 
   function act(verb) {
     return async () => {
@@ -95,6 +92,8 @@ export async function render(root, ctx) {
       writable && !running ? button("Start", act("start"), { kind: "primary", disabled: busy, testid: "job-start" }) : null,
       writable && running ? button("Stop", act("stop"), { kind: "danger", disabled: busy, testid: "job-stop" }) : null,
       writable && running ? button("Restart", act("restart"), { disabled: busy, testid: "job-restart" }) : null,
+      h("a", { class: "btn", href: `#/jobs/${api.seg(name)}/log`, dataset: { testid: "job-log" } }, "Driver log"),
+      writable ? h("a", { class: "btn", href: `#/jobs/${api.seg(name)}/edit`, dataset: { testid: "job-edit" } }, "Edit") : null,
     ];
     replace(
       header,
@@ -121,6 +120,7 @@ export async function render(root, ctx) {
       tile("Cluster", job.cluster ? h("a", { href: `#/clusters/${api.seg(job.cluster)}` }, job.cluster) : "—"),
       tile("Owner", job.owner || "—"),
       tile("Run", run ? `#${run.id} (attempt ${run.attempt})` : "none"),
+      tile("Spark UI", run && run.app_id ? appLink(clusters.get(run.cluster), run.app_id, "application") : clusterUi(clusters.get(job.cluster)), "tile-spark"),
       tile("Self-fencing", fencing),
       tile("Updated", when(job.updated_at)),
     );
@@ -158,44 +158,44 @@ export async function render(root, ctx) {
   async function paintProgress() {
     const p = job.progress;
     const parts = [];
-    if (p && typeof p === "object" && Object.keys(p).length) {
-      const stalled = job.stalled === true || p.stalled === true;
-      if (stalled) parts.push(notice("error", `Stalled: no committed batch for longer than ${job.stall_after ?? "its stall_after"} s.`));
+    if (p && p.status !== "no-reports") {
+      if (p.status === "stalled") {
+        parts.push(notice("error", `Stalled${p.stalled_since ? ` since ${datetime(p.stalled_since)}` : ""}: no committed batch for longer than ${job.stall_after ?? "its stall threshold"} s.`));
+      }
       parts.push(
         facts([
-          ["Batch", num(p.batch_id ?? p.last_batch_id)],
-          ["Rows in (last batch)", num(p.rows_in ?? p.num_input_rows)],
-          ["Input rate", `${rate(p.input_rows_per_second ?? p.input_rate)} rows/s`],
-          ["Processing rate", `${rate(p.processed_rows_per_second ?? p.processing_rate)} rows/s`],
-          ["Batch duration", seconds(p.batch_duration_s ?? (p.batch_duration_ms !== undefined ? p.batch_duration_ms / 1000 : undefined))],
-          ["Reported", p.at ? when(p.at) : "—"],
+          ["Status", h("span", { class: ["progress-status", `progress-${p.status}`], dataset: { testid: "progress-status" } }, p.status)],
+          ["Batch", h("span", { dataset: { testid: "progress-batch" } }, num(p.batch_id))],
+          ["Rows in (last batch)", h("span", { dataset: { testid: "progress-rows" } }, num(p.rows))],
+          ["Input rate", `${rate(p.input_rate)} rows/s`],
+          ["Processing rate", `${rate(p.processing_rate)} rows/s`],
+          ["Batch duration", seconds(p.batch_duration_ms === null || p.batch_duration_ms === undefined ? null : p.batch_duration_ms / 1000)],
+          ["Trigger interval", seconds(p.trigger_interval_ms === null || p.trigger_interval_ms === undefined ? null : p.trigger_interval_ms / 1000)],
+          ["Reported", h("span", { dataset: { testid: "progress-reported" } }, when(p.reported_at))],
         ]),
       );
-    } else if (job.state === "RUNNING") {
+    } else if (p) {
       parts.push(notice("muted", "No progress reports: the pipeline does not report its batches (it does not use drover_runtime), so Drover cannot tell whether it makes progress."));
     } else {
       parts.push(h("p", { class: "muted" }, "Not running."));
     }
-    const route = await historyRoute;
-    if (!route) {
-      if (!("progress" in job)) parts.push(unavailable("Progress history", "progress reports"));
-    } else {
-      try {
-        const history = await api.get(route.replace("{name}", api.seg(name)), { limit: 60 });
-        const points = (history.data || history.history || []).slice().sort((a, b) => (a.batch_id ?? 0) - (b.batch_id ?? 0));
-        const series = (key, alt) => points.map((x) => x[key] ?? x[alt]);
+    try {
+      const answer = await api.get(`${base}/progress`, { minutes: 60, limit: 120 });
+      const points = answer.history || [];
+      if (points.length) {
+        const series = (key, scale = 1) => points.map((x) => (x[key] === null || x[key] === undefined ? null : x[key] * scale));
         parts.push(
           h(
             "div",
             { class: "spark-row", dataset: { testid: "sparklines" } },
-            h("figure", {}, h("figcaption", {}, "input rows/s"), sparkline(series("input_rows_per_second", "input_rate"), { label: "input rows/s" })),
-            h("figure", {}, h("figcaption", {}, "processed rows/s"), sparkline(series("processed_rows_per_second", "processing_rate"), { label: "processed rows/s" })),
-            h("figure", {}, h("figcaption", {}, "batch duration"), sparkline(points.map((x) => x.batch_duration_s ?? (x.batch_duration_ms ?? 0) / 1000), { label: "batch duration", unit: " s" })),
+            h("figure", {}, h("figcaption", {}, "input rows/s"), sparkline(series("input_rate"), { label: "input rows/s" })),
+            h("figure", {}, h("figcaption", {}, "processed rows/s"), sparkline(series("processing_rate"), { label: "processed rows/s" })),
+            h("figure", {}, h("figcaption", {}, "batch duration"), sparkline(series("batch_duration_ms", 0.001), { label: "batch duration", unit: " s" })),
           ),
         );
-      } catch (err) {
-        parts.push(errorNotice(err));
       }
+    } catch (err) {
+      parts.push(errorNotice(err));
     }
     replace(progressEl, parts);
   }
@@ -211,7 +211,8 @@ export async function render(root, ctx) {
           { label: "State", cell: (r) => h("span", { class: ["badge", `state-${runClass(r.state)}`] }, r.state) },
           { label: "Cluster", cell: (r) => r.cluster },
           { label: "Node", cell: (r) => r.node },
-          { label: "Application", cell: (r) => (r.app_id ? h("code", {}, r.app_id) : h("span", { class: "muted" }, "—")) },
+          { label: "Application", cell: (r) => (r.app_id ? appLink(clusters.get(r.cluster), r.app_id, h("code", {}, r.app_id)) : h("span", { class: "muted" }, "—")) },
+          { label: "Log", cell: (r) => (r.submission_id || r.app_id ? h("a", { href: `#/jobs/${api.seg(name)}/log?attempt=${r.attempt}`, dataset: { testid: "run-log" } }, "log") : "") },
           { label: "Started", cell: (r) => when(r.started_at || r.submitted_at || r.created_at) },
           { label: "Ended", cell: (r) => (r.ended_at ? when(r.ended_at) : h("span", { class: "muted" }, "—")) },
           { label: "Reason", cell: (r) => r.reason || "", class: "wrap" },
@@ -246,29 +247,94 @@ export async function render(root, ctx) {
   }
 
   async function paintRevisions() {
-    const route = await revisionRoute;
-    if (!route) {
-      replace(revisionsEl, unavailable("Revisions", "revision history"));
-      return;
-    }
-    const page = await api.get(route.replace("{name}", api.seg(name)), { limit: 20 });
+    const page = await api.get(`${base}/revisions`, { limit: 20 });
     const rows = page.data || [];
+    const writable = session.can("job.write", job.team);
     replace(
       revisionsEl,
       table(
         [
-          { label: "Revision", cell: (r) => String(r.revision ?? r.spec_version ?? r.id) },
-          { label: "Created", cell: (r) => when(r.created_at || r.at) },
-          { label: "By", cell: (r) => r.created_by || r.actor || "" },
-          { label: "Change", cell: (r) => r.summary || r.reason || r.cause || "", class: "wrap" },
+          { label: "Revision", cell: (r) => h("strong", {}, String(r.revision), r.revision === job.spec_version ? h("span", { class: "muted" }, " (current)") : null) },
+          { label: "Created", cell: (r) => when(r.created_at) },
+          { label: "By", cell: (r) => r.cause },
+          { label: "Change", cell: (r) => [r.message, r.rollback_of ? h("span", { class: "muted" }, ` (rollback to ${r.rollback_of})`) : null], class: "wrap" },
+          {
+            label: "",
+            cell: (r) => [
+              r.revision > 1 ? button("Diff", () => showDiff(r.revision), { kind: "ghost", testid: "revision-diff" }) : null,
+              writable && r.revision !== job.spec_version ? button("Roll back", () => rollback(r.revision), { kind: "ghost", testid: "revision-rollback" }) : null,
+            ],
+          },
         ],
         rows,
-        { empty: "No revisions." },
+        { empty: "No revisions.", rowAttrs: (r) => ({ dataset: { revision: r.revision } }) },
       ),
+      page.next_cursor ? h("p", { class: "muted" }, `The latest ${rows.length} revisions.`) : null,
     );
   }
 
+  /** What revision ``n`` changed (against the one before). */
+  async function showDiff(n) {
+    try {
+      const d = await api.get(`${base}/revisions/${n}/diff`);
+      await modal({
+        title: `${name}: revision ${d.from_revision} → ${d.to_revision}`,
+        wide: true,
+        testid: "revision-diff",
+        cancelLabel: "Close",
+        body: [changesTable(d.changes), d.restarts ? notice("muted", "These changes replace a running job's application (an upgrade).") : null],
+      });
+    } catch (err) {
+      toast(err.message, "error", 8000);
+    }
+  }
+
+  /** Back to revision ``n``'s spec, as a new revision: the changes shown first. */
+  async function rollback(n) {
+    let rev;
+    try {
+      rev = await api.get(`${base}/revisions/${n}`, { against: job.spec_version });
+    } catch (err) {
+      toast(err.message, "error", 8000);
+      return;
+    }
+    const from = job.spec_version;
+    const key = api.newIdempotencyKey();
+    const done = await modal({
+      title: `Roll ${name} back to revision ${n}?`,
+      wide: true,
+      testid: "rollback",
+      body: [
+        h("p", {}, `These changes from the current spec (revision ${from}) make revision ${n}'s spec the job's again, as a new revision:`),
+        changesTable(rev.changes || []),
+        job.state === "RUNNING" ? notice("warn", "If they touch what the application was started with, the running application is stopped gracefully and started again from the same checkpoint.") : null,
+      ],
+      actions: [
+        {
+          label: "Roll back",
+          kind: "danger",
+          testid: "rollback-confirm",
+          value: "done",
+          disabled: !(rev.changes || []).length,
+          busy: "Rolling back…",
+          run: async () => {
+            job = await api.post(`${base}/rollback`, { revision: n }, { ifMatch: from, idempotencyKey: key });
+            return true;
+          },
+        },
+      ],
+    });
+    if (done) {
+      toast(`${name}: rolled back to revision ${n} (now revision ${job.spec_version})`, "ok");
+      poller.now();
+    }
+  }
+
   async function refresh() {
+    if (!clusters.size) {
+      const page = await api.get("/v1/clusters", { limit: 1000 });
+      for (const c of page.data || []) clusters.set(c.name, c);
+    }
     job = await api.get(base);
     if (!ctx.current()) return;
     paintHeader();
@@ -300,6 +366,37 @@ export async function render(root, ctx) {
     poller.stop();
     live.dispose();
   };
+}
+
+/** Only http(s) addresses become links (a cluster's ui_url is configuration, not code). */
+function webUrl(value) {
+  try {
+    const u = new URL(value);
+    return u.protocol === "http:" || u.protocol === "https:" ? u : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The cluster's web UI (the Spark master's, YARN's ResourceManager's) as a link. */
+export function clusterUi(cluster) {
+  const u = cluster && webUrl(cluster.ui_url);
+  if (!u) return h("span", { class: "muted" }, "—");
+  return h("a", { href: u.href, target: "_blank", rel: "noopener noreferrer", class: "external" }, `${cluster.name} UI`);
+}
+
+/**
+ * The application's page in its cluster's web UI: the Spark master's application page
+ * (standalone), the ResourceManager's (YARN), else the cluster's UI itself.
+ */
+export function appLink(cluster, appId, label) {
+  const u = cluster && webUrl(cluster.ui_url);
+  if (!u) return typeof label === "string" ? h("code", {}, label) : label;
+  const root = u.href.replace(/\/+$/, "");
+  let href = root;
+  if (cluster.kind === "standalone") href = `${root}/app/?appId=${encodeURIComponent(appId)}`;
+  else if (cluster.kind === "yarn") href = `${root}/cluster/app/${encodeURIComponent(appId)}`;
+  return h("a", { href, target: "_blank", rel: "noopener noreferrer", class: "external", title: `${appId} in ${cluster.name}'s web UI`, dataset: { testid: "app-link" } }, label);
 }
 
 /** A run's state as a badge class: live states like the job's, KILLED/LOST as stopped/failed. */

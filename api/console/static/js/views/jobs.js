@@ -1,16 +1,17 @@
-// Jobs: the table an operator starts from. Filters and search (kept in the URL), state colours,
-// progress, paging (cursor when the node's API pages by cursor, else offset), bulk select with
-// start / stop / restart, and live refresh.
+// Jobs: the table an operator starts from. Filters, label selectors and search (kept in the
+// URL), state colours, progress, paging (cursor when the node's API pages by cursor, else
+// offset), bulk start / stop / restart of a selection or of every job the filters match (one
+// bulk operation of the node: plan shown, then executed), and live refresh.
 
 import * as api from "../api.js";
 import * as session from "../session.js";
-import { debounce, h, num, rate, replace, when } from "../dom.js";
+import { datetime, debounce, h, keepInUrl, num, rate, replace, when } from "../dom.js";
 import {
   button,
-  confirm,
   desiredBadge,
   errorNotice,
   liveIndicator,
+  notice,
   pageHeader,
   priorityBadge,
   stateBadge,
@@ -18,47 +19,28 @@ import {
   toast,
 } from "../components.js";
 import { Poller } from "../poll.js";
-import { runCommands } from "../commands.js";
+import { OVER, bulkOperation, operationLine } from "../commands.js";
+import { record } from "../samples.js";
 
 const STATES = ["STOPPED", "QUEUED", "SUBMITTING", "STARTING", "RUNNING", "STOPPING", "FINISHED", "FAILED", "UNKNOWN"];
 const PAGE_SIZES = [25, 50, 100, 200];
-const FILTERS = ["q", "state", "desired_state", "team", "group", "cluster", "priority"];
+const FILTERS = ["q", "state", "desired_state", "team", "group", "cluster", "priority", "label"];
 /** the strip's order: what runs, what is on its way, what needs a look, what rests */
 const STRIP_ORDER = ["RUNNING", "STARTING", "SUBMITTING", "QUEUED", "STOPPING", "UNKNOWN", "FAILED", "FINISHED", "STOPPED"];
-/** the list's query parameter each optional filter is sent as, first one the node takes */
-const OPTIONAL = { q: ["q", "name_prefix"], priority: ["priority"] };
-
-/** Which optional filters this node's GET /v1/jobs takes: filter -> parameter (or null). */
-async function optionalFilters() {
-  const out = {};
-  for (const [filter, candidates] of Object.entries(OPTIONAL)) {
-    out[filter] = null;
-    for (const name of candidates) {
-      if (await api.accepts("GET", "/v1/jobs", name)) {
-        out[filter] = name;
-        break;
-      }
-    }
-  }
-  return out;
-}
-
-/** Progress as the table shows it: last batch and input rate, or why there is none. */
+/** Progress as the table shows it: last batch and input rate, STALLED, or why there is none. */
 export function progressCell(job) {
   const p = job.progress;
-  if (p && typeof p === "object" && Object.keys(p).length > 0) {
-    const batch = p.batch_id ?? p.last_batch_id;
-    const inRate = p.input_rows_per_second ?? p.input_rate;
-    const stalled = job.stalled === true || p.stalled === true;
+  if (p && p.status !== "no-reports") {
+    const stalled = p.status === "stalled";
     return h(
       "span",
-      { class: ["progress", stalled && "stalled"], title: p.at ? `reported ${p.at}` : "" },
+      { class: ["progress", stalled && "stalled"], title: p.reported_at ? `reported ${datetime(p.reported_at)}` : p.status },
       stalled ? h("span", { class: "badge state-stalled" }, "STALLED") : null,
-      batch !== undefined && batch !== null ? ` batch ${num(batch)}` : "",
-      inRate !== undefined && inRate !== null ? ` · ${rate(inRate)} rows/s` : "",
+      p.batch_id !== null && p.batch_id !== undefined ? ` batch ${num(p.batch_id)}` : ` ${p.status}`,
+      p.input_rate !== null && p.input_rate !== undefined ? ` · ${rate(p.input_rate)} rows/s` : "",
     );
   }
-  if (job.state === "RUNNING") return h("span", { class: "muted" }, "no progress reports");
+  if (p) return h("span", { class: "muted" }, "no progress reports");
   return h("span", { class: "muted" }, "—");
 }
 
@@ -76,7 +58,6 @@ export async function render(root, ctx) {
   let page = null;
   let busy = false;
   const canWriteSomewhere = session.can("job.write");
-  const params = await optionalFilters();
 
   const live = liveIndicator();
   const countEl = h("span", { class: "count" }, "");
@@ -85,6 +66,9 @@ export async function render(root, ctx) {
   const bulkEl = h("div", { class: "bulk", hidden: true, dataset: { testid: "bulk-bar" } });
   const messageEl = h("div", {});
   const stripEl = h("div", { class: "strip", dataset: { testid: "state-strip" } });
+  const matchEl = h("span", {});
+  const operationEl = h("div", { dataset: { testid: "operation-status" } });
+  let following = null; // the bulk operation followed in operationEl
 
   // -- filters --------------------------------------------------------------------------------
   const search = h("input", {
@@ -144,6 +128,21 @@ export async function render(root, ctx) {
       refresh();
     },
   );
+  const labelInput = h("input", {
+    type: "text",
+    name: "label",
+    placeholder: "Labels: env=prod, !canary",
+    value: filters.label,
+    "aria-label": "Label selector",
+    title: "Label requirements, all of which a job meets: key=value, key!=value, key (has it), !key (lacks it); separated by commas",
+    size: 22,
+    dataset: { testid: "filter-label" },
+  });
+  labelInput.addEventListener("change", () => {
+    filters.label = labelInput.value.trim();
+    resetPaging();
+    refresh();
+  });
   const sizeSelect = h(
     "select",
     { name: "limit", "aria-label": "Rows per page" },
@@ -158,6 +157,7 @@ export async function render(root, ctx) {
     for (const key of FILTERS) filters[key] = "";
     search.value = "";
     teamInput.value = "";
+    labelInput.value = "";
     for (const el of [stateSelect, desiredSelect, groupSelect, clusterSelect, prioritySelect]) el.value = "";
     resetPaging();
     refresh();
@@ -165,10 +165,6 @@ export async function render(root, ctx) {
   const stateSelect = select("state", "State", STATES);
   const desiredSelect = select("desired_state", "Desired", ["RUNNING", "STOPPED"]);
   const prioritySelect = select("priority", "Priority", ["high", "normal", "low"]);
-  // filters this node's API does not take are not offered
-  search.hidden = !params.q;
-  if (params.q === "name_prefix") search.placeholder = "Job names beginning with…";
-  prioritySelect.hidden = !params.priority;
 
   const toolbar = h(
     "div",
@@ -180,6 +176,7 @@ export async function render(root, ctx) {
     clusterSelect,
     teamInput,
     teamList,
+    labelInput,
     prioritySelect,
     sizeSelect,
     clearFilters,
@@ -187,7 +184,15 @@ export async function render(root, ctx) {
 
   replace(
     root,
-    pageHeader("Jobs", { subtitle: countEl, actions: live }),
+    pageHeader("Jobs", {
+      subtitle: countEl,
+      actions: [
+        live,
+        matchEl,
+        canWriteSomewhere ? h("a", { class: "btn btn-primary", href: "#/create-job", dataset: { testid: "new-job" } }, "New job") : null,
+      ],
+    }),
+    operationEl,
     stripEl,
     toolbar,
     bulkEl,
@@ -213,12 +218,7 @@ export async function render(root, ctx) {
   function query() {
     const q = { limit, count: true };
     for (const key of FILTERS) {
-      if (!filters[key]) continue;
-      if (key in params) {
-        if (params[key]) q[params[key]] = filters[key];
-      } else {
-        q[key] = filters[key];
-      }
+      if (filters[key]) q[key] = key === "label" ? labelRequirements(filters.label) : filters[key];
     }
     if (cursorMode) {
       const cursor = cursors[cursors.length - 1];
@@ -229,14 +229,6 @@ export async function render(root, ctx) {
     return q;
   }
 
-  function keepInUrl() {
-    const q = {};
-    for (const key of FILTERS) if (filters[key]) q[key] = filters[key];
-    if (limit !== 50) q.limit = limit;
-    if (!cursorMode && offset) q.offset = offset;
-    const encoded = new URLSearchParams(q).toString();
-    window.history.replaceState(null, "", `#/jobs${encoded ? `?${encoded}` : ""}`);
-  }
 
   async function load() {
     const q = query();
@@ -251,9 +243,10 @@ export async function render(root, ctx) {
     page = answer;
     cursorMode = "next_cursor" in answer;
     nextCursor = answer.next_cursor || null;
+    if (overview && !Object.keys(around).length) record("jobs-by-state", overview.jobs.by_state);
     paintStrip(overview);
     paint();
-    keepInUrl();
+    keepInUrl("/jobs", { ...filters, limit: limit !== 50 ? limit : "", offset: cursorMode ? "" : offset || "" });
     ctx.ready();
   }
 
@@ -314,7 +307,21 @@ export async function render(root, ctx) {
           return box;
         },
       },
-      { label: "Name", class: "col-name", cell: (j) => h("a", { href: `#/jobs/${api.seg(j.name)}`, dataset: { testid: "job-link" } }, j.name) },
+      {
+        label: "Name",
+        class: "col-name",
+        cell: (j) => [
+          h("a", { href: `#/jobs/${api.seg(j.name)}`, dataset: { testid: "job-link" } }, j.name),
+          labelChips(j.labels, (requirement) => {
+            const have = labelRequirements(filters.label);
+            if (!have.includes(requirement)) have.push(requirement);
+            filters.label = have.join(", ");
+            labelInput.value = filters.label;
+            resetPaging();
+            refresh();
+          }),
+        ],
+      },
       { label: "State", cell: (j) => stateBadge(j.state, j.state_reason) },
       { label: "Desired", cell: (j) => desiredBadge(j.desired_state) },
       { label: "Progress", cell: progressCell },
@@ -397,13 +404,14 @@ export async function render(root, ctx) {
   }
 
   function paintBulk() {
+    paintMatch();
     if (!canWriteSomewhere || selected.size === 0) {
       bulkEl.hidden = true;
       replace(bulkEl);
       return;
     }
     bulkEl.hidden = false;
-    const act = (command) => () => bulk(command);
+    const act = (kind) => () => bulk(kind, { jobs: [...selected.keys()] }, `${num(selected.size)} selected`);
     replace(
       bulkEl,
       h("strong", {}, `${num(selected.size)} selected`),
@@ -417,29 +425,81 @@ export async function render(root, ctx) {
     );
   }
 
-  async function bulk(command) {
-    const names = [...selected.keys()];
-    const ok = await confirm({
-      title: `${command[0].toUpperCase()}${command.slice(1)} ${names.length} job${names.length === 1 ? "" : "s"}?`,
-      body: h("p", {}, names.slice(0, 8).join(", "), names.length > 8 ? ` and ${names.length - 8} more` : ""),
-      confirmLabel: command[0].toUpperCase() + command.slice(1),
-      danger: command !== "start",
+  /**
+   * "Act on all N matching": the filters as a bulk selector (every filter but the name search,
+   * which a selector cannot express; a name prefix can), offered when some filter is set.
+   */
+  function matchSelector() {
+    if (filters.q) return null;
+    const selector = {};
+    if (filters.team) selector.teams = [filters.team];
+    if (filters.group) selector.groups = [filters.group];
+    if (filters.cluster) selector.clusters = [filters.cluster];
+    if (filters.state) selector.states = [filters.state];
+    if (filters.priority) selector.priorities = [filters.priority];
+    if (filters.label) selector.labels = labelRequirements(filters.label);
+    if (filters.desired_state) return null; // not a selector field
+    return Object.keys(selector).length ? selector : null;
+  }
+
+  function paintMatch() {
+    const selector = canWriteSomewhere && page && page.count ? matchSelector() : null;
+    if (!selector) {
+      replace(matchEl);
+      return;
+    }
+    const choose = h(
+      "select",
+      { "aria-label": "Act on every job these filters match", dataset: { testid: "bulk-match" }, disabled: busy },
+      h("option", { value: "" }, `Act on all ${num(page.count)} matching…`),
+      ["start", "stop", "restart"].map((k) => h("option", { value: k }, k[0].toUpperCase() + k.slice(1))),
+    );
+    choose.addEventListener("change", () => {
+      const kind = choose.value;
+      choose.value = "";
+      if (kind) bulk(kind, selector, "every job these filters match");
     });
-    if (!ok) return;
+    replace(matchEl, choose);
+  }
+
+  async function bulk(kind, selector, what) {
     busy = true;
     paintBulk();
-    const progress = h("span", { class: "bulk-progress", role: "status" }, `0 / ${names.length}…`);
-    bulkEl.appendChild(progress);
-    const result = await runCommands(command, names, (done, total) => replace(progress, `${command}: ${done} / ${total}…`));
-    busy = false;
-    for (const name of result.ok) selected.delete(name);
-    const failed = result.failed.length;
-    toast(
-      `${command}: ${result.ok.length} accepted${failed ? `, ${failed} refused (${result.failed[0].name}: ${result.failed[0].error.message})` : ""}`,
-      failed ? "error" : "ok",
-      failed ? 10000 : 4000,
-    );
+    let op = null;
+    try {
+      op = await bulkOperation(kind, selector, { what });
+    } catch (err) {
+      toast(`${kind}: ${err.message}`, "error", 10000);
+    } finally {
+      busy = false;
+    }
+    if (op) {
+      if (selector.jobs) for (const name of selector.jobs) selected.delete(name);
+      follow(op);
+    }
+    paint();
     poller.now();
+  }
+
+  /** Follow a bulk operation's progress above the table until it ends. */
+  function follow(op) {
+    if (following) following.stop();
+    const line = h("span", { dataset: { testid: "operation-line", state: op.state } }, operationLine(op));
+    replace(operationEl, notice("ok", line, " · ", h("a", { href: `#/operations/${op.id}`, dataset: { testid: "operation-link" } }, "each job's progress")));
+    following = new Poller(
+      async () => {
+        const now = await api.get(`/v1/operations/${op.id}`, { items: false });
+        if (!ctx.current()) return;
+        replace(line, operationLine(now));
+        line.dataset.state = now.state;
+        if (OVER.has(now.state)) {
+          following.stop();
+          toast(operationLine(now), now.state === "SUCCEEDED" ? "ok" : "error", 8000);
+          poller.now();
+        }
+      },
+      { interval: 1500 },
+    ).start({ immediately: true });
   }
 
   const poller = new Poller(load, { interval: 3000, onStatus: (st) => live.update(st) });
@@ -452,8 +512,31 @@ export async function render(root, ctx) {
   poller.start();
   return () => {
     poller.stop();
+    if (following) following.stop();
     live.dispose();
   };
+}
+
+/** "env=prod, !canary" -> ["env=prod", "!canary"] */
+export function labelRequirements(text) {
+  return (text || "")
+    .split(",")
+    .map((x) => x.trim())
+    .filter(Boolean);
+}
+
+/** A job's labels as small chips; a click filters by that label. */
+function labelChips(labels, onPick) {
+  const entries = Object.entries(labels || {});
+  if (!entries.length) return null;
+  return h(
+    "span",
+    { class: "label-chips" },
+    entries.map(([k, v]) => {
+      const requirement = v === "" ? k : `${k}=${v}`;
+      return h("button", { type: "button", class: "label-chip", title: `Show only jobs with ${requirement}`, dataset: { label: requirement }, onclick: () => onPick(requirement) }, requirement);
+    }),
+  );
 }
 
 async function fillChoices(selectEl, path, current) {

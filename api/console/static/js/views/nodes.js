@@ -1,9 +1,11 @@
 // Nodes: the live Drover nodes as the answering node sees them (its groups' members), with the
-// answering node's own actors and reconcile loops.
+// answering node's own actors and reconcile loops; drain a node before its maintenance (its jobs
+// go to the other members of its groups, re-attached, nothing restarts) and undrain it after.
 
 import * as api from "../api.js";
+import * as session from "../session.js";
 import { h, num, replace, seconds, when } from "../dom.js";
-import { errorNotice, liveIndicator, notice, pageHeader, section, table } from "../components.js";
+import { button, confirm, errorNotice, liveIndicator, notice, pageHeader, section, table, toast } from "../components.js";
 import { Poller } from "../poll.js";
 
 export async function render(root, ctx) {
@@ -12,6 +14,35 @@ export async function render(root, ctx) {
   const nodesEl = h("div", {});
   const loopsEl = h("div", {});
   replace(root, header, section("Live nodes", nodesEl), section("This node's reconcile loops", loopsEl));
+  const mayDrain = session.can("platform.admin");
+  let busy = false;
+
+  const draining = (n) => {
+    const roles = Object.values(n.groups || {});
+    return roles.length > 0 && roles.every((r) => r === "draining");
+  };
+
+  async function drain(n, undo) {
+    const sure = await confirm({
+      title: undo ? `Undrain ${n.node_id}?` : `Drain ${n.node_id}?`,
+      body: undo
+        ? "It registers again with its own role in every group and claims its share of the jobs again (re-attaching to their running applications)."
+        : "It stays a live member but leaves every pool: the other members of its groups claim its jobs and re-attach to their running applications (nothing restarts). It lasts until you undrain it or the node restarts.",
+      confirmLabel: undo ? "Undrain" : "Drain",
+      danger: !undo,
+    });
+    if (!sure) return;
+    busy = true;
+    try {
+      const state = await api.post(`/v1/nodes/${api.seg(n.node_id)}/${undo ? "undrain" : "drain"}`);
+      toast(`${n.node_id} ${undo ? "undrained" : `draining: it owns ${num(state.jobs_owned)} job${state.jobs_owned === 1 ? "" : "s"} now`}`, "ok", 6000);
+    } catch (err) {
+      toast(`Refused: ${err.message}`, "error", 12000);
+    } finally {
+      busy = false;
+    }
+    poller.now();
+  }
 
   async function refresh() {
     const answer = await api.get("/v1/nodes");
@@ -44,6 +75,15 @@ export async function render(root, ctx) {
           },
           { label: "API", cell: (n) => (n.api_url ? h("code", {}, n.api_url) : "—") },
           { label: "Up since", cell: (n) => when(n.started_at) },
+          {
+            label: "",
+            cell: (n) =>
+              mayDrain
+                ? draining(n)
+                  ? button("Undrain", () => drain(n, true), { kind: "primary", disabled: busy, testid: "node-undrain" })
+                  : button("Drain", () => drain(n, false), { kind: "danger", disabled: busy, testid: "node-drain" })
+                : null,
+          },
         ],
         answer.data,
         { empty: "No live nodes known here.", rowAttrs: (n) => ({ dataset: { node: n.node_id } }) },
