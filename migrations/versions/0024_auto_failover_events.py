@@ -42,9 +42,7 @@ def upgrade() -> None:
         sa.Column("node_id", sa.String(128), nullable=False),
         sa.PrimaryKeyConstraint("id", name="pk_auto_failover_events"),
     )
-    op.create_index(
-        "ix_auto_failover_events_kind_id", "auto_failover_events", ["kind", "id"]
-    )
+    op.create_index("ix_auto_failover_events_kind_id", "auto_failover_events", ["kind", "id"])
     op.create_index(
         "ix_auto_failover_events_group_cluster_id",
         "auto_failover_events",
