@@ -44,12 +44,17 @@ bench:
 	scripts/bench.sh
 
 ## chaos: a chaos run of DURATION seconds of faults (default 600) against a private deployment;
-##        prints the checker's summary, exits non-zero on a violation (history in var/chaos/)
+##        prints the checker's summary, exits non-zero on a violation (history in var/chaos/).
+##        MODE=spark: on two private real Spark standalone clusters (SEED=n reproduces a run)
 DURATION ?= 600
+MODE ?= sim
+SEED ?=
 chaos: setup
 	scripts/services.sh install
 	RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 $(VENV)/bin/python -m chaos.run --duration $(DURATION) \
-		--history var/chaos/history.jsonl
+		--history var/chaos/history$(if $(filter spark,$(MODE)),-spark).jsonl \
+		$(if $(filter spark,$(MODE)),--spark) \
+		$(if $(SEED),--seed $(SEED))
 
 ## clean: stop the services started here, remove var/ and caches (keeps .venv)
 clean:

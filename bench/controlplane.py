@@ -16,6 +16,12 @@ end:
 ``steady-standalone``  the same steady tick (not in the default set), against the real
                 standalone backend and a simulated master in this process running every job's
                 application: the tick with the master's ``/json/`` listing fetched each tick.
+``steady-real`` the same steady tick against the real standalone backend and a real Spark
+                standalone cluster (``harness/spark.py``, private) running every job's
+                application (the sample pipeline, idle between 60 s triggers), beside the instant
+                fake's at the same count (``--steady-real``, default 4: a real application costs
+                ~0.9 GB and the machine's two cores are shared -- the figure is what a tick pays
+                for a real master's listing and status answers, not a scale figure).
 ``running``     ``--nodes`` ``drover node run`` processes, the simulated standalone cluster
                 (``harness/simcluster.py``) and ZooKeeper: seconds from seeding N jobs until every
                 job was submitted and until every job is RUNNING, for each size of ``--running``.
@@ -25,8 +31,9 @@ constructor), so the same file measures before and after a change:
 
     set -a; . var/services/env; set +a
     flock /tmp/drover-heavy.lock .venv/bin/python -m bench.controlplane \\
-        [--only statements,steady,steady-standalone,running] [--jobs 300] \\
-        [--steady 1000,10000] [--running 10000,50000] [--profile DIR] [--json out.json]
+        [--only statements,steady,steady-standalone,steady-real,running] [--jobs 300] \\
+        [--steady 1000,10000] [--steady-real 4] [--running 10000,50000] [--profile DIR] \\
+        [--json out.json]
 
 The running part also prints the CPU seconds every process spent meanwhile (each node's processes
 by kind, the simulator, the database server, the bench), so the simulator's own cost is reported
@@ -392,6 +399,23 @@ def measure_steady(mysql_url: str, jobs: int, ticks: int = 5) -> dict[str, Any]:
     }
 
 
+def _listing_ticks(reconciler: Any, backend: Any, ticks: int) -> list[tuple[float, int, int]]:
+    """``ticks + 1`` ticks one second apart (each fetches the master's listing): seconds,
+    listing fetches and jobs looked at, per tick; none may act or fail."""
+    samples = []
+    for n in range(ticks + 1):
+        if n:
+            time.sleep(1.0)  # not synchronisation: the interval between two ticks
+        fetches = backend.listing_fetches
+        started = time.perf_counter()
+        stats = reconciler.tick()
+        seconds = time.perf_counter() - started
+        assert stats.actions == 0 and stats.errors == 0, stats
+        looked = getattr(stats, "looked_at", stats.jobs)
+        samples.append((seconds, backend.listing_fetches - fetches, looked))
+    return samples
+
+
 def measure_steady_standalone(mysql_url: str, jobs: int, ticks: int = 5) -> dict[str, Any]:
     """The steady tick against the real standalone backend and a simulated master in this
     process that runs every job's application: what a tick costs with the master's ``/json/``
@@ -418,17 +442,7 @@ def measure_steady_standalone(mysql_url: str, jobs: int, ticks: int = 5) -> dict
         with bench_store(mysql_url) as (store, workdir):
             seed_running(store, jobs, str(workdir / "pipeline.py"), handles)
             reconciler = make_reconciler(store, backend)  # type: ignore[arg-type]
-            samples = []
-            for n in range(ticks + 1):
-                if n:
-                    time.sleep(1.0)  # not synchronisation: the interval between two ticks
-                fetches = backend.listing_fetches
-                started = time.perf_counter()
-                stats = reconciler.tick()
-                seconds = time.perf_counter() - started
-                assert stats.actions == 0 and stats.errors == 0, stats
-                looked = getattr(stats, "looked_at", stats.jobs)
-                samples.append((seconds, backend.listing_fetches - fetches, looked))
+            samples = _listing_ticks(reconciler, backend, ticks)
     finally:
         backend.close()
         sim.stop()
@@ -439,6 +453,71 @@ def measure_steady_standalone(mysql_url: str, jobs: int, ticks: int = 5) -> dict
         "tick_s": statistics.median(x[0] for x in rest),
         "tick_listings": statistics.median(x[1] for x in rest),
         "tick_looked_at": statistics.median(x[2] for x in rest),
+    }
+
+
+REAL_PIPELINE = Path(__file__).resolve().parents[1] / "pipelines" / "rate_counter.py"
+
+
+def measure_steady_real(mysql_url: str, jobs: int, ticks: int = 5) -> dict[str, Any]:
+    """The steady tick against the real standalone backend and a private real Spark standalone
+    cluster running every job's application (the sample pipeline with a 60 s trigger), started
+    through the same backend and seeded RUNNING with their runs; ticks one second apart, so
+    each fetches the master's listing. Then the instant fake's tick at the same count, for the
+    comparison (``fake_tick_s``)."""
+    from harness.spark import PrivateSparkCluster
+    from scheduler.backends.standalone import StandaloneRestBackend
+
+    workdir = Path(tempfile.mkdtemp(prefix="drover-steady-real-"))
+    cluster = PrivateSparkCluster(workdir / "spark", cores=2 * jobs + 1, memory=f"{jobs + 1}g")
+    backend = StandaloneRestBackend(
+        cluster.rest_url, cluster.master_url, cluster.ui_url, listing_ttl_s=0.0
+    )
+    names = tk.job_names(jobs)
+    try:
+        cluster.start(timeout=180)
+        handles: dict[int, tuple[str, str]] = {}
+        for i, name in enumerate(names, start=1):
+            submission = backend.submit(
+                SubmitRequest(
+                    job_name=name,
+                    run_id=i,
+                    fencing_token=f"token-{i}",
+                    entrypoint=str(REAL_PIPELINE),
+                    args=["--output", str(workdir / "out" / name), "--trigger-seconds", "60"],
+                    checkpoint_location=(workdir / "ck" / name).as_uri(),
+                    py_files=[str(REAL_PIPELINE.with_name("drover_runtime.py"))],
+                )
+            )
+            handles[i] = (submission.submission_id, submission.app_id or "")
+
+        def running() -> bool:
+            for i, name in enumerate(names, start=1):
+                status = backend.status(handles[i][0], app_name_for(name, i))
+                if status.state != AppState.RUNNING or not status.app_id:
+                    return False
+                handles[i] = (handles[i][0], status.app_id)
+            return True
+
+        poll(running, timeout=300, interval=1.0, what=f"{jobs} real applications RUNNING")
+        with bench_store(mysql_url) as (store, _):
+            seed_running(store, jobs, str(REAL_PIPELINE), handles)
+            reconciler = make_reconciler(store, backend)  # type: ignore[arg-type]
+            samples = _listing_ticks(reconciler, backend, ticks)
+    finally:
+        backend.close()
+        cluster.kill()
+        shutil.rmtree(workdir, ignore_errors=True)
+    fake = measure_steady(mysql_url, jobs, ticks)
+    first, rest = samples[0], samples[1:]
+    return {
+        "jobs": jobs,
+        "first_tick_s": first[0],
+        "tick_s": statistics.median(x[0] for x in rest),
+        "tick_max_s": max(x[0] for x in rest),
+        "tick_listings": statistics.median(x[1] for x in rest),
+        "tick_looked_at": statistics.median(x[2] for x in rest),
+        "fake_tick_s": fake["tick_s"],
     }
 
 
@@ -680,6 +759,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=300, help="jobs of the statements run")
     parser.add_argument("--steady", default="1000,10000", help="owned jobs of the steady ticks")
     parser.add_argument("--steady-ticks", type=int, default=9, help="ticks after the first")
+    parser.add_argument(
+        "--steady-real", type=int, default=4, help="jobs of the real standalone steady tick"
+    )
     parser.add_argument("--running", default="10000", help="jobs of the time-to-RUNNING runs")
     parser.add_argument("--nodes", type=int, default=3)
     parser.add_argument("--app-start-delay", type=float, default=0.5)
@@ -747,6 +829,17 @@ def main(argv: list[str] | None = None) -> int:
                 f"{result['first_tick_s'] * 1000:.0f} ms)"
             )
             sink()
+    if "steady-real" in parts:
+        result = measure_steady_real(args.mysql_url, args.steady_real, args.steady_ticks)
+        figures["steady_real"] = result
+        print(
+            f"steady tick at {result['jobs']} owned jobs: real standalone cluster "
+            f"{result['tick_s'] * 1000:.1f} ms (max {result['tick_max_s'] * 1000:.1f} ms, "
+            f"{result['tick_listings']:.0f} listing fetches, {result['tick_looked_at']:.0f} jobs "
+            f"looked at; first tick {result['first_tick_s'] * 1000:.0f} ms), instant fake "
+            f"{result['fake_tick_s'] * 1000:.1f} ms"
+        )
+        sink()
     if "running" in parts:
         if not args.zk_hosts:
             parser.error("the running part needs DROVER_TEST_ZK_HOSTS (var/services/env)")

@@ -11,6 +11,9 @@ Steps (``--only`` picks some; ``BENCH_QUICK=1`` / ``--quick`` runs a ~5 minute s
 
 ``controlplane``  SQL statements per submission; the steady tick at 1,000 and 10,000 owned jobs
                   (time, statements, rows) and their ratio (``bench.controlplane``)
+``steady_real``   the steady tick with the real standalone backend on a private real Spark
+                  cluster running 4 real applications, beside the instant fake's at 4 jobs
+                  (4: each real application costs ~0.9 GB on 2 shared cores)
 ``node_rss``      an idle node's processes, RSS/PSS and ready time, in 1 and in 50 groups
                   (``bench.node_rss``)
 ``takeover_1k``   3 nodes, 1,000 jobs on the simulated cluster: time to RUNNING, the fence check
@@ -22,6 +25,9 @@ Steps (``--only`` picks some; ``BENCH_QUICK=1`` / ``--quick`` runs a ~5 minute s
 ``failover``      1,000 jobs between two simulated clusters, after the executor's store trips
                   per failover item on 50 (``bench.failover``)
 ``failover_real`` 3 real streaming jobs from standalone cluster A to B
+``az_loss``       4 real streaming jobs on a private cluster A, every process of A killed at
+                  once: until every job is RUNNING on a private B, per job and in total
+                  (``bench.azloss``; target: the fence lease + 60 s)
 ``api``           ``bench/api.py``'s ``run(quick)`` when it exists (API throughput and latency
                   next to a bare FastAPI endpoint)
 ``yarn``          on the YARN test clusters (``bench.yarn``): submit -> RUNNING through Drover's
@@ -118,6 +124,28 @@ def step_controlplane(env: Env) -> Figures:
         1.0, steady[1000]["tick_statements"]
     )
     return out
+
+
+#: jobs of the real-cluster steady tick: a real application costs ~0.9 GB (RUNTIME-NOTES)
+STEADY_REAL_JOBS = 4
+
+
+def step_steady_real(env: Env) -> Figures:
+    from bench import controlplane as cp
+
+    s = cp.measure_steady_real(env.mysql_url, STEADY_REAL_JOBS, 5 if env.quick else 9)
+    label = f"steady_tick_real_{STEADY_REAL_JOBS}"
+    print(
+        f"steady tick at {STEADY_REAL_JOBS} jobs: real standalone {s['tick_s'] * 1000:.1f} ms, "
+        f"instant fake {s['fake_tick_s'] * 1000:.1f} ms"
+    )
+    return {
+        f"{label}_ms": s["tick_s"] * 1000,
+        f"{label}_max_ms": s["tick_max_s"] * 1000,
+        f"{label}_listings": s["tick_listings"],
+        f"{label}_fake_ms": s["fake_tick_s"] * 1000,
+        f"first_tick_real_{STEADY_REAL_JOBS}_ms": s["first_tick_s"] * 1000,
+    }
 
 
 def step_node_rss(env: Env) -> Figures:
@@ -252,6 +280,12 @@ def step_failover_real(env: Env) -> Figures:
     return _flatten("failover_real", figures)
 
 
+def step_az_loss(env: Env) -> Figures:
+    from bench import azloss
+
+    return _flatten("az_loss", azloss.measure(env.mysql_url, env.zk_hosts, jobs=4))
+
+
 def step_yarn(env: Env) -> Figures:
     from bench import yarn
 
@@ -283,6 +317,7 @@ def step_api(env: Env) -> Figures:
 
 STEPS = [
     Step("controlplane", step_controlplane, True, "statements per submission, steady tick"),
+    Step("steady_real", step_steady_real, False, "steady tick on a real standalone cluster"),
     Step("node_rss", step_node_rss, True, "idle node memory"),
     Step("takeover_1k", step_takeover_1k, True, "1,000 jobs: takeovers, rolling restart, fence"),
     Step("takeover_10k", step_takeover_10k, False, "10,000 jobs: takeovers"),
@@ -290,6 +325,7 @@ STEPS = [
     Step("submit", step_submit, True, "REST backend vs spark-submit"),
     Step("failover", step_failover, True, "failover on simulated clusters"),
     Step("failover_real", step_failover_real, False, "failover of 3 real jobs"),
+    Step("az_loss", step_az_loss, False, "a real cluster lost: every job RUNNING on the other"),
     Step("api", step_api, True, "API throughput and latency"),
     Step("yarn", step_yarn, False, "YARN: submit->RUNNING vs spark-submit, kill, test clusters"),
     Step("cli", step_cli, True, "drover --help and jobs get start-up (median of 10)"),

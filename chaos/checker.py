@@ -1,6 +1,6 @@
 """Did Drover keep its promises in a recorded history? (pure)
 
-Four checks, each a function of a ``History`` (``chaos/history.py``) returning violations:
+Eight checks, each a function of a ``History`` (``chaos/history.py``) returning violations:
 
 ``double_runs``       never two live applications of one job, across all clusters. An
                       application is live at least from the first to the last poll that saw it
@@ -8,6 +8,20 @@ Four checks, each a function of a ``History`` (``chaos/history.py``) returning v
                       applications of one job whose such intervals overlap were both live at
                       some instant: a violation for certain, never a guess. (Polls can miss an
                       overlap shorter than their interval; the recorder polls every 0.2 s.)
+                      Each source is checked on its own: the masters' listings, and on real
+                      clusters the driver processes on the machine (``process``; a driver and
+                      its listed application are one, so the sources are never mixed).
+``double_commits``    no micro-batch of a job committed by two runs (``BatchCommit``, from the
+                      sample pipeline's commit log). A batch *written* by a run that then died
+                      before Spark committed it is done again by the next run: counted
+                      (``replayed``), not flagged.
+``failovers_unended`` every failover the store holds (the operator's and automatic ones) ended
+                      -- SUCCEEDED, CANCELLED, or FAILED with a reason -- within its bound after
+                      it was created (``failover_unended``; a FAILED one without a reason:
+                      ``failover_unexplained``).
+``failed_polls``      every poll of the recorder answered, but for those a fault explains (the
+                      store while MariaDB was down, a cluster while its master was killed): a
+                      history with holes cannot show that no promise was broken in them.
 ``lost_jobs``         every job the store finally wants RUNNING is seen RUNNING within the
                       convergence bound after the last fault cleared (``Quiet``).
 ``lost_writes``       the last acknowledged write to each job is what the store finally holds
@@ -37,7 +51,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from chaos.history import Action, AppSeen, Claim, History, WriteAcked
+from chaos.history import Action, AppSeen, Claim, Fault, History, PollMissed, WriteAcked
 
 RUNNING = "RUNNING"
 #: the op of a write whose outcome the operator never learned (its job is left out of lost_writes)
@@ -45,11 +59,23 @@ IN_DOUBT = "in_doubt"
 #: how long after an action a sample of the claim it acted under may come (the recorder samples
 #: the store every 0.25 s)
 CLAIM_SLACK_S = 2.0
+#: how a failover may end
+ENDED = ("SUCCEEDED", "FAILED", "CANCELLED")
+#: poll source (its prefix before ":") -> the fault kinds that make it fail, and so excuse a miss
+#: (a cluster's only when the fault's target names that cluster)
+EXCUSED_BY = {
+    "store": ("db_restart",),
+    "cluster": ("master_kill", "az_loss"),
+}
+#: seconds after a fault healed during which a poll it made fail may still be reported
+FAULT_SLACK_S = 10.0
 
 
 @dataclass(frozen=True)
 class Violation:
-    kind: str  # double_run | lost_job | lost_write | unfenced_action
+    #: double_run | lost_job | lost_write | unfenced_action | double_commit | failover_unended
+    #: | failover_unexplained | failed_poll
+    kind: str
     job: str
     t: float | None
     detail: str
@@ -68,6 +94,12 @@ class Report:
     actions: dict[str, int] = field(default_factory=dict)
     #: held | unsampled | stale -> how many actions (see unfenced_actions)
     claims: dict[str, int] = field(default_factory=dict)
+    #: committed | replayed -> how many (job, batch) pairs (double_commits)
+    batches: dict[str, int] = field(default_factory=dict)
+    #: poll source -> failed polls (excused or not: failed_polls flags those no fault explains)
+    misses: dict[str, int] = field(default_factory=dict)
+    #: the longest failover, created to ended (seconds)
+    longest_failover_s: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -92,7 +124,16 @@ class Report:
                 if self.claims
                 else ""
             ),
-            f"worst convergence after the faults cleared: {worst}",
+            f"worst convergence after the faults cleared: {worst}"
+            + (
+                f"; longest failover: {self.longest_failover_s:.1f} s"
+                if self.longest_failover_s is not None
+                else ""
+            ),
+            "batches: "
+            + (", ".join(f"{k} {n}" for k, n in sorted(self.batches.items())) or "none recorded")
+            + "; failed polls: "
+            + (", ".join(f"{k} {n}" for k, n in sorted(self.misses.items())) or "none"),
             f"violations: {len(self.violations)}" + (f" ({kinds})" if kinds else ""),
         ]
         lines += [
@@ -113,7 +154,7 @@ class _Life:
 
 
 def _lives(apps: list[AppSeen]) -> dict[str, list[_Life]]:
-    """job -> the span each of its applications was seen alive, by start."""
+    """job -> the span each of its applications was seen alive, by start (one source)."""
     spans: dict[tuple[str, str], tuple[str, float, float]] = {}
     for seen in apps:
         if not seen.alive:
@@ -130,8 +171,18 @@ def _lives(apps: list[AppSeen]) -> dict[str, list[_Life]]:
 
 
 def double_runs(history: History) -> list[Violation]:
+    by_source: dict[str, list[AppSeen]] = defaultdict(list)
+    for seen in history.apps:
+        by_source[seen.source].append(seen)
     found = []
-    for job, lives in sorted(_lives(history.apps).items()):
+    for source, apps in sorted(by_source.items()):
+        found += _double_runs(apps, "" if source == "master" else f" ({source}es)")
+    return found
+
+
+def _double_runs(apps: list[AppSeen], seen_as: str) -> list[Violation]:
+    found = []
+    for job, lives in sorted(_lives(apps).items()):
         reported: set[tuple[str, str]] = set()
         latest: _Life | None = None  # the life reaching furthest among those started so far
         for life in lives:
@@ -146,7 +197,7 @@ def double_runs(history: History) -> list[Violation]:
                             life.first,
                             f"{latest.app_id} on {latest.cluster} (alive "
                             f"{latest.first:.2f}–{latest.last:.2f}) and {life.app_id} on "
-                            f"{life.cluster} (alive {life.first:.2f}–{life.last:.2f})",
+                            f"{life.cluster} (alive {life.first:.2f}–{life.last:.2f})" + seen_as,
                         )
                     )
             if latest is None or life.last > latest.last:
@@ -320,14 +371,131 @@ def unfenced_actions(history: History) -> list[Violation]:
     return found
 
 
-def check(history: History, convergence_bound_s: float) -> Report:
+def batch_verdicts(history: History) -> tuple[Counter[str], list[Violation]]:
+    """How many (job, batch) pairs were committed, how many written again by a later run after
+    an earlier one's write was never committed (``replayed``); and the batches committed by two
+    runs."""
+    committed: dict[tuple[str, int], dict[str, float]] = defaultdict(dict)
+    written: dict[tuple[str, int], set[str]] = defaultdict(set)
+    for record in history.batches:
+        key = (record.job, record.batch)
+        if record.committed:
+            committed[key].setdefault(record.run, record.t)
+        written[key].add(record.run)
+    tally: Counter[str] = Counter()
+    found = []
+    for (job, batch), runs in sorted(written.items()):
+        done = committed.get((job, batch), {})
+        if done:
+            tally["committed"] += 1
+        if len(runs - set(done)) and len(runs) > 1:
+            tally["replayed"] += 1
+        if len(done) > 1:
+            first = min(done.values())
+            found.append(
+                Violation(
+                    "double_commit",
+                    job,
+                    first,
+                    f"batch {batch} committed by runs "
+                    + ", ".join(f"{run} (at {t:.2f})" for run, t in sorted(done.items())),
+                )
+            )
+    return tally, found
+
+
+def double_commits(history: History) -> list[Violation]:
+    return batch_verdicts(history)[1]
+
+
+def failover_times(history: History) -> dict[int, float | None]:
+    """failover id -> seconds from created to ended (None: not ended, or times unknown)."""
+    return {
+        f.operation: (f.finished - f.created)
+        if f.finished is not None and f.created is not None
+        else None
+        for f in history.final_operations
+        if f.exists and f.kind == "failover"
+    }
+
+
+def failovers_unended(history: History, bound_s: float | None) -> list[Violation]:
+    found = []
+    times = failover_times(history)
+    for op in sorted(history.final_operations, key=lambda o: o.operation):
+        if not op.exists or op.kind != "failover":
+            continue
+        name = f"failover {op.operation}"
+        took = times.get(op.operation)
+        if op.state not in ENDED:
+            found.append(
+                Violation(
+                    "failover_unended",
+                    name,
+                    op.created,
+                    f"still {op.state} at the end of the run: {op.detail}",
+                )
+            )
+        elif bound_s is not None and took is not None and took > bound_s:
+            found.append(
+                Violation(
+                    "failover_unended",
+                    name,
+                    op.created,
+                    f"{op.state} only after {took:.1f} s (bound {bound_s:.0f} s): {op.detail}",
+                )
+            )
+        elif op.state == "FAILED" and not (op.reason.strip() or "(" in op.detail):
+            found.append(
+                Violation(
+                    "failover_unexplained", name, op.created, f"FAILED with no reason: {op.detail}"
+                )
+            )
+    return found
+
+
+def _excused(miss: PollMissed, faults: list[Fault]) -> bool:
+    kind, _, name = miss.source.partition(":")
+    for fault in faults:
+        if fault.kind not in EXCUSED_BY.get(kind, ()):
+            continue
+        if name and not fault.target.startswith(name):
+            continue
+        if fault.t <= miss.t <= (fault.until or fault.t) + FAULT_SLACK_S:
+            return True
+    return False
+
+
+def failed_polls(history: History) -> list[Violation]:
+    return [
+        Violation(
+            "failed_poll",
+            miss.source,
+            miss.t,
+            f"a poll of {miss.source} failed with no fault to explain it: {miss.detail}",
+        )
+        for miss in sorted(history.misses, key=lambda m: m.t)
+        if not _excused(miss, history.faults)
+    ]
+
+
+def check(
+    history: History, convergence_bound_s: float, failover_bound_s: float | None = None
+) -> Report:
+    """Every check; ``failover_bound_s``: how long a failover may take (None: only that it
+    ended)."""
     times = convergence(history).values()
     worst = max((t for t in times if t is not None), default=None)
+    batches, doubled = batch_verdicts(history)
+    took = [t for t in failover_times(history).values() if t is not None]
     return Report(
         violations=double_runs(history)
         + lost_jobs(history, convergence_bound_s)
         + lost_writes(history)
-        + unfenced_actions(history),
+        + unfenced_actions(history)
+        + doubled
+        + failovers_unended(history, failover_bound_s)
+        + failed_polls(history),
         faults=dict(Counter(f.kind for f in history.faults)),
         worst_convergence_s=worst,
         apps_seen=len({(a.cluster, a.app_id) for a in history.apps}),
@@ -336,12 +504,21 @@ def check(history: History, convergence_bound_s: float) -> Report:
         failovers=_failovers(history),
         actions=dict(Counter(a.kind for a in history.actions)),
         claims=dict(claim_verdicts(history)),
+        batches=dict(batches),
+        misses=dict(Counter(m.source for m in history.misses)),
+        longest_failover_s=max(took, default=None),
     )
 
 
 def _failovers(history: History) -> dict[str, int]:
+    """Final state -> how many failovers ended so: the acknowledged ones, and ``automatic``
+    (created by Drover itself) apart."""
     final = {f.operation: f for f in history.final_operations}
     states: Counter[str] = Counter()
+    acked = {op.operation for op in history.operations}
+    for f in history.final_operations:
+        if f.exists and f.kind == "failover" and f.operation not in acked:
+            states[f"other {f.state or '?'}"] += 1
     for op in history.operations:
         if op.operation <= 0:
             states["in doubt"] += 1

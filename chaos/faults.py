@@ -20,10 +20,31 @@ synchronisation. Faults run one at a time; ``KINDS`` names them all:
                     reaches it through closes every connection and refuses new ones); the
                     cluster and its applications go on as before
 
+On real Spark standalone clusters (``SPARK_KINDS``: ``chaos/realspark.py`` deploys them) the
+node and service faults above, ``cut_off``, and:
+
+``az_loss``         a whole cluster dies at once (SIGKILL to its master, its worker and every
+                    driver and executor on it); it starts again, empty, 5-10 s later
+``two_way_cut``     a cluster is cut off both ways for the fence lease plus 4-12 s: Drover cannot
+                    reach its master (REST and UI proxies cut) and its drivers cannot reach
+                    Drover (the proxies in front of the nodes' fence URLs refuse the fence checks
+                    carrying the fencing token of a driver of that cluster);
+                    its drivers and the master still see each other (of these two, every
+                    other one hits a cluster at random, the next one the other cluster:
+                    ``Stack.next_lost``)
+``driver_kill``     one live driver (its JVM and its Python process) killed -9
+``freeze_executor`` the node executing a failover (the operation's ``executor``; waits up to 30 s
+                    for one) frozen past its session timeout, then thawed
+
 The operator (``Operator``) meanwhile stops, starts, restarts and upgrades random jobs (an
 upgrade is a spec ``PATCH`` of the job's arguments followed by a restart) and now and then fails
 a few jobs over between the two clusters (``POST /v1/failovers``), each write with an
-``Idempotency-Key`` so that a retry after a lost answer is done once.
+``Idempotency-Key`` so that a retry after a lost answer is done once. On real clusters it fails
+over jobs from where they run (so half of its failovers are fail-backs to the primary).
+
+Every choice is drawn from a generator seeded from the run's seed and the choice's place
+(``seeded``): the n-th fault of a lane, the n-th move of the operator, so a seed reproduces the
+same faults with the same parameters, and the same moves, whatever else the deployment did.
 """
 
 from __future__ import annotations
@@ -42,9 +63,16 @@ import httpx
 
 from harness.mariadb import MariaDbServer
 from harness.nodes import NodeProcess
+from harness.procs import signal_all
 from harness.simcluster import SimProcess
+from harness.spark import PrivateSparkCluster, driver_processes
 from harness.tcpproxy import TcpProxy
 from harness.zkserver import ZkServer
+
+
+def seeded(seed: int, stream: str) -> random.Random:
+    """The generator of one stream of choices of a run (``"faults/3"``: the third fault)."""
+    return random.Random(f"{seed}/{stream}")
 
 
 @dataclass
@@ -55,26 +83,65 @@ class Stack:
     zk: ZkServer
     db: MariaDbServer
     database_url: str
+    #: simulated clusters (none on real Spark)
     clusters: dict[str, SimProcess]
-    #: cluster -> the proxy every node reaches it through (its registered REST and UI URL)
-    proxies: dict[str, TcpProxy]
+    #: cluster -> the proxies every node reaches it through (its registered REST and UI URLs)
+    proxies: dict[str, list[TcpProxy]]
     nodes: list[NodeProcess]
     jobs: list[str]
     session_timeout: float
     lock: threading.Lock = field(default_factory=threading.Lock)  # node restarts vs the operator
+    #: nodes a fault keeps down on purpose (the run restarts any other node that exited)
+    held: set[str] = field(default_factory=set)
+    #: real Spark standalone clusters (none on simulated ones)
+    spark: dict[str, PrivateSparkCluster] = field(default_factory=dict)
+    #: the proxies in front of the nodes' fence URLs (every driver reaches Drover through them)
+    fence_proxies: list[TcpProxy] = field(default_factory=list)
+    #: job -> the arguments it was created with (an upgrade keeps them; empty: simulated jobs)
+    job_args: dict[str, list[str]] = field(default_factory=dict)
+    #: the fence lease the nodes grant, seconds (0: none)
+    lease_s: float = 0.0
+    #: the cluster the last whole-cluster fault hit, and how many there were (``next_lost``)
+    last_lost: str = ""
+    lost_count: int = 0
 
     def live_nodes(self) -> list[NodeProcess]:
         with self.lock:
             return [n for n in self.nodes if n.alive]
 
+    def cluster_names(self) -> list[str]:
+        return sorted(self.spark or self.clusters)
+
+    def next_lost(self, rng: random.Random) -> str:
+        """The cluster a whole-cluster fault hits: every other one at random, the next one the
+        cluster it spared. Each cluster has calm moments to run its jobs in (and jobs to fail
+        over when it is hit next), and each kind of fault, coming in shuffled rounds of both,
+        hits either cluster."""
+        names = self.cluster_names()
+        if self.lost_count % 2 and self.last_lost:
+            self.last_lost = rng.choice([n for n in names if n != self.last_lost])
+        else:
+            self.last_lost = rng.choice(names)
+        self.lost_count += 1
+        return self.last_lost
+
+    def upgraded_args(self, job: str, revision: int) -> list[str]:
+        """A job's arguments after the operator's ``revision``-th upgrade: a changed rate for
+        a real pipeline (its other arguments kept), a marker for a simulated one."""
+        if job in self.job_args:
+            return [*self.job_args[job], "--rows-per-second", str(2 + revision % 3)]
+        return ["--chaos-rev", str(revision)]
+
 
 def _kill9(stack: Stack, rng: random.Random) -> str:
     node = rng.choice(stack.nodes)
     with stack.lock:
+        stack.held.add(node.node_id)
         node.kill9()
     time.sleep(rng.uniform(2, 6))
     with stack.lock:
         node.start()
+        stack.held.discard(node.node_id)
     # it boots while the next faults go on (a node takes tens of seconds to be ready on a busy
     # machine); the run waits for every node to be ready before the faults count as cleared
     return node.node_id
@@ -142,12 +209,14 @@ def _worker_kill(stack: Stack, rng: random.Random) -> str:
 def _cut_off(stack: Stack, rng: random.Random) -> str:
     name = rng.choice(sorted(stack.proxies))
     seconds = rng.uniform(4, 12)
-    proxy = stack.proxies[name]
-    proxy.cut()
+    proxies = stack.proxies[name]
+    for proxy in proxies:
+        proxy.cut()
     try:
         time.sleep(seconds)
     finally:
-        proxy.mend()
+        for proxy in proxies:
+            proxy.mend()
     return f"{name} ({seconds:.1f} s)"
 
 
@@ -160,6 +229,102 @@ KINDS: dict[str, Callable[[Stack, random.Random], str]] = {
     "master_kill": _master_kill,
     "worker_kill": _worker_kill,
     "cut_off": _cut_off,
+}
+
+
+def _az_loss(stack: Stack, rng: random.Random) -> str:
+    name = stack.next_lost(rng)
+    seconds = rng.uniform(5, 10)
+    cluster = stack.spark[name]
+    processes = len(cluster.pids())
+    cluster.kill()
+    time.sleep(seconds)
+    took = cluster.start(timeout=180)
+    return f"{name} (killed {processes} processes, down {seconds:.1f} s, back in {took:.1f} s)"
+
+
+def _two_way_cut(stack: Stack, rng: random.Random) -> str:
+    name = stack.next_lost(rng)
+    seconds = stack.lease_s + rng.uniform(4, 12)
+    cluster = stack.spark[name]
+    for proxy in stack.proxies[name]:
+        proxy.cut()
+
+    def from_its_drivers(head: bytes) -> bool:
+        """A fence check of one of the cluster's drivers (its token in the request's head)."""
+        return any(d.fencing_token.encode() in head for d in cluster.drivers())
+
+    for proxy in stack.fence_proxies:
+        proxy.cut_if(from_its_drivers)
+    try:
+        time.sleep(seconds)
+    finally:
+        for proxy in stack.fence_proxies:
+            proxy.mend()
+        for proxy in stack.proxies[name]:
+            proxy.mend()
+    return f"{name} ({seconds:.1f} s)"
+
+
+def _driver_kill(stack: Stack, rng: random.Random) -> str:
+    drivers = sorted(driver_processes(stack.spark))
+    if not drivers:
+        return "no live driver"
+    cluster, pid, job, _, children = rng.choice(drivers)
+    signal_all([pid, *children])
+    return f"{cluster}: {job} (pid {pid})"
+
+
+def _freeze_executor(stack: Stack, rng: random.Random) -> str:
+    import sqlalchemy as sa
+
+    seconds = stack.session_timeout * 2 + rng.uniform(0.5, 2)
+    engine = sa.create_engine(stack.database_url, poolclass=sa.NullPool)
+    query = sa.text(
+        "SELECT id, executor FROM operations WHERE state = 'RUNNING' AND executor IS NOT NULL "
+        "ORDER BY id"
+    )
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline:
+            try:
+                with engine.connect() as conn:
+                    found = [(int(op), str(who)) for op, who in conn.execute(query).all()]
+            except sa.exc.SQLAlchemyError:
+                found = []
+            nodes = {n.node_id: n for n in stack.nodes}
+            under_way = [(op, executor) for op, executor in found if executor in nodes]
+            if under_way:
+                op, executor = under_way[0]
+                node = nodes[executor]
+                with stack.lock:
+                    if not node.alive:
+                        return f"{executor} (executing failover {op}) was not running"
+                    node.freeze()
+                time.sleep(seconds)
+                node.thaw()
+                return f"{executor} (executing failover {op}, frozen {seconds:.1f} s)"
+            time.sleep(0.5)  # not synchronisation: how often to look for a failover under way
+    finally:
+        engine.dispose()
+    return "no failover under way within 30 s"
+
+
+#: the faults of a run on real Spark clusters: those of the whole cluster (one at a time, a lane
+#: of their own: ``CLUSTER_KINDS``) and the others (another lane)
+CLUSTER_KINDS: dict[str, Callable[[Stack, random.Random], str]] = {
+    "az_loss": _az_loss,
+    "two_way_cut": _two_way_cut,
+}
+SPARK_KINDS: dict[str, Callable[[Stack, random.Random], str]] = {
+    "kill9": _kill9,
+    "freeze": _freeze,
+    "zk_restart": _zk_restart,
+    "zk_wipe": _zk_wipe,
+    "db_restart": _db_restart,
+    "cut_off": _cut_off,
+    "driver_kill": _driver_kill,
+    "freeze_executor": _freeze_executor,
 }
 
 #: what each operator action on a job leaves as its desired state (an upgrade keeps it)
@@ -213,9 +378,20 @@ class Operator:
         interval: float = 1.5,
         retry_for: float = 20.0,
         retry_pause: float = 0.5,
+        failover_share: float = FAILOVER_SHARE,
+        seed: int | None = None,
+        move_wait: float = 0.0,
     ) -> None:
         self.stack = stack
+        #: the generator of the moves (with ``seed``: one per move, ``seeded(seed, "operator/n")``)
         self.rng = rng
+        #: which node a request goes to (apart, so that retries do not shift the moves' draws)
+        self._route = random.Random(rng.random())
+        self.seed = seed
+        self.moves = 0
+        self.failover_share = failover_share
+        #: how long a failover move on real clusters waits for a move Drover may carry out
+        self.move_wait = move_wait
         self.acks = acks
         self.interval = interval
         self.retry_for = retry_for
@@ -236,15 +412,73 @@ class Operator:
         self._thread.join(timeout=self.retry_for * 2 + 30)
 
     def _run(self) -> None:
-        while not self._stop.wait(self.rng.uniform(0.5, 1.5) * self.interval):
+        while True:
+            if self.seed is not None:
+                self.rng = seeded(self.seed, f"operator/{self.moves}")
+            self.moves += 1
+            if self._stop.wait(self.rng.uniform(0.5, 1.5) * self.interval):
+                return
             jobs = [j for j in self.stack.jobs if j not in self.doubtful]
             if not jobs:
                 continue
-            if self.rng.random() < FAILOVER_SHARE:
-                picked = self.rng.sample(jobs, min(len(jobs), self.rng.randint(1, 3)))
-                self.fail_over(self.rng.choice(sorted(self.stack.clusters)), picked)
+            if self.rng.random() < self.failover_share:
+                if self.stack.spark:
+                    self.fail_over_from_where_they_run(jobs)
+                else:
+                    picked = self.rng.sample(jobs, min(len(jobs), self.rng.randint(1, 3)))
+                    self.fail_over(self.rng.choice(self.stack.cluster_names()), picked)
             else:
                 self.act(self.rng.choice(jobs), self.rng.choice(sorted(OPERATIONS)))
+
+    def fail_over_from_where_they_run(self, jobs: list[str]) -> None:
+        """Fail 1-2 jobs over from a cluster they run on to the other one (a failover, or a
+        fail-back to their primary). It waits up to ``move_wait`` seconds for a move Drover may
+        carry out -- a job on a cluster whose other cluster is healthy and, when its own
+        cluster is not (lost, cut off), RUNNING and known to fence itself -- and then moves such
+        jobs; with none in time it asks for a move of jobs from a random cluster anyway (which
+        Drover refuses, with its reason). A move onto a cluster that is down is no move."""
+        names = self.stack.cluster_names()
+        source = self.rng.choice(names)
+        count = self.rng.randint(1, 2)
+        pick = self.rng.random()  # drawn now: the seed fixes the draws, not their outcome
+        deadline = time.monotonic() + self.move_wait
+        while True:
+            movable = self._movable(jobs, names)
+            if movable or time.monotonic() >= deadline or self._stop.is_set():
+                break
+            self._stop.wait(2.0)  # not synchronisation: how often the operator looks again
+        if movable:
+            source = sorted(movable)[int(pick * len(movable))]
+            jobs = movable[source]
+        else:
+            print(f"  chaos: operator: no job Drover may move within {self.move_wait:g} s")
+        self.fail_over(source, self.rng.sample(jobs, min(len(jobs), count)))
+
+    def _movable(self, jobs: list[str], names: list[str]) -> dict[str, list[str]]:
+        """Of ``jobs``, those Drover may move now, by the cluster they run on (see
+        :meth:`fail_over_from_where_they_run`)."""
+        response = self._send("GET", "/v1/clusters", None, None)
+        if response is None or response.status_code != 200:
+            return {}
+        healthy = {
+            c["name"] for c in response.json().get("data", []) if c.get("health") == "NORMAL"
+        }
+        response = self._send("GET", "/v1/jobs?limit=500", None, None)
+        if response is None or response.status_code != 200:
+            return {}
+        movable: dict[str, list[str]] = {}
+        for job in response.json().get("data", []):
+            source = job.get("cluster")
+            if job.get("name") not in jobs or source not in names:
+                continue
+            if not (set(names) - {source}) <= healthy:
+                continue  # its target is not healthy: refused
+            if source not in healthy and (
+                job.get("state") != "RUNNING" or job.get("self_fencing") is not True
+            ):
+                continue  # its driver may go on unseen: refused unless forced
+            movable.setdefault(source, []).append(job["name"])
+        return {source: sorted(found) for source, found in movable.items()}
 
     def _count(self, op: str, answer: _Answer | None) -> None:
         if answer is not None:
@@ -254,7 +488,7 @@ class Operator:
     def act(self, job: str, op: str) -> None:
         if op == "upgrade":
             self._revision += 1
-            args = ["--chaos-rev", str(self._revision)]
+            args = self.stack.upgraded_args(job, self._revision)
             answer = self._write("PATCH", f"/v1/jobs/{job}", {"args": args}, keyed=False)
             self._count(op, answer)
             if answer is None:
@@ -319,7 +553,7 @@ class Operator:
         nodes = self.stack.live_nodes()
         if not nodes:
             return None
-        node = self.rng.choice(nodes)
+        node = self._route.choice(nodes)
         headers = node.headers()
         if key is not None:
             headers = {**headers, "Idempotency-Key": key}

@@ -5,7 +5,9 @@ recorded from outside Drover (the clusters' own listings, the API's answers, the
 
 ``AppSeen``     one observation of one application on one cluster: alive or not, at ``t``. The
                 recorder polls every cluster's master and writes one record per listed Drover
-                application per poll.
+                application per poll (``source`` ``master``); on real clusters it also lists the
+                driver processes on the machine (``source`` ``process``, ``app_id``
+                ``pid:<pid>``, only live ones).
 ``JobSeen``     one observation of one job through the API: its desired and observed state.
 ``WriteAcked``  an API write that was answered 2xx: what the job's desired state must be after
                 it (``None`` for a delete: the job must be gone) and, when the answer showed it,
@@ -14,7 +16,14 @@ recorded from outside Drover (the clusters' own listings, the API's answers, the
 ``FinalJob``    the store's final word on a job, read after the run (``exists`` false when gone).
 ``OperationAcked``  an operation (a failover) the API acknowledged with its id (0 and kind
                 ``failover_in_doubt``: sent, never answered).
-``FinalOperation``  whether the store holds that operation at the end, and its state.
+``FinalOperation``  whether the store holds that operation at the end, its state, when it was
+                created and when it ended (``None``: not ended), and why it failed; one for every
+                acknowledged operation and every failover the store holds (automatic ones too).
+``BatchCommit`` run ``run`` of ``job`` wrote micro-batch ``batch`` (``committed`` false) or
+                Spark committed it (``committed`` true): the sample pipeline's commit log, read
+                at the end.
+``PollMissed``  one poll of the recorder that failed (``source``: ``store``, ``cluster:<name>``,
+                ``processes``), and why.
 ``Claim``       a claim recorded in the store: ``node`` took ``job`` under ``epoch`` at ``t``.
 ``Action``      a side effect a node took on a job under ``epoch``: a submission (its run row
                 names node and epoch) or a kill (its fenced intent's event names both; an
@@ -44,6 +53,8 @@ class AppSeen:
     app_id: str
     job: str
     alive: bool
+    #: master (the cluster's own listing) | process (a driver process on the machine)
+    source: str = "master"
 
 
 @dataclass(frozen=True)
@@ -85,6 +96,27 @@ class FinalOperation:
     exists: bool
     state: str | None = None
     detail: str = ""  # each item: job, planned action, final step and why
+    created: float | None = None
+    finished: float | None = None  # None: not ended
+    reason: str = ""  # why it ended as it did (a FAILED operation names one)
+    kind: str = "failover"
+    created_by: str = ""
+
+
+@dataclass(frozen=True)
+class BatchCommit:
+    t: float
+    job: str
+    batch: int
+    run: str
+    committed: bool  # False: written (Spark may not have committed it: a replay may follow)
+
+
+@dataclass(frozen=True)
+class PollMissed:
+    t: float
+    source: str  # store | cluster:<name> | processes
+    detail: str = ""
 
 
 @dataclass(frozen=True)
@@ -128,6 +160,8 @@ Record = (
     | Action
     | Fault
     | Quiet
+    | BatchCommit
+    | PollMissed
 )
 
 _TYPES: dict[str, type[Any]] = {
@@ -143,6 +177,8 @@ _TYPES: dict[str, type[Any]] = {
         Action,
         Fault,
         Quiet,
+        BatchCommit,
+        PollMissed,
     )
 }
 
@@ -161,6 +197,8 @@ class History:
     actions: list[Action] = field(default_factory=list)
     faults: list[Fault] = field(default_factory=list)
     quiet: list[Quiet] = field(default_factory=list)
+    batches: list[BatchCommit] = field(default_factory=list)
+    misses: list[PollMissed] = field(default_factory=list)
 
     def add(self, record: Record) -> None:
         buckets: dict[type[Any], list[Any]] = {
@@ -174,6 +212,8 @@ class History:
             Action: self.actions,
             Fault: self.faults,
             Quiet: self.quiet,
+            BatchCommit: self.batches,
+            PollMissed: self.misses,
         }
         buckets[type(record)].append(record)
 
@@ -188,6 +228,8 @@ class History:
         yield from self.actions
         yield from self.final
         yield from self.final_operations
+        yield from self.batches
+        yield from self.misses
 
     @classmethod
     def of(cls, records: Iterable[Record]) -> History:

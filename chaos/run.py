@@ -2,6 +2,7 @@
 
     python -m chaos.run --duration 120 [--seed 7] [--jobs 24] [--nodes 3] [--bound 90] \\
         [--history var/chaos/history.jsonl] [--workdir DIR]
+    python -m chaos.run --spark --duration 600 [--jobs 3] [--lease 15] ...   # real Spark
 
 What it runs (all on loopback, all private to the run, all stopped at the end): a ZooKeeper
 server and a MariaDB server of its own (so it may restart and wipe them), two simulated Spark
@@ -21,39 +22,54 @@ there is a violation (2 when the run itself could not be set up). The history st
 
 The nodes run with a short session timeout and restart policy made for faults that come
 often (``NODE_SETTINGS``); the convergence bound is checked against those.
+
+``--spark`` runs it on real Spark instead (``chaos/realspark.py``): two private standalone
+clusters, ``--jobs`` (default 3) self-fencing streams of the sample pipeline, fence leases of
+``--lease`` seconds. Faults come in two lanes at once: whole-cluster faults (``az_loss`` and
+``two_way_cut`` in turn, so each comes about once a minute) and the others
+(``chaos.faults.SPARK_KINDS``: node and service faults, a one-way cut, a driver killed, the node
+executing a failover frozen). The operator moves every ~8 s, 80 % of its moves a failover of
+jobs from where they run (or a fail-back): a real job takes 20-60 s to start, and a job
+restarted more often than that would never commit a batch. The checker also sees the driver
+processes on the machine and the jobs' commit logs, and how long every failover took
+(``--failover-bound``).
+
+Every choice comes from a generator of its own seeded from ``--seed`` (``chaos.faults.seeded``):
+the faults' schedule, each fault's parameters and each operator move, so a seed reproduces them.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import httpx
 
+from chaos import deploy, realspark
 from chaos.checker import Report, check
-from chaos.faults import KINDS, Operator, Stack, describe
-from chaos.history import Fault, Quiet
+from chaos.faults import CLUSTER_KINDS, KINDS, SPARK_KINDS, Operator, Stack, describe, seeded
+from chaos.history import Fault, History, Quiet
 from chaos.recorder import Recorder
-from harness.mariadb import MariaDbServer
-from harness.nodes import DROVER, NodeProcess, free_port, poll
+from harness.nodes import poll
 from harness.simcluster import sim_process
 from harness.tcpproxy import TcpProxy
-from harness.zkserver import ZkServer
 
 ROOT = Path(__file__).resolve().parents[1]
 ENTRYPOINT = ROOT / "pipelines" / "rate_counter.py"  # never run: the clusters are simulated
 CLUSTERS = {"sim-a": ("ga", "sim-b", "az-a"), "sim-b": ("gb", "sim-a", "az-b")}
 SESSION_TIMEOUT = 3.0
+DEFAULT_JOBS = 24
+DEFAULT_BOUND = 90.0
 NODE_SETTINGS = {
     "DROVER_ZK_SESSION_TIMEOUT": str(SESSION_TIMEOUT),
     "DROVER_RECONCILE_INTERVAL": "1",
@@ -69,79 +85,27 @@ NODE_SETTINGS = {
 @contextmanager
 def deployment(workdir: Path, nodes: int, jobs: int) -> Iterator[Stack]:
     with ExitStack() as stack:
-        zk = ZkServer(free_port(), workdir / "zk")
-        stack.callback(zk.close)
-        zk.start()
-        db = MariaDbServer(free_port(), workdir / "mariadb")
-        stack.callback(db.close)
-        db.start()
-        database_url = db.database("drover")
+        zk, db, database_url = deploy.services(stack, workdir)
         sims = {name: stack.enter_context(sim_process(0.5)) for name in CLUSTERS}
         # the nodes reach each cluster through a proxy (REST and UI are one port on a simulator)
         proxies = {
-            name: stack.enter_context(TcpProxy(httpx.URL(sim.url).port or 80))
+            name: [stack.enter_context(TcpProxy(httpx.URL(sim.url).port or 80))]
             for name, sim in sims.items()
         }
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(workdir),
-            "LC_ALL": "C",
-            "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-            "DROVER_DATABASE_URL": database_url,
-            "DROVER_ZK_HOSTS": zk.hosts,
-            "DROVER_ZK_NAMESPACE": "/chaos",
-            "DROVER_ARTIFACT_ROOTS": f"{ROOT / 'pipelines'}/",
-            **NODE_SETTINGS,
-        }
-        subprocess.run(
-            [DROVER, "db", "upgrade"], env=env, check=True, capture_output=True, timeout=120
+        env = deploy.node_env(workdir, database_url, zk.hosts, NODE_SETTINGS)
+        procs = deploy.node_processes(workdir, nodes)
+        deploy.start_nodes(
+            stack, workdir, procs, env, ",".join(f"{g}:active" for g, _, _ in CLUSTERS.values())
         )
-        groups = ",".join(f"{g}:active" for g, _, _ in CLUSTERS.values())
-        procs = [
-            NodeProcess(
-                f"c{i}",
-                {
-                    **env,
-                    "DROVER_GROUPS": groups,
-                    "DROVER_AZ": f"az-{i}",
-                    "DROVER_DATA_DIR": str(workdir / f"c{i}"),
-                },
-                workdir / f"c{i}.log",
-            )
-            for i in range(1, nodes + 1)
-        ]
-
-        def stop_nodes() -> None:
-            for node in procs:
-                if node.proc is not None and node.alive:
-                    node.thaw()
-                    node.stop(timeout=30)
-
-        stack.callback(stop_nodes)
-        for node in procs:
-            node.start()
-        for node in procs:
-            node.wait_ready()
-        first = procs[0]
-        for name, sim in sims.items():
-            first.post(
-                "/v1/clusters",
-                {
-                    "name": name,
-                    "kind": "standalone",
-                    "master_url": sim.master_url,
-                    "rest_url": proxies[name].url,
-                    "ui_url": proxies[name].url,
-                    "az": CLUSTERS[name][2],
-                    "storage_root": f"file://{workdir / 'storage' / name}",
-                },
-            )
-        for name, (group, failover, _) in CLUSTERS.items():
-            first.post(
-                "/v1/groups",
-                {"name": group, "primary_cluster": name, "failover_cluster": failover},
-            )
-        names = [f"chaos-{i:03d}" for i in range(jobs)]
+        deploy.register(
+            procs[0],
+            {
+                name: (sim.master_url, proxies[name][0].url, proxies[name][0].url)
+                for name, sim in sims.items()
+            },
+            CLUSTERS,
+            workdir,
+        )
         yield Stack(
             workdir=workdir,
             zk=zk,
@@ -150,36 +114,113 @@ def deployment(workdir: Path, nodes: int, jobs: int) -> Iterator[Stack]:
             clusters=dict(sims),
             proxies=proxies,
             nodes=procs,
-            jobs=names,
+            jobs=[f"chaos-{i:03d}" for i in range(jobs)],
             session_timeout=SESSION_TIMEOUT,
         )
 
 
 def create_jobs(stack: Stack, recorder: Recorder) -> None:
     first = stack.nodes[0]
-    groups = [g for g, _, _ in CLUSTERS.values()]
-    for i, name in enumerate(stack.jobs):
-        first.post(
-            "/v1/jobs",
+    if stack.spark:
+        bodies = realspark.job_bodies(stack)
+    else:
+        groups = [g for g, _, _ in CLUSTERS.values()]
+        bodies = [
             {
                 "name": name,
                 "group": groups[i % len(groups)],
                 "entrypoint": str(ENTRYPOINT),
                 "priority": ("high", "normal", "low")[i % 3],
                 "desired_state": "RUNNING",
-            },
-        )
-        recorder.acked(name, "create", "RUNNING")
+            }
+            for i, name in enumerate(stack.jobs)
+        ]
+    for body in bodies:
+        first.post("/v1/jobs", body)
+        recorder.acked(str(body["name"]), "create", "RUNNING")
 
 
-def schedule(rng: random.Random, count: int) -> list[str]:
-    """``count`` fault kinds: rounds of every kind in a shuffled order."""
-    kinds: list[str] = []
-    while len(kinds) < count:
-        round_ = sorted(KINDS)
+def schedule(rng: random.Random, count: int, kinds: list[str] | None = None) -> list[str]:
+    """``count`` fault kinds (of ``kinds``, default ``KINDS``): rounds of every kind in a
+    shuffled order."""
+    names = sorted(kinds or KINDS)
+    picked: list[str] = []
+    while len(picked) < count:
+        round_ = list(names)
         rng.shuffle(round_)
-        kinds += round_
-    return kinds[:count]
+        picked += round_
+    return picked[:count]
+
+
+class Lane(threading.Thread):
+    """Faults of ``kinds`` one at a time, a calm moment of ``gap`` seconds before each, until
+    ``end`` (monotonic). The schedule and each fault's parameters come from generators seeded
+    from ``seed`` and the lane's name. A fault that raises ends the lane (``error``)."""
+
+    def __init__(
+        self,
+        name: str,
+        stack: Stack,
+        kinds: dict[str, Callable[[Stack, random.Random], str]],
+        seed: int,
+        recorder: Recorder,
+        end: float,
+        started: float,
+        gap: tuple[float, float],
+    ) -> None:
+        super().__init__(name=f"chaos-{name}", daemon=True)
+        self.lane = name
+        self.stack = stack
+        self.kinds = kinds
+        self.seed = seed
+        self.recorder = recorder
+        self.end = end
+        self.started = started
+        self.gap = gap
+        self.injected: Counter[str] = Counter()
+        self.error: BaseException | None = None
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        calm = seeded(self.seed, f"{self.lane}/schedule")
+        kinds = schedule(calm, 1000, list(self.kinds))
+        try:
+            for n, kind in enumerate(kinds):
+                # a calm moment between two faults (the wait is the schedule, not a sync)
+                if self.halt.wait(calm.uniform(*self.gap)) or time.monotonic() >= self.end:
+                    return
+                t0 = time.time()
+                target = self.kinds[kind](self.stack, seeded(self.seed, f"{self.lane}/{n}"))
+                self.recorder.add([Fault(t0, kind, target, time.time())])
+                self.injected[kind] += 1
+                print(
+                    f"  {time.monotonic() - self.started:6.1f} s  {kind:<15} {target}",
+                    flush=True,
+                )
+        except BaseException as exc:  # noqa: BLE001 - the run reports it and stops
+            self.error = exc
+
+
+def wait_failovers_ended(stack: Stack, bound: float) -> None:
+    """Until no failover is PENDING or RUNNING (or the bound: the checker says which)."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(stack.database_url, poolclass=sa.NullPool)
+    query = sa.text(
+        "SELECT COUNT(*) FROM operations WHERE kind = 'failover' "
+        "AND state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED')"
+    )
+
+    def ended() -> bool:
+        with engine.connect() as conn:
+            return int(conn.execute(query).scalar_one()) == 0
+
+    try:
+        poll(ended, timeout=bound, interval=1.0, what="every failover ended")
+    except TimeoutError:
+        pass  # the checker says which
+    finally:
+        engine.dispose()
 
 
 def wait_converged(stack: Stack, recorder: Recorder, since: float, bound: float) -> None:
@@ -203,21 +244,41 @@ def wait_converged(stack: Stack, recorder: Recorder, since: float, bound: float)
 
 
 def run(args: argparse.Namespace) -> Report:
-    rng = random.Random(args.seed)
-    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="drover-chaos-"))
+    spark = bool(getattr(args, "spark", False))
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="drover-chaos-")).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     history_path = Path(args.history)
     history_path.parent.mkdir(parents=True, exist_ok=True)
     history_path.unlink(missing_ok=True)
+    lease = float(getattr(args, "lease", realspark.LEASE_S))
+    failover_bound = getattr(args, "failover_bound", None) or (lease + 240.0 if spark else 180.0)
     print(
         f"chaos: seed {args.seed}, {args.duration:.0f} s of faults, {args.nodes} nodes, "
-        f"{args.jobs} jobs; work dir {workdir}; history {history_path}",
+        f"{args.jobs} jobs"
+        + (f" on real Spark, fence lease {lease:g} s" if spark else "")
+        + f"; work dir {workdir}; history {history_path}",
         flush=True,
     )
     started = time.monotonic()
-    with deployment(workdir, args.nodes, args.jobs) as stack:
-        clusters = {name: sim.url for name, sim in stack.clusters.items()}
-        recorder = Recorder(history_path, clusters, stack.database_url).start()
+    deploy = (
+        realspark.deployment(workdir, args.nodes, args.jobs, lease)
+        if spark
+        else deployment(workdir, args.nodes, args.jobs)
+    )
+    with deploy as stack:
+        if spark:
+            recorder = Recorder(
+                history_path,
+                {},
+                stack.database_url,
+                masters={name: c.ui_url for name, c in stack.spark.items()},
+                jobs=stack.jobs,
+                drivers=lambda: realspark.driver_processes(stack.spark),
+                commit_logs=lambda job: realspark.commit_log(workdir, job),
+            ).start()
+        else:
+            clusters = {name: sim.url for name, sim in stack.clusters.items()}
+            recorder = Recorder(history_path, clusters, stack.database_url).start()
         try:
             create_jobs(stack, recorder)
             print(
@@ -225,28 +286,58 @@ def run(args: argparse.Namespace) -> Report:
                 f"{time.monotonic() - started:.1f} s",
                 flush=True,
             )
-            operator = Operator(stack, rng, recorder).start()
+            operator = Operator(
+                stack,
+                seeded(args.seed, "operator"),
+                recorder,
+                seed=args.seed,
+                **(
+                    {"interval": 8.0, "failover_share": 0.8, "retry_for": 40.0, "move_wait": 20.0}
+                    if spark
+                    else {}
+                ),
+            ).start()
             end = time.monotonic() + args.duration
-            kinds = schedule(rng, 1000)
-            injected: Counter[str] = Counter()
+            if spark:
+                lanes = [
+                    Lane(
+                        "cluster", stack, CLUSTER_KINDS, args.seed, recorder, end, started, (1, 3)
+                    ),
+                    Lane("faults", stack, SPARK_KINDS, args.seed, recorder, end, started, (3, 8)),
+                ]
+            else:
+                lanes = [Lane("faults", stack, KINDS, args.seed, recorder, end, started, (1, 4))]
+            for lane in lanes:
+                lane.start()
             try:
-                while time.monotonic() < end:
-                    time.sleep(rng.uniform(1, 4))  # a calm moment between two faults
+                while any(lane.is_alive() for lane in lanes):
+                    for lane in lanes:
+                        lane.join(timeout=1.0 / len(lanes))
+                    if any(lane.error is not None for lane in lanes):
+                        break
                     for node in stack.nodes:  # what a service manager does for a node that
                         with stack.lock:  # exited by itself (e.g. booting while MariaDB was down)
-                            if node.proc is not None and not node.alive:
+                            if (
+                                node.proc is not None
+                                and not node.alive
+                                and node.node_id not in stack.held
+                            ):
                                 print(f"  chaos: node {node.node_id} had exited; restarted")
+                                node.kill9()  # what it left behind (its ZooKeeper session)
                                 node.start()
-                    kind = kinds[sum(injected.values())]
-                    t0 = time.time()
-                    target = KINDS[kind](stack, rng)
-                    recorder.add([Fault(t0, kind, target, time.time())])
-                    injected[kind] += 1
-                    print(f"  {time.monotonic() - started:6.1f} s  {kind:<15} {target}", flush=True)
             finally:
+                for lane in lanes:
+                    lane.halt.set()
+                for lane in lanes:
+                    lane.join(timeout=120)
                 operator.stop()
+            errors = [lane.error for lane in lanes if lane.error is not None]
+            if errors:
+                raise RuntimeError(f"a fault failed: {errors[0]!r}") from errors[0]
+            injected: Counter[str] = sum((lane.injected for lane in lanes), Counter())
             for node in stack.nodes:  # a node killed last may still be booting
                 if not node.alive:
+                    node.kill9()
                     node.start()
                 node.wait_ready()
             quiet = time.time()
@@ -259,17 +350,37 @@ def run(args: argparse.Namespace) -> Report:
                 flush=True,
             )
             wait_converged(stack, recorder, quiet, args.bound)
+            wait_failovers_ended(stack, failover_bound)
         finally:
             history = recorder.finish(stack.jobs)
-    report = check(history, args.bound)
+    report = check(history, args.bound, failover_bound)
     for op in history.final_operations:
         if op.state != "SUCCEEDED":
             print(f"chaos: failover {op.operation} {op.state}: {op.detail}")
     print(report.summary())
+    if spark:
+        print(rates(history, args.duration))
     print(f"chaos: {time.monotonic() - started:.0f} s in all; history in {history_path}")
     if not args.workdir and report.ok:
         shutil.rmtree(workdir, ignore_errors=True)
     return report
+
+
+def rates(history: History, duration: float) -> str:
+    """Whole-cluster losses, two-way cuts and failovers (those that moved a job) per minute."""
+    minutes = duration / 60
+    faults = Counter(f.kind for f in history.faults)
+    moved = [
+        f
+        for f in history.final_operations
+        if f.exists and f.kind == "failover" and f.state == "SUCCEEDED" and "DONE" in f.detail
+    ]
+    ended = [f for f in history.final_operations if f.exists and f.kind == "failover"]
+    return (
+        f"per minute: az_loss {faults['az_loss'] / minutes:.2f}, two_way_cut "
+        f"{faults['two_way_cut'] / minutes:.2f}, failovers that moved a job "
+        f"{len(moved) / minutes:.2f} ({len(moved)} of {len(ended)} failovers)"
+    )
 
 
 def parser() -> argparse.ArgumentParser:
@@ -277,15 +388,29 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--duration", type=float, default=120.0, help="seconds of faults")
     p.add_argument("--seed", type=int, default=int(time.time()))
     p.add_argument("--nodes", type=int, default=3)
-    p.add_argument("--jobs", type=int, default=24)
-    p.add_argument("--bound", type=float, default=90.0, help="convergence bound, seconds")
+    p.add_argument("--jobs", type=int, default=DEFAULT_JOBS, help="(real Spark: 3)")
+    p.add_argument(
+        "--bound", type=float, default=DEFAULT_BOUND, help="convergence bound, s (real Spark: 240)"
+    )
     p.add_argument("--history", default="var/chaos/history.jsonl")
     p.add_argument("--workdir", default="", help="keep node logs here (default: a temp dir)")
+    p.add_argument("--spark", action="store_true", help="on real Spark standalone clusters")
+    p.add_argument("--lease", type=float, default=realspark.LEASE_S, help="fence lease, s")
+    p.add_argument(
+        "--failover-bound",
+        type=float,
+        default=0.0,
+        help="seconds a failover may take (default: 180; on real Spark the lease + 240)",
+    )
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.spark and args.jobs == DEFAULT_JOBS:
+        args.jobs = realspark.DEFAULT_JOBS
+    if args.spark and args.bound == DEFAULT_BOUND:
+        args.bound = realspark.DEFAULT_BOUND
     if args.duration <= 0 or args.nodes < 2 or args.jobs < 1:
         print("chaos: needs --duration > 0, --nodes >= 2, --jobs >= 1", file=sys.stderr)
         return 2

@@ -41,6 +41,14 @@ class Proc:
             return b""
 
 
+def parent_pid(pid: int) -> int | None:
+    """The parent of ``pid`` (None when it is gone)."""
+    try:
+        return int(psutil.Process(pid).ppid())
+    except (psutil.Error, OSError):
+        return None
+
+
 def cpu_seconds(pid: int) -> float:
     """User and system CPU ``pid`` has used so far (0.0 when it is gone)."""
     try:

@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 
 from harness.nodes import free_port, poll
-from harness.procs import Proc, processes, session_pids, signal_all
+from harness.procs import Proc, parent_pid, processes, session_pids, signal_all
 
 #: what one daemon JVM may use (a test cluster runs no big application)
 DAEMON_MEMORY = "256m"
@@ -225,3 +225,30 @@ def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
         os.killpg(proc.pid, sig)  # its own session: the group id is its pid
     except ProcessLookupError:
         pass
+
+
+#: the main class of the JVM a standalone worker starts for a driver
+DRIVER_MAIN = b"org.apache.spark.deploy.worker.DriverWrapper"
+
+
+def driver_processes(
+    clusters: dict[str, PrivateSparkCluster],
+) -> list[tuple[str, int, str, str, list[int]]]:
+    """Every live driver on the machine, by the cluster whose worker launched it: ``(cluster,
+    pid of its JVM, job, run id, the pids of its other processes)``. A driver is the JVM a
+    worker starts (``DriverWrapper``); its Python process is listed with it, not apart: without
+    its JVM it cannot commit."""
+    found = []
+    for name, cluster in clusters.items():
+        processes_of = cluster.drivers()
+        jvms = {d.pid for d in processes_of if DRIVER_MAIN in Proc(d.pid, "S", 0).cmdline()}
+        for driver in processes_of:
+            if driver.pid not in jvms:
+                continue
+            if parent_pid(driver.pid) in jvms:
+                continue  # a fork of a driver's JVM before its exec (its Python process starting)
+            others = [
+                d.pid for d in processes_of if d.run_id == driver.run_id and d.pid != driver.pid
+            ]
+            found.append((name, driver.pid, driver.job, driver.run_id, others))
+    return found

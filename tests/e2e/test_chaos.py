@@ -1,8 +1,9 @@
 """A short chaos run is part of the suite: faults of every kind at random against a
 private deployment (3 nodes, ZooKeeper, MariaDB, two simulated clusters behind proxies that can
 block their ports) while an operator stops, starts, restarts, upgrades and fails jobs over
-through the API, and the checker finds no double run, no lost job, no lost write and no
-unfenced action (about 2.5 minutes in all: 45 s to set up, 55 s of faults, the convergence).
+through the API, and the checker finds no double run, no lost job, no lost write, no
+unfenced action, no unended failover and no unexplained failed poll (about 2.5 minutes in all:
+45 s to set up, 55 s of faults, the convergence).
 
 ``make chaos DURATION=600`` runs the long version; the checker's own tests feed it each kind of
 violation (tests/unit/test_chaos_checker.py)."""

@@ -1,5 +1,7 @@
-"""The chaos checker catches what it must (a double run, a lost write, a job not running again
-in time) and nothing else."""
+"""The chaos checker catches what it must (a double run seen on the masters or among the driver
+processes, a lost write, a job not running again in time, an unfenced action, a batch committed
+by two runs, a failover that never ended, a poll that failed with no fault to explain it) and
+nothing else."""
 
 from __future__ import annotations
 
@@ -11,9 +13,13 @@ from hypothesis import strategies as st
 
 from chaos import history as h
 from chaos.checker import (
+    batch_verdicts,
     check,
     convergence,
+    double_commits,
     double_runs,
+    failed_polls,
+    failovers_unended,
     lost_jobs,
     lost_writes,
     unfenced_actions,
@@ -21,6 +27,7 @@ from chaos.checker import (
 from chaos.history import (
     Action,
     AppSeen,
+    BatchCommit,
     Claim,
     Fault,
     FinalJob,
@@ -28,6 +35,7 @@ from chaos.history import (
     History,
     JobSeen,
     OperationAcked,
+    PollMissed,
     Quiet,
     WriteAcked,
 )
@@ -35,14 +43,33 @@ from chaos.history import (
 BOUND = 60.0
 
 
-def polls(cluster: str, app: str, job: str, start: float, end: float, every: float = 0.2):
+def polls(
+    cluster: str,
+    app: str,
+    job: str,
+    start: float,
+    end: float,
+    every: float = 0.2,
+    source: str = "master",
+):
     """An application seen alive by every poll from ``start`` to ``end``, then seen ended."""
     t, seen = start, []
     while t <= end + 1e-9:
-        seen.append(AppSeen(round(t, 3), cluster, app, job, True))
+        seen.append(AppSeen(round(t, 3), cluster, app, job, True, source))
         t += every
-    seen.append(AppSeen(round(t, 3), cluster, app, job, False))
+    seen.append(AppSeen(round(t, 3), cluster, app, job, False, source))
     return seen
+
+
+def batches(job: str, run: str, first: int, last: int, t: float) -> list[BatchCommit]:
+    """``run`` wrote batches ``first`` to ``last`` and Spark committed all but the last (the
+    run ended during it), one a second from ``t``."""
+    records = []
+    for batch in range(first, last + 1):
+        records.append(BatchCommit(t + batch - first, job, batch, run, False))
+        if batch < last:
+            records.append(BatchCommit(t + batch - first + 0.9, job, batch, run, True))
+    return records
 
 
 def healthy() -> History:
@@ -55,6 +82,12 @@ def healthy() -> History:
             *polls("A", "app-1", "orders", 0.0, 20.0),
             *polls("B", "app-2", "orders", 20.6, 60.0),
             *polls("A", "app-3", "clicks", 5.0, 70.0),
+            # the same drivers, as processes: they outlive their listing by a little
+            *polls("A", "pid:11", "orders", 0.0, 20.4, source="process"),
+            *polls("B", "pid:12", "orders", 20.8, 60.0, source="process"),
+            # orders' run 1 died during batch 9; run 2 did it again from the checkpoint
+            *batches("orders", "1", 0, 9, 1.0),
+            *batches("orders", "2", 9, 20, 22.0),
             JobSeen(41.0, "orders", "RUNNING", "RUNNING"),
             JobSeen(41.0, "clicks", "RUNNING", "STARTING"),
             JobSeen(45.0, "clicks", "RUNNING", "RUNNING"),
@@ -70,7 +103,11 @@ def healthy() -> History:
             FinalJob("orders", True, "RUNNING", '["--rev", "2"]'),
             FinalJob("clicks", True, "RUNNING", "[]"),
             FinalJob("tmp", False),
-            FinalOperation(4, True, "SUCCEEDED"),
+            FinalOperation(4, True, "SUCCEEDED", created=8.0, finished=21.0),
+            # an automatic failover that found nothing to move
+            FinalOperation(6, True, "FAILED", "", 9.0, 9.5, "no job to move", "failover", "auto"),
+            PollMissed(11.0, "store", "MariaDB down"),  # during db_restart
+            Fault(10.5, "db_restart", "mariadb", until=12.5),
             Claim(1.5, "orders", "n1", 7),
             Claim(1.5, "clicks", "n2", 7),
             Claim(13.0, "clicks", "n1", 8),
@@ -84,15 +121,19 @@ def healthy() -> History:
 
 
 def test_a_clean_history_passes_with_its_figures() -> None:
-    report = check(healthy(), BOUND)
+    report = check(healthy(), BOUND, failover_bound_s=30.0)
     assert report.ok, report.summary()
-    assert report.faults == {"kill9": 1}
+    assert report.faults == {"db_restart": 1, "kill9": 1}
     assert report.worst_convergence_s == pytest.approx(5.0)
-    assert (report.apps_seen, report.jobs_seen, report.writes_acked) == (3, 2, 8)
-    assert report.failovers == {"SUCCEEDED": 1}
+    assert (report.apps_seen, report.jobs_seen, report.writes_acked) == (5, 2, 8)
+    assert report.failovers == {"SUCCEEDED": 1, "other FAILED": 1}
     assert report.actions == {"kill": 2, "submit": 3}
+    assert report.batches == {"committed": 20, "replayed": 1}
+    assert report.misses == {"store": 1}
+    assert report.longest_failover_s == pytest.approx(13.0)
     assert "violations: 0" in report.summary()
-    assert "failovers: SUCCEEDED 1, actions checked: kill 2, submit 3" in report.summary()
+    assert "actions checked: kill 2, submit 3" in report.summary()
+    assert "batches: committed 20, replayed 1; failed polls: store 1" in report.summary()
 
 
 def test_a_double_run_across_clusters_is_flagged() -> None:
@@ -103,6 +144,76 @@ def test_a_double_run_across_clusters_is_flagged() -> None:
     assert [(v.kind, v.job) for v in found] == [("double_run", "orders")]
     assert "app-9" in found[0].detail and "app-2" in found[0].detail
     assert not check(history, BOUND).ok
+
+
+def test_a_double_run_among_the_driver_processes_is_flagged() -> None:
+    history = healthy()
+    # the masters saw one application at a time, but A's driver process lived on
+    history.apps += polls("A", "pid:13", "orders", 20.6, 21.0, source="process")
+    found = double_runs(history)
+    assert [(v.kind, v.job) for v in found] == [("double_run", "orders")]
+    assert "pid:13" in found[0].detail and "(processes)" in found[0].detail
+
+
+def test_a_driver_and_its_listed_application_are_not_two_runs() -> None:
+    history = History.of(
+        polls("A", "app-1", "j", 0.0, 10.0) + polls("A", "pid:1", "j", 0.0, 10.5, source="process")
+    )
+    assert double_runs(history) == []
+
+
+def test_a_batch_committed_by_two_runs_is_flagged() -> None:
+    history = healthy()
+    # a stale run on A went on committing after the run on B had resumed from its checkpoint
+    history.batches += batches("orders", "1", 10, 13, 22.5)
+    found = double_commits(history)
+    assert [(v.kind, v.job) for v in found] == [("double_commit", "orders")] * 3
+    assert found[0].detail.startswith("batch 10 committed by runs 1 (at 23.40), 2 (at")
+    assert check(history, BOUND).batches == {"committed": 20, "replayed": 2}
+
+
+def test_a_failover_that_never_ended_or_too_late_or_unexplained_is_flagged() -> None:
+    history = healthy()
+    history.final_operations += [
+        FinalOperation(7, True, "RUNNING", "orders move -> FENCING", 30.0, None),
+        FinalOperation(8, True, "SUCCEEDED", "clicks move -> DONE", 30.0, 95.0),
+        FinalOperation(9, True, "FAILED", "clicks move -> CHECKPOINT", 30.0, 40.0),
+        FinalOperation(10, True, "CANCELLED", "", 30.0, 40.0),
+        FinalOperation(11, True, "FAILED", "clicks move -> START (no room on B)", 30.0, 40.0),
+    ]
+    found = failovers_unended(history, 60.0)
+    assert [(v.kind, v.job) for v in found] == [
+        ("failover_unended", "failover 7"),
+        ("failover_unended", "failover 8"),
+        ("failover_unexplained", "failover 9"),
+    ]
+    assert "still RUNNING" in found[0].detail and "only after 65.0 s" in found[1].detail
+    assert [v.job for v in failovers_unended(history, None)] == ["failover 7", "failover 9"]
+
+
+def test_a_failed_poll_no_fault_explains_is_flagged() -> None:
+    history = healthy()
+    history.faults.append(Fault(30.0, "az_loss", "A (down 20.0 s)", until=50.0))
+    history.misses += [
+        PollMissed(35.0, "cluster:A", "refused"),  # A was down
+        PollMissed(55.0, "cluster:A", "refused"),  # within the slack after it came back
+        PollMissed(36.0, "cluster:B", "timed out"),  # B was not
+        PollMissed(80.0, "store", "timed out"),  # MariaDB was up
+        PollMissed(81.0, "processes", "no /proc"),
+    ]
+    found = failed_polls(history)
+    assert [(v.job, v.t) for v in found] == [
+        ("cluster:B", 36.0),
+        ("store", 80.0),
+        ("processes", 81.0),
+    ]
+    report = check(history, BOUND)
+    assert not report.ok and report.misses == {
+        "cluster:A": 2,
+        "cluster:B": 1,
+        "processes": 1,
+        "store": 2,
+    }
 
 
 def test_two_applications_one_after_the_other_are_no_double_run() -> None:
@@ -169,7 +280,12 @@ def test_a_lost_failover_is_flagged() -> None:
     assert [(v.job, v.detail) for v in found] == [
         ("failover 5", "failover of B (clicks) acknowledged, not in the store")
     ]
-    assert check(history, BOUND).failovers == {"SUCCEEDED": 1, "missing": 1, "in doubt": 1}
+    assert check(history, BOUND).failovers == {
+        "SUCCEEDED": 1,
+        "missing": 1,
+        "in doubt": 1,
+        "other FAILED": 1,
+    }
 
 
 def test_a_write_in_doubt_is_no_lost_write() -> None:
@@ -232,8 +348,15 @@ def test_each_kind_is_counted_in_the_summary() -> None:
     history.final.append(FinalJob("forgotten", True, "RUNNING"))
     history.writes.append(WriteAcked(31.0, "new", "create", "RUNNING"))
     history.actions.append(Action(15.0, "orders", "n3", 7, "submit"))
+    history.batches += batches("orders", "1", 10, 11, 22.5)
+    history.final_operations.append(FinalOperation(7, True, "RUNNING", "", 30.0, None))
+    history.final_operations.append(FinalOperation(8, True, "FAILED", "", 30.0, 31.0))
+    history.misses.append(PollMissed(80.0, "store", "timed out"))
     summary = check(history, BOUND).summary()
-    assert "violations: 4 (double_run 1, lost_job 1, lost_write 1, unfenced_action 1)" in summary
+    assert (
+        "violations: 8 (double_commit 1, double_run 1, failed_poll 1, failover_unended 1, "
+        "failover_unexplained 1, lost_job 1, lost_write 1, unfenced_action 1)"
+    ) in summary
 
 
 def test_a_history_survives_its_file(tmp_path: Path) -> None:
@@ -263,3 +386,18 @@ def test_double_run_found_exactly_when_two_lives_overlap(lives: list[tuple[float
         a[0] <= b[1] and b[0] <= a[1] for i, a in enumerate(lives) for b in lives[i + 1 :]
     )
     assert bool(double_runs(history)) == overlapping
+
+
+def test_a_commit_log_says_which_batches_each_run_committed(tmp_path: Path) -> None:
+    from chaos.recorder import commit_records
+
+    log = tmp_path / "j.log"
+    # run 1 wrote 0-2 and died during 2; run 2 did 2 again and went on to 3
+    log.write_text("0 1 10.0\n1 1 12.0\n2 1 14.0\n2 2 30.0\n3 2 32.0\n")
+    records = commit_records("j", log)
+    committed = sorted((b.batch, b.run, b.t) for b in records if b.committed)
+    assert committed == [(0, "1", 12.0), (1, "1", 14.0), (2, "2", 32.0)]
+    assert len([b for b in records if not b.committed]) == 5
+    tally, doubled = batch_verdicts(History(batches=records))
+    assert tally == {"committed": 3, "replayed": 1} and doubled == []
+    assert commit_records("j", tmp_path / "none.log") == []

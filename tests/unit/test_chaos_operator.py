@@ -28,7 +28,14 @@ class Scripted(Operator):
     """An operator whose API answers come from a script (None: no answer)."""
 
     def __init__(self, answers: list[httpx.Response | None], acks: Acks) -> None:
-        stack = cast(Stack, type("S", (), {"jobs": ["j1"], "clusters": {"A": None}})())
+        fake = {
+            "jobs": ["j1"],
+            "clusters": {"A": None},
+            "spark": {},
+            "cluster_names": lambda self: ["A"],
+            "upgraded_args": lambda self, job, revision: ["--chaos-rev", str(revision)],
+        }
+        stack = cast(Stack, type("S", (), fake)())
         super().__init__(stack, random.Random(1), acks, retry_for=0.5, retry_pause=0.01)
         self.answers = answers
         self.sent: list[tuple[str, str, Any, str | None]] = []
@@ -108,3 +115,71 @@ def test_a_failover_is_reported_with_its_id_or_in_doubt() -> None:
     )
     op.fail_over("A", ["j1"])  # never answered
     assert acks.operations == [(7, "failover", "A (j1, j2)"), (0, "failover_in_doubt", "A (j1)")]
+
+
+def test_a_seed_reproduces_each_stream_of_choices_on_its_own() -> None:
+    from chaos.faults import seeded
+    from chaos.run import schedule
+
+    first = [seeded(7, f"operator/{n}").random() for n in range(5)]
+    assert first == [seeded(7, f"operator/{n}").random() for n in range(5)]
+    assert seeded(7, "faults/schedule").random() != seeded(7, "operator/0").random()
+    assert seeded(8, "operator/0").random() != first[0]
+    # the schedule of a lane depends on its seed and name only, never on the operator's draws
+    kinds = ["a", "b", "c"]
+    assert schedule(seeded(7, "cluster/schedule"), 9, kinds) == schedule(
+        seeded(7, "cluster/schedule"), 9, kinds
+    )
+    assert sorted(schedule(seeded(7, "cluster/schedule"), 9, kinds)) == sorted(kinds * 3)
+
+
+def _listing(jobs: list[dict[str, Any]], health: dict[str, str]) -> list[httpx.Response | None]:
+    clusters = [{"name": n, "health": h} for n, h in health.items()]
+    return [httpx.Response(200, json={"data": clusters}), httpx.Response(200, json={"data": jobs})]
+
+
+def test_a_failover_move_picks_jobs_drover_may_move() -> None:
+    """Jobs on a cluster whose other one is healthy; from a cluster that is not healthy only
+    the running jobs known to fence themselves."""
+    acks = Acks()
+    op = Scripted([], acks)
+    op.stack.cluster_names = lambda: ["A", "B"]  # type: ignore[method-assign]
+    jobs = [
+        {"name": "j1", "cluster": "A", "state": "RUNNING", "self_fencing": True},
+        {"name": "j2", "cluster": "A", "state": "RUNNING", "self_fencing": None},
+        {"name": "j3", "cluster": "A", "state": "STARTING", "self_fencing": True},
+        {"name": "j4", "cluster": "B", "state": "RUNNING", "self_fencing": True},
+    ]
+    names = ["j1", "j2", "j3", "j4"]
+    op.answers = _listing(jobs, {"A": "NORMAL", "B": "NORMAL"})
+    assert op._movable(names, ["A", "B"]) == {"A": ["j1", "j2", "j3"], "B": ["j4"]}
+    op.answers = _listing(jobs, {"A": "VOTE_ABNORMAL", "B": "NORMAL"})
+    assert op._movable(names, ["A", "B"]) == {"A": ["j1"]}  # B's target A is down
+    op.answers = _listing(jobs, {"A": "NORMAL", "B": "THRESHOLD_ABNORMAL"})
+    assert op._movable(names, ["A", "B"]) == {"B": ["j4"]}
+    op.answers = [None]
+    assert op._movable(names, ["A", "B"]) == {}  # no answer: nothing known movable
+
+
+def test_whole_cluster_faults_hit_both_clusters_in_each_pair() -> None:
+    fake = {
+        "last_lost": "",
+        "lost_count": 0,
+        "cluster_names": lambda self: ["a", "b"],
+        "next_lost": Stack.next_lost,
+    }
+    stack = cast(Stack, type("S", (), fake)())
+    rng = random.Random(3)
+    hit = [stack.next_lost(rng) for n in range(40)]
+    assert all({hit[i], hit[i + 1]} == {"a", "b"} for i in range(0, 40, 2))
+    assert any(hit[i] == hit[i + 1] for i in range(1, 39, 2))  # pairs start at random
+
+
+def test_a_process_knows_its_parent() -> None:
+    """What tells a fork of a driver's JVM (before its exec) from a second driver."""
+    import os
+
+    from harness.procs import parent_pid
+
+    assert parent_pid(os.getpid()) == os.getppid()
+    assert parent_pid(2**22 + 7) is None  # no such process

@@ -1,0 +1,162 @@
+"""The real-Spark deployment of a chaos run (``python -m chaos.run --spark``; I/O).
+
+Everything private to the run, on loopback, stopped at the end: a ZooKeeper server and a MariaDB
+server (as in the simulated mode), two Spark standalone clusters ``spark-a`` and ``spark-b``
+(``harness/spark.py``: a master with its REST server and one worker each, on ports of their own;
+groups ``ga`` and ``gb``, each the other's failover cluster), three Drover nodes and a handful of
+self-fencing jobs: the sample pipeline ``pipelines/rate_counter.py`` with a 2 s trigger, each
+recording which run handed each batch to Spark to commit (``--commit-log``).
+
+Two kinds of proxies (``harness/tcpproxy.py``) let the faults cut a cluster off both ways:
+
+- Drover -> cluster: every node reaches a cluster's REST server and master UI through a proxy of
+  each (the cluster is registered with the proxies' URLs; its ``master_url``, used by the drivers
+  and executors only, is the master itself);
+- driver -> Drover: the nodes' fence URLs (``DROVER_FENCE_URLS``) are proxies in front of the
+  nodes' APIs, which refuse the fence checks of one cluster's drivers (by the fencing tokens in
+  their environment) while it is cut off.
+
+A job costs ~0.9 GB (a 512 MB driver and a 512 MB executor, one core each; RUNTIME-NOTES), and
+the machine has 2 shared cores: 3-6 jobs (3 by default: fewer JVMs, faster starts). Each worker
+advertises room for every job (a cluster must hold them all after the other one is lost): two
+cores and 1 GB per job, plus one of each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+from chaos import deploy
+from chaos.faults import Stack
+from harness.spark import PrivateSparkCluster, driver_processes
+
+__all__ = ["deployment", "driver_processes", "job_bodies", "commit_log", "node_settings"]
+from harness.tcpproxy import TcpProxy
+
+ROOT = Path(__file__).resolve().parents[1]
+PIPELINE = ROOT / "pipelines" / "rate_counter.py"
+#: cluster -> (its group, the group's failover cluster, its AZ)
+CLUSTERS = {"spark-a": ("ga", "spark-b", "az-a"), "spark-b": ("gb", "spark-a", "az-b")}
+SESSION_TIMEOUT = 3.0
+#: the fence lease the nodes grant (seconds): short, so that a cut-off driver stops soon
+LEASE_S = 15.0
+TRIGGER_S = 2.0
+DEFAULT_JOBS = 3
+#: seconds after the faults cleared within which every job runs again (a real application
+#: takes 20-60 s to start on the shared cores; a failover under way waits for its lease)
+DEFAULT_BOUND = 240.0
+
+
+def node_settings(lease_s: float) -> dict[str, str]:
+    """The nodes' settings: faults come often, real applications start in tens of seconds."""
+    return {
+        "DROVER_ZK_SESSION_TIMEOUT": str(SESSION_TIMEOUT),
+        "DROVER_RECONCILE_INTERVAL": "1",
+        "DROVER_RESTART_MAX_ATTEMPTS": "1000",
+        "DROVER_RESTART_BACKOFF_INITIAL": "1",
+        "DROVER_RESTART_BACKOFF_MAX": "8",
+        "DROVER_HEALTH_PROBE_INTERVAL": "2",
+        "DROVER_HEALTH_PROBE_TIMEOUT": "2",
+        # a cluster takes a whole-cluster fault every minute or so: with the default window
+        # (6 failed probes within 60 s) both would stay THRESHOLD_ABNORMAL the whole run --
+        # flapping, rightly: no restart there, no move onto them -- and no job would run
+        "DROVER_HEALTH_QUIET_PERIOD": "3",
+        "DROVER_HEALTH_THRESHOLD_WINDOW": "10",
+        "DROVER_FAILOVER_INTERVAL": "0.5",
+        "DROVER_FAILOVER_FENCE_EXIT_GRACE": "15",
+        "DROVER_FENCE_LEASE_SECONDS": f"{lease_s:g}",
+    }
+
+
+def job_args(workdir: Path, name: str) -> list[str]:
+    return [
+        "--output",
+        str(workdir / "out" / name),
+        "--app-name",
+        name,  # the masters list the application under its job's name
+        "--trigger-seconds",
+        f"{TRIGGER_S:g}",
+        "--rows-per-second",
+        "2",
+        "--commit-log",
+        str(commit_log(workdir, name)),
+    ]
+
+
+def commit_log(workdir: Path, job: str) -> Path:
+    """The file the job's runs append their committed batches to (``--commit-log``)."""
+    return workdir / "commits" / f"{job}.log"
+
+
+@contextmanager
+def deployment(workdir: Path, nodes: int, jobs: int, lease_s: float) -> Iterator[Stack]:
+    with ExitStack() as stack:
+        zk, db, database_url = deploy.services(stack, workdir)
+        clusters = {
+            name: PrivateSparkCluster(workdir / name, cores=2 * jobs + 1, memory=f"{jobs + 1}g")
+            for name in CLUSTERS
+        }
+        for cluster in clusters.values():
+            stack.callback(cluster.kill)
+            cluster.start(timeout=180)
+        proxies = {
+            name: [
+                stack.enter_context(TcpProxy(cluster.rest_port)),
+                stack.enter_context(TcpProxy(cluster.ui_port)),
+            ]
+            for name, cluster in clusters.items()
+        }
+        (workdir / "commits").mkdir(parents=True, exist_ok=True)
+        procs = deploy.node_processes(workdir, nodes)
+        fence_proxies = [stack.enter_context(TcpProxy(node.port)) for node in procs]
+        settings = {
+            "DROVER_FENCE_URLS": ",".join(p.url for p in fence_proxies),
+            **node_settings(lease_s),
+        }
+        env = deploy.node_env(workdir, database_url, zk.hosts, settings)
+        deploy.start_nodes(
+            stack, workdir, procs, env, ",".join(f"{g}:active" for g, _, _ in CLUSTERS.values())
+        )
+        deploy.register(
+            procs[0],
+            {
+                name: (cluster.master_url, proxies[name][0].url, proxies[name][1].url)
+                for name, cluster in clusters.items()
+            },
+            CLUSTERS,
+            workdir,
+        )
+        names = [f"chaos-{i:03d}" for i in range(jobs)]
+        yield Stack(
+            workdir=workdir,
+            zk=zk,
+            db=db,
+            database_url=database_url,
+            clusters={},
+            proxies=proxies,
+            nodes=procs,
+            jobs=names,
+            session_timeout=SESSION_TIMEOUT,
+            spark=clusters,
+            fence_proxies=fence_proxies,
+            job_args={name: job_args(workdir, name) for name in names},
+            lease_s=lease_s,
+        )
+
+
+def job_bodies(stack: Stack) -> list[dict[str, object]]:
+    """The jobs of a real-Spark run: every other one in each group, all high priority."""
+    groups = [g for g, _, _ in CLUSTERS.values()]
+    return [
+        {
+            "name": name,
+            "group": groups[i % len(groups)],
+            "entrypoint": str(PIPELINE),
+            "args": stack.job_args[name],
+            "priority": ("high", "normal")[i % 2],
+            "desired_state": "RUNNING",
+        }
+        for i, name in enumerate(stack.jobs)
+    ]
