@@ -122,6 +122,7 @@ def create_app(context: NodeContext) -> FastAPI:
     app.include_router(failovers.router)
     app.include_router(operations_router)
     app.include_router(auto_failover.router)
+    app.include_router(auto_failover.switch_router)
     app.include_router(overview_router)
     app.include_router(quotas_router)
     console.install(app)  # the ops console's static files at /ui (not API routes)

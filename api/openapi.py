@@ -139,6 +139,7 @@ REQUEST_EXAMPLES: dict[str, dict[str, Any]] = {
         "dry_run": True,
     },
     "AutoFailoverPolicy": {"enabled": True, "after_seconds": 120, "min_priority": "high"},
+    "AutoSwitchIn": {"reason": "INC-4711: failing back by hand"},
     "QuotaPut": {"rate": 5, "burst": 10},
 }
 

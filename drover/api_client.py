@@ -310,7 +310,15 @@ class AlertChannelPublic(TypedDict):
     updated_at: str | None
 
 
-AlertKind = Literal["job_stalled", "job_failed", "job_given_up", "cluster_abnormal", "test"]
+AlertKind = Literal[
+    "job_stalled",
+    "job_failed",
+    "job_given_up",
+    "cluster_abnormal",
+    "auto_failover",
+    "auto_failover_held",
+    "test",
+]
 
 
 class AlertPublic(TypedDict):
@@ -411,6 +419,35 @@ class AuditPublic(TypedDict):
     node: str
 
 
+class AutoEventPublic(TypedDict):
+    """One thing automatic failover decided, or an operator did to it."""
+
+    #: the event's id
+    id: int
+    #: when (UTC)
+    at: str
+    #: `created` or `held` (a decision about a group's abnormal cluster), `paused`, `resumed`
+    #: (the switch), `cleared` (a cluster's cool-down)
+    kind: str
+    #: why a failover was held: `paused`, `no-target`, `target-abnormal`, `target-cooling-down`
+    #: ('' otherwise)
+    code: str
+    #: the group decided about
+    group: str | None
+    #: the abnormal cluster (a decision), or the cluster cleared
+    cluster: str | None
+    #: where its jobs would go
+    target: str | None
+    #: the incident (one automatic failover at most per incident)
+    incident: str | None
+    #: the failover created
+    operation_id: int | None
+    #: the decision and why, or the operator's reason
+    message: str
+    #: `drover:auto-failover` or the operator
+    actor: str
+
+
 class AutoFailoverPolicy(TypedDict):
     """A group's automatic failover (off by default)."""
 
@@ -441,6 +478,38 @@ class AutoFailoverPublic(TypedDict):
     updated_by: str
     #: when it last changed (UTC)
     updated_at: str | None
+
+
+class AutoFailoverStatus(TypedDict):
+    """
+    Automatic failover platform-wide: its switch, the clusters cooling down, the groups that use it,
+    and its latest decisions.
+    """
+
+    #: automatic failover is paused platform-wide
+    paused: bool
+    #: who paused it (null: running)
+    paused_by: str | None
+    #: since when (null: running)
+    paused_at: str | None
+    #: why it was paused (null: running)
+    reason: str | None
+    #: how long after its last abnormal period a cluster is not failed over onto automatically
+    #: (`DROVER_FAILOVER_AUTO_COOLDOWN`)
+    cooldown_seconds: float
+    #: the clusters in their cool-down now
+    cooling_down: list[CoolingDownPublic]
+    #: the groups whose automatic failover is enabled
+    groups: list[str]
+    #: the latest decisions and operator actions, newest first
+    events: list[AutoEventPublic]
+
+
+class AutoSwitchIn(TypedDict):
+    """Why automatic failover is paused, resumed, or a cluster's cool-down cleared (audited)."""
+
+    #: why (audited, shown in the status)
+    reason: str
 
 
 class BulkCreate(TypedDict):
@@ -681,6 +750,17 @@ class ClustersOverview(TypedDict):
     by_health: dict[str, int]
     #: the clusters whose health is not NORMAL
     abnormal: list[str]
+
+
+class CoolingDownPublic(TypedDict):
+    """A cluster automatic failover does not move jobs onto for now."""
+
+    #: the cluster
+    cluster: str
+    #: when its last abnormal period ended
+    abnormal_until: str
+    #: when its cool-down ends (unless an operator clears it sooner)
+    until: str
 
 
 DesiredState = Literal["RUNNING", "STOPPED"]
@@ -2201,6 +2281,28 @@ class DroverClient(_Base):
             ),
         )
 
+    def clear_auto_failover_cooldown(self, name: str, body: AutoSwitchIn) -> AutoFailoverStatus:
+        """
+        Let automatic failover move jobs onto a cluster again
+
+        End the cluster's cool-down: automatic failover may move jobs onto it again although it was
+        abnormal itself lately (the operator vouches for it). A platform operator's, audited.
+
+        ``POST /v1/auto-failover/clusters/{name}/clear``
+        """
+        return cast(
+            "AutoFailoverStatus",
+            self._call(
+                "POST",
+                f"/v1/auto-failover/clusters/{_segment(name)}/clear",
+                query={},
+                headers={},
+                body=body,
+                ok=(200,),
+                json_answer=True,
+            ),
+        )
+
     def clear_cluster_abnormal(
         self, name: str, body: ClearAbnormal | None | None = None
     ) -> HealthEventPublic:
@@ -2565,6 +2667,29 @@ class DroverClient(_Base):
             self._call(
                 "GET",
                 f"/v1/alert-channels/{_segment(name)}",
+                query={},
+                headers={},
+                body=None,
+                ok=(200,),
+                json_answer=True,
+            ),
+        )
+
+    def get_auto_failover(self) -> AutoFailoverStatus:
+        """
+        Automatic failover platform-wide: paused or not, cool-downs, latest decisions
+
+        Whether automatic failover is paused, which clusters it does not fail over onto for now
+        (their cool-down after an abnormal period of their own), which groups use it, and what it
+        decided lately (created, or held and why) -- also what operators did to it.
+
+        ``GET /v1/auto-failover``
+        """
+        return cast(
+            "AutoFailoverStatus",
+            self._call(
+                "GET",
+                "/v1/auto-failover",
                 query={},
                 headers={},
                 body=None,
@@ -3546,6 +3671,29 @@ class DroverClient(_Base):
             ),
         )
 
+    def pause_auto_failover(self, body: AutoSwitchIn) -> AutoFailoverStatus:
+        """
+        Pause automatic failover platform-wide
+
+        No group fails over by itself until it is resumed: a failover that falls due meanwhile is
+        *held* (an event and an alert say so); failovers already created go on. Operators' failovers
+        are not affected. A platform operator's (operator on every team), audited.
+
+        ``POST /v1/auto-failover/pause``
+        """
+        return cast(
+            "AutoFailoverStatus",
+            self._call(
+                "POST",
+                "/v1/auto-failover/pause",
+                query={},
+                headers={},
+                body=body,
+                ok=(200,),
+                json_answer=True,
+            ),
+        )
+
     def put_group_auto_failover(
         self, name: str, body: AutoFailoverPolicy, *, if_match: str | None = None
     ) -> AutoFailoverPublic:
@@ -3639,6 +3787,28 @@ class DroverClient(_Base):
                 headers={"Idempotency-Key": idempotency_key, "if-match": if_match},
                 body=None,
                 ok=(202,),
+                json_answer=True,
+            ),
+        )
+
+    def resume_auto_failover(self, body: AutoSwitchIn) -> AutoFailoverStatus:
+        """
+        Resume automatic failover platform-wide
+
+        Groups fail over by themselves again (a failover held meanwhile is created at the next round
+        if its cluster is still abnormal). A platform operator's, audited.
+
+        ``POST /v1/auto-failover/resume``
+        """
+        return cast(
+            "AutoFailoverStatus",
+            self._call(
+                "POST",
+                "/v1/auto-failover/resume",
+                query={},
+                headers={},
+                body=body,
+                ok=(200,),
                 json_answer=True,
             ),
         )

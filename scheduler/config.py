@@ -263,6 +263,9 @@ class Settings(BaseSettings):
     failover_fence_timeout: float = Field(default=0.0, ge=0)
     #: seconds a moved job may take to be RUNNING on the target (0: no limit)
     failover_start_timeout: float = Field(default=900.0, ge=0)
+    #: seconds after a cluster's last abnormal period during which automatic failover never
+    #: moves jobs onto it (unless an operator cleared it: ``drover failover auto clear``)
+    failover_auto_cooldown: float = Field(default=3600.0, ge=0)
 
     @classmethod
     def settings_customise_sources(

@@ -12,6 +12,7 @@ from api.schemas.resources import TEXT_SCHEMA, CleanText, Label, Name, _Strict
 from scheduler.core.states import Priority
 from scheduler.decisions.operations import failover as fo
 from scheduler.decisions.operations.model import ItemRecord, OperationRecord, OperationState
+from scheduler.store.auto_failover import AutoEvent
 from scheduler.store.operations import PolicyRecord
 
 Reason = Annotated[str, Field(max_length=2000, json_schema_extra=TEXT_SCHEMA), CleanText]
@@ -307,3 +308,110 @@ class AutoFailoverPublic(AutoFailoverPolicy):
             updated_by=p.updated_by,
             updated_at=p.updated_at,
         )
+
+
+# -- automatic failover's switch, cool-downs and decisions ----------------------------------------
+
+
+class AutoSwitchIn(_Strict):
+    """Why automatic failover is paused, resumed, or a cluster's cool-down cleared (audited)."""
+
+    reason: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=2000,
+            json_schema_extra=TEXT_SCHEMA,
+            description="why (audited, shown in the status)",
+            examples=["INC-4711: failing back by hand"],
+        ),
+        CleanText,
+    ]
+
+
+class AutoEventPublic(BaseModel):
+    """One thing automatic failover decided, or an operator did to it."""
+
+    id: int = Field(description="the event's id", examples=[12])
+    at: datetime = Field(description="when (UTC)", examples=["2026-11-25T03:12:45Z"])
+    kind: str = Field(
+        description="`created` or `held` (a decision about a group's abnormal cluster), "
+        "`paused`, `resumed` (the switch), `cleared` (a cluster's cool-down)",
+        examples=["held"],
+    )
+    code: str = Field(
+        description="why a failover was held: `paused`, `no-target`, `target-abnormal`, "
+        "`target-cooling-down` ('' otherwise)",
+        examples=["target-cooling-down"],
+    )
+    group: str | None = Field(description="the group decided about", examples=["ads"])
+    cluster: str | None = Field(
+        description="the abnormal cluster (a decision), or the cluster cleared",
+        examples=["spark-a"],
+    )
+    target: str | None = Field(description="where its jobs would go", examples=["spark-b"])
+    incident: str | None = Field(
+        description="the incident (one automatic failover at most per incident)",
+        examples=["auto:ads:spark-a:41"],
+    )
+    operation_id: int | None = Field(description="the failover created", examples=[17])
+    message: str = Field(
+        description="the decision and why, or the operator's reason",
+        examples=["automatic failover of group ads held: ...; its target spark-b was abnormal"],
+    )
+    actor: str = Field(
+        description="`drover:auto-failover` or the operator", examples=["drover:auto-failover"]
+    )
+
+    @classmethod
+    def of(cls, e: AutoEvent) -> AutoEventPublic:
+        return cls(
+            id=e.id,
+            at=e.at,
+            kind=e.kind,
+            code=e.code,
+            group=e.group,
+            cluster=e.cluster,
+            target=e.target,
+            incident=e.incident,
+            operation_id=e.operation_id,
+            message=e.message,
+            actor=e.actor,
+        )
+
+
+class CoolingDownPublic(BaseModel):
+    """A cluster automatic failover does not move jobs onto for now."""
+
+    cluster: str = Field(description="the cluster", examples=["spark-b"])
+    abnormal_until: datetime = Field(
+        description="when its last abnormal period ended", examples=["2026-11-25T03:12:45Z"]
+    )
+    until: datetime = Field(
+        description="when its cool-down ends (unless an operator clears it sooner)",
+        examples=["2026-11-25T04:12:45Z"],
+    )
+
+
+class AutoFailoverStatus(BaseModel):
+    """Automatic failover platform-wide: its switch, the clusters cooling down, the groups that
+    use it, and its latest decisions."""
+
+    paused: bool = Field(description="automatic failover is paused platform-wide", examples=[False])
+    paused_by: str | None = Field(description="who paused it (null: running)", examples=[None])
+    paused_at: datetime | None = Field(description="since when (null: running)", examples=[None])
+    reason: str | None = Field(description="why it was paused (null: running)", examples=[None])
+    cooldown_seconds: float = Field(
+        description="how long after its last abnormal period a cluster is not failed over onto "
+        "automatically (`DROVER_FAILOVER_AUTO_COOLDOWN`)",
+        examples=[3600.0],
+    )
+    cooling_down: list[CoolingDownPublic] = Field(
+        description="the clusters in their cool-down now", examples=[[]]
+    )
+    groups: list[str] = Field(
+        description="the groups whose automatic failover is enabled", examples=[["ads"]]
+    )
+    events: list[AutoEventPublic] = Field(
+        description="the latest decisions and operator actions, newest first", examples=[[]]
+    )

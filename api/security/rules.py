@@ -133,6 +133,11 @@ RULES: dict[tuple[str, str], Rule] = {
     ("POST", "/v1/operations/{operation_id}/cancel"): _r(Action.JOB_WRITE, Target.LISTING),
     ("GET", "/v1/groups/{name}/auto-failover"): _r(Action.CATALOG_READ, Target.NONE),
     ("PUT", "/v1/groups/{name}/auto-failover"): _r(Action.CATALOG_WRITE, Target.NONE),
+    # automatic failover platform-wide: a platform operator pauses, resumes, clears cool-downs
+    ("GET", "/v1/auto-failover"): _r(Action.FAILOVER_READ, Target.NONE),
+    ("POST", "/v1/auto-failover/pause"): _r(Action.FAILOVER_WRITE, Target.NONE),
+    ("POST", "/v1/auto-failover/resume"): _r(Action.FAILOVER_WRITE, Target.NONE),
+    ("POST", "/v1/auto-failover/clusters/{name}/clear"): _r(Action.FAILOVER_WRITE, Target.NONE),
     # alerts: the platform's channels, a team's channels, the alerts (a caller's teams')
     ("POST", "/v1/alert-channels"): _r(Action.PLATFORM_ADMIN, Target.NONE),
     ("GET", "/v1/alert-channels"): _r(Action.PLATFORM_ADMIN, Target.NONE),

@@ -1,5 +1,6 @@
-"""``drover failover plan|run|status|cancel`` and ``drover groups auto-failover``: the failover
-runbooks' commands (docs/runbooks/), through a node's API.
+"""``drover failover plan|run|status|cancel``, ``drover failover auto status|pause|resume|clear``
+and ``drover groups auto-failover``: the failover runbooks' commands (docs/runbooks/), through a
+node's API.
 
 Tables by default, the API's JSON with ``--json``. ``run --wait`` and ``status --wait`` follow
 the failover until it ends or ``--timeout`` passes, drawing each item's step changes and a
@@ -55,6 +56,15 @@ AckOption = Annotated[
 
 #: how --wait judges a failover's state
 DEFAULT_WAIT = ops.DEFAULT_WAIT
+
+
+auto_app = typer.Typer(
+    no_args_is_help=True,
+    help="Automatic failover platform-wide: status, pause, resume, clear a cluster's cool-down.",
+)
+failover_app.add_typer(auto_app, name="auto")
+
+ReasonOption = Annotated[str, typer.Option("--reason", help="why (audited)")]
 
 
 def register(app: typer.Typer) -> None:
@@ -332,6 +342,80 @@ def groups_auto_failover(
         f" s abnormal, priority {current['min_priority']} and above; version "
         f"{current['version']})"
     )
+
+
+def _auto_url(api: str | None, suffix: str = "") -> str:
+    return f"{out.api_url(api)}/v1/auto-failover{suffix}"
+
+
+def print_auto(data: dict[str, Any]) -> None:
+    if data["paused"]:
+        typer.echo(
+            f"automatic failover: PAUSED by {data['paused_by']} since "
+            f"{data['paused_at'][:19]} ({data['reason']})"
+        )
+    else:
+        typer.echo("automatic failover: running")
+    groups = ", ".join(data["groups"]) or "none"
+    typer.echo(f"groups with automatic failover enabled: {groups}")
+    cool = data["cooldown_seconds"]
+    for c in data["cooling_down"]:
+        typer.echo(
+            f"cooling down: {c['cluster']} (abnormal until {c['abnormal_until'][:19]}, not "
+            f"failed over onto before {c['until'][:19]}; cool-down {cool:g} s)"
+        )
+    if data["events"]:
+        typer.echo(f"{'AT':<20} {'KIND':<8} {'CODE':<20} {'GROUP':<12} {'CLUSTER':<12} MESSAGE")
+    for e in data["events"]:
+        typer.echo(
+            f"{e['at'][:19]:<20} {e['kind']:<8} {e['code'] or '-':<20} {e['group'] or '-':<12} "
+            f"{e['cluster'] or '-':<12} {e['message']}"
+        )
+
+
+@auto_app.command("status")
+def auto_status(api: ApiOption = None, as_json: JsonOption = False) -> None:
+    """Whether automatic failover is paused, the clusters cooling down, its latest decisions."""
+    data = out.call("GET", _auto_url(api))
+    if as_json:
+        out.print_json(data)
+        return
+    print_auto(data)
+
+
+@auto_app.command("pause")
+def auto_pause(reason: ReasonOption, api: ApiOption = None, as_json: JsonOption = False) -> None:
+    """Pause automatic failover platform-wide (a failover falling due is held, and alerted)."""
+    data = out.call("POST", _auto_url(api, "/pause"), json={"reason": reason})
+    if as_json:
+        out.print_json(data)
+        return
+    print_auto(data)
+
+
+@auto_app.command("resume")
+def auto_resume(reason: ReasonOption, api: ApiOption = None, as_json: JsonOption = False) -> None:
+    """Resume automatic failover platform-wide."""
+    data = out.call("POST", _auto_url(api, "/resume"), json={"reason": reason})
+    if as_json:
+        out.print_json(data)
+        return
+    print_auto(data)
+
+
+@auto_app.command("clear")
+def auto_clear(
+    cluster: Annotated[str, typer.Argument(help="the cluster automatic failover may use again")],
+    reason: ReasonOption,
+    api: ApiOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """End a cluster's cool-down: automatic failover may move jobs onto it again."""
+    data = out.call("POST", _auto_url(api, f"/clusters/{cluster}/clear"), json={"reason": reason})
+    if as_json:
+        out.print_json(data)
+        return
+    print_auto(data)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -4,7 +4,9 @@ monitor): every round it
 1. raises and resolves the alerts whose conditions it watches (``scheduler.decisions.alerts`` says
    which): the clusters' health (every node; the store keeps one alert per cluster), and the
    failures and given-up states of the jobs this node owns (stalls are raised by the stall
-   check itself, in the transaction that records them);
+   check itself, in the transaction that records them); automatic failover's alerts are raised
+   by the operations executor with its decisions, and resolved here: a held one once its
+   cluster is NORMAL again, a created one once its failover ended;
 2. sends what is due in the outbox: claims up to a batch of messages for a lease, posts them
    (in worker threads: a slow receiver never blocks the event loop, a reconcile tick, or
    anything else), records each outcome; a failed message is retried with exponential backoff
@@ -39,6 +41,7 @@ import httpx
 from scheduler.actors.hosted import HostedLoop
 from scheduler.core.clock import utcnow
 from scheduler.core.errors import InvalidInput
+from scheduler.core.operations import OperationState
 from scheduler.decisions.alerts import (
     MAX_ATTEMPTS,
     AlertKind,
@@ -55,10 +58,13 @@ from scheduler.decisions.alerts import (
 from scheduler.decisions.destinations import Destinations, GetAddrInfo
 from scheduler.decisions.health import ClusterHealth
 from scheduler.store import alerts as alert_store
+from scheduler.store import auto_failover as auto_store
 from scheduler.store import telemetry
 from scheduler.store.db import Store
 
 log = logging.getLogger("drover.alerts")
+
+FINAL_OPERATION_STATES = frozenset(s.value for s in OperationState if s.is_final)
 
 #: seconds a claimed message stays this node's to send
 CLAIM_LEASE = 60.0
@@ -68,6 +74,40 @@ BATCH = 20
 SEND_TIMEOUT = 10.0
 #: a run's failure is looked for this far back (seconds; the rounds overlap, alerts dedupe)
 FAILED_LOOKBACK = 120.0
+
+
+def _resolve_automatic(session: Any, health: dict[str, str], now: datetime) -> int:
+    """Resolve automatic failover's alerts whose condition ended: a held one whose cluster is
+    NORMAL again (or gone), a created one whose failover ended."""
+    resolved = 0
+    kinds = [AlertKind.AUTO_FAILOVER, AlertKind.AUTO_FAILOVER_HELD]
+    open_auto = alert_store.open_alerts(session, kinds)
+    states = auto_store.operation_states(
+        session,
+        [
+            int(a.details["operation_id"])
+            for a in open_auto
+            if a.kind == AlertKind.AUTO_FAILOVER and a.details.get("operation_id") is not None
+        ],
+    )
+    for alert in open_auto:
+        why = None
+        if alert.kind == AlertKind.AUTO_FAILOVER_HELD:
+            state = health.get(alert.cluster or "")
+            if state is None:
+                why = f"cluster {alert.cluster} was removed"
+            elif state == ClusterHealth.NORMAL.value:
+                why = f"cluster {alert.cluster} is NORMAL again"
+        else:
+            op = alert.details.get("operation_id")
+            state = states.get(int(op)) if op is not None else None
+            if op is None or state is None:
+                why = "its failover is gone"
+            elif state in FINAL_OPERATION_STATES:
+                why = f"failover {op} {state}"
+        if why is not None and alert_store.resolve_alert(session, alert.key, why, now):
+            resolved += 1
+    return resolved
 
 
 class AlertLoop(HostedLoop):
@@ -157,6 +197,7 @@ class AlertLoop(HostedLoop):
                     session, open_[gone].key, "the cluster was removed", now
                 ):
                     resolved += 1
+            resolved += _resolve_automatic(session, health, now)
         with self._store.transaction() as session:
             r, s = self._evaluate_jobs(session, now)
         return raised + r, resolved + s

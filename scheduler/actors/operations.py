@@ -59,6 +59,7 @@ class OperationsExecutor(HostedLoop):
             nudge=self._note_nudge,
             probe=self._probe.reachable,
             renew=_fetch_claim,
+            auto_cooldown=settings.failover_auto_cooldown,
         )
         self._forwarder = ThreadPoolExecutor(2, thread_name_prefix="operations-nudge")
 

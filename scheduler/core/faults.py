@@ -8,26 +8,24 @@ the restarted node) find it and go on. Points: ``after-submit``; ``replica-mid-b
 checkpoint copy, right after a state file of a batch the copy does not hold yet, before that
 batch's offsets and commit: ``scheduler.loops.replication.sync``).
 
-*Holds* stop a process at a point for as long as a test wants, without killing it: with
-``DROVER_FAULT_HOLDS=<dir>``, :func:`hold` blocks while ``<dir>/<point>`` or
-``<dir>/<point>@<key>`` exists (a test creates and removes the files; at most
-:data:`HOLD_LIMIT_S`). Points: ``failover-draining@<job>`` and ``failover-fencing@<job>`` (the
-operations executor, before it decides a failover item stored in that step) and
-``failover-checkpoint@<job>`` (after the CHECKPOINT step is stored, before its copy) -- so a test
-can kill or freeze the executing node while an item is in a step of its choice.
+*Holds* keep a piece of work where it is for as long as a test wants, without blocking the
+process: with ``DROVER_FAULT_HOLDS=<dir>``, :func:`held` is true while ``<dir>/<point>`` or
+``<dir>/<point>@<key>`` exists (a test creates and removes the files), and the code at the point
+leaves that work for a later round. Points: ``failover-draining@<job>`` and
+``failover-fencing@<job>`` (the operations executor does not advance a failover item stored in
+that step) and ``failover-checkpoint@<job>`` (the CHECKPOINT step is stored, its copy is not
+made) -- so a test can kill or freeze the executing node while an item is in a step of its
+choice.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import time
 
 ENV = "DROVER_FAULTS"
 HOLDS_ENV = "DROVER_FAULT_HOLDS"
 EXIT_CODE = 97
-#: the longest a hold blocks (a test that forgot its file does not hang a node for ever)
-HOLD_LIMIT_S = 600.0
 
 log = logging.getLogger("drover.faults")
 
@@ -48,19 +46,13 @@ def hit(point: str) -> None:
         os._exit(EXIT_CODE)
 
 
-def hold(point: str, key: str = "") -> float:
-    """Block while ``DROVER_FAULT_HOLDS`` holds a file for ``point`` (or ``point@key``); returns
-    the seconds held (0.0 at once when no hold is configured)."""
+def held(point: str, key: str = "") -> bool:
+    """Whether ``DROVER_FAULT_HOLDS`` holds a file for ``point`` (or ``point@key``) now."""
     folder = os.environ.get(HOLDS_ENV, "")
     if not folder:
-        return 0.0
+        return False
     names = [point] + ([f"{point}@{key}"] if key else [])
-    paths = [os.path.join(folder, name) for name in names]
-    started = time.monotonic()
-    logged = False
-    while any(os.path.exists(p) for p in paths) and time.monotonic() - started < HOLD_LIMIT_S:
-        if not logged:
-            log.warning("fault injection: held at %s (pid %d)", names[-1], os.getpid())
-            logged = True
-        time.sleep(0.1)
-    return time.monotonic() - started
+    if any(os.path.exists(os.path.join(folder, name)) for name in names):
+        log.warning("fault injection: %s held (pid %d)", names[-1], os.getpid())
+        return True
+    return False

@@ -103,6 +103,43 @@ class FailoverPolicy:
 
 
 @dataclass(frozen=True)
+class AutoPause:
+    """Automatic failover is paused platform-wide (``drover failover auto pause``)."""
+
+    by: str
+    reason: str
+    at: datetime
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """A cluster's last abnormal period, as automatic failover's cool-down sees it."""
+
+    #: when it ended (its last return to NORMAL)
+    ended: datetime
+    #: an operator cleared it since (a manual mark lifted, or ``drover failover auto clear``):
+    #: no cool-down
+    cleared: bool = False
+    by: str = ""
+
+
+@dataclass(frozen=True)
+class AutoDecision:
+    """One decision of automatic failover about a group's abnormal cluster: a failover
+    ``created``, or ``held`` (``code`` says why: ``paused``, ``no-target``, ``target-abnormal``,
+    ``target-cooling-down``). Recorded as an event and an alert."""
+
+    group: str
+    cluster: str
+    target: str | None
+    incident: str
+    verdict: str
+    code: str
+    why: str
+    operation_id: int | None = None
+
+
+@dataclass(frozen=True)
 class AutomaticFacts:
     """What deciding the automatic failovers due needs."""
 
@@ -111,6 +148,10 @@ class AutomaticFacts:
     clusters: Mapping[str, ClusterRecord] = field(default_factory=dict)
     #: per abnormal cluster: the id and time of the event that began its abnormal period
     incidents: Mapping[str, tuple[int, datetime]] = field(default_factory=dict)
+    #: automatic failover is paused platform-wide (None: it is not)
+    paused: AutoPause | None = None
+    #: per cluster that was ever abnormal and is not now: its last abnormal period
+    recoveries: Mapping[str, Recovery] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -202,6 +243,13 @@ class OperationsLedger(Protocol):
 
     def candidates(self, source: str) -> Candidates:
         """What planning a failover from ``source`` needs."""
+        ...
+
+    def decided(self, decisions: Sequence[AutoDecision]) -> int:
+        """Record automatic failover's decisions, in one transaction: an event each unless the
+        last event of its group and cluster says the same (same incident, verdict and code), and
+        its alert (a held one raised -- again when its reason changed --, a created one raised
+        and the group's held alert resolved). Returns the events written."""
         ...
 
     def create(self, new: NewOperation) -> OperationRecord:

@@ -15,6 +15,11 @@ kind                      severity  fires / resolves
 ``job_given_up``          critical  the restart budget is spent: the job is FAILED / it is
                                     started again, or stopped
 ``cluster_abnormal``      critical  the cluster's health leaves NORMAL / it is NORMAL again
+``auto_failover``         warning   a group's automatic failover was created for an
+                                    abnormal cluster / the failover ended
+``auto_failover_held``    critical  a due automatic failover was held (paused, no or an
+                                    abnormal target, the target cooling down) / it was
+                                    created, or the cluster is NORMAL again
 ========================  ========  =====================================================
 
 **Folding.** While a cluster is abnormal, the alerts of the jobs on it are *folded* into the
@@ -52,6 +57,10 @@ class AlertKind(enum.StrEnum):
     JOB_FAILED = "job_failed"
     JOB_GIVEN_UP = "job_given_up"
     CLUSTER_ABNORMAL = "cluster_abnormal"
+    #: automatic failover's decisions about a group's abnormal cluster (subject
+    #: ``<group>:<cluster>``; scheduler/decisions/operations/auto.py)
+    AUTO_FAILOVER = "auto_failover"
+    AUTO_FAILOVER_HELD = "auto_failover_held"
     #: a channel's test message (``POST .../alert-channels/{name}/test``)
     TEST = "test"
 
@@ -74,6 +83,8 @@ SEVERITY: Mapping[AlertKind, Severity] = {
     AlertKind.JOB_FAILED: Severity.WARNING,
     AlertKind.JOB_GIVEN_UP: Severity.CRITICAL,
     AlertKind.CLUSTER_ABNORMAL: Severity.CRITICAL,
+    AlertKind.AUTO_FAILOVER: Severity.WARNING,
+    AlertKind.AUTO_FAILOVER_HELD: Severity.CRITICAL,
     AlertKind.TEST: Severity.INFO,
 }
 JOB_KINDS = frozenset({AlertKind.JOB_STALLED, AlertKind.JOB_FAILED, AlertKind.JOB_GIVEN_UP})
@@ -191,6 +202,15 @@ def _iso(moment: datetime | None) -> str | None:
     return None if moment is None else moment.isoformat().replace("+00:00", "Z")
 
 
+def subject_kind(kind: AlertKind) -> str:
+    """What an alert of ``kind`` is about: a job, a cluster, a group's cluster, a channel."""
+    if kind == AlertKind.CLUSTER_ABNORMAL:
+        return "cluster"
+    if kind in (AlertKind.AUTO_FAILOVER, AlertKind.AUTO_FAILOVER_HELD):
+        return "group-cluster"
+    return "channel" if kind == AlertKind.TEST else "job"
+
+
 def webhook_body(
     alert: AlertRecord,
     event: Event,
@@ -208,12 +228,7 @@ def webhook_body(
         "kind": str(alert.kind),
         "severity": str(alert.severity),
         "summary": alert.summary,
-        "subject": {
-            "kind": "cluster"
-            if alert.kind == AlertKind.CLUSTER_ABNORMAL
-            else ("channel" if alert.kind == AlertKind.TEST else "job"),
-            "name": alert.subject,
-        },
+        "subject": {"kind": subject_kind(alert.kind), "name": alert.subject},
         "team": alert.team or None,
         "cluster": alert.cluster,
         "group": alert.group,

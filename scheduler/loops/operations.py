@@ -43,6 +43,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -61,6 +62,7 @@ from scheduler.core.errors import (
 )
 from scheduler.core.operations import ITEM_FIELDS, ItemChange
 from scheduler.core.operations_ledger import (
+    AutoDecision,
     Checkpoints,
     JobWrite,
     OperationsLedger,
@@ -186,6 +188,7 @@ class Executor:
         threads: int = ADVANCE_THREADS,
         probe: Callable[[ClusterRecord], bool] | None = None,
         renew: Callable[[str], Claim | None] | None = None,
+        auto_cooldown: float = 3600.0,
     ) -> None:
         self._ledger = ledger
         self._node_id = node_id
@@ -205,6 +208,11 @@ class Executor:
         #: this node's current claim in a group (Membership's answer), asked for when the claim a
         #: round holds ran out; None: a round stops there
         self._renew = renew
+        #: seconds after its last abnormal period a cluster is not failed over onto automatically
+        self._auto_cooldown = auto_cooldown
+        #: incidents known to have their automatic failover: not planned (nor their source
+        #: probed) again every round while the cluster stays abnormal
+        self._handled: set[str] = set()
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
@@ -254,11 +262,27 @@ class Executor:
         if not deciding:
             return 0
         facts = self._ledger.automatic(deciding)
-        if not facts.policies:
+        if not facts.policies or not facts.incidents:
             return 0
-        due = auto.due(facts.policies, facts.groups, facts.clusters, facts.incidents, self._clock())
+        decided = auto.decide(
+            facts.policies,
+            facts.groups,
+            facts.clusters,
+            facts.incidents,
+            self._clock(),
+            paused=facts.paused,
+            cooldown_s=self._auto_cooldown,
+            recoveries=facts.recoveries,
+        )
         created = 0
-        for failover in due:
+        record: list[AutoDecision] = []
+        self._handled &= {decision.incident for decision, _ in decided}
+        for decision, failover in decided:
+            if decision.incident in self._handled:
+                continue  # this incident has its failover (and its event)
+            if failover is None:
+                record.append(decision)
+                continue
             try:
                 op = self.create_failover(
                     failover.request,
@@ -269,11 +293,22 @@ class Executor:
                     source_reachable=self._reachable(facts.clusters.get(failover.request.source)),
                 )
             except AlreadyExists:
-                continue  # this incident has its failover
+                self._handled.add(failover.incident)
+                continue  # this incident has its failover (and its event)
             except DroverError as exc:
                 log.warning("automatic failover of group %s: %s", failover.group, exc)
                 continue
             created += 1
+            self._handled.add(failover.incident)
+            counts = Counter(i.action for i in op.items)
+            what = ", ".join(f"{n} {a}" for a, n in sorted(counts.items())) or "no job"
+            record.append(
+                replace(
+                    decision,
+                    operation_id=op.id,
+                    why=f"{decision.why} ({len(op.items)} items: {what})",
+                )
+            )
             log.warning(
                 "automatic failover %s of group %s: %s (%d items)",
                 op.id,
@@ -281,6 +316,13 @@ class Executor:
                 failover.reason,
                 len(op.items),
             )
+        for decision in record:
+            if decision.verdict == auto.HELD:
+                log.warning("%s", decision.why)
+        try:
+            self._ledger.decided(record)
+        except Exception:  # the decision stands; its record is repeated next round
+            log.exception("cannot record automatic failover's decisions")
         return created
 
     def _reachable(self, cluster: ClusterRecord | None) -> bool:
@@ -422,7 +464,8 @@ class Executor:
         moved = 0
         retried = False
         if op.kind == OperationKind.FAILOVER and item.step in (fo.Step.DRAINING, fo.Step.FENCING):
-            faults.hold(f"failover-{item.step.lower()}", item.job_name)  # tests only
+            if faults.held(f"failover-{item.step.lower()}", item.job_name):  # tests only
+                return 0
         try:
             for _ in range(STEPS_PER_ROUND):
                 decision = self._decide(r, item, job)
@@ -452,7 +495,9 @@ class Executor:
                     if pending:  # the step is stored before its I/O
                         stored = item = self._write(r, stored, pending).item
                         pending = []
-                    faults.hold("failover-checkpoint", item.job_name)  # tests only
+                        moved = 1
+                    if faults.held("failover-checkpoint", item.job_name):  # tests only
+                        break
                     outcome = self._checkpoint(r, item, job, decision)
                     if isinstance(outcome, ItemChange):
                         pending.append(outcome)

@@ -596,6 +596,33 @@ class GroupFailoverPolicy(Base):
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
+class AutoFailoverEvent(Base):
+    """What automatic failover decided, or an operator did to it (append-only): a failover
+    ``created`` or ``held`` (``code`` says why) for a group's abnormal cluster, the platform-wide
+    switch ``paused`` or ``resumed``, a cluster's cool-down ``cleared``
+    (scheduler/decisions/operations/auto.py). The switch's state is its latest paused/resumed
+    event."""
+
+    __tablename__ = "auto_failover_events"
+    __table_args__ = (
+        Index("ix_auto_failover_events_kind_id", "kind", "id"),
+        Index("ix_auto_failover_events_group_cluster_id", "group_name", "cluster", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    kind: Mapped[str] = mapped_column(String(16))
+    code: Mapped[str] = mapped_column(String(32), default="")
+    group_name: Mapped[str | None] = mapped_column(Name(), nullable=True)
+    cluster: Mapped[str | None] = mapped_column(Name(), nullable=True)
+    target: Mapped[str | None] = mapped_column(Name(), nullable=True)
+    incident: Mapped[str | None] = mapped_column(String(300), nullable=True)
+    operation_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    message: Mapped[str] = mapped_column(Text, default="")
+    actor: Mapped[str] = mapped_column(String(160), default="")
+    node_id: Mapped[str] = mapped_column(String(128), default="")
+
+
 # --- streaming progress, stall verdicts; alert channels, alerts and their delivery outbox ---
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 
+from sqlalchemy.orm import Session
+
 from scheduler.core.errors import NotFound
 from scheduler.core.operations import (
     ItemChange,
@@ -23,6 +25,7 @@ from scheduler.core.operations import (
     audit_prefix,
 )
 from scheduler.core.operations_ledger import (
+    AutoDecision,
     AutomaticFacts,
     Candidates,
     FailoverPolicy,
@@ -34,13 +37,72 @@ from scheduler.core.operations_ledger import (
 from scheduler.core.ownership import Fence
 from scheduler.core.records import JobRecord
 from scheduler.core.states import Command, command_effect
+from scheduler.decisions.alerts import AlertKind, Signal, key_of
+from scheduler.decisions.health import ClusterHealth
 from scheduler.decisions.operations import auto, bulk
+from scheduler.store import alerts as alert_store
+from scheduler.store import auto_failover as auto_store
 from scheduler.store import catalog as catalog_store
 from scheduler.store import jobs as jobs_store
 from scheduler.store import journal
 from scheduler.store import operations as ops
 from scheduler.store.db import Store
 from scheduler.store.models import utcnow
+
+NORMAL = ClusterHealth.NORMAL.value
+
+
+def _alert(session: Session, decision: AutoDecision, now: datetime) -> None:
+    """The alert of an automatic failover decision: a held one fires (again when its reason
+    changed); a created one fires and ends the group's held alert."""
+    subject = f"{decision.group}:{decision.cluster}"
+    held_key = key_of(AlertKind.AUTO_FAILOVER_HELD, subject)
+    open_held = next(
+        (a for a in alert_store.open_alerts(session, [AlertKind.AUTO_FAILOVER_HELD])
+         if a.key == held_key),
+        None,
+    )  # fmt: skip
+    details = {
+        "incident": decision.incident,
+        "code": decision.code,
+        "target": decision.target,
+        "operation_id": decision.operation_id,
+    }
+    if decision.verdict == auto.HELD:
+        if open_held is not None and open_held.details.get("code") == decision.code:
+            return
+        if open_held is not None:
+            alert_store.resolve_alert(session, held_key, f"now: {decision.why}", now)
+        alert_store.raise_alert(
+            session,
+            Signal(
+                AlertKind.AUTO_FAILOVER_HELD,
+                subject,
+                decision.why,
+                cluster=decision.cluster,
+                group=decision.group,
+                details=details,
+            ),
+            now,
+        )
+        return
+    if open_held is not None:
+        alert_store.resolve_alert(
+            session, held_key, f"automatic failover {decision.operation_id} created", now
+        )
+    alert_store.raise_alert(
+        session,
+        Signal(
+            AlertKind.AUTO_FAILOVER,
+            subject,
+            f"automatic failover {decision.operation_id} of group {decision.group}: "
+            f"{decision.cluster} -> {decision.target}; {decision.why}",
+            cluster=decision.cluster,
+            group=decision.group,
+            details=details,
+        ),
+        now,
+    )
 
 
 class SqlOperationsLedger:
@@ -88,17 +150,41 @@ class SqlOperationsLedger:
             if not policies:
                 return AutomaticFacts(policies)
             clusters = {c.name: c for c in catalog_store.list_clusters(session)}
+            incidents = {
+                c.name: found
+                for c in clusters.values()
+                if c.health in auto.AUTOMATIC
+                and (found := ops.incident_start(session, c.name)) is not None
+            }
+            groups = {g.name: g for g in catalog_store.list_groups(session)}
+            if not incidents:  # nothing due: the switch and the cool-downs are not needed
+                return AutomaticFacts(policies, groups, clusters)
             return AutomaticFacts(
                 policies,
-                {g.name: g for g in catalog_store.list_groups(session)},
+                groups,
                 clusters,
-                {
-                    c.name: found
-                    for c in clusters.values()
-                    if c.health in auto.AUTOMATIC
-                    and (found := ops.incident_start(session, c.name)) is not None
-                },
+                incidents,
+                paused=auto_store.switch(session),
+                recoveries=auto_store.recoveries(
+                    session, [c.name for c in clusters.values() if c.health == NORMAL]
+                ),
             )
+
+    def decided(self, decisions: Sequence[AutoDecision]) -> int:
+        if not decisions:
+            return 0
+        now = self._clock()
+        written = 0
+        with self._store.transaction() as session:
+            for decision in decisions:
+                event = auto_store.record_decision(
+                    session, decision, node_id=self._node_id, now=now
+                )
+                if event is None:
+                    continue  # said already
+                written += 1
+                _alert(session, decision, now)
+        return written
 
     def candidates(self, source: str) -> Candidates:
         with self._store.session() as session:

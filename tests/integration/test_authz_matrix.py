@@ -258,6 +258,17 @@ TABLE: list[Row] = [
         "/v1/groups/default/auto-failover",
         {"enabled": True, "after_seconds": 60, "min_priority": "high"},
     ),
+    # automatic failover platform-wide: a platform operator's switch
+    Row("GET", "/v1/auto-failover", "every:viewer"),
+    Row("POST", "/v1/auto-failover/pause", "every:operator", body={"reason": "a drill"}),
+    Row("POST", "/v1/auto-failover/resume", "every:operator", body={"reason": "drill over"}),
+    Row(
+        "POST",
+        "/v1/auto-failover/clusters/{name}/clear",
+        "every:operator",
+        "/v1/auto-failover/clusters/local/clear",
+        {"reason": "vouched for"},
+    ),
     Row("POST", "/v1/alert-channels", "platform", body={"name": "new", "url": HOOK}),
     Row("GET", "/v1/alert-channels", "platform"),
     Row("GET", "/v1/alert-channels/{name}", "platform", "/v1/alert-channels/plat"),

@@ -609,3 +609,90 @@ def test_fence_answers_grant_leases_recorded_once_per_half_lease(world: World) -
             update(Run).where(Run.id == run_id).values(lease_until=utcnow() - timedelta(seconds=6))
         )
     assert w.client.delete("/v1/jobs/leased").status_code == 204
+
+
+def test_automatic_failover_paused_held_in_a_cool_down_and_alerted(world: World) -> None:
+    """Every decision of automatic failover is an event and an alert: held while paused
+    (platform-wide switch), held while the target cools down after an abnormal period of its own
+    (never back onto a cluster that just failed), created once an operator cleared it; the alerts
+    end when the failover is created, and when it ended."""
+    from scheduler.actors.alerts import AlertLoop
+
+    w = world
+    create_jobs(w, {"cool": "high"})
+    token = w.token(w.job("cool")["current_run"]["id"])
+    checked = w.client.get(  # its driver checks in, with a lease (90 s)
+        "/v1/jobs/cool/fence",
+        headers={"X-Drover-Fencing-Token": token, "X-Drover-Fence-Lease": "1"},
+    )
+    assert checked.json()["lease_seconds"] is not None
+    put = w.client.put(
+        f"/v1/groups/{GROUP}/auto-failover",
+        json={"enabled": True, "after_seconds": 0, "min_priority": "high"},
+    )
+    assert put.status_code == 200, put.text
+    policy = HealthPolicy(vote_freshness=30, threshold_count=100, threshold_window=60)
+
+    def health(cluster: str, old: ClusterHealth, new: ClusterHealth) -> None:
+        now = utcnow()
+        votes = [Vote("n1", now, new == ClusterHealth.NORMAL, 0.1, "probe")]
+        assessment = assess(old, votes, {"n1"}, now=now, policy=policy)
+        with w.store.transaction() as s:
+            health_store.record_decision(
+                s, cluster, Decision(old, new, assessment), node_id="n1", now=now
+            )
+
+    # B failed by itself a moment ago and recovered (the monitors decided both)
+    health("B", ClusterHealth.NORMAL, ClusterHealth.VOTE_ABNORMAL)
+    health("B", ClusterHealth.VOTE_ABNORMAL, ClusterHealth.NORMAL)
+    paused = w.client.post("/v1/auto-failover/pause", json={"reason": "INC-1 drill"})
+    assert paused.status_code == 200 and paused.json()["paused"] is True, paused.text
+    assert paused.json()["cooling_down"][0]["cluster"] == "B"
+
+    claim = Claim(GROUP, Fence("n1", 1), 0, 1)
+    ex = executor(w)
+    w.a.unreachable, w.reachable["A"] = True, False
+    health("A", ClusterHealth.NORMAL, ClusterHealth.VOTE_ABNORMAL)
+
+    def decisions() -> list[tuple[str, str]]:
+        events = w.client.get("/v1/auto-failover").json()["events"]
+        return [
+            (e["kind"], e["code"]) for e in reversed(events) if e["kind"] in ("held", "created")
+        ]
+
+    def firing(kind: str) -> list[dict[str, Any]]:
+        page = w.client.get("/v1/alerts", params={"kind": kind, "status": "firing"}).json()
+        return list(page["data"])
+
+    for _ in range(3):
+        ex.round({GROUP: claim})
+    assert decisions() == [("held", "paused")]  # once, not once per round
+    assert w.client.get("/v1/failovers").json()["data"] == []
+    (held,) = firing("auto_failover_held")
+    assert held["subject"] == "g:A" and "paused by" in held["summary"]
+
+    assert w.client.post("/v1/auto-failover/resume", json={"reason": "over"}).status_code == 200
+    for _ in range(2):
+        ex.round({GROUP: claim})
+    assert decisions() == [("held", "paused"), ("held", "target-cooling-down")]
+    (held,) = firing("auto_failover_held")
+    assert "its target B was abnormal itself until" in held["summary"]
+    assert w.client.get("/v1/failovers").json()["data"] == []
+
+    cleared = w.client.post("/v1/auto-failover/clusters/B/clear", json={"reason": "vouched"})
+    assert cleared.status_code == 200 and cleared.json()["cooling_down"] == [], cleared.text
+    w.later = timedelta(seconds=200)  # the failover's fence waits for the lease: time passes
+    ex.round({GROUP: claim})
+    assert decisions()[-1] == ("created", "created")
+    (op,) = w.client.get("/v1/failovers").json()["data"]
+    assert firing("auto_failover_held") == []
+    (created,) = firing("auto_failover")
+    assert created["details"]["operation_id"] == op["id"] and "1 fence" in created["summary"]
+    audit = w.client.get("/v1/audit", params={"target_kind": "auto-failover"}).json()["data"]
+    assert [a["action"] for a in audit] == ["failover.auto.resume", "failover.auto.pause"]
+
+    # the failover ends: its alert resolves
+    done = drive(w, ex, claim, op["id"])
+    assert done["state"] == "SUCCEEDED", done
+    AlertLoop(w.store, node_id="n1", interval=1.0).evaluate()
+    assert firing("auto_failover") == []

@@ -50,6 +50,7 @@ TABLES = {
     "alert_deliveries",
     "business_quotas",
     "submission_queue",
+    "auto_failover_events",
 }
 
 

@@ -27,6 +27,7 @@ from scheduler.core.operations import (
     OperationState,
 )
 from scheduler.core.operations_ledger import (
+    AutoDecision,
     FailoverPolicy,
     OperationsLedger,
     SetDirective,
@@ -356,6 +357,20 @@ def automatic_failovers_and_plans_read_what_they_need(h: Harness) -> None:
     assert [j.name for j in h.ledger.candidates("B").jobs] == [on_b.name]
 
 
+def automatic_decisions_are_recorded_once_per_change(h: Harness) -> None:
+    held = AutoDecision("g", "A", "B", "auto:g:A:7", "held", "paused", "held: paused")
+    assert h.ledger.decided([held]) == 1
+    assert h.ledger.decided([held]) == 0  # said already
+    assert h.ledger.decided([replace(held, why="held: paused (again)")]) == 0
+    cooling = replace(held, code="target-cooling-down", why="held: B cooling down")
+    assert h.ledger.decided([cooling, replace(held, cluster="B")]) == 2
+    created = replace(held, verdict="created", code="created", why="created", operation_id=3)
+    assert h.ledger.decided([created]) == 1
+    later = replace(held, incident="auto:g:A:9")  # the next incident: said anew
+    assert h.ledger.decided([later]) == 1
+    assert h.ledger.decided([]) == 0
+
+
 CONTRACT: list[Callable[[Harness], None]] = [
     a_plan_is_stored_pending_in_plan_order_once_per_incident,
     a_take_starts_it_and_never_takes_it_back_from_a_newer_epoch,
@@ -367,6 +382,7 @@ CONTRACT: list[Callable[[Harness], None]] = [
     a_command_is_decided_on_the_job_as_it_is_then,
     the_end_of_an_operation_is_its_final_state,
     automatic_failovers_and_plans_read_what_they_need,
+    automatic_decisions_are_recorded_once_per_change,
 ]
 
 

@@ -37,11 +37,14 @@ from scheduler.core.operations import (
     transition_operation,
 )
 from scheduler.core.operations_ledger import (
+    AutoDecision,
     AutomaticFacts,
+    AutoPause,
     Availability,
     Candidates,
     FailoverPolicy,
     JobWrite,
+    Recovery,
     RoundRead,
     SetDirective,
     Written,
@@ -61,7 +64,7 @@ from scheduler.decisions.operations import auto, bulk
 from tests.support.fakes import Clock, cluster
 
 #: the ledger's writes (what "nothing was written" counts)
-WRITES = frozenset({"take", "advance", "note", "apply_command", "finish", "create"})
+WRITES = frozenset({"take", "advance", "note", "apply_command", "finish", "create", "decided"})
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,10 @@ class FakeOperationsLedger:
         self.policies: dict[str, FailoverPolicy] = {}
         #: cluster -> (event id, when its abnormal period began)
         self.incidents: dict[str, tuple[int, datetime]] = {}
+        #: automatic failover's switch, the clusters' last abnormal periods, its decisions
+        self.paused: AutoPause | None = None
+        self.recoveries: dict[str, Recovery] = {}
+        self.decisions: list[AutoDecision] = []
         self.audit: list[Audit] = []
         self.events: list[JobEvent] = []
         #: every call, in order (``WRITES``: the ones that write)
@@ -290,7 +297,37 @@ class FakeOperationsLedger:
                 for name, found in self.incidents.items()
                 if self.clusters[name].health in auto.AUTOMATIC
             }
-            return AutomaticFacts(policies, dict(self.groups), dict(self.clusters), incidents)
+            if not incidents:
+                return AutomaticFacts(policies, dict(self.groups), dict(self.clusters))
+            recoveries = {
+                name: r
+                for name, r in self.recoveries.items()
+                if self.clusters[name].health == "NORMAL"
+            }
+            return AutomaticFacts(
+                policies,
+                dict(self.groups),
+                dict(self.clusters),
+                incidents,
+                paused=self.paused,
+                recoveries=recoveries,
+            )
+
+    def decided(self, decisions: Sequence[AutoDecision]) -> int:
+        with self._call("decided"):
+            written = 0
+            for decision in decisions:
+                last = next(
+                    (d for d in reversed(self.decisions)
+                     if (d.group, d.cluster) == (decision.group, decision.cluster)),
+                    None,
+                )  # fmt: skip
+                said = (decision.incident, decision.verdict, decision.code)
+                if last is not None and (last.incident, last.verdict, last.code) == said:
+                    continue
+                self.decisions.append(decision)
+                written += 1
+            return written
 
     def candidates(self, source: str) -> Candidates:
         with self._call("candidates"):

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
+from scheduler.core import faults
 from scheduler.core.directive import Phase
 from scheduler.core.operations import ItemRecord, OperationKind, OperationRecord, OperationState
 from scheduler.core.operations_ledger import FailoverPolicy
@@ -587,3 +589,28 @@ def test_no_claim_no_round(w: World) -> None:
     calls = len(w.ledger.calls)
     assert w.executor().round({"g": None}).operations == 0
     assert w.ledger.calls[calls:] == []
+
+
+def test_test_holds_keep_an_item_in_its_step(
+    w: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``DROVER_FAULT_HOLDS`` (scheduler/core/faults.py): a held DRAINING item is not advanced,
+    a held CHECKPOINT is stored but not copied; both go on once the hold is gone."""
+    monkeypatch.setenv(faults.HOLDS_ENV, str(tmp_path))
+    job = w.ledger.add_job("orders")
+    w.checkpoints.batches["orders"] = 3
+    op = w.failover()
+    w.round()
+    assert w.item(op, "orders").step == "DRAINING"
+    (tmp_path / "failover-draining@orders").touch()
+    (tmp_path / "failover-checkpoint@orders").touch()
+    w.killed(job)
+    assert w.round() == 0 and w.item(op, "orders").step == "DRAINING"
+    (tmp_path / "failover-draining@orders").unlink()
+    w.round()
+    assert w.item(op, "orders").step == "CHECKPOINT" and w.checkpoints.calls == []
+    w.round()
+    assert w.item(op, "orders").step == "CHECKPOINT" and w.checkpoints.calls == []
+    (tmp_path / "failover-checkpoint@orders").unlink()
+    w.round()
+    assert w.steps(op, "orders")[-2:] == ["SWITCHING", "STARTING"]

@@ -1,0 +1,56 @@
+"""auto_failover_events: what automatic failover decided (created, held and why) and what
+operators did to it (paused, resumed, a cluster's cool-down cleared)
+
+Revision ID: 0024
+Revises: 0023
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+from sqlalchemy.dialects import mysql
+
+revision = "0024"
+down_revision = "0023"
+branch_labels = None
+depends_on = None
+
+
+def _name(length: int = 128) -> sa.types.TypeEngine[str]:
+    return sa.String(length).with_variant(
+        mysql.VARCHAR(length, charset="utf8mb4", collation="utf8mb4_bin"), "mysql", "mariadb"
+    )
+
+
+def upgrade() -> None:
+    # naive UTC with microseconds, as every time column (scheduler.store.models.UtcDateTime)
+    utc = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
+    op.create_table(
+        "auto_failover_events",
+        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
+        sa.Column("at", utc, nullable=False),
+        sa.Column("kind", sa.String(16), nullable=False),
+        sa.Column("code", sa.String(32), nullable=False),
+        sa.Column("group_name", _name(), nullable=True),
+        sa.Column("cluster", _name(), nullable=True),
+        sa.Column("target", _name(), nullable=True),
+        sa.Column("incident", sa.String(300), nullable=True),
+        sa.Column("operation_id", sa.Integer(), nullable=True),
+        sa.Column("message", sa.Text(), nullable=False),
+        sa.Column("actor", sa.String(160), nullable=False),
+        sa.Column("node_id", sa.String(128), nullable=False),
+        sa.PrimaryKeyConstraint("id", name="pk_auto_failover_events"),
+    )
+    op.create_index("ix_auto_failover_events_kind_id", "auto_failover_events", ["kind", "id"])
+    op.create_index(
+        "ix_auto_failover_events_group_cluster_id",
+        "auto_failover_events",
+        ["group_name", "cluster", "id"],
+    )
+
+
+def downgrade() -> None:
+    op.drop_index("ix_auto_failover_events_group_cluster_id", table_name="auto_failover_events")
+    op.drop_index("ix_auto_failover_events_kind_id", table_name="auto_failover_events")
+    op.drop_table("auto_failover_events")
