@@ -532,6 +532,15 @@ def failover_with_items_held(
     by hand), its three items held in DRAINING, FENCING and CHECKPOINT on whichever node
     executes it. Returns the failover as it is then, and job -> step."""
     steps = dict(zip(names, ("draining", "fencing", "checkpoint"), strict=True))
+    target = "B" if source == "A" else "A"
+
+    def target_quiet() -> bool:
+        """The target is NORMAL with no failed probe left in its window: a cut in an earlier
+        test leaves failures there that would turn it abnormal again after its clearing."""
+        health = w.get(f"/v1/clusters/{target}/health")
+        return health["state"] == "NORMAL" and health["assessment"]["recent_failures"] == 0
+
+    w.wait(target_quiet, START_TIMEOUT_S, f"{target} NORMAL with no recent failed probe")
     for name in names:  # each run has checked in (self-fencing) and committed on the source
         run = str(w.job(name)["current_run"]["id"])
         w.wait(lambda name=name, run=run: run in commits_by_run(w.commit_log(name)),
