@@ -80,7 +80,8 @@ setting ``DROVER_FENCE_LEASE_SECONDS`` (90 s by default); choose it longer than 
 outages you want pipelines to ride out, and shorter than the time an AZ's jobs may wait to move.
 A node that grants no leases (an older version) still confirms the batch, but only a lease
 renews the bound: the run asks the next URL for one. A run that never got a lease (no answer
-at all since it started) commits nothing.
+at all since it started) commits nothing: its first batch waits, asking again, up to
+``fenceFirstLeaseWaitSeconds`` (default 60) from the run's start, then it exits with code 75.
 
 Unmanaged runs (no job, run id or token: started by hand) never check. A managed run without
 fence URLs cannot check and says so once on stderr. An idle stream (no batches, e.g. no new
@@ -165,6 +166,14 @@ STOPPED_HEADER = "X-Drover-Stopped-At-Batch"
 FENCE_AUTH = ("spark.drover.fenceAuth", "DROVER_FENCE_TOKEN_AUTH")
 FENCE_MAX_BLIND = ("spark.drover.fenceMaxBlindSeconds", "DROVER_FENCE_MAX_BLIND_SECONDS")
 FENCE_TIMEOUT = ("spark.drover.fenceTimeoutSeconds", "DROVER_FENCE_TIMEOUT_SECONDS")
+#: how long a run that never got a lease keeps asking for its first one (committing nothing
+#: meanwhile) before it exits: a node restarting right after the submission is not a reason to
+#: end the run
+FENCE_FIRST_LEASE_WAIT = (
+    "spark.drover.fenceFirstLeaseWaitSeconds",
+    "DROVER_FENCE_FIRST_LEASE_WAIT_SECONDS",
+)
+DEFAULT_FIRST_LEASE_WAIT_S = 60.0
 FENCE_IDLE_CHECK = ("spark.drover.fenceIdleCheckSeconds", "DROVER_FENCE_IDLE_CHECK_SECONDS")
 #: the header by which a run asks for a fence lease with its check (scheduler/decisions/leases.py)
 LEASE_HEADER = "X-Drover-Fence-Lease"
@@ -304,8 +313,12 @@ class HttpFence:
         auth: str = "",
         clock: Callable[[], float] = time.monotonic,
         stream: IO[str] | None = None,
+        first_lease_wait_s: float = 0.0,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.urls = parse_urls(urls)
+        self.first_lease_wait_s = first_lease_wait_s
+        self._sleep = sleep
         if not self.urls:
             raise ValueError("HttpFence needs at least one Drover URL")
         self.timeout_s = timeout_s
@@ -317,6 +330,7 @@ class HttpFence:
         self._preferred = 0
         #: when this run was last confirmed current (start of the run counts as confirmed)
         self.last_confirmed = clock()
+        self._started = self.last_confirmed
         #: until when (this clock) the run holds a lease; None: it never got one
         self.lease_until: float | None = None
         #: the longest lease an answer granted (renewals are asked for in its last quarter)
@@ -401,6 +415,10 @@ class HttpFence:
         until = self.lease_until
         return until is not None and self._clock() < until
 
+    def _awaits_first_lease(self) -> bool:
+        """Whether the run never got a lease and may still wait for its first one."""
+        return self.lease_until is None and self._clock() - self._started < self.first_lease_wait_s
+
     def renewal_due(self) -> bool:
         """Whether the lease is in its last quarter (or the run holds none): time to ask."""
         until = self.lease_until
@@ -428,6 +446,10 @@ class HttpFence:
 
     def __call__(self, ctx: RunContext, batch_id: int) -> bool:
         verdict, detail = self.ask(ctx.job, ctx.fencing_token, ctx.progress(batch_id))
+        while verdict is Verdict.NO_ANSWER and self._awaits_first_lease():
+            # never leased: nothing is committed while the run waits for its first answer
+            self._sleep(min(2.0, max(0.1, self.first_lease_wait_s / 10)))
+            verdict, detail = self.ask(ctx.job, ctx.fencing_token, ctx.progress(batch_id))
         if verdict is Verdict.SUPERSEDED:
             raise FencedOut(
                 f"run {ctx.run_id} of job {ctx.job} is no longer current: {detail}; "
@@ -889,4 +911,9 @@ def _http_fence_from(conf: Any, job: str) -> FenceCheck | None:
         ),
         max_blind_s=_seconds(_setting(conf, FENCE_MAX_BLIND), 0.0, FENCE_MAX_BLIND[0]),
         auth=_setting(conf, FENCE_AUTH),
+        first_lease_wait_s=_seconds(
+            _setting(conf, FENCE_FIRST_LEASE_WAIT),
+            DEFAULT_FIRST_LEASE_WAIT_S,
+            FENCE_FIRST_LEASE_WAIT[0],
+        ),
     )

@@ -190,6 +190,34 @@ def test_a_run_that_never_got_a_lease_commits_nothing(dead_url: str) -> None:
     assert ctx.lease_lapsed and ctx.exit_code == LEASE_LAPSED_EXIT
 
 
+def test_a_run_waits_for_its_first_lease_then_gives_up(dead_url: str) -> None:
+    fence = HttpFence(dead_url, timeout_s=0.2, stream=io.StringIO(), first_lease_wait_s=0.6)
+    ctx = make_ctx(fence)
+    started = time.monotonic()
+    with pytest.raises(LeaseLapsed, match="it never got a fence lease"):
+        ctx.on_batch(0)
+    assert time.monotonic() - started >= 0.6
+    assert ctx.lease_lapsed and ctx.exit_code == LEASE_LAPSED_EXIT
+
+
+def test_a_node_back_within_the_first_lease_wait_lets_the_run_go_on(
+    stub: Stub, dead_url: str
+) -> None:
+    asked: list[float] = []
+
+    def sleep(seconds: float) -> None:  # Drover's node is back after the first wait
+        asked.append(seconds)
+        fence.urls = (stub.url,)
+
+    fence = HttpFence(
+        dead_url, timeout_s=0.2, stream=io.StringIO(), first_lease_wait_s=30.0, sleep=sleep
+    )
+    ctx = make_ctx(fence)
+    ctx.on_batch(0)
+    assert ctx.fenced_out is None and not ctx.lease_lapsed and fence.leased()
+    assert len(asked) == 1
+
+
 def test_slow_node_counts_as_unreachable(stub: Stub) -> None:
     out = io.StringIO()
     ctx = make_ctx(HttpFence(stub.url, timeout_s=0.2, stream=out))
