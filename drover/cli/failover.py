@@ -348,6 +348,14 @@ def _auto_url(api: str | None, suffix: str = "") -> str:
     return f"{out.api_url(api)}/v1/auto-failover{suffix}"
 
 
+def show_auto(data: dict[str, Any], as_json: bool) -> None:
+    """The automatic-failover state as the command's answer: JSON, or the text of print_auto."""
+    if as_json:
+        out.print_json(data)
+    else:
+        print_auto(data)
+
+
 def print_auto(data: dict[str, Any]) -> None:
     if data["paused"]:
         typer.echo(
@@ -377,30 +385,21 @@ def print_auto(data: dict[str, Any]) -> None:
 def auto_status(api: ApiOption = None, as_json: JsonOption = False) -> None:
     """Whether automatic failover is paused, the clusters cooling down, its latest decisions."""
     data = out.call("GET", _auto_url(api))
-    if as_json:
-        out.print_json(data)
-        return
-    print_auto(data)
+    show_auto(data, as_json)
 
 
 @auto_app.command("pause")
 def auto_pause(reason: ReasonOption, api: ApiOption = None, as_json: JsonOption = False) -> None:
     """Pause automatic failover platform-wide (a failover falling due is held, and alerted)."""
     data = out.call("POST", _auto_url(api, "/pause"), json={"reason": reason})
-    if as_json:
-        out.print_json(data)
-        return
-    print_auto(data)
+    show_auto(data, as_json)
 
 
 @auto_app.command("resume")
 def auto_resume(reason: ReasonOption, api: ApiOption = None, as_json: JsonOption = False) -> None:
     """Resume automatic failover platform-wide."""
     data = out.call("POST", _auto_url(api, "/resume"), json={"reason": reason})
-    if as_json:
-        out.print_json(data)
-        return
-    print_auto(data)
+    show_auto(data, as_json)
 
 
 @auto_app.command("clear")
@@ -412,10 +411,7 @@ def auto_clear(
 ) -> None:
     """End a cluster's cool-down: automatic failover may move jobs onto it again."""
     data = out.call("POST", _auto_url(api, f"/clusters/{cluster}/clear"), json={"reason": reason})
-    if as_json:
-        out.print_json(data)
-        return
-    print_auto(data)
+    show_auto(data, as_json)
 
 
 if __name__ == "__main__":  # pragma: no cover
