@@ -98,7 +98,13 @@ def test_outputs_fields_tables_and_footers(node: NodeProcess, reader: dict[str, 
     pipeline = str(Path(node.env["DROVER_DATA_DIR"]) / "artifacts" / "pipeline.py")
     made = run("jobs", "create", "cli-out", "--entrypoint", pipeline, "--team", "ads", env=reader)
     assert made.returncode == 0, made.stderr
-    as_json = json.loads(run("jobs", "get", "cli-out", "-o", "json", env=reader).stdout)
+
+    def owned() -> dict[str, object] | None:
+        doc = json.loads(run("jobs", "get", "cli-out", "-o", "json", env=reader).stdout)
+        return doc if doc["owner"] else None
+
+    # The node claims the new job on its next tick; compare the two forms once it has.
+    as_json = wait_until(owned, timeout=30, interval=0.5, what="the node to own cli-out")
     assert as_json == json.loads(run("jobs", "get", "cli-out", "--json", env=reader).stdout)
     as_yaml = yaml.safe_load(run("jobs", "get", "cli-out", "-o", "yaml", env=reader).stdout)
     assert as_yaml["name"] == "cli-out" and as_yaml["team"] == "ads"
