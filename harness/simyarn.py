@@ -77,7 +77,7 @@ class SimResourceManager:
     def address(self) -> str:
         assert self._server is not None
         host, port = self._server.server_address[:2]
-        return f"{host}:{port}"
+        return f"{host.decode() if isinstance(host, bytes) else host}:{port}"
 
     @property
     def url(self) -> str:
