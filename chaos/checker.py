@@ -65,7 +65,7 @@ ENDED = ("SUCCEEDED", "FAILED", "CANCELLED")
 #: (a cluster's only when the fault's target names that cluster)
 EXCUSED_BY = {
     "store": ("db_restart",),
-    "cluster": ("master_kill", "az_loss"),
+    "cluster": ("master_kill", "az_loss", "cluster_restart"),
 }
 #: seconds after a fault healed during which a poll it made fail may still be reported
 FAULT_SLACK_S = 10.0
@@ -131,7 +131,12 @@ class Report:
                 else ""
             ),
             "batches: "
-            + (", ".join(f"{k} {n}" for k, n in sorted(self.batches.items())) or "none recorded")
+            + (
+                ", ".join(f"{k} {n}" for k, n in sorted(self.batches.items()))
+                if self.batches.get("committed")
+                else "none committed (no run got as far as committing a batch: the check that "
+                "no batch was committed by two runs saw nothing)"
+            )
             + "; failed polls: "
             + (", ".join(f"{k} {n}" for k, n in sorted(self.misses.items())) or "none"),
             f"violations: {len(self.violations)}" + (f" ({kinds})" if kinds else ""),
