@@ -18,7 +18,9 @@ Eight checks, each a function of a ``History`` (``chaos/history.py``) returning 
 ``failovers_unended`` every failover the store holds (the operator's and automatic ones) ended
                       -- SUCCEEDED, CANCELLED, or FAILED with a reason -- within its bound after
                       it was created (``failover_unended``; a FAILED one without a reason:
-                      ``failover_unexplained``).
+                      ``failover_unexplained``). On real Spark the bound is the sum of the step
+                      timeouts the nodes were given plus a margin
+                      (``chaos.realspark.failover_bound``).
 ``failed_polls``      every poll of the recorder answered, but for those a fault explains (the
                       store while MariaDB was down, a cluster while its master was killed): a
                       history with holes cannot show that no promise was broken in them.

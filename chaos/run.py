@@ -89,6 +89,8 @@ DEFAULT_JOBS = 24
 DEFAULT_BOUND = 90.0
 #: seconds a failover may take on simulated clusters (their jobs start at once)
 SIM_FAILOVER_BOUND = 180.0
+#: how many times a node not ready after the faults is started again before the run gives up
+NODE_BOOTS = 3
 #: how long the cluster lane of a real-Spark run may go on past the end to meet its quota
 CLUSTER_OVERRUN_S = 120.0
 NODE_SETTINGS = {
@@ -413,10 +415,20 @@ def run(args: argparse.Namespace) -> Report:
                 raise RuntimeError(f"a fault failed: {errors[0]!r}") from errors[0]
             injected: Counter[str] = sum((lane.injected for lane in lanes), Counter())
             for node in stack.nodes:  # a node killed last may still be booting
-                if not node.alive:
-                    node.kill9()
-                    node.start()
-                node.wait_ready()
+                for attempt in range(NODE_BOOTS):
+                    if not node.alive:
+                        node.kill9()
+                        node.start()
+                    try:
+                        node.wait_ready()
+                        break
+                    except TimeoutError:
+                        # it gave up booting (Ray not started on a loaded machine): again,
+                        # as a service manager would
+                        print(f"  chaos: node {node.node_id} not ready; started again")
+                        node.kill9()
+                        if attempt == NODE_BOOTS - 1:
+                            raise
             quiet = time.time()
             recorder.add([Quiet(quiet)])
             print(
@@ -506,7 +518,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         report = run(args)
-    except (RuntimeError, httpx.HTTPError, subprocess.CalledProcessError, AssertionError) as exc:
+    except (
+        RuntimeError,
+        TimeoutError,
+        httpx.HTTPError,
+        subprocess.CalledProcessError,
+        AssertionError,
+    ) as exc:
         print(f"chaos: the run could not be carried out: {exc}", file=sys.stderr)
         return 2
     return 0 if report.ok else 1

@@ -381,10 +381,16 @@ def test_an_item_fails_when_its_job_is_not_running_on_the_target_in_time(w: Worl
     w.round()
     starting = w.ledger.stored(job.id).current_run
     assert starting is not None and starting.cluster == "B"
-    w.clock.advance(TIMING.start_timeout - 1)
+    w.clock.advance(TIMING.start_timeout / 2)
+    w.ledger.set_run(job.id, state=RunState.FAILED, ended_at=w.clock.now())
+    w.started_on_b(job, RunState.STARTING)  # a new run on B (the first one died): noted...
+    w.round()
+    assert "submitted on B as run" in w.item(op, "orders").history[-1].note
+    starting = w.ledger.stored(job.id).current_run
+    w.clock.advance(TIMING.start_timeout / 2 - 1)
     w.round()
     assert w.item(op, "orders").step == "STARTING"  # not before the start timeout
-    w.clock.advance(2)
+    w.clock.advance(2)  # ... and the timeout still counts from when the item entered STARTING
     runs = dict(w.ledger.runs)
     w.round()
     failed = w.item(op, "orders")
