@@ -18,7 +18,9 @@ Eight checks, each a function of a ``History`` (``chaos/history.py``) returning 
 ``failovers_unended`` every failover the store holds (the operator's and automatic ones) ended
                       -- SUCCEEDED, CANCELLED, or FAILED with a reason -- within its bound after
                       it was created (``failover_unended``; a FAILED one without a reason:
-                      ``failover_unexplained``).
+                      ``failover_unexplained``). On real Spark the bound is the sum of the step
+                      timeouts the nodes were given plus a margin
+                      (``chaos.realspark.failover_bound``).
 ``failed_polls``      every poll of the recorder answered, but for those a fault explains (the
                       store while MariaDB was down, a cluster while its master was killed): a
                       history with holes cannot show that no promise was broken in them.
@@ -65,7 +67,7 @@ ENDED = ("SUCCEEDED", "FAILED", "CANCELLED")
 #: (a cluster's only when the fault's target names that cluster)
 EXCUSED_BY = {
     "store": ("db_restart",),
-    "cluster": ("master_kill", "az_loss"),
+    "cluster": ("master_kill", "az_loss", "cluster_restart"),
 }
 #: seconds after a fault healed during which a poll it made fail may still be reported
 FAULT_SLACK_S = 10.0
@@ -131,7 +133,12 @@ class Report:
                 else ""
             ),
             "batches: "
-            + (", ".join(f"{k} {n}" for k, n in sorted(self.batches.items())) or "none recorded")
+            + (
+                ", ".join(f"{k} {n}" for k, n in sorted(self.batches.items()))
+                if self.batches.get("committed")
+                else "none committed (no run got as far as committing a batch: the check that "
+                "no batch was committed by two runs saw nothing)"
+            )
             + "; failed polls: "
             + (", ".join(f"{k} {n}" for k, n in sorted(self.misses.items())) or "none"),
             f"violations: {len(self.violations)}" + (f" ({kinds})" if kinds else ""),

@@ -24,14 +24,15 @@ On real Spark standalone clusters (``SPARK_KINDS``: ``chaos/realspark.py`` deplo
 node and service faults above, ``cut_off``, and:
 
 ``az_loss``         a whole cluster dies at once (SIGKILL to its master, its worker and every
-                    driver and executor on it); it starts again, empty, 5-10 s later
-``two_way_cut``     a cluster is cut off both ways for the fence lease plus 4-12 s: Drover cannot
+                    driver and executor on it); it starts again, empty, 3-6 s later (the
+                    restart goes on in the background: a ``cluster_restart`` fault of its own)
+``two_way_cut``     a cluster is cut off both ways for the fence lease plus 3-8 s: Drover cannot
                     reach its master (REST and UI proxies cut) and its drivers cannot reach
                     Drover (the proxies in front of the nodes' fence URLs refuse the fence checks
                     carrying the fencing token of a driver of that cluster);
-                    its drivers and the master still see each other (of these two, every
-                    other one hits a cluster at random, the next one the other cluster:
-                    ``Stack.next_lost``)
+                    its drivers and the master still see each other (these two come in
+                    rounds, one of each a minute, every fault of a round on one cluster and the
+                    rounds on the clusters in turn: ``Stack.next_lost``)
 ``driver_kill``     one live driver (its JVM and its Python process) killed -9
 ``freeze_executor`` the node executing a failover (the operation's ``executor``; waits up to 30 s
                     for one) frozen past its session timeout, then thawed
@@ -104,6 +105,12 @@ class Stack:
     #: the cluster the last whole-cluster fault hit, and how many there were (``next_lost``)
     last_lost: str = ""
     lost_count: int = 0
+    #: where a fault reports a fault that outlasts it (kind, target, from, until): a cluster's
+    #: restart after an ``az_loss``, which goes on in the background (``restarts``)
+    report: Callable[[str, str, float, float], None] | None = None
+    #: cluster -> the thread restarting it after an ``az_loss``, and what it raised
+    restarts: dict[str, threading.Thread] = field(default_factory=dict)
+    restart_errors: list[BaseException] = field(default_factory=list)
 
     def live_nodes(self) -> list[NodeProcess]:
         with self.lock:
@@ -112,16 +119,16 @@ class Stack:
     def cluster_names(self) -> list[str]:
         return sorted(self.spark or self.clusters)
 
-    def next_lost(self, rng: random.Random) -> str:
-        """The cluster a whole-cluster fault hits: every other one at random, the next one the
-        cluster it spared. Each cluster has calm moments to run its jobs in (and jobs to fail
-        over when it is hit next), and each kind of fault, coming in shuffled rounds of both,
-        hits either cluster."""
+    def next_lost(self, rng: random.Random, per_round: int = 2) -> str:
+        """The cluster a whole-cluster fault hits: the faults come in rounds of ``per_round``
+        (one of each kind, ``chaos.run``: a round a minute), every fault of a round hits the same
+        cluster, and the rounds take the clusters in turn (the first one at random). So the
+        other cluster is spared for a whole round: the jobs of the one hit fail over to it and
+        have time to start there, and fail back when the next round hits it."""
         names = self.cluster_names()
-        if self.lost_count % 2 and self.last_lost:
-            self.last_lost = rng.choice([n for n in names if n != self.last_lost])
-        else:
-            self.last_lost = rng.choice(names)
+        if self.lost_count % per_round == 0:
+            spared = [n for n in names if n != self.last_lost]
+            self.last_lost = rng.choice(spared if self.last_lost else names)
         self.lost_count += 1
         return self.last_lost
 
@@ -232,20 +239,57 @@ KINDS: dict[str, Callable[[Stack, random.Random], str]] = {
 }
 
 
+#: the kind of the fault a cluster's restart after an ``az_loss`` is reported as (its polls
+#: fail meanwhile: ``chaos.checker.EXCUSED_BY``)
+RESTART = "cluster_restart"
+#: how long a cluster may take to start again on a loaded machine
+RESTART_TIMEOUT_S = 300.0
+
+
 def _az_loss(stack: Stack, rng: random.Random) -> str:
+    """The fault is the kill and the 3-6 s the cluster stays down; its restart (JVMs take
+    seconds, minutes on a loaded machine) goes on in the background and is reported as a fault
+    of its own (``RESTART``), so that the whole-cluster faults keep their pace. A cluster hit
+    again while it is still starting is first waited for."""
     name = stack.next_lost(rng)
-    seconds = rng.uniform(5, 10)
+    seconds = rng.uniform(3, 6)
     cluster = stack.spark[name]
+    waited = wait_restarted(stack, name)
     processes = len(cluster.pids())
     cluster.kill()
     time.sleep(seconds)
-    took = cluster.start(timeout=180)
-    return f"{name} (killed {processes} processes, down {seconds:.1f} s, back in {took:.1f} s)"
+
+    def restart() -> None:
+        t0 = time.time()
+        try:
+            took = cluster.start(timeout=RESTART_TIMEOUT_S)
+        except BaseException as exc:  # noqa: BLE001 - the run reports it at the end
+            stack.restart_errors.append(exc)
+            took = time.time() - t0
+        if stack.report is not None:
+            stack.report(RESTART, f"{name} (back in {took:.1f} s)", t0, time.time())
+
+    thread = threading.Thread(target=restart, name=f"chaos-restart-{name}", daemon=True)
+    stack.restarts[name] = thread
+    thread.start()
+    return f"{name} (killed {processes} processes, down {seconds:.1f} s)" + (
+        f", after waiting {waited:.1f} s for its last restart" if waited >= 0.5 else ""
+    )
+
+
+def wait_restarted(stack: Stack, name: str | None = None) -> float:
+    """Wait until the restart of cluster ``name`` (default: every one) after an ``az_loss`` is
+    over; the seconds it took."""
+    t0 = time.monotonic()
+    for cluster, thread in list(stack.restarts.items()):
+        if name is None or cluster == name:
+            thread.join(timeout=RESTART_TIMEOUT_S + 30)
+    return time.monotonic() - t0
 
 
 def _two_way_cut(stack: Stack, rng: random.Random) -> str:
     name = stack.next_lost(rng)
-    seconds = stack.lease_s + rng.uniform(4, 12)
+    seconds = stack.lease_s + rng.uniform(3, 8)
     cluster = stack.spark[name]
     for proxy in stack.proxies[name]:
         proxy.cut()

@@ -25,14 +25,20 @@ often (``NODE_SETTINGS``); the convergence bound is checked against those.
 
 ``--spark`` runs it on real Spark instead (``chaos/realspark.py``): two private standalone
 clusters, ``--jobs`` (default 3) self-fencing streams of the sample pipeline, fence leases of
-``--lease`` seconds. Faults come in two lanes at once: whole-cluster faults (``az_loss`` and
-``two_way_cut`` in turn, so each comes about once a minute) and the others
+``--lease`` seconds. Faults come in two lanes at once: whole-cluster faults and the others
 (``chaos.faults.SPARK_KINDS``: node and service faults, a one-way cut, a driver killed, the node
-executing a failover frozen). The operator moves every ~8 s, 80 % of its moves a failover of
-jobs from where they run (or a fail-back): a real job takes 20-60 s to start, and a job
-restarted more often than that would never commit a batch. The checker also sees the driver
-processes on the machine and the jobs' commit logs, and how long every failover took
-(``--failover-bound``).
+executing a failover frozen). The whole-cluster faults come in rounds, one a minute: an
+``az_loss`` and a ``two_way_cut`` in a shuffled order, 30 s apart, both on one cluster, the
+rounds on the clusters in turn; the lane goes on past ``--duration`` (up to 2 minutes) until
+there were as many of each as the run has begun minutes, so the rates hold whatever the seed.
+Both groups fail over automatically (2 s after their cluster went abnormal), and the operator
+moves every ~8 s, 80 % of its moves a failover of jobs from where they run (or a fail-back): a
+real job takes 20-60 s to start, and a job restarted more often than that would never commit a
+batch. The nodes bound each failover step (``chaos.realspark.node_settings``); the checker
+holds every failover to the sum of those bounds plus a margin (``--failover-bound`` overrides
+it), and also sees the driver processes on the machine and the jobs' commit logs. The summary
+ends with the rates per minute: whole-cluster losses, two-way cuts, failovers and failovers
+that moved a job.
 
 Every choice comes from a generator of its own seeded from ``--seed`` (``chaos.faults.seeded``):
 the faults' schedule, each fault's parameters and each operator move, so a seed reproduces them.
@@ -41,6 +47,7 @@ the faults' schedule, each fault's parameters and each operator move, so a seed 
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import shutil
 import subprocess
@@ -57,12 +64,22 @@ import httpx
 
 from chaos import deploy, realspark
 from chaos.checker import Report, check
-from chaos.faults import CLUSTER_KINDS, KINDS, SPARK_KINDS, Operator, Stack, describe, seeded
+from chaos.faults import (
+    CLUSTER_KINDS,
+    KINDS,
+    SPARK_KINDS,
+    Operator,
+    Stack,
+    describe,
+    seeded,
+    wait_restarted,
+)
 from chaos.history import Fault, History, Quiet
 from chaos.recorder import Recorder
 from harness.nodes import poll
 from harness.simcluster import sim_process
 from harness.tcpproxy import TcpProxy
+from scheduler.decisions.operations.auto import CREATED_BY as AUTOMATIC
 
 ROOT = Path(__file__).resolve().parents[1]
 ENTRYPOINT = ROOT / "pipelines" / "rate_counter.py"  # never run: the clusters are simulated
@@ -70,6 +87,12 @@ CLUSTERS = {"sim-a": ("ga", "sim-b", "az-a"), "sim-b": ("gb", "sim-a", "az-b")}
 SESSION_TIMEOUT = 3.0
 DEFAULT_JOBS = 24
 DEFAULT_BOUND = 90.0
+#: seconds a failover may take on simulated clusters (their jobs start at once)
+SIM_FAILOVER_BOUND = 180.0
+#: how many times a node not ready after the faults is started again before the run gives up
+NODE_BOOTS = 3
+#: how long the cluster lane of a real-Spark run may go on past the end to meet its quota
+CLUSTER_OVERRUN_S = 120.0
 NODE_SETTINGS = {
     "DROVER_ZK_SESSION_TIMEOUT": str(SESSION_TIMEOUT),
     "DROVER_RECONCILE_INTERVAL": "1",
@@ -155,7 +178,13 @@ def schedule(rng: random.Random, count: int, kinds: list[str] | None = None) -> 
 class Lane(threading.Thread):
     """Faults of ``kinds`` one at a time, a calm moment of ``gap`` seconds before each, until
     ``end`` (monotonic). The schedule and each fault's parameters come from generators seeded
-    from ``seed`` and the lane's name. A fault that raises ends the lane (``error``)."""
+    from ``seed`` and the lane's name. A fault that raises ends the lane (``error``).
+
+    With a ``pace`` the n-th fault starts no earlier than ``n * pace`` seconds after the lane's
+    first one (and a calm moment after the one before); with a ``quota`` the lane goes on past
+    ``end`` until each kind was injected ``quota`` times (for at most ``overrun`` seconds more):
+    the rates a run promises hold whatever the seed and however long the faults took. The
+    lane's faults span from ``first`` to ``last`` (wall clock)."""
 
     def __init__(
         self,
@@ -167,8 +196,17 @@ class Lane(threading.Thread):
         end: float,
         started: float,
         gap: tuple[float, float],
+        *,
+        pace: float = 0.0,
+        quota: int = 0,
+        overrun: float = 0.0,
     ) -> None:
         super().__init__(name=f"chaos-{name}", daemon=True)
+        self.pace = pace
+        self.quota = quota
+        self.overrun = overrun
+        self.first: float | None = None
+        self.last: float | None = None
         self.lane = name
         self.stack = stack
         self.kinds = kinds
@@ -184,14 +222,22 @@ class Lane(threading.Thread):
     def run(self) -> None:
         calm = seeded(self.seed, f"{self.lane}/schedule")
         kinds = schedule(calm, 1000, list(self.kinds))
+        origin: float | None = None
         try:
             for n, kind in enumerate(kinds):
-                # a calm moment between two faults (the wait is the schedule, not a sync)
-                if self.halt.wait(calm.uniform(*self.gap)) or time.monotonic() >= self.end:
+                # a calm moment between two faults, and the pace (the waits are the schedule,
+                # not synchronisation)
+                pause = calm.uniform(*self.gap)
+                if origin is not None and self.pace:
+                    pause = max(pause, origin + n * self.pace - time.monotonic())
+                if self.halt.wait(pause) or self.done():
                     return
+                origin = time.monotonic() if origin is None else origin
                 t0 = time.time()
+                self.first = t0 if self.first is None else self.first
                 target = self.kinds[kind](self.stack, seeded(self.seed, f"{self.lane}/{n}"))
-                self.recorder.add([Fault(t0, kind, target, time.time())])
+                self.last = time.time()
+                self.recorder.add([Fault(t0, kind, target, self.last)])
                 self.injected[kind] += 1
                 print(
                     f"  {time.monotonic() - self.started:6.1f} s  {kind:<15} {target}",
@@ -199,6 +245,14 @@ class Lane(threading.Thread):
                 )
         except BaseException as exc:  # noqa: BLE001 - the run reports it and stops
             self.error = exc
+
+    def done(self) -> bool:
+        """Past the end, and every kind injected its quota (or past the overrun too)."""
+        now = time.monotonic()
+        if now < self.end:
+            return False
+        met = all(self.injected[kind] >= self.quota for kind in self.kinds)
+        return met or now >= self.end + self.overrun
 
 
 def wait_failovers_ended(stack: Stack, bound: float) -> None:
@@ -251,11 +305,15 @@ def run(args: argparse.Namespace) -> Report:
     history_path.parent.mkdir(parents=True, exist_ok=True)
     history_path.unlink(missing_ok=True)
     lease = float(getattr(args, "lease", realspark.LEASE_S))
-    failover_bound = getattr(args, "failover_bound", None) or (lease + 240.0 if spark else 180.0)
+    failover_bound = getattr(args, "failover_bound", None) or SIM_FAILOVER_BOUND
+    derived = "--failover-bound" if getattr(args, "failover_bound", None) else "simulated"
+    if spark and not getattr(args, "failover_bound", None):
+        failover_bound, derived = realspark.failover_bound(realspark.node_settings(lease))
     print(
         f"chaos: seed {args.seed}, {args.duration:.0f} s of faults, {args.nodes} nodes, "
         f"{args.jobs} jobs"
         + (f" on real Spark, fence lease {lease:g} s" if spark else "")
+        + f"; a failover ends within {failover_bound:g} s ({derived})"
         + f"; work dir {workdir}; history {history_path}",
         flush=True,
     )
@@ -299,14 +357,33 @@ def run(args: argparse.Namespace) -> Report:
             ).start()
             end = time.monotonic() + args.duration
             if spark:
+                # one whole-cluster fault of each kind a minute at least: a round of both kinds
+                # on one cluster every minute (``Stack.next_lost``), until each came as often as
+                # the run has (begun) minutes
                 lanes = [
                     Lane(
-                        "cluster", stack, CLUSTER_KINDS, args.seed, recorder, end, started, (1, 3)
+                        "cluster",
+                        stack,
+                        CLUSTER_KINDS,
+                        args.seed,
+                        recorder,
+                        end,
+                        started,
+                        (2, 4),
+                        pace=60.0 / len(CLUSTER_KINDS),
+                        quota=math.ceil(args.duration / 60),
+                        overrun=CLUSTER_OVERRUN_S,
                     ),
                     Lane("faults", stack, SPARK_KINDS, args.seed, recorder, end, started, (3, 8)),
                 ]
             else:
                 lanes = [Lane("faults", stack, KINDS, args.seed, recorder, end, started, (1, 4))]
+
+            def report_fault(kind: str, target: str, t0: float, t1: float) -> None:
+                recorder.add([Fault(t0, kind, target, t1)])
+                print(f"  {time.monotonic() - started:6.1f} s  {kind:<15} {target}", flush=True)
+
+            stack.report = report_fault
             for lane in lanes:
                 lane.start()
             try:
@@ -331,15 +408,27 @@ def run(args: argparse.Namespace) -> Report:
                 for lane in lanes:
                     lane.join(timeout=120)
                 operator.stop()
+            wait_restarted(stack)  # a cluster lost last may still be starting
             errors = [lane.error for lane in lanes if lane.error is not None]
+            errors += stack.restart_errors
             if errors:
                 raise RuntimeError(f"a fault failed: {errors[0]!r}") from errors[0]
             injected: Counter[str] = sum((lane.injected for lane in lanes), Counter())
             for node in stack.nodes:  # a node killed last may still be booting
-                if not node.alive:
-                    node.kill9()
-                    node.start()
-                node.wait_ready()
+                for attempt in range(NODE_BOOTS):
+                    if not node.alive:
+                        node.kill9()
+                        node.start()
+                    try:
+                        node.wait_ready()
+                        break
+                    except TimeoutError:
+                        # it gave up booting (Ray not started on a loaded machine): again,
+                        # as a service manager would
+                        print(f"  chaos: node {node.node_id} not ready; started again")
+                        node.kill9()
+                        if attempt == NODE_BOOTS - 1:
+                            raise
             quiet = time.time()
             recorder.add([Quiet(quiet)])
             print(
@@ -359,27 +448,39 @@ def run(args: argparse.Namespace) -> Report:
             print(f"chaos: failover {op.operation} {op.state}: {op.detail}")
     print(report.summary())
     if spark:
-        print(rates(history, args.duration))
+        spans = [(lane.first, lane.last) for lane in lanes if lane.first and lane.last]
+        span = max((b for _, b in spans), default=0.0) - min((a for a, _ in spans), default=0.0)
+        print(rates(history, max(args.duration, span)))
     print(f"chaos: {time.monotonic() - started:.0f} s in all; history in {history_path}")
     if not args.workdir and report.ok:
         shutil.rmtree(workdir, ignore_errors=True)
     return report
 
 
-def rates(history: History, duration: float) -> str:
-    """Whole-cluster losses, two-way cuts and failovers (those that moved a job) per minute."""
-    minutes = duration / 60
+def rates(history: History, seconds: float) -> str:
+    """Whole-cluster losses, two-way cuts, failovers (the operator's and automatic ones) and
+    failovers that moved a job (an item DONE: RUNNING on the target, or switched there stopped)
+    per minute of ``seconds`` (the run's duration, or the span of its faults when longer); and
+    whether each is at least one a minute."""
+    minutes = seconds / 60
     faults = Counter(f.kind for f in history.faults)
-    moved = [
-        f
-        for f in history.final_operations
-        if f.exists and f.kind == "failover" and f.state == "SUCCEEDED" and "DONE" in f.detail
-    ]
-    ended = [f for f in history.final_operations if f.exists and f.kind == "failover"]
+    failovers = [f for f in history.final_operations if f.exists and f.kind == "failover"]
+    automatic = [f for f in failovers if f.created_by == AUTOMATIC]
+    moved = [f for f in failovers if " -> DONE" in f.detail]
+    figures = {
+        "az_loss": faults["az_loss"] / minutes,
+        "two_way_cut": faults["two_way_cut"] / minutes,
+        "failovers": len(failovers) / minutes,
+        "failovers that moved a job": len(moved) / minutes,
+    }
+    short = [name for name, rate in figures.items() if rate < 1.0]
     return (
-        f"per minute: az_loss {faults['az_loss'] / minutes:.2f}, two_way_cut "
-        f"{faults['two_way_cut'] / minutes:.2f}, failovers that moved a job "
-        f"{len(moved) / minutes:.2f} ({len(moved)} of {len(ended)} failovers)"
+        f"per minute of {seconds:.0f} s of faults: az_loss {figures['az_loss']:.2f}, "
+        f"two_way_cut {figures['two_way_cut']:.2f}, failovers {figures['failovers']:.2f} "
+        f"({len(failovers)}: {len(failovers) - len(automatic)} by the operator, "
+        f"{len(automatic)} automatic), failovers that moved a job "
+        f"{figures['failovers that moved a job']:.2f} ({len(moved)}); "
+        + ("each at least 1" if not short else "below 1: " + ", ".join(short))
     )
 
 
@@ -400,7 +501,8 @@ def parser() -> argparse.ArgumentParser:
         "--failover-bound",
         type=float,
         default=0.0,
-        help="seconds a failover may take (default: 180; on real Spark the lease + 240)",
+        help="seconds a failover may take (default: 180; on real Spark the sum of the nodes' "
+        "failover step timeouts plus a margin: chaos.realspark.failover_bound)",
     )
     return p
 
@@ -416,7 +518,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         report = run(args)
-    except (RuntimeError, httpx.HTTPError, subprocess.CalledProcessError, AssertionError) as exc:
+    except (
+        RuntimeError,
+        TimeoutError,
+        httpx.HTTPError,
+        subprocess.CalledProcessError,
+        AssertionError,
+    ) as exc:
         print(f"chaos: the run could not be carried out: {exc}", file=sys.stderr)
         return 2
     return 0 if report.ok else 1

@@ -160,11 +160,16 @@ class ItemRecord:
         return self.step in FINAL_STEP_NAMES
 
     def entered(self, step: str) -> datetime | None:
-        """When the item last entered ``step``."""
+        """When the item last entered ``step``: the first entry of the latest run of entries in
+        that step (the entries after it are notes written while in the step -- a new run
+        recorded, a new reason to wait -- and restart no step's timeout)."""
+        at = None
         for entry in reversed(self.history):
             if entry.step == step:
-                return entry.at
-        return None
+                at = entry.at
+            elif at is not None:
+                break
+        return at
 
     def after(self, change: ItemChange, now: datetime) -> ItemRecord:
         """The item's next version once ``change`` is written at ``now``: a history entry for a

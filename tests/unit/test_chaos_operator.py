@@ -161,18 +161,72 @@ def test_a_failover_move_picks_jobs_drover_may_move() -> None:
     assert op._movable(names, ["A", "B"]) == {}  # no answer: nothing known movable
 
 
-def test_whole_cluster_faults_hit_both_clusters_in_each_pair() -> None:
+def test_whole_cluster_faults_come_in_rounds_on_the_clusters_in_turn() -> None:
+    """Both faults of a round hit one cluster, the rounds take the clusters in turn, and the
+    first round's cluster comes from the seed."""
     fake = {
         "last_lost": "",
         "lost_count": 0,
         "cluster_names": lambda self: ["a", "b"],
         "next_lost": Stack.next_lost,
     }
-    stack = cast(Stack, type("S", (), fake)())
-    rng = random.Random(3)
-    hit = [stack.next_lost(rng) for n in range(40)]
-    assert all({hit[i], hit[i + 1]} == {"a", "b"} for i in range(0, 40, 2))
-    assert any(hit[i] == hit[i + 1] for i in range(1, 39, 2))  # pairs start at random
+    firsts = set()
+    for seed in range(8):
+        stack = cast(Stack, type("S", (), dict(fake))())
+        hit = [stack.next_lost(random.Random(f"{seed}/{n}")) for n in range(40)]
+        assert all(hit[i] == hit[i + 1] for i in range(0, 40, 2))  # a round: one cluster
+        assert all(hit[i] != hit[i + 2] for i in range(0, 38, 2))  # the next: the other one
+        firsts.add(hit[0])
+    assert firsts == {"a", "b"}
+
+
+def test_a_paced_lane_meets_its_quota_of_each_kind_past_its_end() -> None:
+    """With a pace the n-th fault starts no earlier than n paces after the first; with a quota
+    the lane goes on past its end until every kind came that often."""
+    import time
+
+    from chaos.run import Lane
+
+    starts: list[tuple[str, float]] = []
+
+    def fault(kind: str) -> Any:
+        def inject(stack: Stack, rng: random.Random) -> str:
+            starts.append((kind, time.monotonic()))
+            return kind
+
+        return inject
+
+    class Recorded:
+        def add(self, records: list[Any]) -> None:
+            pass
+
+    now = time.monotonic()
+    lane = Lane(
+        "cluster",
+        cast(Stack, None),
+        {"x": fault("x"), "y": fault("y")},
+        7,
+        cast(Any, Recorded()),
+        now + 0.05,  # ends before the pace would let the quota come in time
+        now,
+        (0.0, 0.01),
+        pace=0.1,
+        quota=3,
+        overrun=5.0,
+    )
+    lane.start()
+    lane.join(timeout=10)
+    assert not lane.is_alive() and lane.error is None
+    assert lane.injected == {"x": 3, "y": 3}
+    origin = starts[0][1]
+    assert all(t - origin >= n * 0.1 - 0.005 for n, (_, t) in enumerate(starts))
+    assert lane.first is not None and lane.last is not None and lane.last > lane.first
+    # without a quota it stops at its end
+    short = Lane("c", cast(Stack, None), {"x": fault("x")}, 7, cast(Any, Recorded()),
+                 time.monotonic() + 0.05, now, (0.0, 0.01), pace=0.1)  # fmt: skip
+    short.start()
+    short.join(timeout=10)
+    assert sum(short.injected.values()) == 1
 
 
 def test_a_process_knows_its_parent() -> None:

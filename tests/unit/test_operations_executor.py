@@ -377,9 +377,34 @@ def test_an_item_fails_when_its_job_is_not_running_on_the_target_in_time(w: Worl
     w.killed(job)
     w.round()
     assert w.item(op, "orders").step == "STARTING"
-    w.clock.advance(TIMING.start_timeout + 1)
+    w.started_on_b(job, RunState.STARTING)  # its owner submitted it on B: still starting
     w.round()
-    assert w.item(op, "orders").step == "FAILED" and w.ledger.stored(job.id).directive is None
+    starting = w.ledger.stored(job.id).current_run
+    assert starting is not None and starting.cluster == "B"
+    w.clock.advance(TIMING.start_timeout / 2)
+    w.ledger.set_run(job.id, state=RunState.FAILED, ended_at=w.clock.now())
+    w.started_on_b(job, RunState.STARTING)  # a new run on B (the first one died): noted...
+    w.round()
+    assert "submitted on B as run" in w.item(op, "orders").history[-1].note
+    starting = w.ledger.stored(job.id).current_run
+    w.clock.advance(TIMING.start_timeout / 2 - 1)
+    w.round()
+    assert w.item(op, "orders").step == "STARTING"  # not before the start timeout
+    w.clock.advance(2)  # ... and the timeout still counts from when the item entered STARTING
+    runs = dict(w.ledger.runs)
+    w.round()
+    failed = w.item(op, "orders")
+    assert failed.step == "FAILED" and f"within {TIMING.start_timeout:g} s" in failed.last_error
+    assert w.state(op) == OperationState.FAILED
+    # the job stays where it is under its usual management (the reconciler): on B, desired
+    # RUNNING, its one run on B untouched -- nothing killed, nothing submitted again
+    stored = w.ledger.stored(job.id)
+    assert stored.directive is None and stored.cluster == "B"
+    assert stored.desired_state == DesiredState.RUNNING
+    assert stored.current_run == starting and w.ledger.runs == runs
+    w.clock.advance(TIMING.start_timeout)
+    w.round()  # an ended item does nothing more
+    assert w.ledger.stored(job.id) == stored
 
 
 # -- claims and leases --------------------------------------------------------------------------
