@@ -122,10 +122,6 @@ def selector(
     return chosen
 
 
-def _url(api: str | None, suffix: str = "") -> str:
-    return f"{out.api_url(api)}/v1/operations{suffix}"
-
-
 def print_plan(data: dict[str, Any]) -> None:
     items = data["items"]
     typer.echo(f"{'#':>4}  {'JOB':<32} {'TEAM':<12} {'PRIO':<6} {'ACTION':<8} WHY")
@@ -166,24 +162,24 @@ def print_status(data: dict[str, Any]) -> None:
     typer.echo(_summary(data))
 
 
-def follow(
-    api: str | None,
-    operation_id: int,
-    *,
-    timeout: float = DEFAULT_WAIT,
-    as_json: bool = False,
-    interval: float = 2.0,
-) -> dict[str, Any]:
-    """``--wait``: follow the operation until it ends (``cli_operations.follow``)."""
-    return ops.follow(
-        _url(api, f"/{operation_id}"),
-        step_width=10,
-        render=print_status,
-        summary=_summary,
-        timeout=timeout,
-        as_json=as_json,
-        interval=interval,
+_HEADER = f"{'ID':>5}  {'KIND':<9} {'STATE':<10} {'TEAM':<12} {'CREATED':<20} ITEMS"
+
+
+def _row(op: dict[str, Any]) -> str:
+    return (
+        f"{op['id']:>5}  {op['kind']:<9} {op['state']:<10} "
+        f"{ops.short(op['team'] or '-', 12):<12} {op['created_at'][:19]:<20} "
+        f"{ops.counts_text(op['counts'])}"
     )
+
+
+def _cancelled(data: dict[str, Any]) -> str:
+    return (
+        f"{data['kind']} {data['id']}: cancel requested ({data['state']}); items under way finish"
+    )
+
+
+KIND = ops.Kind("/v1/operations", "operations", _HEADER, _row, print_status, _summary, 10)
 
 
 def _command(kind: str) -> Any:
@@ -224,7 +220,7 @@ def _command(kind: str) -> Any:
         if grace is not None:
             body["grace_seconds"] = grace
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
-        data = out.call("POST", _url(api), json=body, headers=headers)
+        data = out.call("POST", KIND.url(api), json=body, headers=headers)
         if dry_run:
             if as_json:
                 out.print_json(data)
@@ -246,7 +242,7 @@ def _command(kind: str) -> Any:
                 )
             return
         out.note(f"{data['kind']} {data['id']} started: {data['total']} item(s)")
-        follow(api, int(data["id"]), timeout=timeout, as_json=as_json)
+        KIND.follow(api, int(data["id"]), timeout=timeout, as_json=as_json)
 
     command.__doc__ = {
         "start": "Start every selected job that is stopped or at rest (its owner submits it "
@@ -273,25 +269,8 @@ def bulk_status(
     as_json: JsonOption = False,
 ) -> None:
     """An operation's items and progress; without an id, the latest operations (every kind)."""
-    if operation_id is None:
-        ops.print_latest(
-            _url(api),
-            {"kind": kind or []},
-            limit=limit,
-            api=api,
-            as_json=as_json,
-            what="operations",
-            header=f"{'ID':>5}  {'KIND':<9} {'STATE':<10} {'TEAM':<12} {'CREATED':<20} ITEMS",
-            row=lambda op: (
-                f"{op['id']:>5}  {op['kind']:<9} {op['state']:<10} "
-                f"{ops.short(op['team'] or '-', 12):<12} {op['created_at'][:19]:<20} "
-                f"{ops.counts_text(op['counts'])}"
-            ),
-        )
-    elif wait:
-        follow(api, operation_id, timeout=timeout, as_json=as_json)
-    else:
-        ops.show(_url(api, f"/{operation_id}"), as_json=as_json, render=print_status)
+    params = {"kind": kind or []}
+    KIND.status(api, operation_id, params, limit=limit, wait=wait, timeout=timeout, as_json=as_json)
 
 
 @bulk_app.command("cancel")
@@ -301,13 +280,7 @@ def bulk_cancel(
     as_json: JsonOption = False,
 ) -> None:
     """Stop an operation after its current steps (items whose command was applied finish)."""
-    data = out.call("POST", _url(api, f"/{operation_id}/cancel"))
-    if as_json:
-        out.print_json(data)
-        return
-    typer.echo(
-        f"{data['kind']} {operation_id}: cancel requested ({data['state']}); items under way finish"
-    )
+    KIND.cancel(api, operation_id, as_json, _cancelled)
 
 
 if __name__ == "__main__":  # pragma: no cover

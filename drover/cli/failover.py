@@ -113,10 +113,6 @@ def _body(
     return body
 
 
-def _url(api: str | None, suffix: str = "") -> str:
-    return f"{out.api_url(api)}/v1/failovers{suffix}"
-
-
 def print_plan(data: dict[str, Any]) -> None:
     items = data["items"]
     typer.echo(f"{'#':>3}  {'JOB':<32} {'GROUP':<12} {'PRIO':<6} {'ACTION':<7} {'TARGET':<12} WHY")
@@ -163,24 +159,25 @@ def _summary(data: dict[str, Any]) -> str:
     return f"failover {data['id']} {data['state']}: {counts or 'no items'}"
 
 
-def follow(
-    api: str | None,
-    operation_id: int,
-    *,
-    timeout: float = DEFAULT_WAIT,
-    as_json: bool = False,
-    interval: float = 2.0,
-) -> dict[str, Any]:
-    """``--wait``: follow the failover until it ends (``cli_operations.follow``)."""
-    return ops.follow(
-        _url(api, f"/{operation_id}"),
-        step_width=11,
-        render=print_status,
-        summary=_summary,
-        timeout=timeout,
-        as_json=as_json,
-        interval=interval,
+_HEADER = f"{'ID':>5}  {'STATE':<10} {'SOURCE':<12} {'TARGET':<12} {'CREATED':<20} ITEMS"
+
+
+def _row(op: dict[str, Any]) -> str:
+    return (
+        f"{op['id']:>5}  {op['state']:<10} {op['source'] or '-':<12} "
+        f"{op['target'] or '-':<12} {op['created_at'][:19]:<20} "
+        f"{ops.counts_text(op['counts'])}"
     )
+
+
+def _cancelled(data: dict[str, Any]) -> str:
+    return (
+        f"failover {data['id']}: cancel requested ({data['state']}); items under way finish "
+        "their current step"
+    )
+
+
+KIND = ops.Kind("/v1/failovers", "failovers", _HEADER, _row, print_status, _summary, 11)
 
 
 @failover_app.command("plan")
@@ -201,7 +198,7 @@ def failover_plan(
     """Dry run: the items a failover would run, in order, each with what happens and why.
     Nothing is stored or changed."""
     body = _body(source, to, priority, team, business, group, job, all_jobs, force, acknowledge)
-    data = out.call("POST", _url(api), json={**body, "dry_run": True})
+    data = out.call("POST", KIND.url(api), json={**body, "dry_run": True})
     if as_json:
         out.print_json(data)
         return
@@ -244,7 +241,7 @@ def failover_run(
         body["parallelism"] = parallelism
     if expect_plan is not None:
         body["expected_plan"] = expect_plan
-    data = out.call("POST", _url(api), json=body)
+    data = out.call("POST", KIND.url(api), json=body)
     if not wait:
         if as_json:
             out.print_json(data)
@@ -256,7 +253,7 @@ def failover_run(
             )
         return
     out.note(f"failover {data['id']} started: {len(data['items'])} item(s)")
-    follow(api, int(data["id"]), timeout=timeout, as_json=as_json)
+    KIND.follow(api, int(data["id"]), timeout=timeout, as_json=as_json)
 
 
 @failover_app.command("status")
@@ -271,25 +268,7 @@ def failover_status(
     as_json: JsonOption = False,
 ) -> None:
     """A failover's items and progress; without an id, the latest failovers."""
-    if operation_id is None:
-        ops.print_latest(
-            _url(api),
-            None,
-            limit=limit,
-            api=api,
-            as_json=as_json,
-            what="failovers",
-            header=f"{'ID':>5}  {'STATE':<10} {'SOURCE':<12} {'TARGET':<12} {'CREATED':<20} ITEMS",
-            row=lambda op: (
-                f"{op['id']:>5}  {op['state']:<10} {op['source'] or '-':<12} "
-                f"{op['target'] or '-':<12} {op['created_at'][:19]:<20} "
-                f"{ops.counts_text(op['counts'])}"
-            ),
-        )
-    elif wait:
-        follow(api, operation_id, timeout=timeout, as_json=as_json)
-    else:
-        ops.show(_url(api, f"/{operation_id}"), as_json=as_json, render=print_status)
+    KIND.status(api, operation_id, None, limit=limit, wait=wait, timeout=timeout, as_json=as_json)
 
 
 @failover_app.command("cancel")
@@ -299,14 +278,7 @@ def failover_cancel(
     as_json: JsonOption = False,
 ) -> None:
     """Stop a failover after its current steps (items not yet switched stay where they are)."""
-    data = out.call("POST", _url(api, f"/{operation_id}/cancel"))
-    if as_json:
-        out.print_json(data)
-        return
-    typer.echo(
-        f"failover {operation_id}: cancel requested ({data['state']}); items under way finish "
-        "their current step"
-    )
+    KIND.cancel(api, operation_id, as_json, _cancelled)
 
 
 def groups_auto_failover(

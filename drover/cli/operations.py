@@ -9,6 +9,7 @@ item's step changes and the summary on stderr until the operation ends, then its
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import typer
@@ -123,3 +124,81 @@ def follow(
         progress=progress,
         on_end=lambda data: out.show(data, as_json, render),
     )
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of operation as the CLI shows it: where the API keeps it (``path``), its latest
+    listed a ``row`` each under ``header``, one drawn by ``render``, and how ``--wait`` follows
+    it (``step_width``, ``summary``). ``status`` and ``cancel`` are the same for every kind."""
+
+    path: str
+    what: str
+    header: str
+    row: Callable[[Document], str]
+    render: Callable[[Document], None]
+    summary: Callable[[Document], str]
+    step_width: int
+
+    def url(self, api: str | None, suffix: str = "") -> str:
+        return f"{out.api_url(api)}{self.path}{suffix}"
+
+    def follow(
+        self,
+        api: str | None,
+        operation_id: int,
+        *,
+        timeout: float = DEFAULT_WAIT,
+        as_json: bool = False,
+        interval: float = 2.0,
+    ) -> Document:
+        """``--wait``: follow the operation until it ends (:func:`follow`)."""
+        return follow(
+            self.url(api, f"/{operation_id}"),
+            step_width=self.step_width,
+            render=self.render,
+            summary=self.summary,
+            timeout=timeout,
+            as_json=as_json,
+            interval=interval,
+        )
+
+    def status(
+        self,
+        api: str | None,
+        operation_id: int | None,
+        params: Mapping[str, Any] | None,
+        *,
+        limit: int,
+        wait: bool,
+        timeout: float,
+        as_json: bool,
+    ) -> None:
+        """``status``: the latest operations (``params`` filter them) without an id; else the
+        operation, followed until it ends with ``--wait``."""
+        if operation_id is None:
+            print_latest(
+                self.url(api),
+                params,
+                limit=limit,
+                api=api,
+                as_json=as_json,
+                what=self.what,
+                header=self.header,
+                row=self.row,
+            )
+        elif wait:
+            self.follow(api, operation_id, timeout=timeout, as_json=as_json)
+        else:
+            show(self.url(api, f"/{operation_id}"), as_json=as_json, render=self.render)
+
+    def cancel(
+        self, api: str | None, operation_id: int, as_json: bool, said: Callable[[Document], str]
+    ) -> None:
+        """``cancel``: ask the operation to stop after its current steps; ``said`` the line
+        that tells so."""
+        data = out.call("POST", self.url(api, f"/{operation_id}/cancel"))
+        if as_json:
+            out.print_json(data)
+            return
+        typer.echo(said(data))
