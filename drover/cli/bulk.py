@@ -162,6 +162,7 @@ def print_status(data: dict[str, Any]) -> None:
     typer.echo(_summary(data))
 
 
+_CANCELLED = "{kind} {id}: cancel requested ({state}); items under way finish"
 _HEADER = f"{'ID':>5}  {'KIND':<9} {'STATE':<10} {'TEAM':<12} {'CREATED':<20} ITEMS"
 
 
@@ -173,13 +174,9 @@ def _row(op: dict[str, Any]) -> str:
     )
 
 
-def _cancelled(data: dict[str, Any]) -> str:
-    return (
-        f"{data['kind']} {data['id']}: cancel requested ({data['state']}); items under way finish"
-    )
-
-
-KIND = ops.Kind("/v1/operations", "operations", _HEADER, _row, print_status, _summary, 10)
+KIND = ops.Kind(
+    "/v1/operations", "operations", _HEADER, _row, print_status, _summary, 10, _CANCELLED
+)
 
 
 def _command(kind: str) -> Any:
@@ -280,7 +277,7 @@ def bulk_cancel(
     as_json: JsonOption = False,
 ) -> None:
     """Stop an operation after its current steps (items whose command was applied finish)."""
-    KIND.cancel(api, operation_id, as_json, _cancelled)
+    KIND.cancel(api, operation_id, as_json)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -159,6 +159,7 @@ def _summary(data: dict[str, Any]) -> str:
     return f"failover {data['id']} {data['state']}: {counts or 'no items'}"
 
 
+_CANCELLED = "failover {id}: cancel requested ({state}); items under way finish their current step"
 _HEADER = f"{'ID':>5}  {'STATE':<10} {'SOURCE':<12} {'TARGET':<12} {'CREATED':<20} ITEMS"
 
 
@@ -170,14 +171,7 @@ def _row(op: dict[str, Any]) -> str:
     )
 
 
-def _cancelled(data: dict[str, Any]) -> str:
-    return (
-        f"failover {data['id']}: cancel requested ({data['state']}); items under way finish "
-        "their current step"
-    )
-
-
-KIND = ops.Kind("/v1/failovers", "failovers", _HEADER, _row, print_status, _summary, 11)
+KIND = ops.Kind("/v1/failovers", "failovers", _HEADER, _row, print_status, _summary, 11, _CANCELLED)
 
 
 @failover_app.command("plan")
@@ -278,7 +272,7 @@ def failover_cancel(
     as_json: JsonOption = False,
 ) -> None:
     """Stop a failover after its current steps (items not yet switched stay where they are)."""
-    KIND.cancel(api, operation_id, as_json, _cancelled)
+    KIND.cancel(api, operation_id, as_json)
 
 
 def groups_auto_failover(

@@ -34,32 +34,6 @@ def counts_text(counts: Mapping[str, int]) -> str:
     return ", ".join(f"{n} {key}" for key, n in sorted(counts.items()))
 
 
-def print_latest(
-    url: str,
-    params: Mapping[str, Any] | None,
-    *,
-    limit: int,
-    api: str | None,
-    as_json: bool,
-    what: str,
-    header: str,
-    row: Callable[[Document], str],
-) -> None:
-    """``status`` without an id: the latest operations at ``url`` (up to ``limit``), a line each
-    (``row`` under ``header``), or their page with ``--json``."""
-    listing = out.fetch_all(url, params, limit=limit, api=api)
-    out.say_if_cut(listing, what)
-    page = listing.document()
-    if as_json:
-        out.print_json(page)
-        return
-    typer.echo(header)
-    for operation in page["data"]:
-        typer.echo(row(operation))
-    if not page["data"]:
-        typer.echo(f"(no {what})")
-
-
 def show(url: str, *, as_json: bool, render: Callable[[Document], None]) -> None:
     """``status ID``: the operation's document (``render`` without ``--json``)."""
     out.show(out.call("GET", url), as_json, render)
@@ -89,43 +63,6 @@ def print_provenance(data: Document) -> None:
         typer.echo(f"cancel requested by {data['cancel_requested_by']}")
 
 
-def follow(
-    url: str,
-    *,
-    step_width: int,
-    render: Callable[[Document], None],
-    summary: Callable[[Document], str],
-    timeout: float = DEFAULT_WAIT,
-    as_json: bool = False,
-    interval: float = 2.0,
-) -> Document:
-    """Draw step changes and ``summary`` on stderr until the operation at ``url`` ends (or
-    ``timeout``), print its final document (``render`` without ``--json``), and exit 8 unless
-    it SUCCEEDED (7 at the deadline)."""
-    seen: dict[int, str] = {}
-    progress = out.Progress()
-
-    def poll() -> Document:
-        data: Document = out.call("GET", url)
-        for item in data["items"]:
-            if seen.get(item["position"]) != item["step"]:
-                seen[item["position"]] = item["step"]
-                progress.event(
-                    f"{short(item['job'], 32):<32} {item['step']:<{step_width}} {last_note(item)}"
-                )
-        return data
-
-    return out.wait_for(
-        poll,
-        lambda data: ENDS.get(data["state"], out.WAITING),
-        summary,
-        timeout=timeout,
-        interval=interval,
-        progress=progress,
-        on_end=lambda data: out.show(data, as_json, render),
-    )
-
-
 @dataclass(frozen=True)
 class Kind:
     """One kind of operation as the CLI shows it: where the API keeps it (``path``), its latest
@@ -139,6 +76,8 @@ class Kind:
     render: Callable[[Document], None]
     summary: Callable[[Document], str]
     step_width: int
+    #: what ``cancel`` says, formatted with the operation's document (``{id}``, ``{state}``)
+    cancelled: str
 
     def url(self, api: str | None, suffix: str = "") -> str:
         return f"{out.api_url(api)}{self.path}{suffix}"
@@ -152,15 +91,32 @@ class Kind:
         as_json: bool = False,
         interval: float = 2.0,
     ) -> Document:
-        """``--wait``: follow the operation until it ends (:func:`follow`)."""
-        return follow(
-            self.url(api, f"/{operation_id}"),
-            step_width=self.step_width,
-            render=self.render,
-            summary=self.summary,
+        """``--wait``: draw step changes and the summary on stderr until the operation ends (or
+        ``timeout``), print its final document, and exit 8 unless it SUCCEEDED (7 at the
+        deadline)."""
+        url = self.url(api, f"/{operation_id}")
+        seen: dict[int, str] = {}
+        progress = out.Progress()
+
+        def poll() -> Document:
+            data: Document = out.call("GET", url)
+            for item in data["items"]:
+                if seen.get(item["position"]) != item["step"]:
+                    seen[item["position"]] = item["step"]
+                    progress.event(
+                        f"{short(item['job'], 32):<32} {item['step']:<{self.step_width}} "
+                        f"{last_note(item)}"
+                    )
+            return data
+
+        return out.wait_for(
+            poll,
+            lambda data: ENDS.get(data["state"], out.WAITING),
+            self.summary,
             timeout=timeout,
-            as_json=as_json,
             interval=interval,
+            progress=progress,
+            on_end=lambda data: out.show(data, as_json, self.render),
         )
 
     def status(
@@ -177,28 +133,33 @@ class Kind:
         """``status``: the latest operations (``params`` filter them) without an id; else the
         operation, followed until it ends with ``--wait``."""
         if operation_id is None:
-            print_latest(
-                self.url(api),
-                params,
-                limit=limit,
-                api=api,
-                as_json=as_json,
-                what=self.what,
-                header=self.header,
-                row=self.row,
-            )
+            self.print_latest(api, params, limit, as_json)
         elif wait:
             self.follow(api, operation_id, timeout=timeout, as_json=as_json)
         else:
             show(self.url(api, f"/{operation_id}"), as_json=as_json, render=self.render)
 
-    def cancel(
-        self, api: str | None, operation_id: int, as_json: bool, said: Callable[[Document], str]
+    def print_latest(
+        self, api: str | None, params: Mapping[str, Any] | None, limit: int, as_json: bool
     ) -> None:
-        """``cancel``: ask the operation to stop after its current steps; ``said`` the line
-        that tells so."""
+        """``status`` without an id: the latest operations (up to ``limit``), a ``row`` each
+        under ``header``, or their page with ``--json``."""
+        listing = out.fetch_all(self.url(api), params, limit=limit, api=api)
+        out.say_if_cut(listing, self.what)
+        page = listing.document()
+        if as_json:
+            out.print_json(page)
+            return
+        typer.echo(self.header)
+        for operation in page["data"]:
+            typer.echo(self.row(operation))
+        if not page["data"]:
+            typer.echo(f"(no {self.what})")
+
+    def cancel(self, api: str | None, operation_id: int, as_json: bool) -> None:
+        """``cancel``: ask the operation to stop after its current steps."""
         data = out.call("POST", self.url(api, f"/{operation_id}/cancel"))
         if as_json:
             out.print_json(data)
             return
-        typer.echo(said(data))
+        typer.echo(self.cancelled.format_map(data))
