@@ -191,12 +191,25 @@ def test_a_run_that_never_got_a_lease_commits_nothing(dead_url: str) -> None:
 
 
 def test_a_run_waits_for_its_first_lease_then_gives_up(dead_url: str) -> None:
-    fence = HttpFence(dead_url, timeout_s=0.2, stream=io.StringIO(), first_lease_wait_s=0.6)
+    now = [100.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:  # the run's clock moves only when it waits
+        slept.append(seconds)
+        now[0] += seconds
+
+    fence = HttpFence(
+        dead_url,
+        timeout_s=0.2,
+        stream=io.StringIO(),
+        first_lease_wait_s=30.0,
+        clock=lambda: now[0],
+        sleep=sleep,
+    )
     ctx = make_ctx(fence)
-    started = time.monotonic()
     with pytest.raises(LeaseLapsed, match="it never got a fence lease"):
         ctx.on_batch(0)
-    assert time.monotonic() - started >= 0.6
+    assert sum(slept) >= 30.0 and all(s <= 3.0 for s in slept)  # asked again while it waited
     assert ctx.lease_lapsed and ctx.exit_code == LEASE_LAPSED_EXIT
 
 
