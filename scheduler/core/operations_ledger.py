@@ -213,8 +213,9 @@ class OperationsLedger(Protocol):
         notes: Sequence[tuple[ItemRecord, Sequence[ItemChange]]],
     ) -> list[ItemRecord]:
         """Several items' changes that write no job (steps without a job write, what an item
-        waits for, a run it recorded) in one transaction, proving the claim. An item whose
-        version moved is left out (it is decided again next round); the others, as written."""
+        waits for, a run it recorded) in one transaction, proving the claim: one entry per item
+        (ValueError otherwise). An item whose version moved is left out (it is decided again next
+        round); the others, as written."""
         ...
 
     def apply_command(

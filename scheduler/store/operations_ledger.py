@@ -270,7 +270,7 @@ class SqlOperationsLedger:
         now = self._clock()
         with self._store.transaction() as session:
             ops.check_executor(session, operation.id, fence, shared=True)
-            written = [ops.write_item(session, item, changes, now=now) for item, changes in notes]
+            written = ops.write_items(session, notes, now=now)
         return [w for w in written if w is not None]
 
     def apply_command(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol
 
 import pytest
@@ -302,6 +302,43 @@ def notes_land_where_the_item_did_not_move(h: Harness) -> None:
     assert h.ledger.note(ME, op, []) == []
 
 
+def many_notes_land_each_on_its_own_item(h: Harness) -> None:
+    """Notes of many items at once (one statement on SQL): each item gets its own changes, an
+    item whose version moved is left out, the others are written whatever it was."""
+    op = _taken(h, "a", "b", "c", "d", "e")
+    a, b, c, d, e = op.items
+    moved = h.ledger.advance(ME, op, c, [ItemChange(None, "moved")]).item
+    later = h.now() + timedelta(minutes=5)
+    notes: list[tuple[ItemRecord, list[ItemChange]]] = [
+        (a, [ItemChange(None, detail={"waiting": "the owner drains a"})]),
+        (b, [ItemChange("SKIPPED", "skipped b", detail={"waiting": ""})]),
+        (c, [ItemChange(None, detail={"waiting": "stale"})]),
+        (d, [ItemChange(None, "ran", fields={"target_run_id": 42}), ItemChange(None, "again")]),
+        (e, [ItemChange(None, "retry", error="boom", attempt=True, not_before=later)]),
+    ]
+    written = h.ledger.note(ME, op, notes)
+    stored = h.operation(op.id).items
+    assert written == [stored[0], stored[1], stored[3], stored[4]] and stored[2] == moved
+    assert stored[0].detail["waiting"] == "the owner drains a" and stored[0].step == "PENDING"
+    assert stored[0].history == a.history and stored[0].version == 2
+    assert stored[1].step == "SKIPPED" and stored[1].finished_at is not None
+    assert stored[1].history[-1].note == "skipped b" and stored[1].detail["waiting"] == ""
+    assert stored[3].target_run_id == 42 and stored[3].step == "PENDING"
+    assert [x.note for x in stored[3].history[1:]] == ["ran", "again"]
+    assert stored[4].last_error == "boom" and stored[4].attempts == 1
+    assert (
+        stored[4].not_before is not None and abs(stored[4].not_before - later).total_seconds() < 1
+    )
+    assert stored[4].detail == e.detail and stored[4].target_run_id is None
+    again = h.ledger.note(
+        ME, op, [(x, [ItemChange(None, detail={"waiting": "w"})]) for x in stored]
+    )
+    assert again == list(h.operation(op.id).items)
+    assert all(x.detail["waiting"] == "w" for x in again)
+    with pytest.raises(ValueError):
+        h.ledger.note(ME, op, [(x, [ItemChange(None, "twice")]) for x in (*again, again[0])])
+
+
 def a_command_is_decided_on_the_job_as_it_is_then(h: Harness) -> None:
     op = _taken(h, "runs", "stopped", "moving", "gone", kind=OperationKind.STOP)
     runs, stopped, moving, gone = op.items
@@ -379,6 +416,7 @@ CONTRACT: list[Callable[[Harness], None]] = [
     a_stale_claim_changes_nothing,
     a_stale_version_changes_nothing,
     notes_land_where_the_item_did_not_move,
+    many_notes_land_each_on_its_own_item,
     a_command_is_decided_on_the_job_as_it_is_then,
     the_end_of_an_operation_is_its_final_state,
     automatic_failovers_and_plans_read_what_they_need,

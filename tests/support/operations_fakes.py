@@ -463,6 +463,8 @@ class FakeOperationsLedger:
         with self._call("note"):
             if not notes:
                 return []
+            if len({item.id for item, _ in notes}) != len(notes):
+                raise ValueError("note: one entry per item")
             self._prove(operation.id, fence)
             now = self.clock.now()
             out = []
