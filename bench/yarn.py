@@ -217,9 +217,10 @@ FAILOVER_GROUP = "bench-yarn-fo"
 JOB_MB = 2 * (512 + 256)
 
 
-def _live_apps(rm: str) -> list[dict[str, Any]]:
+def _apps(rm: str, states: str) -> list[dict[str, Any]]:
+    """The applications of the ResourceManager at ``rm`` in ``states`` (comma-separated)."""
     body = httpx.get(
-        f"{rm}/ws/v1/cluster/apps", params={"states": "RUNNING"}, timeout=5, trust_env=False
+        f"{rm}/ws/v1/cluster/apps", params={"states": states}, timeout=5, trust_env=False
     ).json()
     return list((body.get("apps") or {}).get("app") or [])
 
@@ -229,7 +230,7 @@ def _running_jobs(rms: list[str]) -> list[str]:
     return [
         tag
         for rm in rms
-        for app in _live_apps(rm)
+        for app in _apps(rm, "RUNNING")
         for tag in str(app.get("applicationTags", "")).split(",")
         if tag.startswith("drover-job-")
     ]
@@ -331,7 +332,7 @@ def measure_failover(
                     if node.alive:
                         node.stop()
                 for c in (a, b):
-                    for app in _live_apps(c["rm"]):
+                    for app in _apps(c["rm"], "NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING"):
                         if app["name"].startswith(f"drover:{prefix}"):
                             print(f"killing what the bench left behind: {app['id']}")
                             httpx.put(
