@@ -563,7 +563,10 @@ def test_az_loss_moves_every_job_to_b_from_its_hdfs_replica(world: World) -> Non
             assert item["action"] == "fence", item
             assert steps_of(item)[-4:] == ["CHECKPOINT", "SWITCHING", "STARTING", "DONE"], item
             # A's HDFS is gone: the checkpoint comes from the replica on B's HDFS
-            assert item["checkpoint_from"].startswith(f"{w.b.hdfs_url}/"), item
+            switched = next(h for h in item["history"] if h["step"] == "SWITCHING")
+            assert "the source checkpoint cannot be read" in switched["note"], item["history"]
+            assert "the replica" in switched["note"], item["history"]
+            assert item["checkpoint_to"].startswith(f"{w.b.hdfs_url}/drover-e2e/"), item
             run = w.job(name)["current_run"]
             assert run["id"] == item["target_run_id"]
             assert run["checkpoint_location"].startswith(f"{w.b.hdfs_url}/drover-e2e/")
