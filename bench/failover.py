@@ -43,6 +43,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -140,25 +141,39 @@ def runs_per_job_on(store: Store, cluster: str) -> Counter[int]:
 
 
 class DoubleRunPoller:
-    """Samples both simulators' live applications: jobs with two at once (never expected)."""
+    """Samples the live applications of every cluster every ``interval`` seconds: the jobs seen
+    with two at once (never expected). ``live``: the job of each live application, across the
+    clusters (a job twice: two live applications); by default those of the simulators
+    ``sims``."""
 
-    def __init__(self, sims: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        sims: dict[str, Any],
+        live: Callable[[], list[str]] | None = None,
+        interval: float = 0.5,
+    ) -> None:
         self.sims = sims
+        self.live = live or self._sim_jobs
+        self.interval = interval
         self.samples = 0
         self.doubles: set[str] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
+    def _sim_jobs(self) -> list[str]:
+        apps = [n for sim in self.sims.values() for n in sim.live_apps().values()]
+        return [n.split(":")[1] for n in apps if n.startswith("drover:")]
+
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                apps = [n for sim in self.sims.values() for n in sim.live_apps().values()]
+                jobs = Counter(self.live())
             except httpx.HTTPError:
+                self._stop.wait(self.interval)
                 continue
-            jobs = Counter(n.split(":")[1] for n in apps if n.startswith("drover:"))
             self.doubles.update(j for j, n in jobs.items() if n > 1)
             self.samples += 1
-            self._stop.wait(0.5)
+            self._stop.wait(self.interval)
 
     def __enter__(self) -> DoubleRunPoller:
         self._thread.start()
@@ -506,7 +521,7 @@ REAL_PIPELINE = Path(__file__).resolve().parents[1] / "tests" / "e2e" / "pipelin
 REAL_GROUP = "bench-fo"
 
 
-def _batches(out: Path) -> dict[int, int]:
+def batch_files(out: Path) -> dict[int, int]:
     """batch id -> id of the run that committed it (files of ``batch_ids.py``)."""
     found = {}
     for path in out.iterdir() if out.is_dir() else ():
@@ -516,6 +531,28 @@ def _batches(out: Path) -> dict[int, int]:
             except (IndexError, ValueError):
                 continue  # being written
     return found
+
+
+def stop_jobs(api: NodeProcess, names: list[str], timeout: float) -> None:
+    """Ask Drover to stop ``names`` and wait until each has ended; what cannot be stopped is
+    reported (the caller kills what is left on the clusters)."""
+    try:
+        for name in names:
+            try:
+                api.post(f"/v1/jobs/{name}/stop")
+            except (AssertionError, httpx.HTTPError):
+                pass
+        poll(
+            lambda: all(
+                api.get(f"/v1/jobs/{n}")["state"] in ("STOPPED", "FAILED", "FINISHED")
+                for n in names
+            ),
+            timeout=timeout,
+            interval=0.5,
+            what="the bench's jobs stopped",
+        )
+    except Exception as exc:  # noqa: BLE001 - leftovers are killed by the caller
+        print(f"could not stop the jobs through Drover: {exc}")
 
 
 def _kill_leftovers(clusters: dict[str, dict[str, str]], prefix: str) -> list[str]:
@@ -611,7 +648,7 @@ def measure_real(
                 poll(
                     lambda: all(
                         api.get(f"/v1/jobs/{n}")["state"] == "RUNNING"
-                        and len(_batches(workdir / "out" / n)) >= 2
+                        and len(batch_files(workdir / "out" / n)) >= 2
                         for n in names
                     ),
                     timeout=start_timeout,
@@ -643,7 +680,7 @@ def measure_real(
                         target = item.get("target_run_id")
                         if item["job"] in resumed or target is None:
                             continue
-                        if target in _batches(workdir / "out" / item["job"]).values():
+                        if target in batch_files(workdir / "out" / item["job"]).values():
                             resumed[item["job"]] = time.monotonic() - began
                     ended = last["state"] in ("SUCCEEDED", "FAILED", "CANCELLED")
                     return ended and (last["state"] != "SUCCEEDED" or len(resumed) == jobs)
@@ -671,23 +708,7 @@ def measure_real(
                     "resumed_on_b_max_s": max(resumed.values()) if resumed else float("nan"),
                 }
             finally:
-                try:
-                    for name in created:
-                        try:
-                            api.post(f"/v1/jobs/{name}/stop")
-                        except (AssertionError, httpx.HTTPError):
-                            pass
-                    poll(
-                        lambda: all(
-                            api.get(f"/v1/jobs/{n}")["state"] in ("STOPPED", "FAILED", "FINISHED")
-                            for n in created
-                        ),
-                        timeout=90,
-                        interval=0.5,
-                        what="the bench's jobs stopped",
-                    )
-                except Exception as exc:  # noqa: BLE001 - leftovers are killed below
-                    print(f"could not stop the jobs through Drover: {exc}")
+                stop_jobs(api, created, timeout=90)
                 for node in nodes:
                     if node.alive:
                         node.stop()

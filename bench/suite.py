@@ -33,6 +33,10 @@ Steps (``--only`` picks some; ``BENCH_QUICK=1`` / ``--quick`` runs a ~5 minute s
 ``yarn``          on the YARN test clusters (``bench.yarn``): submit -> RUNNING through Drover's
                   backend against ``spark-submit`` run by hand the same way (median, p95), kill
                   requested -> confirmed, memory and start time of the two clusters
+``yarn_failover`` the failover of 10 real streaming jobs from YARN cluster A to B through the
+                  API: request -> every job RUNNING on B (per job median, p95, the total), the
+                  failover's end, every job resumed on B; never one job RUNNING on both
+                  (``bench.yarn``)
 ``cli``           ``drover --help`` and ``drover jobs get NAME`` against a real node, each the
                   median of 10 runs (``bench.cli_startup``)
 
@@ -295,6 +299,20 @@ def step_yarn(env: Env) -> Figures:
     return _flatten("yarn", figures)
 
 
+#: jobs of the YARN failover step (each ~0.9 GB of real memory, 1.5 GB of a NodeManager)
+YARN_FAILOVER_JOBS = 10
+
+
+def step_yarn_failover(env: Env) -> Figures:
+    from bench import yarn
+
+    if not os.environ.get("DROVER_TEST_YARN_A_RM"):
+        return {"yarn_missing": "no YARN test clusters (HADOOP_CLUSTERS=2 scripts/services.sh up)"}
+    jobs = 4 if env.quick else YARN_FAILOVER_JOBS
+    figures = yarn.measure_failover(env.mysql_url, env.zk_hosts, jobs)
+    return _flatten(f"yarn_failover_{jobs}", figures)
+
+
 def step_cli(env: Env) -> Figures:
     from bench import cli_startup
 
@@ -328,6 +346,7 @@ STEPS = [
     Step("az_loss", step_az_loss, False, "a real cluster lost: every job RUNNING on the other"),
     Step("api", step_api, True, "API throughput and latency"),
     Step("yarn", step_yarn, False, "YARN: submit->RUNNING vs spark-submit, kill, test clusters"),
+    Step("yarn_failover", step_yarn_failover, False, "YARN: failover of 10 real jobs A -> B"),
     Step("cli", step_cli, True, "drover --help and jobs get start-up (median of 10)"),
 ]
 

@@ -70,6 +70,8 @@ TARGETS = [
     Target("failover_real_succeeded", "==", 1.0, "issue 9"),
     Target("az_loss_all_running_on_b_s", "<=", "az_loss_lease_s+60", "DESIGN §3.6, issue 28"),
     Target("az_loss_double_commits", "==", 0.0, "DESIGN §3"),
+    Target("yarn_failover_10_succeeded", "==", 1.0, "issue 30"),
+    Target("yarn_failover_10_double_runs", "==", 0.0, "DESIGN §3"),
     # bench/api.py: the worst store's figure (lowest ratio, highest p99); it prints these too
     Target("api_get_ratio_to_bare", ">=", 0.5, "issue 11"),
     Target("api_get_p99_ms", "<=", 25.0, "issue 11"),

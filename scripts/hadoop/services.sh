@@ -13,12 +13,13 @@
 # the launcher is compiled with javac into var/hadoop/ (never committed).
 #
 # Environment: HADOOP_CLUSTERS (0, 1 or 2), DROVER_SVC_HADOOP_HEAP (the JVM's -Xmx, default
-# 384m), DROVER_SVC_HADOOP_NM_MB (memory the NodeManager offers containers, default 8192).
+# 384m), DROVER_SVC_HADOOP_NM_MB (memory the NodeManager offers containers, default 16384: the
+# failover bench's 10 jobs of 1.5 GB each on one cluster; an accounting figure, not a reservation).
 
 HADOOP_SRC=$ROOT/scripts/hadoop
 HADOOP_BUILD=$ROOT/var/hadoop
 HADOOP_HEAP=${DROVER_SVC_HADOOP_HEAP:-384m}
-HADOOP_NM_MB=${DROVER_SVC_HADOOP_NM_MB:-8192}
+HADOOP_NM_MB=${DROVER_SVC_HADOOP_NM_MB:-16384}
 declare -A HADOOP_BASE=([a]=9100 [b]=9130)
 MARKER[hadoop-a]=TestClusters
 MARKER[hadoop-b]=TestClusters

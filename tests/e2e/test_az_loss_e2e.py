@@ -47,6 +47,7 @@ from harness.spark import PrivateSparkCluster
 from harness.tcpproxy import TcpProxy
 from pipelines.drover_runtime import read_commit_log
 from tests.conftest import wait_until
+from tests.support.failovers import automatic_failover, running_on, steps_of, wait_all_running
 from tests.support.nodes import DROVER, NodeProcess
 
 pytestmark = pytest.mark.e2e
@@ -276,22 +277,6 @@ def stop(w: World, names: list[str]) -> None:
     w.wait(lambda: all(w.job(n)["state"] == "STOPPED" for n in names), 120, "the jobs stopped")
 
 
-def steps_of(item: dict[str, Any]) -> list[str]:
-    steps: list[str] = []
-    for entry in item["history"]:
-        if not steps or steps[-1] != entry["step"]:
-            steps.append(entry["step"])
-    return steps
-
-
-def running_on(w: World, name: str, cluster: str) -> bool:
-    job = w.job(name)
-    run = job["current_run"] or {}
-    return bool(
-        job["cluster"] == cluster and job["state"] == "RUNNING" and run.get("cluster") == cluster
-    )
-
-
 def assert_no_double_run(w: World, names: list[str]) -> None:
     assert w.checker.polls > 0
     # a poll that failed proves nothing: none may (A's only while it was being killed)
@@ -302,38 +287,6 @@ def assert_no_double_run(w: World, names: list[str]) -> None:
     # batch ids are a job's own: each job's commit log on its own
     doubles = {n: d for n in names if (d := double_commits([w.commit_log(n)]))}
     assert doubles == {}, f"batches committed by two runs of one job: {doubles}"
-
-
-def automatic_failover(w: World, source: str, since: float) -> dict[str, Any]:
-    """The automatic failover of ``source`` created by drover:auto-failover (waits for it)."""
-
-    def created() -> dict[str, Any] | None:
-        for op in w.get("/v1/failovers", limit=50)["data"]:
-            if op["created_by"] == "drover:auto-failover" and op["source"] == source:
-                if op["id"] not in w.seen_ops:
-                    return dict(op)
-        return None
-
-    op = w.failover(w.wait(created, 90, f"an automatic failover of {source}")["id"])
-    w.seen_ops.add(op["id"])
-    print(f"automatic failover {op['id']} created {time.monotonic() - since:.1f} s after")
-    return op
-
-
-def wait_all_running(
-    w: World, names: list[str], cluster: str, since: float, timeout: float
-) -> dict[str, float]:
-    """Seconds from ``since`` until each job was RUNNING on ``cluster`` (polled every 0.25 s)."""
-    seen: dict[str, float] = {}
-
-    def all_there() -> bool:
-        for name in names:
-            if name not in seen and running_on(w, name, cluster):
-                seen[name] = time.monotonic() - since
-        return len(seen) == len(names)
-
-    w.wait(all_there, timeout, f"every job RUNNING on {cluster}")
-    return seen
 
 
 # --------------------------------------------------------------------------- 1. AZ loss
@@ -351,7 +304,7 @@ def test_az_loss_moves_every_job_to_b_within_the_lease_plus_a_minute(world: Worl
     print(f"cluster A killed in {took:.2f} s (last batches on A: {before})")
     assert w.clusters["A"].drivers() == []
 
-    op = automatic_failover(w, "A", killed_at)
+    op = automatic_failover(w, "A", killed_at, w.seen_ops)
     bound = LEASE_S + 60
     seen = wait_all_running(w, names, "B", killed_at, bound + 60)
     total = max(seen.values())
@@ -423,7 +376,7 @@ def test_a_cluster_cut_off_both_ways_moves_after_the_leases_lapse(world: World) 
         w.proxies[key].cut()  # Drover cannot reach A
     for proxy in w.fence_proxies:
         proxy.cut_if(from_a)  # A's drivers cannot reach Drover (B's can)
-    op = automatic_failover(w, "A", cut_at)
+    op = automatic_failover(w, "A", cut_at, w.seen_ops)
     (plan,) = {i["action"] for i in op["items"]} or {None}
     assert plan == "fence", op["items"]
 

@@ -44,6 +44,7 @@ from harness.nodes import poll
 from harness.tcpproxy import TcpProxy
 from scheduler.backends.standalone import StandaloneRestBackend
 from tests.conftest import SparkStandalone, wait_until
+from tests.support.failovers import steps_of
 from tests.support.nodes import DROVER, NodeProcess
 
 pytestmark = pytest.mark.e2e
@@ -315,15 +316,6 @@ def _kill_leftovers(clusters: tuple[SparkStandalone, ...], prefix: str) -> list[
         finally:
             backend.close()
     return found
-
-
-def steps_of(item: dict[str, Any]) -> list[str]:
-    """The steps an item went through (a note within a step is not another step)."""
-    steps: list[str] = []
-    for entry in item["history"]:
-        if not steps or steps[-1] != entry["step"]:
-            steps.append(entry["step"])
-    return steps
 
 
 def run_of(w: World, job: str, run_id: int) -> dict[str, Any]:

@@ -71,19 +71,32 @@ class YarnCluster:
     def lose(self) -> list[int]:
         """The whole cluster dies at once, as its AZ would: the ResourceManager, the NodeManager
         with every container it runs, the NameNode and the DataNode (SIGKILL to the JVM and to
-        its descendants: containers run in sessions of their own). Returns the PIDs killed."""
+        its descendants: containers run in sessions of their own). Every process of the tree is
+        stopped first (SIGSTOP: none forks a child the kill would miss), then all are killed.
+        Returns the PIDs killed."""
         root = self.launcher_pid
-        doomed = [root, *descendants(root)]
+        doomed: list[int] = []
+        frontier = [root]
+        while frontier:  # stop the tree from its root down until no new process shows up
+            for pid in frontier:
+                _signal(pid, signal.SIGSTOP)
+            doomed.extend(frontier)
+            frontier = [p for p in descendants(root) if p not in doomed]
         for pid in doomed:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            _signal(pid, signal.SIGKILL)
         return doomed
 
-    def restore(self, repo: Path, timeout: float = 300.0) -> None:
+    @property
+    def services_checkout(self) -> Path:
+        """The checkout whose ``scripts/services.sh`` started the cluster (its state directory
+        ``var/services`` holds the cluster's conf)."""
+        return Path(self.conf_dir).parents[3]
+
+    def restore(self, repo: Path | None = None, timeout: float = 300.0) -> None:
         """Start the lost cluster again (empty: a new HDFS, a new ResourceManager state) through
-        ``scripts/services.sh up hadoop``, which starts only the clusters not running."""
+        ``scripts/services.sh up hadoop`` of ``repo`` (by default the checkout that started it),
+        which starts only the clusters not running."""
+        repo = repo or self.services_checkout
         subprocess.run(
             [str(repo / "scripts" / "services.sh"), "up", "hadoop"],
             check=True,
@@ -154,6 +167,13 @@ class DoubleRunChecker:
         finally:
             self._stop.set()
             thread.join(timeout=10)
+
+
+def _signal(pid: int, sig: signal.Signals) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
 
 
 def descendants(root: int) -> list[int]:
