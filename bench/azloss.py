@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import statistics
 import tempfile
 import time
@@ -39,11 +38,12 @@ from typing import Any
 
 import httpx
 
-from bench.takeover import _interrupt, fresh_database, migrate, zk_namespace
+from bench.takeover import fresh_database, migrate, zk_namespace
 from chaos.checker import batch_verdicts
 from chaos.history import BatchCommit, History
 from chaos.recorder import commit_records
 from harness.nodes import NodeProcess, poll
+from harness.procs import terminate_like_interrupt
 from harness.spark import PrivateSparkCluster
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -266,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.mysql_url or not args.zk_hosts:
         parser.error("needs DROVER_TEST_MYSQL_URL and DROVER_TEST_ZK_HOSTS (var/services/env)")
-    signal.signal(signal.SIGTERM, _interrupt)
+    terminate_like_interrupt()
     try:
         figures = measure(args.mysql_url, args.zk_hosts, args.jobs)
     except KeyboardInterrupt:

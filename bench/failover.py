@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import statistics
 import tempfile
 import threading
@@ -53,7 +52,6 @@ import sqlalchemy as sa
 
 from bench.takeover import (
     PIPELINE,
-    _interrupt,
     bench_nodes,
     fresh_database,
     job_names,
@@ -66,6 +64,7 @@ from bench.takeover import (
     zk_namespace,
 )
 from harness.nodes import NodeProcess, poll
+from harness.procs import terminate_like_interrupt
 from scheduler.backends.registry import BackendRegistry
 from scheduler.config import Settings
 from scheduler.core.backend import app_name_for
@@ -727,7 +726,7 @@ def measure_real(
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    signal.signal(signal.SIGTERM, _interrupt)
+    terminate_like_interrupt()
     try:
         trips = measure_trips(args) if args.trips_jobs > 0 else {}
         figures = measure_sim(args)

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import tempfile
 import time
 from collections.abc import Iterator
@@ -38,7 +37,7 @@ import psutil
 
 from bench.takeover import fresh_database, migrate, zk_namespace
 from harness.nodes import NodeProcess
-from harness.procs import session_pids
+from harness.procs import session_pids, terminate_like_interrupt
 from scheduler.config import Settings
 from scheduler.store import catalog as catalog_store
 from scheduler.store.bootstrap import LOCAL_CLUSTER, ensure_defaults
@@ -199,10 +198,6 @@ def print_summary(samples: list[Sample]) -> None:
         )
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--groups", default="1,50", help="comma-separated group counts")
@@ -218,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     if not counts or min(counts) < 1:
         parser.error("--groups needs positive counts")
 
-    signal.signal(signal.SIGTERM, _interrupt)
+    terminate_like_interrupt()
     workdir = Path(tempfile.mkdtemp(prefix="drover-node-rss-"))
     store = "MariaDB" if args.mysql_url else "SQLite"
     zk = f"ZooKeeper {args.zk_hosts}" if args.zk_hosts else "no ZooKeeper"

@@ -59,7 +59,6 @@ import json
 import math
 import os
 import platform
-import signal
 import subprocess
 import sys
 import tempfile
@@ -72,6 +71,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from bench.targets import TARGETS, Figures
+from harness.procs import terminate_like_interrupt
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -524,10 +524,6 @@ def _commit() -> str:
         return "?"
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
@@ -576,7 +572,7 @@ def main(argv: list[str] | None = None) -> int:
     if not env.mysql_url or not env.zk_hosts:
         parser.error("needs DROVER_TEST_MYSQL_URL and DROVER_TEST_ZK_HOSTS (var/services/env)")
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    signal.signal(signal.SIGTERM, _interrupt)
+    terminate_like_interrupt()
 
     out_dir = Path(args.out)
     figures: Figures = {}

@@ -36,7 +36,6 @@ import argparse
 import os
 import secrets
 import shutil
-import signal
 import subprocess
 import tempfile
 import threading
@@ -55,6 +54,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL, make_url
 
 from harness.nodes import DROVER, NodeProcess, poll
+from harness.procs import terminate_like_interrupt
 from harness.simcluster import SimProcess, sim_process
 from scheduler.core.clock import utcnow
 from scheduler.core.errors import StoreError
@@ -493,10 +493,6 @@ def print_departure(d: Departure, timeout: float) -> None:
 # -- main ---------------------------------------------------------------------------------------
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--nodes", type=int, default=3)
@@ -522,7 +518,7 @@ def main(argv: list[str] | None = None) -> int:
     phase_timeout = args.timeout or 60.0 + args.jobs * 0.03
     timeout_s = args.session_timeout
 
-    signal.signal(signal.SIGTERM, _interrupt)  # a TERM cleans up like Ctrl-C does
+    terminate_like_interrupt()
     workdir = Path(tempfile.mkdtemp(prefix="drover-takeover-"))
     nodes: list[NodeProcess] = []
     print(

@@ -39,6 +39,7 @@ import httpx
 from bench.failover import REAL_PIPELINE, DoubleRunPoller, batch_files, stop_jobs
 from bench.takeover import bench_nodes, fresh_database, migrate, node_env, start_nodes, zk_namespace
 from harness.nodes import NodeProcess, poll
+from harness.procs import terminate_like_interrupt
 from scheduler.backends.yarn import YarnBackend, _escape
 from scheduler.config import Settings
 from scheduler.core.backend import AppState, SubmitRequest
@@ -437,6 +438,7 @@ def main(argv: list[str] | None = None) -> int:
         "--failover-jobs", type=int, default=0, help="only the failover of this many jobs A -> B"
     )
     args = parser.parse_args(argv)
+    terminate_like_interrupt()
     if args.failover_jobs:
         mysql, zk = os.environ["DROVER_TEST_MYSQL_URL"], os.environ["DROVER_TEST_ZK_HOSTS"]
         figures = measure_failover(mysql, zk, args.failover_jobs)

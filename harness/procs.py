@@ -158,3 +158,14 @@ def signal_all(pids: Iterable[int], sig: signal.Signals = signal.SIGKILL) -> Non
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, sig)
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def terminate_like_interrupt() -> None:
+    """From now on a SIGTERM to this process raises KeyboardInterrupt, as Ctrl-C does: a bench
+    stopped by a timeout or ``kill`` runs its ``finally`` blocks and stops what it started (node
+    processes, jobs on the clusters) instead of leaving them running."""
+    signal.signal(signal.SIGTERM, _raise_interrupt)
