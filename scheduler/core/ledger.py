@@ -55,7 +55,7 @@ from scheduler.core.backend import ClusterBackend
 from scheduler.core.clock import utcnow
 from scheduler.core.errors import StaleWrite
 from scheduler.core.ownership import Claim, Fence
-from scheduler.core.records import ClusterRecord, Failures, JobRecord, RunRecord
+from scheduler.core.records import SUPERSEDED_KEPT, ClusterRecord, Failures, JobRecord, RunRecord
 from scheduler.core.states import JobState, RunState, transition
 
 
@@ -295,6 +295,13 @@ class Effect:
         return replace(job, **changes, current_run=run)
 
 
+def _superseded(run: RunRecord) -> str:
+    """The run's superseded token digests once its current one is replaced (the last
+    ``SUPERSEDED_KEPT``)."""
+    kept = [d for d in run.superseded_tokens.split(",") if d] + [run.fencing_token]
+    return ",".join(kept[-SUPERSEDED_KEPT:])
+
+
 def effect_of(write: Write, new_run: RunRecord | None = None) -> Effect:
     """What ``write`` changes (``new_run``: the run an :class:`Intent` inserts). Raises
     IllegalTransition for a path the state table forbids, and StaleWrite when a run write finds
@@ -309,6 +316,7 @@ def effect_of(write: Write, new_run: RunRecord | None = None) -> Effect:
                 "fencing_token": fencing_digest(write.fencing_token),
                 "fencing_secret": write.fencing_token,
                 "submit_intent_at": write.at,
+                "superseded_tokens": _superseded(run),
             }
             return Effect(job, {}, run_fields, (), run.id)
         case Intent():

@@ -38,6 +38,10 @@ class JobSpec:
     on_stall: OnStall = OnStall.ALERT
 
 
+#: how many superseded token digests a run keeps (``RunRecord.superseded_tokens``)
+SUPERSEDED_KEPT = 8
+
+
 @dataclass(frozen=True)
 class RunRecord:
     id: int
@@ -81,6 +85,10 @@ class RunRecord:
     #: still create the driver of a submission whose outcome was unknown):
     #: ``scheduler.decisions.planning.in_doubt_until``
     submit_intent_at: datetime | None = None
+    #: the digests of the run's earlier tokens, oldest first, comma separated (each reissue adds
+    #: the one it replaced; the last ``SUPERSEDED_KEPT``): an application that carries one of
+    #: them is this deployment's late duplicate of the run (``scheduler.decisions.strays``)
+    superseded_tokens: str = ""
     #: the fencing token itself: only on the record the write that minted it returned (an
     #: intent, a reissue), which the submission carries to the driver; never stored
     fencing_secret: str | None = field(default=None, repr=False, compare=False)

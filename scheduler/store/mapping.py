@@ -44,6 +44,7 @@ def run_record(run: Run, job_name: str) -> RunRecord:
         stop_batch=run.stop_batch,
         lease_until=run.lease_until,
         submit_intent_at=run.submit_intent_at,
+        superseded_tokens=run.superseded_tokens or "",
     )
 
 

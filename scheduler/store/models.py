@@ -281,6 +281,9 @@ class Run(Base):
     #: a run without a submission id is in doubt for a grace after it
     #: (scheduler/decisions/planning.py)
     submit_intent_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    #: the digests of the run's earlier tokens (each reissue adds the one it replaced), comma
+    #: separated: a late application carrying one is this deployment's duplicate of the run
+    superseded_tokens: Mapped[str | None] = mapped_column(Text, nullable=True)
 
     job: Mapped[Job] = relationship(back_populates="runs")
 

@@ -351,8 +351,8 @@ def fencing_tokens_are_kept_as_digests(h: Harness) -> None:
 
 def intents_and_reissues_record_when_the_submission_was_decided(h: Harness) -> None:
     """An intent's run records its creation as its latest submission decision, a reissue its
-    own ``at``, as stored (the planner's in-doubt grace counts from it); recording the
-    submission's outcome does not move it."""
+    own ``at``, as stored (the planner's in-doubt grace counts from it), and the digest of the
+    token it replaced; recording the submission's outcome moves neither."""
     job = _intent(h, _owned(h))
     run = job.current_run
     assert run is not None and run.submit_intent_at == run.created_at
@@ -363,7 +363,14 @@ def intents_and_reissues_record_when_the_submission_was_decided(h: Harness) -> N
     assert again.current_run is not None and again.current_run.submit_intent_at == at
     stored = h.job(job.id).current_run
     assert stored is not None and stored.submit_intent_at == at
-    _one(h, Submitted(again, "driver-1", None, h.now()))
+    # the replaced token's digest is kept: a late driver carrying it is the run's duplicate
+    assert stored.superseded_tokens == run.fencing_token
+    third = _one(h, Reissue(again, at=at))
+    assert third.current_run is not None
+    stored = h.job(job.id).current_run
+    assert stored is not None
+    assert stored.superseded_tokens == f"{run.fencing_token},{again.current_run.fencing_token}"
+    again = third
     stored = h.job(job.id).current_run
     assert stored is not None and stored.submit_intent_at == at
 

@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from scheduler.core.backend import AppInfo, AppState, AppStatus, Submission, SubmitRequest
 from scheduler.core.directive import Directive, Phase
 from scheduler.core.errors import ClusterUnreachable
-from scheduler.core.records import Failures, JobRecord, RunRecord
+from scheduler.core.ledger import Reissue, effect_of
+from scheduler.core.records import SUPERSEDED_KEPT, Failures, JobRecord, RunRecord
 from scheduler.core.states import DesiredState, JobState, RunState
 from scheduler.decisions.actions import CloseRun, Hold, Noop, Resubmit
 from scheduler.decisions.planning import RestartPolicy, in_doubt_until, plan, timed
@@ -262,3 +263,14 @@ def test_a_lost_submission_is_sent_again_once_after_the_grace() -> None:
     world.clock.advance(5)
     rec.tick()  # in doubt again, counted from the reissue
     assert world.ledger.calls.count(f"backend.submit {run.app_name}") == 2
+
+
+def test_a_run_keeps_the_digests_of_its_last_superseded_tokens() -> None:
+    run = make_run(state=RunState.SUBMITTING, submission_id=None, fencing_token="d0")
+    for n in range(1, SUPERSEDED_KEPT + 3):
+        effect = effect_of(Reissue(make_job(run=run)))
+        assert effect.run_fields is not None
+        run = replace(run, **{k: v for k, v in effect.run_fields.items() if k != "fencing_secret"})
+        run = replace(run, fencing_token=f"d{n}")
+    kept = run.superseded_tokens.split(",")
+    assert len(kept) == SUPERSEDED_KEPT and kept[-1] == f"d{SUPERSEDED_KEPT + 1}"
