@@ -55,9 +55,10 @@ def _run(store: Store, job: str, state: str, cluster: str) -> tuple[int, str]:
         return run.id, token
 
 
-def test_a_live_application_of_a_closed_run_is_killed_and_recorded(
-    store: Store, rm: SimResourceManager, tmp_path: Path
-) -> None:
+def _yarn_cluster(
+    store: Store, rm: SimResourceManager, tmp_path: Path, *jobs: str
+) -> ClusterRecord:
+    """Cluster ``yarn-a`` on the simulated ResourceManager, group ``gy`` with ``jobs``."""
     with store.transaction() as session:
         cluster = catalog_store.create_cluster(
             session,
@@ -70,13 +71,20 @@ def test_a_live_application_of_a_closed_run_is_killed_and_recorded(
             ),
         )
         catalog_store.create_group(session, "gy", primary_cluster="yarn-a")
-        for name in ("orders", "ads"):
+        for name in jobs:
             jobs_store.create_job(
                 session,
                 JobSpec(name=name, entrypoint="/opt/pipelines/p.py", group="gy"),
                 cause="test",
                 node_id="test-node",
             )
+    return cluster
+
+
+def test_a_live_application_of_a_closed_run_is_killed_and_recorded(
+    store: Store, rm: SimResourceManager, tmp_path: Path
+) -> None:
+    cluster = _yarn_cluster(store, rm, tmp_path, "orders", "ads")
     killed_run, killed_token = _run(store, "orders", "KILLED", "yarn-a")
     live_run, live_token = _run(store, "ads", "RUNNING", "yarn-a")
     stray = rm.submit(
@@ -133,24 +141,7 @@ def test_a_late_second_application_of_an_open_run_is_killed_and_recorded(
     """A submission whose outcome was unknown reached the ResourceManager only after the run was
     reissued and submitted again: the application the run did not record is killed, the one it
     recorded keeps running."""
-    with store.transaction() as session:
-        cluster = catalog_store.create_cluster(
-            session,
-            "yarn-a",
-            ClusterSpec(
-                kind="yarn",
-                storage_root="hdfs://127.0.0.1:9105/drover/a",
-                rest_url=rm.url,
-                hadoop_conf_dir=str(rm.write_conf(tmp_path / "conf")),
-            ),
-        )
-        catalog_store.create_group(session, "gy", primary_cluster="yarn-a")
-        jobs_store.create_job(
-            session,
-            JobSpec(name="orders", entrypoint="/opt/pipelines/p.py", group="gy"),
-            cause="test",
-            node_id="test-node",
-        )
+    cluster = _yarn_cluster(store, rm, tmp_path, "orders")
     run_id, token = _run(store, "orders", "STARTING", "yarn-a")
     tag = f"drover:orders:{run_id}"
     late = rm.submit(tag, yarn_tags("orders", run_id, "the-superseded-token"), "")

@@ -25,9 +25,9 @@ from scheduler.core.states import DesiredState, JobState, RunState
 from scheduler.decisions.actions import CloseRun, Hold, Noop, Resubmit
 from scheduler.decisions.planning import RestartPolicy, in_doubt_until, plan, timed
 from scheduler.loops.reconciler import Reconciler
-from tests.support.fakes import Clock, FakeApp, FakeBackend, FakeBackends
+from tests.support.fakes import Clock, FakeApp, FakeBackend
 from tests.unit.test_planning import NOW, POLICY, make_job, make_run
-from tests.unit.test_reconciler import ME, World
+from tests.unit.test_reconciler import World
 
 GRACE = POLICY.in_doubt_grace
 
@@ -198,18 +198,8 @@ class LateBackend(FakeBackend):
 def late_world(delay: float | None) -> tuple[World, LateBackend, Reconciler]:
     world = World()
     backend = LateBackend(world.clock, world.ledger.calls, delay)
-    world.backend = backend
-    rec = Reconciler(
-        world.ledger,
-        FakeBackends(c1=backend),
-        node_id=ME.node_id,
-        group="default",
-        claim=lambda: world.claim,
-        policy=POLICY,
-        clock=world.clock.now,
-        monotonic=world.clock.monotonic,
-    )
-    return world, backend, rec
+    world.backend = backend  # the world's reconcilers drive this cluster
+    return world, backend, world.reconciler()
 
 
 def test_a_driver_created_late_is_adopted_and_never_submitted_twice() -> None:
