@@ -27,6 +27,7 @@ from scheduler.core.errors import ClusterError, InvalidInput
 from scheduler.decisions.destinations import Destinations
 from scheduler.decisions.health import HealthPolicy
 from scheduler.decisions.membership import MembershipSettings, Role
+from scheduler.decisions.planning import DEFAULT_IN_DOUBT_GRACE_S
 from scheduler.decisions.stalls import StallPolicy
 
 if TYPE_CHECKING:
@@ -191,6 +192,14 @@ class Settings(BaseSettings):
     #: the same for an upgrade (a spec change of a running job) and a rollback, which are
     #: graceful by default
     upgrade_grace_seconds: float = Field(default=30.0, ge=0, le=86400)
+    #: seconds after a run's latest submission was decided (its intent or its latest reissue)
+    #: during which a run without a recorded submission id that its cluster does not list is
+    #: "in doubt": not submitted again (a timed-out submission may still become a driver: a
+    #: standalone master waits up to ``spark.rpc.askTimeout`` on a create its client gave up on
+    #: after 3 s), nor closed; a driver that shows up meanwhile is adopted. Default 60 s: twenty
+    #: times the standalone client timeout, and a truly lost submission is retried about a
+    #: minute later (scheduler/decisions/planning.py says more). The same on every node.
+    submit_in_doubt_grace: float = Field(default=DEFAULT_IN_DOUBT_GRACE_S, ge=0, le=3600)
 
     # Cluster monitor (scheduler.decisions.health): every node probes the clusters its groups use
     #: probe the clusters at all (off: this node never votes nor decides health)

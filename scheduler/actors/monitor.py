@@ -5,7 +5,9 @@ with the live nodes membership sees (see :mod:`scheduler.loops.monitor`). The lo
 After each round, on the clusters this node sweeps (one live node per cluster,
 :func:`scheduler.decisions.strays.sweeper`) and whose probe succeeded, a stray sweep
 (:mod:`scheduler.loops.strays`): live applications of runs Drover has closed -- brought back by a
-ResourceManager that recovered them -- are killed again and recorded on their jobs.
+ResourceManager that recovered them -- are killed again, and second applications of open runs --
+a submission whose outcome was unknown that reached the cluster late -- are killed, each recorded
+on its job.
 
 A loop hosted by the NodeSupervisor in the node process (:mod:`scheduler.actors.hosted`); its
 probes and store writes run in worker threads, so the supervisor's event loop only waits.

@@ -193,6 +193,7 @@ class JobReconciler:
             backoff_max=settings.restart_backoff_max,
             stop_grace=settings.stop_grace_seconds,
             lease_margin=settings.fence_lease_margin,
+            in_doubt_grace=settings.submit_in_doubt_grace,
         )
         self._executor = ThreadPoolExecutor(TICK_THREADS, thread_name_prefix="tick")
         self._loops: dict[str, GroupLoop] = {}

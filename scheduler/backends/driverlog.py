@@ -34,6 +34,9 @@ import re
 from dataclasses import dataclass
 
 APP_TAG_PROPERTY = "spark.drover.appTag"
+#: the Spark property that carries the run's fence tag (``fence_tag_of_digest``; hex, so never
+#: redacted): which token the driver was given, for the stray sweep
+FENCE_TAG_PROPERTY = "spark.drover.fenceTag"
 #: the line prefix of ``pipelines/drover_runtime.py``'s announcement (kept in step with it)
 RUNTIME_STARTED = b"drover-runtime: started"
 
@@ -43,6 +46,7 @@ _APP_ID_LINES: tuple[re.Pattern[bytes], ...] = (
     re.compile(re.escape(RUNTIME_STARTED) + rb" app_id=(\S+)"),
 )
 _TAG = re.compile(r"-D" + re.escape(APP_TAG_PROPERTY) + r"=([0-9a-f]+)")
+_FENCE_TAG = re.compile(r"-D" + re.escape(FENCE_TAG_PROPERTY) + r"=([0-9a-f]+)")
 _APP_NAME = re.compile(r'"-Dspark\.app\.name=((?:[^"\\]|\\.)*)"')
 _PAGE_HEADER = re.compile(rb"^==== Bytes (\d+)-(\d+) of (\d+) of [^\n]* ====\r?\n")
 #: a partial line longer than this is dropped (no line of interest is that long)
@@ -70,6 +74,12 @@ def app_name_from_launch_command(text: str) -> str | None:
     if match is not None and "redacted" not in match.group(1):
         return match.group(1).replace('\\"', '"')
     return None
+
+
+def fence_tag_from_launch_command(text: str) -> str | None:
+    """The fence tag in a driver's ``Launch Command`` header (its 16 hex digits), or None."""
+    match = _FENCE_TAG.search(text)
+    return match.group(1) if match is not None else None
 
 
 def app_id_in(line: bytes) -> str | None:

@@ -123,10 +123,12 @@ from scheduler.backends import http
 from scheduler.backends.changes import ChangeLog, Changes, Mark
 from scheduler.backends.driverlog import (
     APP_TAG_PROPERTY,
+    FENCE_TAG_PROPERTY,
     LogCursor,
     app_id_in,
     app_name_from_launch_command,
     app_tag,
+    fence_tag_from_launch_command,
     parse_log_page,
 )
 from scheduler.core.backend import (
@@ -137,6 +139,8 @@ from scheduler.core.backend import (
     ProbeResult,
     Submission,
     SubmitRequest,
+    fence_tag_of_digest,
+    parse_app_name,
 )
 from scheduler.core.errors import (
     ClusterError,
@@ -145,6 +149,7 @@ from scheduler.core.errors import (
     NotFound,
     SubmissionRejected,
 )
+from scheduler.core.ledger import fencing_digest
 from scheduler.decisions.submission import OWNED_PROPERTIES
 
 __all__ = [
@@ -194,6 +199,7 @@ _OWNED_CONF = frozenset(
         "spark.driver.supervise",
         "spark.submit.pyFiles",
         APP_TAG_PROPERTY,
+        FENCE_TAG_PROPERTY,
         *OWNED_PROPERTIES,
     }
 )
@@ -311,6 +317,8 @@ class _DriverLog:
     name: str | None = None
     #: the launch command header of the stderr has been read completely
     header_done: bool = False
+    #: the fence tag of the launch command (``spark.drover.fenceTag``; None: not there)
+    fence_tag: str | None = None
     #: the linked application's id
     app_id: str | None = None
     #: how the link was made: "log", "name" (hint), "recorded" (handed in), "submit"
@@ -406,6 +414,8 @@ class StandaloneRestBackend:
                 "spark.submit.deployMode": "cluster",
                 "spark.driver.supervise": "false",  # Drover's restart policy owns restarts
                 APP_TAG_PROPERTY: app_tag(request.app_name),
+                # which token the driver holds (its digest's head), for the stray sweep
+                FENCE_TAG_PROPERTY: fencing_digest(request.fencing_token)[:16],
             }
         )
         if py_files:
@@ -440,7 +450,9 @@ class StandaloneRestBackend:
                 f"{what}: the master refused it ({response.status_code}): {message}"
             )
         with self._lock:
-            self._cache.drivers.setdefault(driver_id, _DriverLog()).name = request.app_name
+            entry = self._cache.drivers.setdefault(driver_id, _DriverLog())
+            entry.name = request.app_name
+            entry.fence_tag = fencing_digest(request.fencing_token)[:16]
             self._cache.unlinked_watched.add(driver_id)
             self._cache.touched[driver_id] = time.monotonic()
         log.info("submitted %s as %s on %s", request.app_name, driver_id, self.master_url)
@@ -590,10 +602,12 @@ class StandaloneRestBackend:
                 if kind == "stderr" and not entry.header_done:
                     if line.startswith(b"===="):
                         entry.header_done = True
-                    elif entry.name is None:
-                        entry.name = app_name_from_launch_command(
-                            line.decode("utf-8", errors="replace")
-                        )
+                    else:
+                        text = line.decode("utf-8", errors="replace")
+                        if entry.name is None:
+                            entry.name = app_name_from_launch_command(text)
+                        if entry.fence_tag is None:
+                            entry.fence_tag = fence_tag_from_launch_command(text)
                 if entry.app_id is None:
                     app_id = app_id_in(line)
                     if app_id is not None:
@@ -983,6 +997,42 @@ class StandaloneRestBackend:
             status = self._driver_status(driver.id, driver.state, driver.worker, None, listing)
             apps.append(AppInfo(driver.id, name or "", status.state, status.app_id))
         return apps
+
+    def list_tagged(self) -> list[tuple[AppInfo, frozenset[str]]]:
+        """The live drivers that carry a run's tag, for the stray sweep (``scheduler.loops.
+        strays``), each with its fence tag (``spark.drover.fenceTag`` in its launch command: the
+        head of its token's digest) as its only tag; a driver submitted before Drover passed it
+        has none, and the sweep never touches it.
+
+        One listing (the cached one if fresh) and, once per driver, the head of its launch
+        command; ended drivers are not looked at, nor drivers not launched yet (no worker: they
+        cannot be identified, and the next sweep sees them)."""
+        listing = self._listing()
+        self._identify_live_drivers(listing)
+        found: list[tuple[AppInfo, frozenset[str]]] = []
+        for driver in listing.drivers.values():
+            if driver.mainclass not in ("", PYTHON_RUNNER) or not driver.active:
+                continue
+            if driver.state not in _ALIVE_DRIVER_STATES or not listing.workers.get(
+                driver.worker or ""
+            ):
+                continue
+            name = self._name_of(driver.id, driver.worker, listing)
+            if name is None or parse_app_name(name) is None:
+                continue
+            status = self._driver_status(driver.id, driver.state, driver.worker, None, listing)
+            if not status.state.is_alive:
+                continue
+            with self._lock:
+                entry = self._entry(driver.id)
+                fence, unread = entry.fence_tag, not entry.header_done
+            if fence is None and unread:  # its tag was handed in: read its launch command once
+                self._read_log(driver.id, driver.worker, listing, "stderr")
+                with self._lock:
+                    fence = entry.fence_tag
+            tags = frozenset({fence_tag_of_digest(fence)} if fence else ())
+            found.append((AppInfo(driver.id, name, status.state, status.app_id), tags))
+        return found
 
     def find(self, app_name: str) -> Submission | None:
         """The live driver carrying the run's tag ``app_name`` (from a fresh /json/), with its

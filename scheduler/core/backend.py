@@ -45,6 +45,17 @@ def app_name_for(job_name: str, run_id: int) -> str:
     return f"{APP_NAME_PREFIX}:{job_name}:{run_id}"
 
 
+#: how a run's fence tag begins (``scheduler.backends.yarn.fence_tag``)
+FENCE_TAG_PREFIX = f"{APP_NAME_PREFIX}-fence-"
+
+
+def fence_tag_of_digest(digest: str) -> str:
+    """The fence tag an application of a run carries (a YARN tag, a standalone driver's
+    ``spark.drover.fenceTag``), from the SHA-256 of the run's token the store keeps: its first
+    16 hex digits. It names the token, never reveals it."""
+    return f"{FENCE_TAG_PREFIX}{digest[:16]}"
+
+
 def parse_app_name(tag: str) -> tuple[str, int] | None:
     """(job name, run id) of a run's tag, or None if ``tag`` is not one."""
     prefix, sep, rest = tag.partition(":")

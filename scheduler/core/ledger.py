@@ -34,6 +34,12 @@ and finds nothing of it on the cluster cannot know the token of a submission tha
 sent (and must never learn it from the store): it gives the run a fresh token with a fenced
 write (:class:`Reissue`) and submits with that. A driver of the lost submission, if one exists,
 then holds a token no run has: its next fence check says "superseded" and it stops.
+
+In doubt. Both an :class:`Intent` and a :class:`Reissue` record when the run's latest
+submission was decided (``RunRecord.submit_intent_at``: the intent's ``created_at``, the
+reissue's ``at``). A submission whose outcome is unknown may still become a driver after the
+cluster was asked and said "none": the run is not submitted again before a grace after that
+instant (``scheduler.decisions.planning``), and a driver that shows up late is adopted.
 """
 
 from __future__ import annotations
@@ -46,9 +52,10 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from scheduler.core.backend import ClusterBackend
+from scheduler.core.clock import utcnow
 from scheduler.core.errors import StaleWrite
 from scheduler.core.ownership import Claim, Fence
-from scheduler.core.records import ClusterRecord, Failures, JobRecord, RunRecord
+from scheduler.core.records import SUPERSEDED_KEPT, ClusterRecord, Failures, JobRecord, RunRecord
 from scheduler.core.states import JobState, RunState, transition
 
 
@@ -109,10 +116,12 @@ class Intent:
 @dataclass(frozen=True)
 class Reissue:
     """Prove the claim and give the current (open) run a fresh fencing token, before the run is
-    submitted again (its first submission's outcome is unknown: see the module docstring)."""
+    submitted again (its first submission's outcome is unknown: see the module docstring).
+    ``at`` becomes the run's ``submit_intent_at``: the run is in doubt again from then on."""
 
     job: JobRecord
     fencing_token: str = field(default_factory=new_fencing_token, repr=False)
+    at: datetime = field(default_factory=utcnow)
 
 
 @dataclass(frozen=True)
@@ -286,6 +295,13 @@ class Effect:
         return replace(job, **changes, current_run=run)
 
 
+def _superseded(run: RunRecord) -> str:
+    """The run's superseded token digests once its current one is replaced (the last
+    ``SUPERSEDED_KEPT``)."""
+    kept = [d for d in run.superseded_tokens.split(",") if d] + [run.fencing_token]
+    return ",".join(kept[-SUPERSEDED_KEPT:])
+
+
 def effect_of(write: Write, new_run: RunRecord | None = None) -> Effect:
     """What ``write`` changes (``new_run``: the run an :class:`Intent` inserts). Raises
     IllegalTransition for a path the state table forbids, and StaleWrite when a run write finds
@@ -299,6 +315,8 @@ def effect_of(write: Write, new_run: RunRecord | None = None) -> Effect:
             run_fields: dict[str, Any] = {
                 "fencing_token": fencing_digest(write.fencing_token),
                 "fencing_secret": write.fencing_token,
+                "submit_intent_at": write.at,
+                "superseded_tokens": _superseded(run),
             }
             return Effect(job, {}, run_fields, (), run.id)
         case Intent():

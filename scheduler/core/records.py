@@ -38,6 +38,10 @@ class JobSpec:
     on_stall: OnStall = OnStall.ALERT
 
 
+#: how many superseded token digests a run keeps (``RunRecord.superseded_tokens``)
+SUPERSEDED_KEPT = 8
+
+
 @dataclass(frozen=True)
 class RunRecord:
     id: int
@@ -75,6 +79,16 @@ class RunRecord:
     #: the latest end of a fence lease Drover may have granted the run's driver (None: never
     #: granted one); scheduler/decisions/leases.py
     lease_until: datetime | None = None
+    #: when the latest submission of the run was decided: its intent, or its latest reissue
+    #: (None: a run recorded before this was kept; ``created_at`` stands in). A run still
+    #: SUBMITTING without a submission id is *in doubt* for a grace after it (the cluster may
+    #: still create the driver of a submission whose outcome was unknown):
+    #: ``scheduler.decisions.planning.in_doubt_until``
+    submit_intent_at: datetime | None = None
+    #: the digests of the run's earlier tokens, oldest first, comma separated (each reissue adds
+    #: the one it replaced; the last ``SUPERSEDED_KEPT``): an application that carries one of
+    #: them is this deployment's late duplicate of the run (``scheduler.decisions.strays``)
+    superseded_tokens: str = ""
     #: the fencing token itself: only on the record the write that minted it returned (an
     #: intent, a reissue), which the submission carries to the driver; never stored
     fencing_secret: str | None = field(default=None, repr=False, compare=False)

@@ -32,6 +32,16 @@ The job waits (its reason says until when) and is submitted once the lease surel
 a run that was never recorded as submitted submitted again while its driver holds a lease: it
 runs somewhere, though its cluster cannot find it.
 
+Submissions in doubt: a run still SUBMITTING without a submission id whose application the
+cluster does not list may still get one -- a submission whose request timed out may sit in the
+cluster manager's queue (a standalone master's inbox, a YARN client still uploading) and become
+a driver after the lookup said "none". Such a run is not submitted again (:class:`Resubmit`, with
+a fresh token) nor closed as never submitted before :func:`in_doubt_until`, ``policy.
+in_doubt_grace`` seconds after its latest submission was decided (its intent or its latest
+reissue, ``RunRecord.submit_intent_at``): the job is held with a reason that says until when,
+and a driver that shows up meanwhile is adopted. A late driver after the grace is a duplicate
+the stray sweep kills (``scheduler.decisions.strays``).
+
 Upgrades with a deadline (``scheduler.decisions.revisions.upgrade_step``): once a run of the job's
 generation is RUNNING the deadline is cleared (:class:`UpgradeDone`); if the deadline passes
 first, or the new spec's restart budget is spent, the job rolls back (:class:`RollBack`).
@@ -62,6 +72,19 @@ from scheduler.decisions.actions import (
     UpgradeDone,
 )
 
+#: the default of ``RestartPolicy.in_doubt_grace`` (and of the setting
+#: ``submit_in_doubt_grace``). Spark standalone: a create is answered in 30-60 ms and Drover's
+#: client gives up after 3 s (``StandaloneRestBackend.timeout_s``), but the master's REST server
+#: hands the request to the master's message loop and waits for it up to the RPC ask timeout
+#: (``spark.rpc.askTimeout``, 120 s by default), so a create the client gave up on can still
+#: become a driver some seconds later while the master is busy. YARN: the client of a node that
+#: died dies with it (no late submission), and on a live node ``find`` refuses to answer while
+#: its own submission of the run is in flight. 60 s is twenty times the standalone client
+#: timeout and delays a truly lost submission's retry by about a minute; a driver that appears
+#: later still (a master stalled longer, a YARN client on a cut-off node, which may run up to
+#: its 300 s submit timeout) is a duplicate the stray sweep kills
+DEFAULT_IN_DOUBT_GRACE_S = 60.0
+
 
 @dataclass(frozen=True)
 class RestartPolicy:
@@ -75,6 +98,10 @@ class RestartPolicy:
     #: seconds added to a run's recorded fence lease end before it surely lapsed (the nodes'
     #: clock margin, ``scheduler.decisions.leases``)
     lease_margin: float = leases.DEFAULT_MARGIN_S
+    #: seconds after a run's latest submission was decided during which a run without a
+    #: submission id that its cluster does not list is in doubt: neither submitted again nor
+    #: closed (:func:`in_doubt_until`; 0: resubmitted at once)
+    in_doubt_grace: float = DEFAULT_IN_DOUBT_GRACE_S
 
     def grace(self, job: JobRecord) -> float:
         """The grace period of a stop of ``job``'s live run."""
@@ -128,6 +155,9 @@ def plan(
     A job that carries a directive (an operation such as a failover moves it) is steered by
     ``scheduler.decisions.steering.steer`` first.
     """
+    doubt = _in_doubt(job, observed, policy, now)
+    if doubt is not None:  # before a directive too: a drain must not close it either
+        return doubt
     if job.directive is not None:
         steered = steering.steer(job, observed)
         if steered is not None:
@@ -299,6 +329,40 @@ def _plan_live_run(
     return Noop("starting")
 
 
+def _in_doubt(
+    job: JobRecord, observed: AppStatus | None, policy: RestartPolicy, now: datetime
+) -> Action | None:
+    """Hold (or Noop once its reason is written) a run in doubt: SUBMITTING without a submission
+    id, not found by its cluster, its latest submission decided less than the grace ago (see the
+    module docstring). None: not in doubt."""
+    run = job.current_run
+    if run is None or run.state != RunState.SUBMITTING or run.submission_id is not None:
+        return None
+    if observed is None or not observed.state.is_terminal:
+        return None
+    doubt = in_doubt_until(run, policy)
+    if now >= doubt:
+        return None
+    held = leases.held_until(run, now, policy.lease_margin)
+    if held is not None:  # the lease says more: its driver checked in
+        return Noop(
+            f"run {run.id} is not found on {run.cluster} but its driver holds a fence "
+            f"lease until {held.isoformat(timespec='seconds')}: not submitted again"
+        )
+    reason = (
+        f"submission of run {run.id} is in doubt until {doubt.isoformat(timespec='seconds')}: "
+        f"looking it up on cluster {run.cluster} before submitting again"
+    )
+    return Noop(reason) if job.state_reason == reason else Hold(reason)
+
+
+def in_doubt_until(run: RunRecord, policy: RestartPolicy) -> datetime:
+    """Until when a run without a submission id may still get a driver from its latest
+    submission (see the module docstring): ``policy.in_doubt_grace`` after it was decided."""
+    decided = run.submit_intent_at or run.created_at
+    return decided + timedelta(seconds=policy.in_doubt_grace)
+
+
 def drains(run: RunRecord, observed: AppStatus) -> bool:
     """Whether a stop of ``run`` can be graceful: its application is RUNNING and its pipeline
     fences itself (it has asked the fence endpoint, so it will read the stop request there)."""
@@ -311,16 +375,12 @@ def drains(run: RunRecord, observed: AppStatus) -> bool:
 
 def timed(job: JobRecord) -> bool:
     """Whether the job's plan may change with time alone (a graceful stop's or an upgrade's
-    deadline, a fence lease of a run that cannot be found): such a job is never quiet."""
+    deadline, a fence lease or the doubt of a run that cannot be found): such a job is never
+    quiet."""
     run = job.current_run
     draining = run is not None and run.drain_deadline is not None and not run.state.is_final
-    leased = (
-        run is not None
-        and run.submission_id is None
-        and run.lease_until is not None
-        and not run.state.is_final
-    )
-    return draining or leased or job.upgrade_deadline is not None
+    unfound = run is not None and run.submission_id is None and not run.state.is_final
+    return draining or unfound or job.upgrade_deadline is not None
 
 
 def _after_stop(job: JobRecord) -> JobState:

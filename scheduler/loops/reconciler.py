@@ -815,7 +815,7 @@ class Reconciler:
                     writes.append(intent)
                     targets[job.id] = (self._cluster(intent.cluster), failures)
                 else:  # its first submission's token is not known here: a fresh one
-                    writes.append(Reissue(job))
+                    writes.append(Reissue(job, at=now))
                     targets[job.id] = (self._cluster(action.run.cluster), failures)
             except Exception as exc:
                 results[job.id] = exc

@@ -3,9 +3,11 @@ strays``), kill, record.
 
 The ClusterMonitor (``scheduler.actors.monitor``) runs it after each probe round, on the one live
 node :func:`~scheduler.decisions.strays.sweeper` names per cluster, for clusters whose backend
-lists applications with their tags (``list_tagged``: YARN). A stray is killed every sweep until
-the cluster no longer lists it alive; its event is recorded once per application (per node: a
-node that takes the sweep over records it again).
+lists applications with their tags (``list_tagged``: YARN, with its applications' YARN tags; a
+Spark standalone master, whose drivers carry the run's tag and fence tag in their launch
+command). The runs are read after the listing, so a submission recorded meanwhile is seen. A
+stray is killed every sweep until the cluster no longer lists it alive; its event is recorded
+once per application (per node: a node that takes the sweep over records it again).
 """
 
 from __future__ import annotations
@@ -13,8 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from scheduler.backends.yarn import fence_tag
-from scheduler.core.backend import ClusterBackend
+from scheduler.core.backend import ClusterBackend, fence_tag_of_digest
 from scheduler.core.errors import ClusterUnreachable
 from scheduler.core.records import ClusterRecord
 from scheduler.decisions.strays import Stray, run_ids, strays
@@ -45,18 +46,19 @@ class StraySweep:
         return callable(getattr(self._backend_for(cluster), "list_tagged", None))
 
     def sweep(self, cluster: ClusterRecord) -> list[Stray]:
-        """Kill the live applications of closed runs on ``cluster``; returns them."""
+        """Kill the live applications of closed runs and the duplicates of open runs on
+        ``cluster``; returns them."""
         backend = self._backend_for(cluster)
         list_tagged = getattr(backend, "list_tagged", None)
         if not callable(list_tagged):
             return []
         apps = list_tagged()
         with self._store.session() as session:
-            runs = strays_store.runs_for_sweep(session, run_ids(apps), fence_tag)
+            runs = strays_store.runs_for_sweep(session, run_ids(apps), fence_tag_of_digest)
         found = strays(apps, runs)
         for stray in found:
             try:
-                backend.kill(stray.app_id)
+                backend.kill(stray.handle)
             except ClusterUnreachable as exc:
                 log.warning("cluster %s: cannot kill stray %s: %s", cluster.name, stray.app_id, exc)
                 continue

@@ -245,7 +245,8 @@ def create_run(
         checkpoint_location=checkpoint_location,
         state=RunState.SUBMITTING.value,
         reason="",
-        created_at=utcnow(),
+        created_at=(created := utcnow()),
+        submit_intent_at=created,
     )
     session.add(run)
     session.flush()
@@ -482,6 +483,7 @@ class SqlLedger:
                 "reason": "",
                 "counts_as_failure": False,
                 "created_at": now,
+                "submit_intent_at": now,
             }
             for i in intents
         ]
@@ -526,6 +528,7 @@ class SqlLedger:
                 submitted_at=None,
                 started_at=None,
                 ended_at=None,
+                submit_intent_at=now,
             )
         return runs
 

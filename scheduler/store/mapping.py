@@ -43,6 +43,8 @@ def run_record(run: Run, job_name: str) -> RunRecord:
         drain_deadline=run.drain_deadline,
         stop_batch=run.stop_batch,
         lease_until=run.lease_until,
+        submit_intent_at=run.submit_intent_at,
+        superseded_tokens=run.superseded_tokens or "",
     )
 
 

@@ -277,6 +277,13 @@ class Run(Base):
     #: the latest end of a fence lease granted to the run's driver, recorded coarsely (at most
     #: one write per half lease: scheduler/decisions/leases.py); None: never granted one
     lease_until: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    #: when the latest submission of the run was decided (its intent, or its latest reissue):
+    #: a run without a submission id is in doubt for a grace after it
+    #: (scheduler/decisions/planning.py)
+    submit_intent_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    #: the digests of the run's earlier tokens (each reissue adds the one it replaced), comma
+    #: separated: a late application carrying one is this deployment's duplicate of the run
+    superseded_tokens: Mapped[str | None] = mapped_column(Text, nullable=True)
 
     job: Mapped[Job] = relationship(back_populates="runs")
 

@@ -1,5 +1,6 @@
 """What the stray sweep reads and writes (``scheduler.decisions.strays``): the runs listed
-applications claim to be, and the event recorded on a job when one was killed again."""
+applications claim to be (with their recorded submission ids), and the event recorded on a job
+when a stray or a duplicate of one of its runs was killed."""
 
 from __future__ import annotations
 
@@ -21,13 +22,23 @@ def runs_for_sweep(
     if not ids:
         return {}
     rows = session.execute(
-        select(Run.id, Job.name, Run.state, Run.fencing_token)
+        select(
+            Run.id, Job.name, Run.state, Run.fencing_token, Run.submission_id, Run.superseded_tokens
+        )
         .join(Job, Job.id == Run.job_id)
         .where(Run.id.in_(ids))
     )
     return {
-        run_id: RunView(run_id, name, state, RunState(state).is_final, fence_tag(token))
-        for run_id, name, state, token in rows
+        run_id: RunView(
+            run_id,
+            name,
+            state,
+            RunState(state).is_final,
+            fence_tag(token),
+            submission_id,
+            frozenset(fence_tag(d) for d in (superseded or "").split(",") if d),
+        )
+        for run_id, name, state, token, submission_id, superseded in rows
     }
 
 

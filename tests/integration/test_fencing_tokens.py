@@ -27,21 +27,23 @@ from scheduler.loops.reconciler import Reconciler
 from scheduler.store import jobs as jobs_store
 from scheduler.store.db import Store
 from scheduler.store.ledger import SqlLedger
-from scheduler.store.models import Run
+from scheduler.store.models import Job, Run
 from tests.support.fakes import FakeBackend, FakeBackends
 from tests.support.schema import seed_jobs
 
 pytestmark = pytest.mark.integration
 
 
-def node(store: Store, node_id: str, epoch: int, backend: FakeBackend) -> Reconciler:
+def node(
+    store: Store, node_id: str, epoch: int, backend: FakeBackend, *, in_doubt_grace: float = 60.0
+) -> Reconciler:
     return Reconciler(
         SqlLedger(store, node_id=node_id, app_name_for=app_name_for),
         FakeBackends(local=backend),
         node_id=node_id,
         group="default",
         claim=lambda: Claim("default", Fence(node_id, epoch), 0, 1),
-        policy=RestartPolicy(backoff_initial=0.0),
+        policy=RestartPolicy(backoff_initial=0.0, in_doubt_grace=in_doubt_grace),
     )
 
 
@@ -82,10 +84,17 @@ def test_the_store_keeps_digests_and_a_takeover_reissues_the_token(
     [first] = stored_tokens(store)
     assert len(first) == 64  # a SHA-256, never a token a driver holds
 
-    # node b takes the group over: nothing of the run on the cluster, so it submits that run,
-    # with a token of its own (it cannot know the first one: the store has only its digest)
+    # node b takes the group over: nothing of the run on the cluster, but the submission is in
+    # doubt (the cluster may still create its driver): b only looks it up
     cluster = FakeBackend(on_submit=sent.append)
     node(store, "b", 2, cluster).tick()
+    assert sent == []
+    with store.session() as session:
+        reason = session.scalar(select(Job.state_reason).where(Job.name == "orders"))
+    assert reason is not None and "is in doubt until" in reason, reason
+    # once the doubt is over (no grace here), b submits that run, with a token of its own (it
+    # cannot know the first one: the store has only its digest)
+    node(store, "b", 2, cluster, in_doubt_grace=0.0).tick()
     [request] = sent
     token = request.fencing_token
     assert token and len(token) == 32

@@ -434,6 +434,7 @@ class FakeLedger:
             submitted_at=None,
             started_at=None,
             ended_at=None,
+            submit_intent_at=self.clock.at,
         )
 
     def _job_of_run(self, run: RunRecord) -> int | None:

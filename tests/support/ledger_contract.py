@@ -349,6 +349,32 @@ def fencing_tokens_are_kept_as_digests(h: Harness) -> None:
         _one(h, Reissue(closed))
 
 
+def intents_and_reissues_record_when_the_submission_was_decided(h: Harness) -> None:
+    """An intent's run records its creation as its latest submission decision, a reissue its
+    own ``at``, as stored (the planner's in-doubt grace counts from it), and the digest of the
+    token it replaced; recording the submission's outcome moves neither."""
+    job = _intent(h, _owned(h))
+    run = job.current_run
+    assert run is not None and run.submit_intent_at == run.created_at
+    stored = h.job(job.id).current_run
+    assert stored is not None and stored.submit_intent_at == run.submit_intent_at
+    at = run.created_at + timedelta(seconds=42, microseconds=7)
+    again = _one(h, Reissue(job, at=at))
+    assert again.current_run is not None and again.current_run.submit_intent_at == at
+    stored = h.job(job.id).current_run
+    assert stored is not None and stored.submit_intent_at == at
+    # the replaced token's digest is kept: a late driver carrying it is the run's duplicate
+    assert stored.superseded_tokens == run.fencing_token
+    third = _one(h, Reissue(again, at=at))
+    assert third.current_run is not None
+    stored = h.job(job.id).current_run
+    assert stored is not None
+    assert stored.superseded_tokens == f"{run.fencing_token},{again.current_run.fencing_token}"
+    again = third
+    stored = h.job(job.id).current_run
+    assert stored is not None and stored.submit_intent_at == at
+
+
 def kill_intent_then_proof(h: Harness) -> None:
     job = _submitted(h)
     stopping = _one(h, KillIntent(job, "desired STOPPED"))
@@ -469,6 +495,7 @@ CONTRACT: list[Callable[[Harness], None]] = [
     a_batch_proof_holds_only_for_all,
     adoption_records_the_found_application,
     fencing_tokens_are_kept_as_digests,
+    intents_and_reissues_record_when_the_submission_was_decided,
     kill_intent_then_proof,
     drain_fence_and_upgrade_end,
     state_path_and_reason,

@@ -257,7 +257,10 @@ def test_crash_after_the_intent_resubmits_the_same_run_once(world: World) -> Non
     assert world.backend.apps == {}
     intent = world.job(job).current_run
     assert intent is not None and intent.state == RunState.SUBMITTING
-    world.reconciler().tick()  # the restarted actor
+    world.reconciler().tick()  # the restarted actor: the run is in doubt, looked up only
+    assert f"backend.submit {intent.app_name}" not in world.ledger.calls
+    world.clock.advance(POLICY.in_doubt_grace)
+    world.reconciler().tick()
     calls = world.ledger.calls
     assert calls.index(f"backend.find {intent.app_name}") < calls.index(
         f"backend.submit {intent.app_name}"
@@ -321,6 +324,7 @@ def test_unknown_submission_outcome_is_looked_up_before_resubmitting(world: Worl
     run = world.job(job).current_run
     assert run is not None and run.submission_id is None
     world.backend.unreachable = False
+    world.clock.advance(POLICY.in_doubt_grace)
     rec.tick()
     calls = world.ledger.calls
     last_find = len(calls) - 1 - calls[::-1].index(f"backend.find {run.app_name}")

@@ -22,8 +22,9 @@ from scheduler.backends.standalone import (
     app_tag,
 )
 from scheduler.config import Settings
-from scheduler.core.backend import AppState, ClusterBackend, SubmitRequest
+from scheduler.core.backend import AppState, ClusterBackend, SubmitRequest, fence_tag_of_digest
 from scheduler.core.errors import ClusterError, ClusterUnreachable, SubmissionRejected
+from scheduler.core.ledger import fencing_digest
 from scheduler.core.records import ClusterRecord
 from tests.conftest import wait_until
 
@@ -669,3 +670,33 @@ def test_a_slow_failed_listing_fails_fast_for_a_while(sim: SimCluster) -> None:
         assert backend.status(subs[0].submission_id).state is AppState.RUNNING
     finally:
         backend.close()
+
+
+def test_list_tagged_names_the_live_drivers_of_each_run_tag(sim: SimCluster) -> None:
+    """The stray sweep's listing: every live driver with the run tag of its launch command (two
+    of one run when a timed-out submission reached the master late), no ended driver, and no
+    fence tag of its launch command as its only tag."""
+    first = make_backend(sim)
+    late = first.submit(request("etl", 42))
+    recorded = first.submit(request("etl", 42))
+    ended = first.submit(request("other", 43))
+    first.kill(ended.submission_id)
+    first.close()
+    fresh = make_backend(sim)
+    try:
+        listed = wait_until(
+            lambda: len(found := fresh.list_tagged()) == 2 and found,
+            timeout=5,
+            interval=0.05,
+            what="the two live drivers to be listed",
+        )
+        tag = fence_tag_of_digest(fencing_digest("tok-42"))  # request() gives each run its token
+        assert sorted((info.submission_id, info.app_name, tags) for info, tags in listed) == sorted(
+            [
+                (late.submission_id, "drover:etl:42", frozenset({tag})),
+                (recorded.submission_id, "drover:etl:42", frozenset({tag})),
+            ]
+        )
+        assert all(info.state.is_alive for info, _ in listed)
+    finally:
+        fresh.close()
