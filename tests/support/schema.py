@@ -15,6 +15,7 @@ The migrations themselves stay tested: the template is made by them, and the tes
 
 from __future__ import annotations
 
+import atexit
 import os
 import secrets
 import shutil
@@ -62,6 +63,7 @@ def _install_sqlite(store: Store, path: str) -> None:
     with _lock:
         if _sqlite_template is None:
             folder = Path(tempfile.mkdtemp(prefix="drover-schema-"))
+            atexit.register(shutil.rmtree, folder, True)  # one per test process, gone with it
             template = Store(f"sqlite:///{folder / 'head.db'}")
             try:
                 template.upgrade()
