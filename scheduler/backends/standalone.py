@@ -139,6 +139,7 @@ from scheduler.core.backend import (
     ProbeResult,
     Submission,
     SubmitRequest,
+    fence_head,
     fence_tag_of_digest,
     parse_app_name,
 )
@@ -415,7 +416,7 @@ class StandaloneRestBackend:
                 "spark.driver.supervise": "false",  # Drover's restart policy owns restarts
                 APP_TAG_PROPERTY: app_tag(request.app_name),
                 # which token the driver holds (its digest's head), for the stray sweep
-                FENCE_TAG_PROPERTY: fencing_digest(request.fencing_token)[:16],
+                FENCE_TAG_PROPERTY: fence_head(fencing_digest(request.fencing_token)),
             }
         )
         if py_files:
@@ -452,7 +453,7 @@ class StandaloneRestBackend:
         with self._lock:
             entry = self._cache.drivers.setdefault(driver_id, _DriverLog())
             entry.name = request.app_name
-            entry.fence_tag = fencing_digest(request.fencing_token)[:16]
+            entry.fence_tag = fence_head(fencing_digest(request.fencing_token))
             self._cache.unlinked_watched.add(driver_id)
             self._cache.touched[driver_id] = time.monotonic()
         log.info("submitted %s as %s on %s", request.app_name, driver_id, self.master_url)

@@ -100,9 +100,11 @@ from scheduler.core.backend import (
     ProbeResult,
     Submission,
     SubmitRequest,
+    fence_tag_of_digest,
     parse_app_name,
 )
 from scheduler.core.errors import ClusterError, ClusterUnreachable, SubmissionRejected
+from scheduler.core.ledger import fencing_digest
 from scheduler.decisions.submission import OWNED_PROPERTIES
 
 __all__ = [
@@ -186,7 +188,7 @@ def job_tag(job_name: str) -> str:
 
 def fence_tag(fencing_token: str) -> str:
     """The tag a run's application carries for its token (a hash: the token stays secret)."""
-    return f"{TAG_PREFIX}fence-{_hash16(fencing_token)}"
+    return fence_tag_of_digest(fencing_digest(fencing_token))
 
 
 def yarn_tags(job_name: str, run_id: int, fencing_token: str) -> list[str]:

@@ -49,11 +49,16 @@ def app_name_for(job_name: str, run_id: int) -> str:
 FENCE_TAG_PREFIX = f"{APP_NAME_PREFIX}-fence-"
 
 
+def fence_head(digest: str) -> str:
+    """The part of a run's token digest (the SHA-256 the store keeps) that its applications
+    carry: the first 16 hex digits. It names the token, never reveals it."""
+    return digest[:16]
+
+
 def fence_tag_of_digest(digest: str) -> str:
-    """The fence tag an application of a run carries (a YARN tag, a standalone driver's
-    ``spark.drover.fenceTag``), from the SHA-256 of the run's token the store keeps: its first
-    16 hex digits. It names the token, never reveals it."""
-    return f"{FENCE_TAG_PREFIX}{digest[:16]}"
+    """The fence tag an application of a run carries (a YARN tag; a standalone driver carries
+    its :func:`fence_head` in ``spark.drover.fenceTag``), from the run's token digest."""
+    return f"{FENCE_TAG_PREFIX}{fence_head(digest)}"
 
 
 def parse_app_name(tag: str) -> tuple[str, int] | None:
