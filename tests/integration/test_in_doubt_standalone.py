@@ -22,12 +22,12 @@ from pathlib import Path
 import pytest
 
 from harness.nodes import free_port
-from harness.procs import pids_with_cmdline, signal_all
 from scheduler.backends.standalone import StandaloneRestBackend
 from scheduler.core.states import JobState
 from scheduler.decisions.planning import RestartPolicy
 from scheduler.loops.reconciler import Reconciler
 from tests.conftest import SparkStandalone, wait_until
+from tests.support.drivers import reap_drivers
 from tests.support.fakes import FakeBackends
 from tests.unit.test_reconciler import ME, World
 
@@ -110,14 +110,7 @@ def pipeline(tmp_path: Path) -> Iterator[Path]:
     path = tmp_path / "sleeper.py"
     path.write_text(PIPELINE)
     yield path
-    try:
-        wait_until(
-            lambda: not pids_with_cmdline(str(tmp_path).encode()),
-            timeout=GONE_TIMEOUT_S,
-            what="the Python drivers to exit after the kill",
-        )
-    finally:
-        signal_all(pids_with_cmdline(str(tmp_path).encode()))
+    reap_drivers(tmp_path, timeout=GONE_TIMEOUT_S)
 
 
 def test_a_create_that_reaches_the_master_late_is_adopted_not_resubmitted(

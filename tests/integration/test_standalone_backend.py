@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 
 from harness.nodes import free_port
-from harness.procs import pids_with_cmdline, signal_all
 from scheduler.backends.standalone import StandaloneRestBackend
 from scheduler.core.backend import AppState, SubmitRequest
 from scheduler.core.errors import ClusterUnreachable
 from tests.conftest import SparkStandalone, wait_until
+from tests.support.drivers import reap_drivers
 
 pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
@@ -63,14 +63,7 @@ def pipeline(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     yield path, tmp_path / "drover_test_helper.py"
     # Spark's kill stops the driver JVM; the Python driver must notice and exit by itself.
     # Whatever is left after the deadline is killed, and the test fails.
-    try:
-        wait_until(
-            lambda: not pids_with_cmdline(str(tmp_path).encode()),
-            timeout=GONE_TIMEOUT_S,
-            what="the Python drivers to exit after the kill",
-        )
-    finally:
-        signal_all(pids_with_cmdline(str(tmp_path).encode()))
+    reap_drivers(tmp_path, timeout=GONE_TIMEOUT_S)
 
 
 @pytest.fixture
