@@ -32,6 +32,13 @@ def from_row(record: type[RecordT], row: object, **given: Any) -> RecordT:
     return record(**{name: getattr(row, name) for name in names if name not in given}, **given)
 
 
+def values_of(record: object, **given: Any) -> dict[str, Any]:
+    """The fields of a dataclass ``record`` by name (a row's columns of the same names), with
+    ``given`` values added or replacing them."""
+    fields = dataclasses.fields(cast(Any, record))
+    return {**{f.name: getattr(record, f.name) for f in fields}, **given}
+
+
 def run_record(run: Run, job_name: str) -> RunRecord:
     return RunRecord(
         id=run.id,

@@ -45,7 +45,7 @@ from scheduler.core.states import DesiredState, JobState, Priority, transition
 from scheduler.store import journal
 from scheduler.store.db import add_new
 from scheduler.store.jobs import with_current_runs
-from scheduler.store.mapping import from_row, run_record
+from scheduler.store.mapping import from_row, run_record, values_of
 from scheduler.store.models import (
     ClusterHealthEvent,
     GroupFailoverPolicy,
@@ -131,22 +131,17 @@ def create_operation(
     add_new(session, row, f"incident {incident!r} already has an operation")
     rows = [
         OperationItem(
-            operation_id=row.id,
-            position=position,
-            job_id=item.job_id,
-            job_name=item.job_name,
-            action=item.action,
-            why=item.why,
-            step=item.step,
-            history=[StepEntry(item.step, now, item.why).to_json()],
-            attempts=0,
-            last_error="",
-            source_cluster=item.source_cluster,
-            target_cluster=item.target_cluster,
-            source_run_id=item.source_run_id,
-            detail=dict(item.detail),
-            version=1,
-            updated_at=now,
+            **values_of(
+                item,
+                operation_id=row.id,
+                position=position,
+                history=[StepEntry(item.step, now, item.why).to_json()],
+                attempts=0,
+                last_error="",
+                detail=dict(item.detail),
+                version=1,
+                updated_at=now,
+            )
         )
         for position, item in enumerate(items)
     ]
