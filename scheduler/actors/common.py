@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import TYPE_CHECKING
 
@@ -37,10 +38,13 @@ __all__ = [
     "RECONCILER",
     "REPLICATION",
     "SUPERVISE_INTERVAL",
+    "forward_nudge",
     "managed_groups",
     "ray",
     "runtime_py_files",
 ]
+
+log = logging.getLogger("drover.actors.common")
 
 PING_TIMEOUT = 5.0
 SUPERVISE_INTERVAL = 1.0
@@ -68,3 +72,22 @@ def runtime_py_files() -> tuple[str, ...]:
     import pipelines.drover_runtime as runtime
 
     return (str(runtime.__file__),)
+
+
+def forward_nudge(api_url: str, group: str, job: str, secret: str) -> None:
+    """Nudge the node at ``api_url`` (``POST /v1/internal/nudge``, never through a proxy) to
+    look at ``job`` of ``group`` now; a nudge not delivered is logged: the job's next tick acts."""
+    import httpx
+
+    from scheduler.decisions.identity import NODE_SECRET_HEADER
+
+    try:
+        httpx.post(
+            f"{api_url.rstrip('/')}/v1/internal/nudge",
+            json={"group": group, "job": job},
+            headers={NODE_SECRET_HEADER: secret},
+            timeout=2.0,
+            trust_env=False,
+        ).raise_for_status()
+    except httpx.HTTPError as exc:
+        log.info("nudge of %s for job %s not delivered (%s); its next tick acts", api_url, job, exc)

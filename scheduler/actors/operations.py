@@ -19,7 +19,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
-from scheduler.actors.common import MEMBERSHIP, PING_TIMEOUT, RECONCILER, ray
+from scheduler.actors.common import MEMBERSHIP, PING_TIMEOUT, RECONCILER, forward_nudge, ray
 from scheduler.actors.hosted import HostedLoop, current_claims
 from scheduler.backends.registry import ClusterProbe
 from scheduler.config import Settings
@@ -125,7 +125,7 @@ class OperationsExecutor(HostedLoop):
                 log.info("cannot nudge this node's reconciler (%s)", exc)
         secret = self._settings.resolved_deployment_secret
         for (url, group), job in remote.items():
-            self._forwarder.submit(_forward_nudge, url, group, job, secret)
+            self._forwarder.submit(forward_nudge, url, group, job, secret)
 
 
 def _fetch_claim(group: str) -> Claim | None:
@@ -141,20 +141,3 @@ def _fetch_claim(group: str) -> Claim | None:
         log.info("no claim for group %s: membership not answering (%s)", group, exc)
         return None
     return answer[0]
-
-
-def _forward_nudge(api_url: str, group: str, job: str, secret: str) -> None:
-    import httpx
-
-    from scheduler.decisions.identity import NODE_SECRET_HEADER
-
-    try:
-        httpx.post(
-            f"{api_url.rstrip('/')}/v1/internal/nudge",
-            json={"group": group, "job": job},
-            headers={NODE_SECRET_HEADER: secret},
-            timeout=2.0,
-            trust_env=False,
-        ).raise_for_status()
-    except httpx.HTTPError as exc:
-        log.info("nudge of %s for job %s not delivered (%s); its next tick acts", api_url, job, exc)

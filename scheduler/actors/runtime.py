@@ -12,7 +12,7 @@ from typing import Any
 
 from ray.exceptions import RayTaskError
 
-from scheduler.actors.common import PING_TIMEOUT, ray
+from scheduler.actors.common import PING_TIMEOUT, forward_nudge, ray
 from scheduler.actors.host import LoopThread
 from scheduler.actors.supervisor import NodeSupervisor
 from scheduler.actors.worker_output import WorkerOutputTail
@@ -245,7 +245,7 @@ class NodeRuntime:
 
     def _forward(self, key: tuple[str, str], job: str, secret: str) -> None:
         self._forwarded_nudges.release(key)
-        _forward_nudge(key[0], key[1], job, secret)
+        forward_nudge(key[0], key[1], job, secret)
 
     def _owner_url(self, group: str, job: str) -> str | None:
         """The API URL of ``job``'s owner when it is another node; None for this node/unknown."""
@@ -329,19 +329,3 @@ class NodeRuntime:
             self._output = None
         if ray.is_initialized():
             ray.shutdown()
-
-
-def _forward_nudge(api_url: str, group: str, job: str, secret: str) -> None:
-    import httpx
-
-    from scheduler.decisions.identity import NODE_SECRET_HEADER
-
-    try:
-        httpx.post(
-            f"{api_url.rstrip('/')}/v1/internal/nudge",
-            json={"group": group, "job": job},
-            headers={NODE_SECRET_HEADER: secret},
-            timeout=2.0,
-        ).raise_for_status()
-    except httpx.HTTPError as exc:
-        log.info("nudge of %s for job %s not delivered (%s); its next tick acts", api_url, job, exc)

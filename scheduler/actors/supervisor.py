@@ -39,6 +39,7 @@ from scheduler.actors.common import (
     SUPERVISE_INTERVAL,
     managed_groups,
 )
+from scheduler.actors.hosted import HostedLoop
 from scheduler.actors.membership import Membership
 from scheduler.actors.monitor import ClusterMonitor
 from scheduler.actors.operations import OperationsExecutor
@@ -144,40 +145,26 @@ class NodeSupervisor:
             }
             if isinstance(exc, RayActorError) and not isinstance(exc, ActorUnavailableError):
                 self._reconciler = self._spawn_reconciler()  # restart budget spent: a new one
-        if self._monitor is not None:
-            await self._supervise_monitor(groups)
-        if self._replication is not None:
-            await self._supervise_replication(groups)
-        if self._operations is not None:
-            try:  # the failover executor runs in this process too
-                self._health[OPERATIONS] = await self._operations.ensure(groups)
-            except Exception as exc:  # supervision never dies with it
-                log.exception("the operations executor could not be (re)started")
-                self._health[OPERATIONS] = {"alive": False, "error": str(exc)}
-        if self._alerts is not None:
-            try:
-                self._health[ALERTS] = await self._alerts.ensure(groups)
-            except Exception as exc:  # supervision never dies with it
-                log.exception("the alert loop could not be (re)started")
-                self._health[ALERTS] = {"alive": False, "error": str(exc)}
+        hosted: list[tuple[str, HostedLoop | None, str]] = [
+            (MONITOR, self._monitor, "the cluster monitor"),
+            (REPLICATION, self._replication, "the replication loop"),
+            (OPERATIONS, self._operations, "the operations executor"),
+            (ALERTS, self._alerts, "the alert loop"),
+        ]
+        for key, loop, what in hosted:
+            if loop is not None:
+                await self._supervise_hosted(key, loop, groups, what)
 
-    async def _supervise_monitor(self, groups: list[str]) -> None:
-        """The cluster monitor runs in this process: hand it the groups, (re)start its loop."""
-        assert self._monitor is not None
+    async def _supervise_hosted(
+        self, key: str, loop: HostedLoop, groups: list[str], what: str
+    ) -> None:
+        """A loop hosted in this process: hand it the groups, (re)start it; its health under
+        ``key``."""
         try:
-            self._health[MONITOR] = await self._monitor.ensure(groups)
+            self._health[key] = await loop.ensure(groups)
         except Exception as exc:  # supervision never dies with it
-            log.exception("the cluster monitor could not be (re)started")
-            self._health[MONITOR] = {"alive": False, "error": str(exc)}
-
-    async def _supervise_replication(self, groups: list[str]) -> None:
-        """The replication loop runs in this process too: hand it the groups, (re)start it."""
-        assert self._replication is not None
-        try:
-            self._health[REPLICATION] = await self._replication.ensure(groups)
-        except Exception as exc:  # supervision never dies with it
-            log.exception("the replication loop could not be (re)started")
-            self._health[REPLICATION] = {"alive": False, "error": str(exc)}
+            log.exception("%s could not be (re)started", what)
+            self._health[key] = {"alive": False, "error": str(exc)}
 
     def _spawn_reconciler(self) -> Any:
         return JobReconciler.options(  # type: ignore[attr-defined]

@@ -31,6 +31,7 @@ offset=..&byteLength=..``; the answer starts with ``==== Bytes <from>-<to> of <t
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 APP_TAG_PROPERTY = "spark.drover.appTag"
@@ -51,6 +52,25 @@ _APP_NAME = re.compile(r'"-Dspark\.app\.name=((?:[^"\\]|\\.)*)"')
 _PAGE_HEADER = re.compile(rb"^==== Bytes (\d+)-(\d+) of (\d+) of [^\n]* ====\r?\n")
 #: a partial line longer than this is dropped (no line of interest is that long)
 MAX_CARRY = 1 << 20
+
+
+def log4j2_properties(header: str, loggers: Sequence[tuple[str, str, str]]) -> str:
+    """A log4j2 configuration (properties format) for a Spark process Drover starts: WARN and
+    above on stderr, and each of ``loggers`` -- (key, logger name, level) -- at its own level
+    (the INFO lines Drover reads). ``header`` is its first line's comment."""
+    lines = [
+        f"# {header}",
+        "rootLogger.level = warn",
+        "rootLogger.appenderRef.stdout.ref = console",
+        "appender.console.type = Console",
+        "appender.console.name = console",
+        "appender.console.target = SYSTEM_ERR",
+        "appender.console.layout.type = PatternLayout",
+        "appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex",
+    ]
+    for key, name, level in loggers:
+        lines += [f"logger.{key}.name = {name}", f"logger.{key}.level = {level}"]
+    return "\n".join(lines) + "\n"
 
 
 def app_tag(app_name: str) -> str:

@@ -10,6 +10,16 @@ import httpx
 from scheduler.core.errors import ClusterUnreachable
 
 
+def client(timeout_s: float, transport: httpx.BaseTransport | None = None) -> httpx.Client:
+    """The HTTP client of one backend: never through a proxy, ``timeout_s`` per request (at most
+    2 s of it to connect); ``transport``: a test's stand-in for the network."""
+    return httpx.Client(
+        timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 2.0)),
+        trust_env=False,
+        transport=transport,
+    )
+
+
 def request(
     client: httpx.Client, method: str, url: str, what: str, **kwargs: Any
 ) -> httpx.Response:

@@ -104,7 +104,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from scheduler.backends.driverlog import app_id_in
+from scheduler.backends.driverlog import app_id_in, log4j2_properties
 from scheduler.core.backend import (
     AppInfo,
     AppState,
@@ -192,36 +192,25 @@ _WRAPPER = (
 #: lines that matter: SparkContext/BlockManager (start markers, app lifecycle) and the streaming
 #: query's start/resume/commit lines. A user's ``spark.driver.extraJavaOptions`` with
 #: ``-Dlog4j2.configurationFile=...`` still wins (it comes later on the JVM command line).
-DEFAULT_LOG4J2_PROPERTIES = """\
-# Written by Drover's local backend: status() reads the SparkContext/BlockManager INFO lines.
-rootLogger.level = warn
-rootLogger.appenderRef.stdout.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
-logger.sparkcontext.name = org.apache.spark.SparkContext
-logger.sparkcontext.level = info
-logger.blockmanager.name = org.apache.spark.storage.BlockManager
-logger.blockmanager.level = info
-logger.standalone.name = org.apache.spark.scheduler.cluster.StandaloneSchedulerBackend
-logger.standalone.level = info
-logger.yarnclient.name = org.apache.hadoop.yarn.client.api.impl.YarnClientImpl
-logger.yarnclient.level = info
-logger.microbatch.name = org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution
-logger.microbatch.level = info
-logger.microbatch40.name = org.apache.spark.sql.execution.streaming.MicroBatchExecution
-logger.microbatch40.level = info
-logger.jetty.name = org.sparkproject.jetty
-logger.jetty.level = warn
-logger.jetty2.name = org.sparkproject.jetty.util.component.AbstractLifeCycle
-logger.jetty2.level = error
-logger.parquet.name = org.apache.parquet.CorruptStatistics
-logger.parquet.level = error
-logger.parquet2.name = parquet.CorruptStatistics
-logger.parquet2.level = error
-"""
+DEFAULT_LOG4J2_PROPERTIES = log4j2_properties(
+    "Written by Drover's local backend: status() reads the SparkContext/BlockManager INFO lines.",
+    [
+        ("sparkcontext", "org.apache.spark.SparkContext", "info"),
+        ("blockmanager", "org.apache.spark.storage.BlockManager", "info"),
+        ("standalone", "org.apache.spark.scheduler.cluster.StandaloneSchedulerBackend", "info"),
+        ("yarnclient", "org.apache.hadoop.yarn.client.api.impl.YarnClientImpl", "info"),
+        (
+            "microbatch",
+            "org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution",
+            "info",
+        ),
+        ("microbatch40", "org.apache.spark.sql.execution.streaming.MicroBatchExecution", "info"),
+        ("jetty", "org.sparkproject.jetty", "warn"),
+        ("jetty2", "org.sparkproject.jetty.util.component.AbstractLifeCycle", "error"),
+        ("parquet", "org.apache.parquet.CorruptStatistics", "error"),
+        ("parquet2", "parquet.CorruptStatistics", "error"),
+    ],
+)
 
 
 # --------------------------------------------------------------------------- drivers' users

@@ -375,11 +375,7 @@ class StandaloneRestBackend:
         self.base_conf: dict[str, str] = {**DEFAULT_RESOURCE_CONF, **(base_conf or {})}
         self.spark_version = spark_version
         self.listing_ttl_s = listing_ttl_s
-        self._http = httpx.Client(
-            timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 2.0)),
-            trust_env=False,  # never through a proxy
-            transport=transport,
-        )
+        self._http = http.client(timeout_s, transport)
         self._lock = threading.Lock()
         self._fetch_lock = threading.Lock()
         self._cache = _Cache()
@@ -569,6 +565,21 @@ class StandaloneRestBackend:
         if entry.name is not None:  # nothing more to learn from its logs
             entry.stderr.carry = entry.stdout.carry = b""
 
+    def _worker_log(
+        self, address: str, driver_id: str, kind: str, **window: int
+    ) -> httpx.Response:
+        """One read of a driver's ``kind`` log (stderr, stdout) on its worker at ``address``;
+        ``window``: ``offset`` and ``byteLength`` (from the end without an offset)."""
+        response = self._request(
+            "GET",
+            f"{address.rstrip('/')}/log/",
+            f"reading the {kind} of {driver_id}",
+            params={"driverId": driver_id, "logType": kind, **window},
+        )
+        with self._lock:
+            self.log_reads += 1
+        return response
+
     def _read_log(
         self, driver_id: str, worker_id: str | None, listing: _Listing, kind: str
     ) -> bool:
@@ -581,19 +592,9 @@ class StandaloneRestBackend:
         with self._lock:
             entry = self._entry(driver_id)
             offset = (entry.stderr if kind == "stderr" else entry.stdout).offset
-        response = self._request(
-            "GET",
-            f"{address.rstrip('/')}/log/",
-            f"reading the {kind} of {driver_id}",
-            params={
-                "driverId": driver_id,
-                "logType": kind,
-                "offset": offset,
-                "byteLength": LOG_CHUNK_BYTES,
-            },
+        response = self._worker_log(
+            address, driver_id, kind, offset=offset, byteLength=LOG_CHUNK_BYTES
         )
-        with self._lock:
-            self.log_reads += 1
         page = parse_log_page(response.content) if response.status_code == 200 else None
         if page is None:
             return False
@@ -863,20 +864,11 @@ class StandaloneRestBackend:
         tails = {}
         for kind in ("stderr", "stdout"):  # PythonRunner puts Python's stderr in stdout
             try:
-                response = self._request(
-                    "GET",
-                    f"{address.rstrip('/')}/log/",
-                    f"reading the {kind} of {driver_id}",
-                    params={
-                        "driverId": driver_id,
-                        "logType": kind,
-                        "byteLength": FAILURE_TAIL_BYTES,
-                    },
+                response = self._worker_log(
+                    address, driver_id, kind, byteLength=FAILURE_TAIL_BYTES
                 )
             except ClusterUnreachable:
                 return status  # the detail is a courtesy: a status never fails over it
-            with self._lock:
-                self.log_reads += 1
             tails[kind] = response.text if response.status_code == 200 else ""
         codes = _EXIT_CODE.findall(tails["stderr"])
         exit_code = int(codes[-1]) if codes else status.exit_code

@@ -93,6 +93,7 @@ from typing import Any
 import httpx
 
 from scheduler.backends import http
+from scheduler.backends.driverlog import log4j2_properties
 from scheduler.core.backend import (
     AppInfo,
     AppState,
@@ -158,20 +159,13 @@ _PY_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interr
 _PR_SET_PDEATHSIG = 1
 
 #: spark-submit's own log configuration: warnings, plus the lines naming the application
-SUBMIT_LOG4J2_PROPERTIES = """\
-# Written by Drover's YARN backend: the submission's output keeps the application id.
-rootLogger.level = warn
-rootLogger.appenderRef.stdout.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
-logger.yarnclient.name = org.apache.hadoop.yarn.client.api.impl.YarnClientImpl
-logger.yarnclient.level = info
-logger.client.name = org.apache.spark.deploy.yarn.Client
-logger.client.level = info
-"""
+SUBMIT_LOG4J2_PROPERTIES = log4j2_properties(
+    "Written by Drover's YARN backend: the submission's output keeps the application id.",
+    [
+        ("yarnclient", "org.apache.hadoop.yarn.client.api.impl.YarnClientImpl", "info"),
+        ("client", "org.apache.spark.deploy.yarn.Client", "info"),
+    ],
+)
 
 
 def _hash16(text: str) -> str:
@@ -256,11 +250,7 @@ class YarnBackend:
         self.env_passthrough = tuple(env_passthrough)
         self.work_dir = work_dir
         self.submit_timeout_s = submit_timeout_s
-        self._http = httpx.Client(
-            timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 2.0)),
-            trust_env=False,  # never through a proxy
-            transport=transport,
-        )
+        self._http = http.client(timeout_s, transport)
         self._lock = threading.Lock()
         #: tags of the runs this instance is submitting right now (find() cannot tell for them)
         self._in_flight: set[str] = set()

@@ -32,43 +32,30 @@ from scheduler.decisions.alerts import (
     key_of,
     routes,
 )
+from scheduler.store.db import add_new
+from scheduler.store.mapping import from_row
 from scheduler.store.models import Alert, AlertChannel, AlertDelivery, Job, Run
 
 
 def channel_record(row: AlertChannel) -> ChannelRecord:
-    return ChannelRecord(
-        id=row.id,
-        name=row.name,
+    return from_row(
+        ChannelRecord,
+        row,
         kind=ChannelKind(row.kind),
-        url=row.url,
-        team=row.team,
         kinds=tuple(row.kinds or ()),
         min_severity=Severity.parse(row.min_severity),
-        enabled=row.enabled,
-        secret=row.secret,
-        description=row.description,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
     )
 
 
 def alert_record(row: Alert) -> AlertRecord:
-    return AlertRecord(
-        id=row.id,
-        key=row.key,
+    return from_row(
+        AlertRecord,
+        row,
         kind=AlertKind(row.kind),
-        subject=row.subject,
         severity=Severity.parse(row.severity),
         status=Event(row.status),
-        summary=row.summary,
-        team=row.team,
-        cluster=row.cluster,
         group=row.group_name,
         details=dict(row.details or {}),
-        started_at=row.started_at,
-        resolved_at=row.resolved_at,
-        folded_into=row.folded_into,
-        resolution=row.resolution,
     )
 
 
@@ -92,11 +79,7 @@ def create_channel(session: Session, channel: ChannelRecord) -> ChannelRecord:
         created_at=now,
         updated_at=now,
     )
-    session.add(row)
-    try:
-        session.flush()
-    except IntegrityError as exc:
-        raise AlreadyExists(f"an alert channel named {channel.name!r} already exists") from exc
+    add_new(session, row, f"an alert channel named {channel.name!r} already exists")
     return channel_record(row)
 
 

@@ -9,7 +9,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sqlalchemy import bindparam, func, select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from scheduler.core.clock import utcnow
@@ -27,6 +26,7 @@ from scheduler.core.records import (
 from scheduler.core.states import JobState
 from scheduler.decisions import catalog, storage
 from scheduler.store import paging
+from scheduler.store.db import add_new, load_one
 from scheduler.store.mapping import cluster_record, cluster_spec, group_record
 from scheduler.store.models import Cluster, Group, Job
 
@@ -46,22 +46,12 @@ def _check_catalog_version(kind: str, row: Cluster | Group, expected_version: in
 
 def load_cluster(session: Session, name: str, *, for_update: bool = False) -> Cluster:
     stmt = select(Cluster).where(Cluster.name == name)
-    if for_update:
-        stmt = stmt.with_for_update()
-    cluster = session.scalars(stmt).first()
-    if cluster is None:
-        raise NotFound(f"no cluster named {name!r}")
-    return cluster
+    return load_one(session, stmt, f"no cluster named {name!r}", for_update=for_update)
 
 
 def load_group(session: Session, name: str, *, for_update: bool = False) -> Group:
     stmt = select(Group).where(Group.name == name)
-    if for_update:
-        stmt = stmt.with_for_update()
-    group = session.scalars(stmt).first()
-    if group is None:
-        raise NotFound(f"no group named {name!r}")
-    return group
+    return load_one(session, stmt, f"no group named {name!r}", for_update=for_update)
 
 
 def ensure_cluster(session: Session, name: str, **fields: Any) -> ClusterRecord:
@@ -126,11 +116,7 @@ def create_cluster(session: Session, name: str, spec: catalog.ClusterSpec) -> Cl
         created_at=now,
         updated_at=now,
     )
-    session.add(cluster)
-    try:
-        session.flush()
-    except IntegrityError as exc:  # a concurrent create of the same name
-        raise AlreadyExists(f"a cluster named {name!r} already exists") from exc
+    add_new(session, cluster, f"a cluster named {name!r} already exists")
     return cluster_record(cluster)
 
 
@@ -256,11 +242,7 @@ def create_group(
         created_at=now,
         updated_at=now,
     )
-    session.add(group)
-    try:
-        session.flush()
-    except IntegrityError as exc:
-        raise AlreadyExists(f"a group named {name!r} already exists") from exc
+    add_new(session, group, f"a group named {name!r} already exists")
     return group_record(group)
 
 

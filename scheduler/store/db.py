@@ -13,15 +13,21 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import Connection, Engine, Select, create_engine, event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from scheduler.core.errors import SchemaOutOfDate, StoreError, StoreUnavailable
+from scheduler.core.errors import (
+    AlreadyExists,
+    NotFound,
+    SchemaOutOfDate,
+    StoreError,
+    StoreUnavailable,
+)
 from scheduler.store import schema
 
 if TYPE_CHECKING:
@@ -60,6 +66,32 @@ def _crc32(value: str | None) -> int | None:
 
 #: MySQL errors that mean "this database has not got our schema" (no such table, no such column)
 _MYSQL_SCHEMA_ERRORS = frozenset({1146, 1054})
+
+
+RowT = TypeVar("RowT")
+
+
+def load_one(
+    session: Session, stmt: Select[RowT], missing: str, *, for_update: bool = False
+) -> RowT:
+    """The first row ``stmt`` selects (locked when ``for_update``); NotFound(``missing``) when
+    there is none."""
+    if for_update:
+        stmt = stmt.with_for_update()
+    row = session.scalars(stmt).first()
+    if row is None:
+        raise NotFound(missing)
+    return row
+
+
+def add_new(session: Session, row: object, conflict: str) -> None:
+    """Insert ``row`` now; AlreadyExists(``conflict``) when a unique key already holds one like it
+    (a concurrent create: the caller's transaction is then unusable)."""
+    session.add(row)
+    try:
+        session.flush()
+    except IntegrityError as exc:
+        raise AlreadyExists(conflict) from exc
 
 
 def is_unavailable(exc: SQLAlchemyError) -> bool:

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import Connection, bindparam, delete, select, update
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from scheduler.core.clock import iso, utcnow
@@ -27,6 +26,7 @@ from scheduler.decisions.identity import (
     token_digest,
 )
 from scheduler.store import paging
+from scheduler.store.db import add_new
 from scheduler.store.models import ApiToken, Identity, Job, RoleBinding, Run, Team
 
 IDENTITY_KINDS = ("user", "service")
@@ -263,11 +263,7 @@ def create_token(
         expires_at=expires_at,
         parent_id=parent_id,
     )
-    session.add(row)
-    try:
-        session.flush()
-    except IntegrityError as exc:  # pragma: no cover - 256 random bits
-        raise AlreadyExists("token collision; try again") from exc
+    add_new(session, row, "token collision; try again")  # 256 random bits: never, in practice
     return token, _token_record(row)
 
 

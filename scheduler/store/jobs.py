@@ -7,7 +7,7 @@ in :mod:`scheduler.store.ledger`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
@@ -54,6 +54,7 @@ from scheduler.store.catalog import (
     roots_of_group,
     validate_checkpoint_location,
 )
+from scheduler.store.db import load_one
 from scheduler.store.journal import add_event
 from scheduler.store.mapping import job_record, run_record
 from scheduler.store.models import BusinessQuota, Cluster, Group, Job, JobEvent, JobLabel, Run
@@ -68,12 +69,7 @@ from scheduler.store.revisions import add_revision, add_revisions, revision_valu
 
 def load_job(session: Session, name: str, *, for_update: bool = False) -> Job:
     stmt = select(Job).where(Job.name == name)
-    if for_update:
-        stmt = stmt.with_for_update()
-    job = session.scalars(stmt).first()
-    if job is None:
-        raise NotFound(f"no job named {name!r}")
-    return job
+    return load_one(session, stmt, f"no job named {name!r}", for_update=for_update)
 
 
 def with_run(session: Session, job: Job) -> JobRecord:
@@ -101,14 +97,7 @@ def with_current_runs(session: Session, jobs: list[Job]) -> list[JobRecord]:
 def with_progress(session: Session, jobs: list[JobRecord]) -> list[JobRecord]:
     """``jobs`` with their current runs' progress (one query for all of them)."""
     known = progress_store.load(session, [j.current_run_id for j in jobs if j.current_run_id])
-    if not known:
-        return jobs
-    return [
-        replace(j, progress=known[j.current_run_id])
-        if j.current_run_id is not None and j.current_run_id in known
-        else j
-        for j in jobs
-    ]
+    return progress_store.attach(jobs, known)
 
 
 def get_job(session: Session, name: str) -> JobRecord:
@@ -429,21 +418,15 @@ def list_jobs(
 ) -> tuple[list[JobRecord], int]:
     """``teams``: only jobs of these teams (a caller's visibility; None = every team);
     ``search``: only jobs whose name contains it, ignoring case (``%`` and ``_`` are literal)."""
-    conditions: list[ColumnElement[bool]] = []
-    if search:
-        conditions.append(func.lower(Job.name).contains(search.lower(), autoescape=True))
-    if teams is not None:
-        conditions.append(Job.team.in_(sorted(teams)))
-    if state is not None:
-        conditions.append(Job.state == state.value)
-    if desired_state is not None:
-        conditions.append(Job.desired_state == desired_state.value)
-    if team is not None:
-        conditions.append(Job.team == team)
-    if group is not None:
-        conditions.append(Job.group_name == group)
-    if cluster is not None:
-        conditions.append(Job.cluster_name == cluster)
+    conditions = JobFilter(
+        state=state,
+        desired_state=desired_state,
+        team=team,
+        group=group,
+        cluster=cluster,
+        search=search,
+        teams=teams,
+    ).conditions()
     total = session.scalar(select(func.count()).select_from(Job).where(*conditions)) or 0
     jobs = list(
         session.scalars(
@@ -826,17 +809,7 @@ def page_runs(
     session: Session, name: str, window: Window
 ) -> tuple[list[RunRecord], tuple[KeyPart, ...] | None]:
     """One page of the job's runs by attempt (newest first: ``-attempt``, the default)."""
-    job_id = session.scalar(select(Job.id).where(Job.name == name))
-    if job_id is None:
-        raise NotFound(f"no job named {name!r}")
-    rows, next_key = paging.read_page(
-        session,
-        select(Run).where(Run.job_id == job_id),
-        (Run.attempt,),
-        window,
-        lambda r: (r.attempt,),
-    )
-    return [run_record(r, name) for r in rows], next_key
+    return paging.read_job_page(session, name, Run, Run.attempt, window, run_record)
 
 
 def count_runs(session: Session, name: str) -> int:

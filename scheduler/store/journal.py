@@ -10,7 +10,6 @@ from typing import Any, Required, TypedDict, Unpack
 from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session
 
-from scheduler.core.errors import NotFound
 from scheduler.core.paging import KeyPart, Window
 from scheduler.core.records import (
     AuditRecord,
@@ -70,9 +69,7 @@ def add_job_event(
 def list_events(
     session: Session, name: str, *, limit: int = 100, offset: int = 0
 ) -> tuple[list[EventRecord], int]:
-    job_id = session.scalar(select(Job.id).where(Job.name == name))
-    if job_id is None:
-        raise NotFound(f"no job named {name!r}")
+    job_id = paging.job_id_of(session, name)
     total = (
         session.scalar(select(func.count()).select_from(JobEvent).where(JobEvent.job_id == job_id))
         or 0
@@ -102,17 +99,7 @@ def page_events(
     session: Session, name: str, window: Window
 ) -> tuple[list[EventRecord], tuple[KeyPart, ...] | None]:
     """One page of the job's events by id (``-id``: newest first)."""
-    job_id = session.scalar(select(Job.id).where(Job.name == name))
-    if job_id is None:
-        raise NotFound(f"no job named {name!r}")
-    rows, next_key = paging.read_page(
-        session,
-        select(JobEvent).where(JobEvent.job_id == job_id),
-        (JobEvent.id,),
-        window,
-        lambda e: (e.id,),
-    )
-    return [_event_record(e, name) for e in rows], next_key
+    return paging.read_job_page(session, name, JobEvent, JobEvent.id, window, _event_record)
 
 
 def count_events(session: Session, name: str) -> int:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any, TypeVar, cast
+
 from scheduler.core.backend import app_name_for
 from scheduler.core.directive import Directive
 from scheduler.core.records import (
@@ -13,6 +16,27 @@ from scheduler.core.records import (
 from scheduler.core.states import DesiredState, JobState, OnStall, Priority, RunState
 from scheduler.decisions import catalog
 from scheduler.store.models import Cluster, Group, Job, Run
+
+RecordT = TypeVar("RecordT")
+#: record class -> its field names
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def from_row(record: type[RecordT], row: object, **given: Any) -> RecordT:
+    """A ``record`` (a dataclass) of ``row``: each field is the row's attribute of the same name,
+    but those ``given`` (a column of another name, a converted or computed value). The job and
+    run records, read by the thousand, spell their fields out instead."""
+    names = _FIELDS.get(record)
+    if names is None:
+        names = _FIELDS[record] = tuple(f.name for f in dataclasses.fields(cast(Any, record)))
+    return record(**{name: getattr(row, name) for name in names if name not in given}, **given)
+
+
+def values_of(record: object, **given: Any) -> dict[str, Any]:
+    """The fields of a dataclass ``record`` by name (a row's columns of the same names), with
+    ``given`` values added or replacing them."""
+    fields = dataclasses.fields(cast(Any, record))
+    return {**{f.name: getattr(record, f.name) for f in fields}, **given}
 
 
 def run_record(run: Run, job_name: str) -> RunRecord:
@@ -87,51 +111,18 @@ def job_record(job: Job, current_run: Run | None = None) -> JobRecord:
 
 
 def cluster_record(c: Cluster) -> ClusterRecord:
-    return ClusterRecord(
-        name=c.name,
-        kind=c.kind,
-        master_url=c.master_url,
-        rest_url=c.rest_url,
-        ui_url=c.ui_url,
-        az=c.az,
-        cloud=c.cloud,
-        storage_root=c.storage_root,
-        health=c.health,
-        max_concurrent_submissions=c.max_concurrent_submissions,
-        max_running_apps=c.max_running_apps,
-        max_cores=c.max_cores,
-        version=c.version,
-        created_at=c.created_at,
-        updated_at=c.updated_at,
+    return from_row(
+        ClusterRecord,
+        c,
         health_reason=c.health_reason or "",
-        health_since=c.health_since,
         artifact_roots=tuple(c.artifact_roots or ()),
         hadoop_conf_dir=c.hadoop_conf_dir or "",
     )
 
 
 def group_record(g: Group) -> GroupRecord:
-    return GroupRecord(
-        name=g.name,
-        primary_cluster=g.primary_cluster,
-        failover_cluster=g.failover_cluster,
-        version=g.version,
-        created_at=g.created_at,
-        updated_at=g.updated_at,
-    )
+    return from_row(GroupRecord, g)
 
 
 def cluster_spec(c: Cluster) -> catalog.ClusterSpec:
-    return catalog.ClusterSpec(
-        kind=c.kind,
-        storage_root=c.storage_root,
-        master_url=c.master_url,
-        rest_url=c.rest_url,
-        ui_url=c.ui_url,
-        az=c.az,
-        cloud=c.cloud,
-        max_concurrent_submissions=c.max_concurrent_submissions,
-        max_running_apps=c.max_running_apps,
-        max_cores=c.max_cores,
-        hadoop_conf_dir=c.hadoop_conf_dir or "",
-    )
+    return from_row(catalog.ClusterSpec, c, hadoop_conf_dir=c.hadoop_conf_dir or "")

@@ -19,13 +19,12 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, case, func, literal, or_, select, update
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from scheduler.core.clock import utcnow
 from scheduler.core.directive import Directive
-from scheduler.core.errors import AlreadyExists, Conflict, NotFound, NotOwner, StaleWrite
+from scheduler.core.errors import Conflict, NotFound, NotOwner, StaleWrite
 from scheduler.core.operations import (
     ACTIVE_STATES,
     FINAL_STEP_NAMES,
@@ -44,8 +43,9 @@ from scheduler.core.ownership import Fence
 from scheduler.core.records import JobRecord, RunRecord
 from scheduler.core.states import DesiredState, JobState, Priority, transition
 from scheduler.store import journal
+from scheduler.store.db import add_new
 from scheduler.store.jobs import with_current_runs
-from scheduler.store.mapping import run_record
+from scheduler.store.mapping import from_row, run_record, values_of
 from scheduler.store.models import (
     ClusterHealthEvent,
     GroupFailoverPolicy,
@@ -64,57 +64,23 @@ _ACTIVE = [s.value for s in ACTIVE_STATES]
 
 
 def _item_record(row: OperationItem) -> ItemRecord:
-    return ItemRecord(
-        id=row.id,
-        operation_id=row.operation_id,
-        position=row.position,
-        job_id=row.job_id,
-        job_name=row.job_name,
-        action=row.action,
-        why=row.why,
-        step=row.step,
+    return from_row(
+        ItemRecord,
+        row,
         history=tuple(StepEntry.from_json(h) for h in row.history or ()),
-        attempts=row.attempts,
-        last_error=row.last_error,
-        source_cluster=row.source_cluster,
-        target_cluster=row.target_cluster,
-        source_run_id=row.source_run_id,
-        target_run_id=row.target_run_id,
         detail=dict(row.detail or {}),
-        not_before=row.not_before,
-        version=row.version,
-        updated_at=row.updated_at,
-        started_at=row.started_at,
-        finished_at=row.finished_at,
     )
 
 
 def _operation_record(row: Operation, items: Sequence[OperationItem] = ()) -> OperationRecord:
-    return OperationRecord(
-        id=row.id,
+    return from_row(
+        OperationRecord,
+        row,
         kind=OperationKind(row.kind),
         state=OperationState(row.state),
-        home_group=row.home_group,
-        source_cluster=row.source_cluster,
-        target_cluster=row.target_cluster,
         selector=dict(row.selector or {}),
         options=dict(row.options or {}),
-        reason=row.reason,
-        created_by=row.created_by,
-        incident=row.incident,
-        plan_digest=row.plan_digest,
-        executor=row.executor,
-        executor_epoch=row.executor_epoch,
-        executor_since=row.executor_since,
-        cancel_requested_at=row.cancel_requested_at,
-        cancel_requested_by=row.cancel_requested_by,
-        version=row.version,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        started_at=row.started_at,
-        finished_at=row.finished_at,
         items=tuple(_item_record(i) for i in items),
-        team=row.team,
     )
 
 
@@ -162,29 +128,20 @@ def create_operation(
         updated_at=now,
         finished_at=None if pending else now,
     )
-    session.add(row)
-    try:
-        session.flush()
-    except IntegrityError as exc:
-        raise AlreadyExists(f"incident {incident!r} already has an operation") from exc
+    add_new(session, row, f"incident {incident!r} already has an operation")
     rows = [
         OperationItem(
-            operation_id=row.id,
-            position=position,
-            job_id=item.job_id,
-            job_name=item.job_name,
-            action=item.action,
-            why=item.why,
-            step=item.step,
-            history=[StepEntry(item.step, now, item.why).to_json()],
-            attempts=0,
-            last_error="",
-            source_cluster=item.source_cluster,
-            target_cluster=item.target_cluster,
-            source_run_id=item.source_run_id,
-            detail=dict(item.detail),
-            version=1,
-            updated_at=now,
+            **values_of(
+                item,
+                operation_id=row.id,
+                position=position,
+                history=[StepEntry(item.step, now, item.why).to_json()],
+                attempts=0,
+                last_error="",
+                detail=dict(item.detail),
+                version=1,
+                updated_at=now,
+            )
         )
         for position, item in enumerate(items)
     ]

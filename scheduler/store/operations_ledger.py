@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -209,15 +210,8 @@ class SqlOperationsLedger:
             if op.state != OperationState.PENDING:
                 return op
             started = ops.set_operation_state(session, op, fence, OperationState.RUNNING, now=now)
-            journal.add_audit(
-                session,
-                actor=f"node:{self._node_id}",
-                action=f"{audit_prefix(op.kind)}.start",
-                target_kind="operation",
-                target_name=str(op.id),
-                detail={"executor": fence.node_id, "epoch": fence.epoch, "kind": op.kind},
-                node_id=self._node_id,
-                team=op.team or "",
+            self._audit(
+                session, op, "start", {"executor": fence.node_id, "epoch": fence.epoch}
             )
             return started
 
@@ -339,13 +333,21 @@ class SqlOperationsLedger:
         now = self._clock()
         with self._store.transaction() as session:
             ops.set_operation_state(session, operation, fence, state, now=now)
-            journal.add_audit(
-                session,
-                actor=f"node:{self._node_id}",
-                action=f"{audit_prefix(operation.kind)}.finish",
-                target_kind="operation",
-                target_name=str(operation.id),
-                detail={"state": state.value, "items": operation.counts(), "kind": operation.kind},
-                node_id=self._node_id,
-                team=operation.team or "",
+            self._audit(
+                session, operation, "finish", {"state": state.value, "items": operation.counts()}
             )
+
+    def _audit(
+        self, session: Session, operation: OperationRecord, verb: str, detail: dict[str, Any]
+    ) -> None:
+        """The audit entry of this node's executor starting or finishing ``operation``."""
+        journal.add_audit(
+            session,
+            actor=f"node:{self._node_id}",
+            action=f"{audit_prefix(operation.kind)}.{verb}",
+            target_kind="operation",
+            target_name=str(operation.id),
+            detail={**detail, "kind": operation.kind},
+            node_id=self._node_id,
+            team=operation.team or "",
+        )

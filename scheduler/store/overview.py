@@ -15,6 +15,7 @@ from datetime import datetime
 from sqlalchemy import ColumnElement, and_, case, func, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
+from scheduler.store.jobs import JobFilter
 from scheduler.store.models import Cluster, Job, Operation, Run
 
 
@@ -51,17 +52,9 @@ def count_jobs(
 ) -> JobCounts:
     """Jobs by (state, desired state); ``teams`` is the caller's visibility (None = every team),
     the others filter as ``GET /v1/jobs`` does."""
-    conditions: list[ColumnElement[bool]] = []
-    if teams is not None:
-        conditions.append(Job.team.in_(sorted(teams)))
-    if team is not None:
-        conditions.append(Job.team == team)
-    if group is not None:
-        conditions.append(Job.group_name == group)
-    if cluster is not None:
-        conditions.append(Job.cluster_name == cluster)
-    if search:
-        conditions.append(func.lower(Job.name).contains(search.lower(), autoescape=True))
+    conditions = JobFilter(
+        teams=teams, team=team, group=group, cluster=cluster, search=search
+    ).conditions()
     rows = session.execute(
         select(Job.state, Job.desired_state, func.count())
         .where(*conditions)

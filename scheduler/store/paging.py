@@ -13,7 +13,9 @@ from typing import Any, TypeVar
 from sqlalchemy import ColumnElement, Connection, Select, and_, func, or_, select
 from sqlalchemy.orm import Session
 
+from scheduler.core.errors import NotFound
 from scheduler.core.paging import KeyPart, Window
+from scheduler.store.models import Job
 
 T = TypeVar("T")
 
@@ -61,3 +63,33 @@ def read_page(
 def count(session: Session | Connection, query: Select[Any]) -> int:
     """How many rows ``query`` selects (only when a client asks: ``count=true``)."""
     return int(session.scalar(select(func.count()).select_from(query.subquery())) or 0)
+
+
+def job_id_of(session: Session, name: str) -> int:
+    """The id of the job named ``name``; NotFound when there is none."""
+    job_id = session.scalar(select(Job.id).where(Job.name == name))
+    if job_id is None:
+        raise NotFound(f"no job named {name!r}")
+    return int(job_id)
+
+
+def read_job_page(
+    session: Session,
+    name: str,
+    model: Any,
+    key: Any,
+    window: Window,
+    record: Callable[[Any, str], T],
+) -> tuple[list[T], tuple[KeyPart, ...] | None]:
+    """One page of the job's rows of ``model`` (those whose ``job_id`` is the job named
+    ``name``) by the one column ``key``, each made a record by ``record(row, name)``; and the key
+    the next page starts after. NotFound when there is no such job."""
+    job_id = job_id_of(session, name)
+    rows, next_key = read_page(
+        session,
+        select(model).where(model.job_id == job_id),
+        (key,),
+        window,
+        lambda row: (getattr(row, key.key),),
+    )
+    return [record(row, name) for row in rows], next_key

@@ -6,8 +6,8 @@ Each function takes a session; the caller owns the transaction.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from sqlalchemy import delete, func, insert, or_, select, update
@@ -15,12 +15,13 @@ from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.orm import Session
 
 from scheduler.core.ownership import Fence
-from scheduler.core.records import ProgressRecord
+from scheduler.core.records import JobRecord, ProgressRecord
 from scheduler.core.states import JobState, OnStall
 from scheduler.decisions.alerts import AlertKind, Signal, key_of
 from scheduler.decisions.stalls import StallChange
 from scheduler.store.alerts import raise_alert, resolve_alert
 from scheduler.store.journal import add_event
+from scheduler.store.mapping import from_row
 from scheduler.store.models import Job, JobEvent, ProgressSample, Run, RunProgress
 
 #: the job event causes of the stall verdicts (and of the restarts they make)
@@ -43,22 +44,7 @@ _SAVED = (
 
 
 def progress_record(row: RunProgress) -> ProgressRecord:
-    return ProgressRecord(
-        run_id=row.run_id,
-        job_id=row.job_id,
-        batch_id=row.batch_id,
-        rows=row.rows,
-        input_rate=row.input_rate,
-        processing_rate=row.processing_rate,
-        batch_duration_ms=row.batch_duration_ms,
-        trigger_interval_ms=row.trigger_interval_ms,
-        spark_timestamp=row.spark_timestamp,
-        declared_at=row.declared_at,
-        reported_at=row.reported_at,
-        heartbeat_at=row.heartbeat_at,
-        reports=row.reports,
-        stalled_since=row.stalled_since,
-    )
+    return from_row(ProgressRecord, row)
 
 
 def load(session: Session, run_ids: Iterable[int]) -> dict[int, ProgressRecord]:
@@ -68,6 +54,18 @@ def load(session: Session, run_ids: Iterable[int]) -> dict[int, ProgressRecord]:
         return {}
     rows = session.scalars(select(RunProgress).where(RunProgress.run_id.in_(ids)))
     return {row.run_id: progress_record(row) for row in rows}
+
+
+def attach(jobs: list[JobRecord], known: Mapping[int, ProgressRecord]) -> list[JobRecord]:
+    """``jobs``, each with its current run's progress where ``known`` (by run id) has it."""
+    if not known:
+        return jobs
+    return [
+        replace(j, progress=known[j.current_run_id])
+        if j.current_run_id is not None and j.current_run_id in known
+        else j
+        for j in jobs
+    ]
 
 
 def _values(record: ProgressRecord) -> dict[str, object]:

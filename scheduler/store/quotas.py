@@ -28,6 +28,7 @@ from scheduler.decisions.gate import Bucket, Loads, QueueRow
 from scheduler.decisions.quotas import QuotaRecord, QuotaSpec
 from scheduler.store import paging
 from scheduler.store.db import Store
+from scheduler.store.mapping import from_row
 from scheduler.store.models import (
     BusinessQuota,
     Group,
@@ -46,19 +47,7 @@ TAKE_ATTEMPTS = 5
 
 
 def _record(q: BusinessQuota) -> QuotaRecord:
-    return QuotaRecord(
-        business=q.business,
-        rate=q.rate,
-        burst=q.burst,
-        dedicated_group=q.dedicated_group,
-        yarn_queue=q.yarn_queue,
-        tokens=q.tokens,
-        refilled_at=q.refilled_at,
-        version=q.version,
-        updated_by=q.updated_by,
-        created_at=q.created_at,
-        updated_at=q.updated_at,
-    )
+    return from_row(QuotaRecord, q)
 
 
 # -- the catalog --------------------------------------------------------------------------------

@@ -253,20 +253,13 @@ def with_runs(session: Reader, rows: Sequence[Row[Any]]) -> list[JobRecord]:
     ]
     if not runs:
         return records
-    from scheduler.store.progress import progress_record
+    from scheduler.store.progress import attach, progress_record
 
     known = {
         p.run_id: progress_record(p)  # type: ignore[arg-type]
         for p in _rows(session, PROGRESS_BY_RUN_IDS, {"ids": sorted(runs)})
     }
-    if not known:
-        return records
-    return [
-        replace(j, progress=known[j.current_run_id])
-        if j.current_run_id is not None and j.current_run_id in known
-        else j
-        for j in records
-    ]
+    return attach(records, known)
 
 
 def clusters(session: Reader) -> list[ClusterRecord]:

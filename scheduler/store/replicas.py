@@ -10,10 +10,11 @@ Each function takes a session; the caller owns the transaction.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import ColumnElement, and_, func, or_, select, update
+from sqlalchemy import ColumnElement, Row, Select, and_, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -32,6 +33,7 @@ from scheduler.decisions.replication import (
 )
 from scheduler.store import journal, paging
 from scheduler.store.jobs import with_current_runs
+from scheduler.store.mapping import from_row
 from scheduler.store.models import CheckpointReplica, Job
 
 #: the longest error text kept
@@ -41,33 +43,7 @@ CAUSE = "replication"
 
 
 def _record(row: CheckpointReplica, job_name: str) -> ReplicaRecord:
-    return ReplicaRecord(
-        job_name=job_name,
-        state=ReplicaState(row.state),
-        source_cluster=row.source_cluster,
-        source_location=row.source_location,
-        target_cluster=row.target_cluster,
-        location=row.location,
-        source_batch=row.source_batch,
-        source_batch_at=row.source_batch_at,
-        replica_batch=row.replica_batch,
-        replica_batch_at=row.replica_batch_at,
-        lag_batches=row.lag_batches,
-        oldest_missing_at=row.oldest_missing_at,
-        observed_at=row.observed_at,
-        error=row.error,
-        error_since=row.error_since,
-        files_copied=row.files_copied,
-        bytes_copied=row.bytes_copied,
-        last_copy_at=row.last_copy_at,
-        last_copy_files=row.last_copy_files,
-        last_copy_bytes=row.last_copy_bytes,
-        last_copy_seconds=row.last_copy_seconds,
-        node_id=row.node_id,
-        lease_holder=row.lease_holder,
-        lease_until=row.lease_until,
-        updated_at=row.updated_at,
-    )
+    return from_row(ReplicaRecord, row, job_name=job_name, state=ReplicaState(row.state))
 
 
 def _job_id(session: Session, job_name: str) -> int:
@@ -110,37 +86,11 @@ def list_replicas(
 ) -> tuple[list[tuple[JobRecord, ReplicaRecord]], int]:
     """Replicas with their jobs, by job name. ``cluster``: replicas from or to that cluster;
     ``teams``: only jobs of these teams (a caller's visibility; None = every team)."""
-    conditions: list[ColumnElement[bool]] = []
-    if cluster is not None:
-        conditions.append(
-            or_(
-                CheckpointReplica.source_cluster == cluster,
-                CheckpointReplica.target_cluster == cluster,
-            )
-        )
-    if state is not None:
-        conditions.append(CheckpointReplica.state == state.value)
-    if team is not None:
-        conditions.append(Job.team == team)
-    if teams is not None:
-        conditions.append(Job.team.in_(sorted(teams)))
-    joined = select(CheckpointReplica, Job).join(Job, Job.id == CheckpointReplica.job_id)
-    total = (
-        session.scalar(
-            select(func.count())
-            .select_from(CheckpointReplica)
-            .join(Job, Job.id == CheckpointReplica.job_id)
-            .where(*conditions)
-        )
-        or 0
-    )
-    rows = list(
-        session.execute(joined.where(*conditions).order_by(Job.name).limit(limit).offset(offset))
-    )
-    records = with_current_runs(session, [job for _, job in rows])
-    return [
-        (job, _record(row, job.name)) for (row, _), job in zip(rows, records, strict=True)
-    ], total
+    conditions = _replica_conditions(cluster, state, team, teams)
+    total = session.scalar(_joined(func.count()).where(*conditions)) or 0
+    query = _joined(CheckpointReplica, Job).where(*conditions)
+    rows = list(session.execute(query.order_by(Job.name).limit(limit).offset(offset)))
+    return _with_jobs(session, rows), total
 
 
 def page_replicas(
@@ -154,19 +104,13 @@ def page_replicas(
 ) -> tuple[list[tuple[JobRecord, ReplicaRecord]], tuple[KeyPart, ...] | None]:
     """One page of the replicas with their jobs, by job name (``list_replicas`` says what the
     filters keep); and the key the next page starts after."""
-    conditions = _replica_conditions(cluster, state, team, teams)
-    query = (
-        select(CheckpointReplica, Job)
-        .join(Job, Job.id == CheckpointReplica.job_id)
-        .where(*conditions)
+    query = _joined(CheckpointReplica, Job).where(
+        *_replica_conditions(cluster, state, team, teams)
     )
     rows, next_key = paging.read_page(
         session, query, (Job.name,), window, lambda row: (row[1].name,), scalars=False
     )
-    records = with_current_runs(session, [job for _, job in rows])
-    return [
-        (job, _record(row, job.name)) for (row, _), job in zip(rows, records, strict=True)
-    ], next_key
+    return _with_jobs(session, rows), next_key
 
 
 def count_replicas(
@@ -177,13 +121,27 @@ def count_replicas(
     team: str | None = None,
     teams: frozenset[str] | None = None,
 ) -> int:
-    conditions = _replica_conditions(cluster, state, team, teams)
-    query = (
-        select(CheckpointReplica.job_id)
-        .join(Job, Job.id == CheckpointReplica.job_id)
-        .where(*conditions)
+    query = _joined(CheckpointReplica.job_id).where(
+        *_replica_conditions(cluster, state, team, teams)
     )
     return paging.count(session, query)
+
+
+def _joined(*columns: Any) -> Select[Any]:
+    """``SELECT columns`` over the replicas joined to their jobs."""
+    return (
+        select(*columns)
+        .select_from(CheckpointReplica)
+        .join(Job, Job.id == CheckpointReplica.job_id)
+    )
+
+
+def _with_jobs(
+    session: Session, rows: Sequence[Row[CheckpointReplica, Job]]
+) -> list[tuple[JobRecord, ReplicaRecord]]:
+    """(job, replica) records of (replica, job) rows, the jobs with their current runs."""
+    records = with_current_runs(session, [job for _, job in rows])
+    return [(job, _record(row, job.name)) for (row, _), job in zip(rows, records, strict=True)]
 
 
 def _replica_conditions(

@@ -16,7 +16,7 @@ from scheduler.core.errors import NotFound
 from scheduler.core.paging import KeyPart, Window
 from scheduler.core.records import RevisionRecord
 from scheduler.store import paging
-from scheduler.store.models import Job, JobRevision
+from scheduler.store.models import JobRevision
 
 
 def _record(row: JobRevision, job_name: str) -> RevisionRecord:
@@ -69,15 +69,8 @@ def add_revisions(session: Session, rows: list[dict[str, Any]]) -> None:
         session.connection().execute(_INSERT_REVISION, rows[0] if len(rows) == 1 else rows)
 
 
-def _job_id(session: Session, name: str) -> int:
-    job_id = session.scalar(select(Job.id).where(Job.name == name))
-    if job_id is None:
-        raise NotFound(f"no job named {name!r}")
-    return job_id
-
-
 def get_revision(session: Session, name: str, revision: int) -> RevisionRecord:
-    job_id = _job_id(session, name)
+    job_id = paging.job_id_of(session, name)
     return revision_of(session, job_id, name, revision)
 
 
@@ -94,17 +87,11 @@ def page_revisions(
     session: Session, name: str, window: Window
 ) -> tuple[list[RevisionRecord], tuple[KeyPart, ...] | None]:
     """One page of the job's revisions by number (newest first: ``-revision``, the default)."""
-    job_id = _job_id(session, name)
-    rows, next_key = paging.read_page(
-        session,
-        select(JobRevision).where(JobRevision.job_id == job_id),
-        (JobRevision.revision,),
-        window,
-        lambda r: (r.revision,),
+    return paging.read_job_page(
+        session, name, JobRevision, JobRevision.revision, window, _record
     )
-    return [_record(r, name) for r in rows], next_key
 
 
 def count_revisions(session: Session, name: str) -> int:
-    job_id = _job_id(session, name)
+    job_id = paging.job_id_of(session, name)
     return paging.count(session, select(JobRevision.id).where(JobRevision.job_id == job_id))

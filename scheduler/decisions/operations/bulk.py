@@ -46,8 +46,6 @@ items already WAITING finish (their command was applied).
 from __future__ import annotations
 
 import enum
-import hashlib
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -60,7 +58,6 @@ from scheduler.decisions import labels as label_rules
 from scheduler.decisions.health import ClusterHealth
 from scheduler.decisions.operations.failover import current_cluster, sort_key
 from scheduler.decisions.operations.model import (
-    FAILED_STEP_NAMES,
     Advance,
     ItemRecord,
     ItemSteps,
@@ -69,7 +66,9 @@ from scheduler.decisions.operations.model import (
     NewOperation,
     OperationKind,
     Wait,
+    home_group,
     item_transitions,
+    plan_digest,
     step_transition,
 )
 
@@ -121,9 +120,6 @@ STEP_TRANSITIONS: Mapping[Step, frozenset[Step]] = item_transitions(
     Step, {S.PENDING: {S.WAITING}, S.WAITING: {S.DONE, S.FAILED}}
 )
 del S
-FINAL_STEPS = frozenset(step for step in Step if step.is_final)
-#: final steps that make the operation FAILED
-FAILED_STEPS = FAILED_STEP_NAMES
 
 
 def transition(current: Step, new: Step) -> Step:
@@ -221,20 +217,14 @@ class Plan:
 
     @property
     def digest(self) -> str:
-        """What identifies the plan: the same digest, the same items in the same order."""
-        body = json.dumps([self.kind.value, [i.key() for i in self.items]], separators=(",", ":"))
-        return hashlib.sha256(body.encode("utf-8")).hexdigest()[:16]
+        return plan_digest([self.kind.value], (i.key() for i in self.items))
 
     @property
     def teams(self) -> frozenset[str]:
         return frozenset(i.team for i in self.items)
 
     def home_group(self, fallback: str) -> str:
-        """The group whose pool executes it: the first item that changes a job's group."""
-        for item in self.items:
-            if item.action.runs:
-                return item.group
-        return self.items[0].group if self.items else fallback
+        return home_group(self.items, fallback)
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}

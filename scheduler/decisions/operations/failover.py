@@ -60,8 +60,6 @@ next step boundary before the switch; once switched, an item finishes.
 from __future__ import annotations
 
 import enum
-import hashlib
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -85,7 +83,9 @@ from scheduler.decisions.operations.model import (
     NewOperation,
     OperationKind,
     Wait,
+    home_group,
     item_transitions,
+    plan_digest,
     step_transition,
 )
 from scheduler.decisions.planning import GAVE_UP
@@ -264,18 +264,10 @@ class Plan:
 
     @property
     def digest(self) -> str:
-        """What identifies the plan: the same digest, the same items in the same order."""
-        body = json.dumps(
-            [self.source, self.target, [i.key() for i in self.items]], separators=(",", ":")
-        )
-        return hashlib.sha256(body.encode("utf-8")).hexdigest()[:16]
+        return plan_digest([self.source, self.target], (i.key() for i in self.items))
 
     def home_group(self, fallback: str) -> str:
-        """The group whose pool executes the plan: the first moving item's job's group."""
-        for item in self.items:
-            if item.action.runs:
-                return item.group
-        return self.items[0].group if self.items else fallback
+        return home_group(self.items, fallback)
 
 
 def live_run(job: JobRecord) -> RunRecord | None:

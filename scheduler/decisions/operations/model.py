@@ -19,6 +19,8 @@ steps:
 from __future__ import annotations
 
 import enum
+import hashlib
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -189,6 +191,25 @@ class Advance(Generic[StepT]):
     fields: Mapping[str, Any] = field(default_factory=dict)
 
 
+# -- plans --------------------------------------------------------------------------------------
+
+
+def plan_digest(head: Sequence[Any], keys: Iterable[list[Any]]) -> str:
+    """What identifies a plan (its ``head``: what it is of; ``keys``: its items' keys in order):
+    the same digest, the same items in the same order."""
+    body = json.dumps([*head, list(keys)], separators=(",", ":"))
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()[:16]
+
+
+def home_group(items: Sequence[Any], fallback: str) -> str:
+    """The group whose pool executes a plan of ``items``: the first item's group whose action
+    changes its job (``action.runs``), else the first item's, else ``fallback``."""
+    for item in items:
+        if item.action.runs:
+            return str(item.group)
+    return str(items[0].group) if items else fallback
+
+
 # -- the executor's choices ---------------------------------------------------------------------
 
 
@@ -269,8 +290,10 @@ __all__ = [
     "ended_state",
     "executor_index",
     "final_state",
+    "home_group",
     "item_started",
     "item_transitions",
+    "plan_digest",
     "step_transition",
     "transition_operation",
 ]
