@@ -11,13 +11,24 @@ from scheduler.store import jobs as jobs_store
 from scheduler.store import ledger
 
 
-def record_run(session: Any, name: str, *, node_id: str = "n1", started: bool = False) -> Any:
+def record_run(
+    session: Any,
+    name: str,
+    *,
+    node_id: str = "n1",
+    started: bool = False,
+    checkpoint_location: str | None = None,
+) -> Any:
     """A new run of job ``name`` as its owner records it before a submission (the run's record,
     with its fencing token). ``started``: the job is SUBMITTING with it as its current run, and
-    then RUNNING (the job must be wanted RUNNING)."""
+    then RUNNING (the job must be wanted RUNNING). ``checkpoint_location``: the run's, when not
+    ``/ckpt/<name>``."""
+    checkpoint = checkpoint_location or f"/ckpt/{name}"
     if not started:
-        return _create_run(session, jobs_store.get_job(session, name), node_id, f"/ckpt/{name}")
-    job, run, version = submitting_run(session, name, node_id=node_id)
+        return _create_run(session, jobs_store.get_job(session, name), node_id, checkpoint)
+    job, run, version = submitting_run(
+        session, name, node_id=node_id, checkpoint_location=checkpoint
+    )
     ledger.transition_job(
         session,
         replace(job, state=JobState.SUBMITTING, version=version),
