@@ -60,6 +60,7 @@ from typing import Any
 import httpx
 
 from bench.targets import TARGET_OF, Target
+from harness.localserver import stop_process
 from harness.nodes import NodeProcess, free_port, poll
 from harness.procs import CpuMeter, session_pids
 
@@ -262,12 +263,7 @@ def bare_server(bodies: dict[str, Any], workdir: Path, cpu: int | None) -> Itera
         )
         yield port
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        stop_process(proc)
         log.close()
 
 

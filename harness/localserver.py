@@ -9,6 +9,17 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+
+def stop_process(proc: subprocess.Popen[Any], timeout: float = 10.0) -> None:
+    """SIGTERM to ``proc``; SIGKILL if it has not exited within ``timeout`` seconds."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
 
 
 class LocalServer:

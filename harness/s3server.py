@@ -20,6 +20,7 @@ from types import TracebackType
 
 import httpx
 
+from harness.localserver import stop_process
 from harness.nodes import free_port
 
 #: any credentials work: moto checks none unless asked to
@@ -79,12 +80,7 @@ class S3Server:
 
     def stop(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait(timeout=10)
+            stop_process(self._proc)
         self._proc = None
 
     def __enter__(self) -> S3Server:

@@ -62,6 +62,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from harness.localserver import stop_process
+
 SPARK_VERSION = "4.3.0"
 PYTHON_RUNNER = "org.apache.spark.deploy.PythonRunner"
 WORKER_ID = "worker-sim-0"
@@ -820,12 +822,7 @@ def sim_process(app_start_delay: float, *extra: str) -> Iterator[SimProcess]:
         info = json.loads(line)
         yield SimProcess(proc, info["rest_url"], info["master_url"])
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        stop_process(proc)
 
 
 def main(argv: list[str] | None = None) -> int:

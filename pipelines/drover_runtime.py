@@ -726,6 +726,21 @@ class RunContext:
 
         return fenced_batch
 
+    def write_parquet(self, frame: DataFrame, batch_id: int, output: str) -> None:
+        """``frame`` as batch ``batch_id`` of this run: Parquet under ``output`` with ``run_id``
+        and ``batch_id`` columns, partitioned by batch id; a replayed batch replaces its own
+        partition and no other."""
+        from pyspark.sql import functions as F
+
+        (
+            frame.withColumn("run_id", F.lit(self.run_id))
+            .withColumn("batch_id", F.lit(batch_id))
+            .write.mode("overwrite")
+            .option("partitionOverwriteMode", "dynamic")
+            .partitionBy("batch_id")
+            .parquet(output)
+        )
+
     def await_termination(self, query: StreamingQuery, spark: SparkSession | None = None) -> int:
         """Wait for ``query``; return the exit code (0 also when fenced out, 75 when the
         run's fence lease lapsed: :attr:`exit_code`).
@@ -807,12 +822,7 @@ class RunContext:
                 except Exception as exc:  # noqa: BLE001 - a courtesy; Drover sees the exit
                     _say(f"{WARNING_PREFIX} could not report the stop batch: {exc}")
             try:
-                if spark is None:
-                    from pyspark.sql import SparkSession
-
-                    spark = SparkSession.getActiveSession()
-                if spark is not None:
-                    spark.stop()
+                _stop_spark(spark)
             finally:
                 what = f"after batch {last}" if last >= 0 else "before its first batch"
                 _say(f"{STOPPED_LINE_PREFIX} {what}: run {self.run_id} of job {self.job}")
@@ -828,15 +838,20 @@ class RunContext:
                 query.stop()
         finally:
             try:
-                if spark is None:
-                    from pyspark.sql import SparkSession
-
-                    spark = SparkSession.getActiveSession()
-                if spark is not None:
-                    spark.stop()
+                _stop_spark(spark)
             finally:
                 prefix = LAPSED_LINE_PREFIX if self._state.lapsed else FENCED_LINE_PREFIX
                 _say(f"{prefix} {self._state.fenced}")
+
+
+def _stop_spark(spark: SparkSession | None) -> None:
+    """Stop ``spark``, or the active session when none is given (if there is one)."""
+    if spark is None:
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.getActiveSession()
+    if spark is not None:
+        spark.stop()
 
 
 def record_commit(path: str, batch_id: int, run_id: str) -> None:

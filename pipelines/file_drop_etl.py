@@ -141,16 +141,8 @@ def main(argv: list[str] | None = None) -> int:
         spark.conf.set("spark.sql.shuffle.partitions", "4")  # small batches: 200 is waste
 
     def write_batch(batch: DataFrame, batch_id: int) -> None:
-        (
-            dedupe(clean(batch))
-            .withColumn("ingested_at", F.current_timestamp())
-            .withColumn("run_id", F.lit(ctx.run_id))
-            .withColumn("batch_id", F.lit(batch_id))
-            .write.mode("overwrite")
-            .option("partitionOverwriteMode", "dynamic")
-            .partitionBy("batch_id")
-            .parquet(args.output)
-        )
+        cleaned = dedupe(clean(batch)).withColumn("ingested_at", F.current_timestamp())
+        ctx.write_parquet(cleaned, batch_id, args.output)
 
     query = (
         read_drops(spark, args.input, args.format, args.max_files_per_trigger)

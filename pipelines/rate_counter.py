@@ -52,15 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     rates = spark.readStream.format("rate").option("rowsPerSecond", args.rows_per_second).load()
 
     def write_batch(batch: DataFrame, batch_id: int) -> None:
-        (
-            batch.agg(F.count(F.lit(1)).alias("rows"))
-            .withColumn("run_id", F.lit(ctx.run_id))
-            .withColumn("batch_id", F.lit(batch_id))
-            .write.mode("overwrite")
-            .option("partitionOverwriteMode", "dynamic")
-            .partitionBy("batch_id")
-            .parquet(args.output)
-        )
+        ctx.write_parquet(batch.agg(F.count(F.lit(1)).alias("rows")), batch_id, args.output)
 
     query = (
         rates.writeStream.queryName("rate_counter")

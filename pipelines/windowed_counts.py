@@ -83,14 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     rates = spark.readStream.format("rate").option("rowsPerSecond", args.rows_per_second).load()
 
     def write_batch(batch: DataFrame, batch_id: int) -> None:
-        (
-            batch.withColumn("run_id", F.lit(ctx.run_id))
-            .withColumn("batch_id", F.lit(batch_id))
-            .write.mode("overwrite")
-            .option("partitionOverwriteMode", "dynamic")
-            .partitionBy("batch_id")
-            .parquet(args.output)
-        )
+        ctx.write_parquet(batch, batch_id, args.output)
 
     query = (
         windowed_counts(rates)

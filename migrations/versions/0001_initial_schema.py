@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects import mysql
+
+from migrations.columns import foreign_key, id_column, name_type, utc_datetime
 
 revision = "0001"
 down_revision = None
@@ -16,22 +17,10 @@ branch_labels = None
 depends_on = None
 
 
-def name_type(length: int) -> sa.types.TypeEngine:
-    """Case-sensitive names: utf8mb4_bin on MySQL/MariaDB."""
-    return sa.String(length).with_variant(
-        mysql.VARCHAR(length, charset="utf8mb4", collation="utf8mb4_bin"), "mysql", "mariadb"
-    )
-
-
-def utc_datetime() -> sa.types.TypeEngine:
-    """Naive UTC with microseconds (see scheduler.store.models.UtcDateTime)."""
-    return sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
-
-
 def upgrade() -> None:
     op.create_table(
         "audit_log",
-        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
+        id_column(),
         sa.Column("at", utc_datetime(), nullable=False),
         sa.Column("actor", sa.String(length=128), nullable=False),
         sa.Column("action", sa.String(length=64), nullable=False),
@@ -67,21 +56,13 @@ def upgrade() -> None:
         sa.Column("failover_cluster", name_type(128), nullable=True),
         sa.Column("created_at", utc_datetime(), nullable=False),
         sa.Column("updated_at", utc_datetime(), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["failover_cluster"],
-            ["clusters.name"],
-            name=op.f("fk_scheduling_groups_failover_cluster_clusters"),
-        ),
-        sa.ForeignKeyConstraint(
-            ["primary_cluster"],
-            ["clusters.name"],
-            name=op.f("fk_scheduling_groups_primary_cluster_clusters"),
-        ),
+        foreign_key("scheduling_groups", "failover_cluster", "clusters.name"),
+        foreign_key("scheduling_groups", "primary_cluster", "clusters.name"),
         sa.PrimaryKeyConstraint("name", name=op.f("pk_scheduling_groups")),
     )
     op.create_table(
         "jobs",
-        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
+        id_column(),
         sa.Column("name", name_type(128), nullable=False),
         sa.Column("group_name", name_type(128), nullable=False),
         sa.Column("team", sa.String(length=128), nullable=False),
@@ -104,14 +85,8 @@ def upgrade() -> None:
         sa.Column("version", sa.Integer(), nullable=False),
         sa.Column("created_at", utc_datetime(), nullable=False),
         sa.Column("updated_at", utc_datetime(), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["cluster_name"], ["clusters.name"], name=op.f("fk_jobs_cluster_name_clusters")
-        ),
-        sa.ForeignKeyConstraint(
-            ["group_name"],
-            ["scheduling_groups.name"],
-            name=op.f("fk_jobs_group_name_scheduling_groups"),
-        ),
+        foreign_key("jobs", "cluster_name", "clusters.name"),
+        foreign_key("jobs", "group_name", "scheduling_groups.name"),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_jobs")),
         sa.UniqueConstraint("name", name=op.f("uq_jobs_name")),
     )
@@ -124,7 +99,7 @@ def upgrade() -> None:
 
     op.create_table(
         "job_events",
-        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
+        id_column(),
         sa.Column("job_id", sa.Integer(), nullable=False),
         sa.Column("run_id", sa.Integer(), nullable=True),
         sa.Column("at", utc_datetime(), nullable=False),
@@ -133,9 +108,7 @@ def upgrade() -> None:
         sa.Column("cause", sa.String(length=64), nullable=False),
         sa.Column("message", sa.Text(), nullable=False),
         sa.Column("node_id", sa.String(length=128), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["job_id"], ["jobs.id"], name=op.f("fk_job_events_job_id_jobs"), ondelete="CASCADE"
-        ),
+        foreign_key("job_events", "job_id", "jobs.id", ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_job_events")),
     )
     with op.batch_alter_table("job_events", schema=None) as batch_op:
@@ -143,7 +116,7 @@ def upgrade() -> None:
 
     op.create_table(
         "runs",
-        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
+        id_column(),
         sa.Column("job_id", sa.Integer(), nullable=False),
         sa.Column("attempt", sa.Integer(), nullable=False),
         sa.Column("generation", sa.Integer(), nullable=False),
@@ -162,9 +135,7 @@ def upgrade() -> None:
         sa.Column("submitted_at", utc_datetime(), nullable=True),
         sa.Column("started_at", utc_datetime(), nullable=True),
         sa.Column("ended_at", utc_datetime(), nullable=True),
-        sa.ForeignKeyConstraint(
-            ["job_id"], ["jobs.id"], name=op.f("fk_runs_job_id_jobs"), ondelete="CASCADE"
-        ),
+        foreign_key("runs", "job_id", "jobs.id", ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_runs")),
         sa.UniqueConstraint("fencing_token", name=op.f("uq_runs_fencing_token")),
     )

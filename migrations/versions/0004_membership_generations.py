@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects import mysql
+
+from migrations.columns import name_type, utc_datetime
 
 revision = "0004"
 down_revision = "0003"
@@ -24,9 +25,7 @@ def upgrade() -> None:
         "membership_generations",
         sa.Column(
             "group_name",
-            sa.String(128).with_variant(
-                mysql.VARCHAR(128, charset="utf8mb4", collation="utf8mb4_bin"), "mysql", "mariadb"
-            ),
+            name_type(128),
             nullable=False,
         ),
         sa.Column("generation", sa.Integer(), autoincrement=False, nullable=False),
@@ -35,7 +34,7 @@ def upgrade() -> None:
         sa.Column("recorded_by", sa.String(length=128), nullable=False),
         sa.Column(
             "recorded_at",
-            sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb"),
+            utc_datetime(),
             nullable=False,
         ),
         sa.PrimaryKeyConstraint("group_name", "generation", name=op.f("pk_membership_generations")),

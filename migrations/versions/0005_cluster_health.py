@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects import mysql
+
+from migrations.columns import foreign_key, id_column, name_type, utc_datetime
 
 revision = "0005"
 down_revision = "0004"
@@ -16,42 +17,30 @@ branch_labels = None
 depends_on = None
 
 
-def _when() -> sa.types.TypeEngine[object]:
-    return sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
-
-
-def _name() -> sa.types.TypeEngine[str]:
-    return sa.String(128).with_variant(
-        mysql.VARCHAR(128, charset="utf8mb4", collation="utf8mb4_bin"), "mysql", "mariadb"
-    )
-
-
 def upgrade() -> None:
     # plain ADD COLUMN (no table rebuild on SQLite: other tables' foreign keys point at clusters)
     op.add_column(
         "clusters", sa.Column("health_reason", sa.Text(), nullable=False, server_default="")
     )
-    op.add_column("clusters", sa.Column("health_since", _when(), nullable=True))
+    op.add_column("clusters", sa.Column("health_since", utc_datetime(), nullable=True))
     op.create_table(
         "cluster_votes",
-        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
-        sa.Column("cluster_name", _name(), nullable=False),
+        id_column(),
+        sa.Column("cluster_name", name_type(), nullable=False),
         sa.Column("node_id", sa.String(128), nullable=False),
-        sa.Column("at", _when(), nullable=False),
+        sa.Column("at", utc_datetime(), nullable=False),
         sa.Column("ok", sa.Boolean(), nullable=False),
         sa.Column("latency_s", sa.Float(), nullable=False),
         sa.Column("detail", sa.Text(), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["cluster_name"], ["clusters.name"], name="fk_cluster_votes_cluster_name_clusters"
-        ),
+        foreign_key("cluster_votes", "cluster_name", "clusters.name"),
         sa.PrimaryKeyConstraint("id", name="pk_cluster_votes"),
     )
     op.create_index("ix_cluster_votes_cluster_name_at", "cluster_votes", ["cluster_name", "at"])
     op.create_table(
         "cluster_health_events",
-        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
-        sa.Column("cluster_name", _name(), nullable=False),
-        sa.Column("at", _when(), nullable=False),
+        id_column(),
+        sa.Column("cluster_name", name_type(), nullable=False),
+        sa.Column("at", utc_datetime(), nullable=False),
         sa.Column("from_state", sa.String(32), nullable=False),
         sa.Column("to_state", sa.String(32), nullable=False),
         sa.Column("decided_by", sa.String(16), nullable=False),
@@ -59,11 +48,7 @@ def upgrade() -> None:
         sa.Column("reason", sa.Text(), nullable=False),
         sa.Column("evidence", sa.JSON(), nullable=False),
         sa.Column("node_id", sa.String(128), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["cluster_name"],
-            ["clusters.name"],
-            name="fk_cluster_health_events_cluster_name_clusters",
-        ),
+        foreign_key("cluster_health_events", "cluster_name", "clusters.name"),
         sa.PrimaryKeyConstraint("id", name="pk_cluster_health_events"),
     )
     op.create_index(

@@ -8,22 +8,13 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects import mysql
+
+from migrations.columns import foreign_key, id_column, name_type, utc_datetime
 
 revision = "0006"
 down_revision = "0005"
 branch_labels = None
 depends_on = None
-
-
-def name_type(length: int) -> sa.types.TypeEngine:
-    return sa.String(length).with_variant(
-        mysql.VARCHAR(length, charset="utf8mb4", collation="utf8mb4_bin"), "mysql", "mariadb"
-    )
-
-
-def utc_datetime() -> sa.types.TypeEngine:
-    return sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
 
 
 def upgrade() -> None:
@@ -44,25 +35,20 @@ def upgrade() -> None:
     )
     op.create_table(
         "role_bindings",
-        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
+        id_column(),
         sa.Column("identity", name_type(128), nullable=False),
         # a team name, or "*" for every team (so no foreign key)
         sa.Column("team", name_type(128), nullable=False),
         sa.Column("role", sa.String(length=16), nullable=False),
         sa.Column("created_at", utc_datetime(), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["identity"],
-            ["identities.name"],
-            name=op.f("fk_role_bindings_identity_identities"),
-            ondelete="CASCADE",
-        ),
+        foreign_key("role_bindings", "identity", "identities.name", ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_role_bindings")),
         sa.UniqueConstraint("identity", "team", name=op.f("uq_role_bindings_identity_team")),
     )
     op.create_index(op.f("ix_role_bindings_team"), "role_bindings", ["team"])
     op.create_table(
         "api_tokens",
-        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
+        id_column(),
         sa.Column("identity", name_type(128), nullable=False),
         sa.Column("lookup", sa.String(length=16), nullable=False),
         sa.Column("digest", sa.String(length=64), nullable=False),
@@ -72,12 +58,7 @@ def upgrade() -> None:
         sa.Column("created_at", utc_datetime(), nullable=False),
         sa.Column("expires_at", utc_datetime(), nullable=True),
         sa.Column("revoked_at", utc_datetime(), nullable=True),
-        sa.ForeignKeyConstraint(
-            ["identity"],
-            ["identities.name"],
-            name=op.f("fk_api_tokens_identity_identities"),
-            ondelete="CASCADE",
-        ),
+        foreign_key("api_tokens", "identity", "identities.name", ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_api_tokens")),
         sa.UniqueConstraint("digest", name=op.f("uq_api_tokens_digest")),
     )

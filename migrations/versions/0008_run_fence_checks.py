@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects import mysql
+
+from migrations.columns import utc_datetime
 
 revision = "0008"
 down_revision = "0007"
@@ -17,9 +18,7 @@ depends_on = None
 
 
 def upgrade() -> None:
-    # naive UTC with microseconds, as every time column (scheduler.store.models.UtcDateTime)
-    utc = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
-    op.add_column("runs", sa.Column("fence_checked_at", utc, nullable=True))
+    op.add_column("runs", sa.Column("fence_checked_at", utc_datetime(), nullable=True))
 
 
 def downgrade() -> None:

@@ -13,18 +13,13 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects import mysql
+
+from migrations.columns import foreign_key, name_type
 
 revision = "0011"
 down_revision = "0010"
 branch_labels = None
 depends_on = None
-
-
-def name_type(length: int) -> sa.types.TypeEngine:
-    return sa.String(length).with_variant(
-        mysql.VARCHAR(length, charset="utf8mb4", collation="utf8mb4_bin"), "mysql", "mariadb"
-    )
 
 
 def upgrade() -> None:
@@ -34,9 +29,7 @@ def upgrade() -> None:
         sa.Column("job_id", sa.Integer(), nullable=False),
         sa.Column("key", name_type(317), nullable=False),
         sa.Column("value", name_type(63), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["job_id"], ["jobs.id"], name=op.f("fk_job_labels_job_id_jobs"), ondelete="CASCADE"
-        ),
+        foreign_key("job_labels", "job_id", "jobs.id", ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("job_id", "key", name=op.f("pk_job_labels")),
     )
     op.create_index("ix_job_labels_key_value", "job_labels", ["key", "value"])

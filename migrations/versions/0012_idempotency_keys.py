@@ -10,26 +10,18 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import mysql
 
+from migrations.columns import id_column, name_type, utc_datetime
+
 revision = "0012"
 down_revision = "0011"
 branch_labels = None
 depends_on = None
 
 
-def name_type(length: int) -> sa.types.TypeEngine:
-    return sa.String(length).with_variant(
-        mysql.VARCHAR(length, charset="utf8mb4", collation="utf8mb4_bin"), "mysql", "mariadb"
-    )
-
-
-def utc_datetime() -> sa.types.TypeEngine:
-    return sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
-
-
 def upgrade() -> None:
     op.create_table(
         "idempotency_keys",
-        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
+        id_column(),
         sa.Column("subject", name_type(200), nullable=False),
         sa.Column("key", name_type(255), nullable=False),
         sa.Column("fingerprint", sa.String(length=64), nullable=False),

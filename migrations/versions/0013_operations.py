@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects import mysql
+
+from migrations.columns import foreign_key, id_column, name_type, utc_datetime
 
 revision = "0013"
 down_revision = "0012"
@@ -24,29 +25,19 @@ branch_labels = None
 depends_on = None
 
 
-def _when() -> sa.types.TypeEngine[object]:
-    return sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
-
-
-def _name() -> sa.types.TypeEngine[str]:
-    return sa.String(128).with_variant(
-        mysql.VARCHAR(128, charset="utf8mb4", collation="utf8mb4_bin"), "mysql", "mariadb"
-    )
-
-
 def upgrade() -> None:
     # plain ADD COLUMN: no table rebuild on SQLite (runs and job_events point at jobs)
     op.add_column("jobs", sa.Column("directive", sa.JSON(), nullable=True))
-    op.add_column("runs", sa.Column("fenced_at", _when(), nullable=True))
-    op.add_column("runs", sa.Column("fence_superseded_at", _when(), nullable=True))
+    op.add_column("runs", sa.Column("fenced_at", utc_datetime(), nullable=True))
+    op.add_column("runs", sa.Column("fence_superseded_at", utc_datetime(), nullable=True))
     op.create_table(
         "operations",
-        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
+        id_column(),
         sa.Column("kind", sa.String(32), nullable=False),
         sa.Column("state", sa.String(16), nullable=False),
-        sa.Column("home_group", _name(), nullable=False),
-        sa.Column("source_cluster", _name(), nullable=True),
-        sa.Column("target_cluster", _name(), nullable=True),
+        sa.Column("home_group", name_type(), nullable=False),
+        sa.Column("source_cluster", name_type(), nullable=True),
+        sa.Column("target_cluster", name_type(), nullable=True),
         sa.Column("selector", sa.JSON(), nullable=False),
         sa.Column("options", sa.JSON(), nullable=False),
         sa.Column("reason", sa.Text(), nullable=False),
@@ -55,47 +46,42 @@ def upgrade() -> None:
         sa.Column("plan_digest", sa.String(64), nullable=False),
         sa.Column("executor", sa.String(128), nullable=True),
         sa.Column("executor_epoch", sa.BigInteger(), nullable=False),
-        sa.Column("executor_since", _when(), nullable=True),
-        sa.Column("cancel_requested_at", _when(), nullable=True),
+        sa.Column("executor_since", utc_datetime(), nullable=True),
+        sa.Column("cancel_requested_at", utc_datetime(), nullable=True),
         sa.Column("cancel_requested_by", sa.String(160), nullable=True),
         sa.Column("version", sa.Integer(), nullable=False),
-        sa.Column("created_at", _when(), nullable=False),
-        sa.Column("updated_at", _when(), nullable=False),
-        sa.Column("started_at", _when(), nullable=True),
-        sa.Column("finished_at", _when(), nullable=True),
+        sa.Column("created_at", utc_datetime(), nullable=False),
+        sa.Column("updated_at", utc_datetime(), nullable=False),
+        sa.Column("started_at", utc_datetime(), nullable=True),
+        sa.Column("finished_at", utc_datetime(), nullable=True),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_operations")),
         sa.UniqueConstraint("incident", name=op.f("uq_operations_incident")),
     )
     op.create_index("ix_operations_state_home_group", "operations", ["state", "home_group"])
     op.create_table(
         "operation_items",
-        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
+        id_column(),
         sa.Column("operation_id", sa.Integer(), nullable=False),
         sa.Column("position", sa.Integer(), nullable=False),
         sa.Column("job_id", sa.Integer(), nullable=True),
-        sa.Column("job_name", _name(), nullable=False),
+        sa.Column("job_name", name_type(), nullable=False),
         sa.Column("action", sa.String(32), nullable=False),
         sa.Column("why", sa.Text(), nullable=False),
         sa.Column("step", sa.String(24), nullable=False),
         sa.Column("history", sa.JSON(), nullable=False),
         sa.Column("attempts", sa.Integer(), nullable=False),
         sa.Column("last_error", sa.Text(), nullable=False),
-        sa.Column("source_cluster", _name(), nullable=True),
-        sa.Column("target_cluster", _name(), nullable=True),
+        sa.Column("source_cluster", name_type(), nullable=True),
+        sa.Column("target_cluster", name_type(), nullable=True),
         sa.Column("source_run_id", sa.Integer(), nullable=True),
         sa.Column("target_run_id", sa.Integer(), nullable=True),
         sa.Column("detail", sa.JSON(), nullable=False),
-        sa.Column("not_before", _when(), nullable=True),
+        sa.Column("not_before", utc_datetime(), nullable=True),
         sa.Column("version", sa.Integer(), nullable=False),
-        sa.Column("updated_at", _when(), nullable=False),
-        sa.Column("started_at", _when(), nullable=True),
-        sa.Column("finished_at", _when(), nullable=True),
-        sa.ForeignKeyConstraint(
-            ["operation_id"],
-            ["operations.id"],
-            name=op.f("fk_operation_items_operation_id_operations"),
-            ondelete="CASCADE",
-        ),
+        sa.Column("updated_at", utc_datetime(), nullable=False),
+        sa.Column("started_at", utc_datetime(), nullable=True),
+        sa.Column("finished_at", utc_datetime(), nullable=True),
+        foreign_key("operation_items", "operation_id", "operations.id", ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_operation_items")),
     )
     op.create_index(
@@ -107,18 +93,15 @@ def upgrade() -> None:
     op.create_index("ix_operation_items_job_id", "operation_items", ["job_id"])
     op.create_table(
         "group_failover_policies",
-        sa.Column("group_name", _name(), nullable=False),
+        sa.Column("group_name", name_type(), nullable=False),
         sa.Column("enabled", sa.Boolean(), server_default=sa.false(), nullable=False),
         sa.Column("after_seconds", sa.Float(), nullable=False),
         sa.Column("min_priority", sa.String(16), nullable=False),
         sa.Column("version", sa.Integer(), nullable=False),
         sa.Column("updated_by", sa.String(160), nullable=False),
-        sa.Column("updated_at", _when(), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["group_name"],
-            ["scheduling_groups.name"],
-            name=op.f("fk_group_failover_policies_group_name_scheduling_groups"),
-            ondelete="CASCADE",
+        sa.Column("updated_at", utc_datetime(), nullable=False),
+        foreign_key(
+            "group_failover_policies", "group_name", "scheduling_groups.name", ondelete="CASCADE"
         ),
         sa.PrimaryKeyConstraint("group_name", name=op.f("pk_group_failover_policies")),
     )

@@ -9,23 +9,13 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects import mysql
+
+from migrations.columns import foreign_key, id_column, name_type, utc_datetime
 
 revision = "0014"
 down_revision = "0013"
 branch_labels = None
 depends_on = None
-
-
-def _name(length: int = 128) -> sa.types.TypeEngine[str]:
-    return sa.String(length).with_variant(
-        mysql.VARCHAR(length, charset="utf8mb4", collation="utf8mb4_bin"), "mysql", "mariadb"
-    )
-
-
-def _when() -> sa.types.TypeEngine[object]:
-    # naive UTC with microseconds, as every time column (scheduler.store.models.UtcDateTime)
-    return sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
 
 
 def upgrade() -> None:
@@ -44,74 +34,68 @@ def upgrade() -> None:
         sa.Column("batch_duration_ms", sa.BigInteger(), nullable=True),
         sa.Column("trigger_interval_ms", sa.BigInteger(), nullable=True),
         sa.Column("spark_timestamp", sa.String(40), nullable=True),
-        sa.Column("declared_at", _when(), nullable=False),
-        sa.Column("reported_at", _when(), nullable=False),
-        sa.Column("heartbeat_at", _when(), nullable=False),
+        sa.Column("declared_at", utc_datetime(), nullable=False),
+        sa.Column("reported_at", utc_datetime(), nullable=False),
+        sa.Column("heartbeat_at", utc_datetime(), nullable=False),
         sa.Column("reports", sa.BigInteger(), nullable=False),
-        sa.Column("stalled_since", _when(), nullable=True),
-        sa.ForeignKeyConstraint(
-            ["run_id"], ["runs.id"], name="fk_run_progress_run_id_runs", ondelete="CASCADE"
-        ),
-        sa.ForeignKeyConstraint(
-            ["job_id"], ["jobs.id"], name="fk_run_progress_job_id_jobs", ondelete="CASCADE"
-        ),
+        sa.Column("stalled_since", utc_datetime(), nullable=True),
+        foreign_key("run_progress", "run_id", "runs.id", ondelete="CASCADE"),
+        foreign_key("run_progress", "job_id", "jobs.id", ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("run_id", name="pk_run_progress"),
     )
     op.create_index("ix_run_progress_job_id", "run_progress", ["job_id"])
     op.create_table(
         "progress_samples",
-        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
+        id_column(),
         sa.Column("job_id", sa.Integer(), nullable=False),
         sa.Column("run_id", sa.Integer(), nullable=False),
-        sa.Column("at", _when(), nullable=False),
+        sa.Column("at", utc_datetime(), nullable=False),
         sa.Column("batch_id", sa.BigInteger(), nullable=True),
         sa.Column("rows", sa.BigInteger(), nullable=True),
         sa.Column("input_rate", sa.Float(), nullable=True),
         sa.Column("processing_rate", sa.Float(), nullable=True),
         sa.Column("batch_duration_ms", sa.BigInteger(), nullable=True),
-        sa.ForeignKeyConstraint(
-            ["job_id"], ["jobs.id"], name="fk_progress_samples_job_id_jobs", ondelete="CASCADE"
-        ),
+        foreign_key("progress_samples", "job_id", "jobs.id", ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id", name="pk_progress_samples"),
     )
     op.create_index("ix_progress_samples_job_id_at", "progress_samples", ["job_id", "at"])
     op.create_index("ix_progress_samples_at", "progress_samples", ["at"])
     op.create_table(
         "alert_channels",
-        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
-        sa.Column("name", _name(), nullable=False),
+        id_column(),
+        sa.Column("name", name_type(), nullable=False),
         sa.Column("kind", sa.String(16), nullable=False),
         sa.Column("url", sa.String(2048), nullable=False),
-        sa.Column("team", _name(), nullable=False),
+        sa.Column("team", name_type(), nullable=False),
         sa.Column("kinds", sa.JSON(), nullable=False),
         sa.Column("min_severity", sa.String(16), nullable=False),
         sa.Column("secret", sa.String(256), nullable=True),
         sa.Column("enabled", sa.Boolean(), nullable=False),
         sa.Column("description", sa.String(512), nullable=False),
-        sa.Column("created_at", _when(), nullable=False),
-        sa.Column("updated_at", _when(), nullable=False),
+        sa.Column("created_at", utc_datetime(), nullable=False),
+        sa.Column("updated_at", utc_datetime(), nullable=False),
         sa.PrimaryKeyConstraint("id", name="pk_alert_channels"),
         sa.UniqueConstraint("name", name="uq_alert_channels_name"),
     )
     op.create_index("ix_alert_channels_team", "alert_channels", ["team"])
     op.create_table(
         "alerts",
-        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
-        sa.Column("key", _name(300), nullable=False),
-        sa.Column("open_key", _name(300), nullable=True),
+        id_column(),
+        sa.Column("key", name_type(300), nullable=False),
+        sa.Column("open_key", name_type(300), nullable=True),
         sa.Column("kind", sa.String(32), nullable=False),
-        sa.Column("subject", _name(300), nullable=False),
+        sa.Column("subject", name_type(300), nullable=False),
         sa.Column("severity", sa.String(16), nullable=False),
         sa.Column("status", sa.String(16), nullable=False),
         sa.Column("summary", sa.Text(), nullable=False),
         sa.Column("resolution", sa.Text(), nullable=False),
         sa.Column("team", sa.String(128), nullable=False),
-        sa.Column("cluster", _name(), nullable=True),
-        sa.Column("group_name", _name(), nullable=True),
+        sa.Column("cluster", name_type(), nullable=True),
+        sa.Column("group_name", name_type(), nullable=True),
         sa.Column("details", sa.JSON(), nullable=False),
         sa.Column("folded_into", sa.Integer(), nullable=True),
-        sa.Column("started_at", _when(), nullable=False),
-        sa.Column("resolved_at", _when(), nullable=True),
+        sa.Column("started_at", utc_datetime(), nullable=False),
+        sa.Column("resolved_at", utc_datetime(), nullable=True),
         sa.PrimaryKeyConstraint("id", name="pk_alerts"),
         sa.UniqueConstraint("open_key", name="uq_alerts_open_key"),
     )
@@ -119,34 +103,24 @@ def upgrade() -> None:
         op.create_index(f"ix_alerts_{column}", "alerts", [column])
     op.create_table(
         "alert_deliveries",
-        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
+        id_column(),
         sa.Column("alert_id", sa.Integer(), nullable=False),
         sa.Column("channel_id", sa.Integer(), nullable=False),
         sa.Column("event", sa.String(16), nullable=False),
         sa.Column("pending", sa.Boolean(), nullable=False),
-        sa.Column("created_at", _when(), nullable=False),
-        sa.Column("next_attempt_at", _when(), nullable=False),
+        sa.Column("created_at", utc_datetime(), nullable=False),
+        sa.Column("next_attempt_at", utc_datetime(), nullable=False),
         sa.Column("attempts", sa.Integer(), nullable=False),
         sa.Column("claimed_by", sa.String(128), nullable=True),
         sa.Column("claim_token", sa.String(32), nullable=True),
-        sa.Column("claimed_until", _when(), nullable=True),
-        sa.Column("delivered_at", _when(), nullable=True),
-        sa.Column("failed_at", _when(), nullable=True),
+        sa.Column("claimed_until", utc_datetime(), nullable=True),
+        sa.Column("delivered_at", utc_datetime(), nullable=True),
+        sa.Column("failed_at", utc_datetime(), nullable=True),
         sa.Column("response_status", sa.Integer(), nullable=True),
         sa.Column("last_error", sa.Text(), nullable=False),
         sa.Column("body", sa.Text(), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["alert_id"],
-            ["alerts.id"],
-            name="fk_alert_deliveries_alert_id_alerts",
-            ondelete="CASCADE",
-        ),
-        sa.ForeignKeyConstraint(
-            ["channel_id"],
-            ["alert_channels.id"],
-            name="fk_alert_deliveries_channel_id_alert_channels",
-            ondelete="CASCADE",
-        ),
+        foreign_key("alert_deliveries", "alert_id", "alerts.id", ondelete="CASCADE"),
+        foreign_key("alert_deliveries", "channel_id", "alert_channels.id", ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id", name="pk_alert_deliveries"),
         sa.UniqueConstraint(
             "alert_id", "channel_id", "event", name="uq_alert_deliveries_alert_id_channel_id_event"

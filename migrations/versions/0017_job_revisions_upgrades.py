@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects import mysql
+
+from migrations.columns import foreign_key, id_column, utc_datetime
 
 revision = "0017"
 down_revision = "0016"
@@ -39,30 +40,23 @@ _TYPES: dict[str, sa.types.TypeEngine[object]] = {
 }
 
 
-def _when() -> sa.types.TypeEngine[object]:
-    # naive UTC with microseconds, as every time column (scheduler.store.models.UtcDateTime)
-    return sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
-
-
 def upgrade() -> None:
     op.add_column("jobs", sa.Column("grace_seconds", sa.Float(), nullable=True))
-    op.add_column("jobs", sa.Column("upgrade_deadline", _when(), nullable=True))
+    op.add_column("jobs", sa.Column("upgrade_deadline", utc_datetime(), nullable=True))
     op.add_column("jobs", sa.Column("upgrade_from", sa.Integer(), nullable=True))
-    op.add_column("runs", sa.Column("drain_deadline", _when(), nullable=True))
+    op.add_column("runs", sa.Column("drain_deadline", utc_datetime(), nullable=True))
     op.add_column("runs", sa.Column("stop_batch", sa.BigInteger(), nullable=True))
     op.create_table(
         "job_revisions",
-        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
+        id_column(),
         sa.Column("job_id", sa.Integer(), nullable=False),
         sa.Column("revision", sa.Integer(), nullable=False),
         sa.Column("spec", sa.JSON(), nullable=False),
         sa.Column("cause", sa.String(300), nullable=False),
         sa.Column("message", sa.Text(), nullable=False),
         sa.Column("rollback_of", sa.Integer(), nullable=True),
-        sa.Column("created_at", _when(), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["job_id"], ["jobs.id"], name="fk_job_revisions_job_id_jobs", ondelete="CASCADE"
-        ),
+        sa.Column("created_at", utc_datetime(), nullable=False),
+        foreign_key("job_revisions", "job_id", "jobs.id", ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id", name="pk_job_revisions"),
         sa.UniqueConstraint("job_id", "revision", name="uq_job_revisions_job_id_revision"),
     )
@@ -71,7 +65,7 @@ def upgrade() -> None:
         "jobs",
         sa.column("id", sa.Integer()),
         sa.column("spec_version", sa.Integer()),
-        sa.column("updated_at", _when()),
+        sa.column("updated_at", utc_datetime()),
         *(sa.column(name, _TYPES.get(name, sa.String())) for name in _SPEC),
     )
     revisions = sa.table(
@@ -81,7 +75,7 @@ def upgrade() -> None:
         sa.column("spec", sa.JSON()),
         sa.column("cause", sa.String()),
         sa.column("message", sa.Text()),
-        sa.column("created_at", _when()),
+        sa.column("created_at", utc_datetime()),
     )
     bind = op.get_bind()
     rows = [

@@ -10,18 +10,13 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects import mysql
+
+from migrations.columns import name_type
 
 revision = "0019"
 down_revision = "0018"
 branch_labels = None
 depends_on = None
-
-
-def _name(length: int) -> sa.types.TypeEngine[str]:
-    return sa.String(length).with_variant(
-        mysql.VARCHAR(length, charset="utf8mb4", collation="utf8mb4_bin"), "mysql", "mariadb"
-    )
 
 
 def _area(location: str, roots: list[str]) -> str:
@@ -35,7 +30,7 @@ def _area(location: str, roots: list[str]) -> str:
 
 def upgrade() -> None:
     op.add_column(
-        "jobs", sa.Column("checkpoint_area", _name(255), nullable=False, server_default="")
+        "jobs", sa.Column("checkpoint_area", name_type(255), nullable=False, server_default="")
     )
     bind = op.get_bind()
     bind.execute(sa.text("UPDATE jobs SET checkpoint_area = name WHERE checkpoint_location = ''"))

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects import mysql
+
+from migrations.columns import utc_datetime
 
 revision = "0023"
 down_revision = "0022"
@@ -18,9 +19,7 @@ depends_on = None
 
 
 def upgrade() -> None:
-    # naive UTC with microseconds, as every time column (scheduler.store.models.UtcDateTime)
-    utc = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
-    op.add_column("runs", sa.Column("lease_until", utc, nullable=True))
+    op.add_column("runs", sa.Column("lease_until", utc_datetime(), nullable=True))
 
 
 def downgrade() -> None:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects import mysql
+
+from migrations.columns import id_column, name_type, utc_datetime
 
 revision = "0024"
 down_revision = "0023"
@@ -17,24 +18,16 @@ branch_labels = None
 depends_on = None
 
 
-def _name(length: int = 128) -> sa.types.TypeEngine[str]:
-    return sa.String(length).with_variant(
-        mysql.VARCHAR(length, charset="utf8mb4", collation="utf8mb4_bin"), "mysql", "mariadb"
-    )
-
-
 def upgrade() -> None:
-    # naive UTC with microseconds, as every time column (scheduler.store.models.UtcDateTime)
-    utc = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
     op.create_table(
         "auto_failover_events",
-        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
-        sa.Column("at", utc, nullable=False),
+        id_column(),
+        sa.Column("at", utc_datetime(), nullable=False),
         sa.Column("kind", sa.String(16), nullable=False),
         sa.Column("code", sa.String(32), nullable=False),
-        sa.Column("group_name", _name(), nullable=True),
-        sa.Column("cluster", _name(), nullable=True),
-        sa.Column("target", _name(), nullable=True),
+        sa.Column("group_name", name_type(), nullable=True),
+        sa.Column("cluster", name_type(), nullable=True),
+        sa.Column("target", name_type(), nullable=True),
         sa.Column("incident", sa.String(300), nullable=True),
         sa.Column("operation_id", sa.Integer(), nullable=True),
         sa.Column("message", sa.Text(), nullable=False),

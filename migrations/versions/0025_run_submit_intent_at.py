@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects import mysql
+
+from migrations.columns import utc_datetime
 
 revision = "0025"
 down_revision = "0024"
@@ -19,9 +20,7 @@ depends_on = None
 
 
 def upgrade() -> None:
-    # naive UTC with microseconds, as every time column (scheduler.store.models.UtcDateTime)
-    utc = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
-    op.add_column("runs", sa.Column("submit_intent_at", utc, nullable=True))
+    op.add_column("runs", sa.Column("submit_intent_at", utc_datetime(), nullable=True))
     # the runs recorded so far: their intent is their creation (a reissue was not kept)
     op.execute("UPDATE runs SET submit_intent_at = created_at WHERE submit_intent_at IS NULL")
     # the digests of a run's superseded tokens (a late duplicate carrying one is this

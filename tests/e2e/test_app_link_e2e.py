@@ -30,7 +30,6 @@ match them; "exactly one application" counts the master's active apps of that na
 
 from __future__ import annotations
 
-import subprocess
 import threading
 import time
 import uuid
@@ -43,7 +42,8 @@ import pytest
 from scheduler.backends.standalone import StandaloneRestBackend
 from scheduler.core.ownership import owner_of
 from tests.conftest import SparkStandalone, wait_until
-from tests.support.nodes import DROVER, NodeProcess
+from tests.support.nodes import NodeProcess
+from tests.support.world import zk_node_env
 
 pytestmark = pytest.mark.e2e
 
@@ -111,20 +111,17 @@ def nodes(
     if there was one."""
     prefix = f"link{uuid.uuid4().hex[:8]}"
     once = [tmp_path / "after-submit-1.once", tmp_path / "after-submit-2.once"]
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "HOME": str(tmp_path),
-        "DROVER_DATABASE_URL": fresh_mysql_url(),
-        "DROVER_ZK_HOSTS": zk_hosts,
-        "DROVER_ZK_NAMESPACE": f"/e2e-{uuid.uuid4().hex[:12]}",
-        "DROVER_ZK_SESSION_TIMEOUT": str(SESSION),
-        "DROVER_RECONCILE_INTERVAL": "1",
-        "DROVER_GROUPS": "spark:active",
-        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+    env = zk_node_env(
+        tmp_path,
+        fresh_mysql_url(),
+        zk_hosts,
+        "e2e",
+        DROVER_ZK_SESSION_TIMEOUT=str(SESSION),
+        DROVER_RECONCILE_INTERVAL="1",
+        DROVER_GROUPS="spark:active",
         # the two sample pipelines and their outputs
-        "DROVER_ARTIFACT_ROOTS": f"{ROOT / 'pipelines'}/,{tmp_path}/",
-    }
-    subprocess.run([DROVER, "db", "upgrade"], env=env, check=True, capture_output=True, timeout=120)
+        DROVER_ARTIFACT_ROOTS=f"{ROOT / 'pipelines'}/,{tmp_path}/",
+    )
     n1 = NodeProcess(
         "n1",
         {

@@ -30,14 +30,12 @@ Timings are printed (``-s``).
 
 from __future__ import annotations
 
-import subprocess
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -46,9 +44,9 @@ from harness.overlap import MasterChecker, commits_by_run, double_commits
 from harness.spark import PrivateSparkCluster
 from harness.tcpproxy import TcpProxy
 from pipelines.drover_runtime import read_commit_log
-from tests.conftest import wait_until
 from tests.support.failovers import automatic_failover, running_on, steps_of, wait_all_running
-from tests.support.nodes import DROVER, NodeProcess
+from tests.support.nodes import NodeProcess
+from tests.support.world import NodesWorld, port_of, zk_node_env
 
 pytestmark = pytest.mark.e2e
 
@@ -65,7 +63,7 @@ NODES = ("n1", "n2", "n3")
 
 
 @dataclass
-class World:
+class World(NodesWorld):
     tmp: Path
     clusters: dict[str, PrivateSparkCluster]
     #: Drover -> cluster: "A-rest", "A-ui", "B-rest", "B-ui"
@@ -81,26 +79,6 @@ class World:
     #: failed polls of A allowed: those while A was being killed
     a_failed_at_kill: int = 0
 
-    def alive(self) -> NodeProcess:
-        return next(n for n in self.nodes.values() if n.alive)
-
-    def get(self, path: str, **params: Any) -> Any:
-        return self.alive().get(path, **params)
-
-    def post(self, path: str, body: Any = None) -> Any:
-        return self.alive().post(path, body)
-
-    def job(self, name: str) -> dict[str, Any]:
-        answer: dict[str, Any] = self.get(f"/v1/jobs/{name}")
-        return answer
-
-    def runs(self, name: str) -> list[dict[str, Any]]:
-        return list(self.get(f"/v1/jobs/{name}/runs")["data"])
-
-    def failover(self, operation: int) -> dict[str, Any]:
-        answer: dict[str, Any] = self.get(f"/v1/failovers/{operation}")
-        return answer
-
     def commit_log(self, job: str) -> str:
         return str(self.tmp / "commits" / job)
 
@@ -110,23 +88,8 @@ class World:
     def holds(self, node: str) -> Path:
         return self.tmp / "holds" / node
 
-    def logs(self) -> str:
-        return "\n".join(f"--- {n.node_id}:\n{n.log_tail(3000)}" for n in self.nodes.values())
-
-    def wait(self, condition: Callable[[], Any], timeout: float, what: str) -> Any:
-        try:
-            return wait_until(condition, timeout=timeout, interval=0.25, what=what)
-        except pytest.fail.Exception as exc:
-            pytest.fail(f"{exc}\n{self.logs()}", pytrace=False)
-
     def app(self, job: str) -> str:
         return f"{job}-app"
-
-
-def port_of(url: str) -> int:
-    port = urlsplit(url).port
-    assert port is not None
-    return port
 
 
 @pytest.fixture(scope="module")
@@ -143,19 +106,16 @@ def world(
         letter: PrivateSparkCluster(tmp / f"spark-{letter}", cores=8, memory="4g")
         for letter in ("A", "B")
     }
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "HOME": str(tmp),
-        "DROVER_DATABASE_URL": url.render_as_string(hide_password=False),
-        "DROVER_ZK_HOSTS": zk_hosts,
-        "DROVER_ZK_NAMESPACE": f"/e2e-azloss-{uuid.uuid4().hex[:12]}",
-        "DROVER_GROUPS": f"{GROUP}:active",
-        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-        "DROVER_ARTIFACT_ROOTS": f"{PIPELINE.parent}/",
-        "DROVER_FENCE_LEASE_SECONDS": str(LEASE_S),
-        "DROVER_HEALTH_QUIET_PERIOD": "5",
-    }
-    subprocess.run([DROVER, "db", "upgrade"], env=env, check=True, capture_output=True, timeout=120)
+    env = zk_node_env(
+        tmp,
+        url.render_as_string(hide_password=False),
+        zk_hosts,
+        "e2e-azloss",
+        DROVER_GROUPS=f"{GROUP}:active",
+        DROVER_ARTIFACT_ROOTS=f"{PIPELINE.parent}/",
+        DROVER_FENCE_LEASE_SECONDS=str(LEASE_S),
+        DROVER_HEALTH_QUIET_PERIOD="5",
+    )
     nodes = {
         node_id: NodeProcess(
             node_id,

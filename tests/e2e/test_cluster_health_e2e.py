@@ -16,10 +16,7 @@ its timings.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -33,7 +30,9 @@ from scheduler.store import catalog as catalog_store
 from scheduler.store import journal
 from scheduler.store.db import Store
 from tests.conftest import wait_until
-from tests.support.nodes import DROVER, NodeProcess
+from tests.support.nodes import NodeProcess
+from tests.support.world import drover_cli as drover
+from tests.support.world import zk_node_env
 
 pytestmark = pytest.mark.e2e
 
@@ -75,20 +74,17 @@ def nodes(
     spark: PrivateSparkCluster,
 ) -> Iterator[tuple[Store, list[NodeProcess]]]:
     url = fresh_mysql_url()
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "HOME": str(tmp_path),
-        "DROVER_DATABASE_URL": url,
-        "DROVER_ZK_HOSTS": zk_hosts,
-        "DROVER_ZK_NAMESPACE": f"/e2e-health-{uuid.uuid4().hex[:12]}",
-        "DROVER_ZK_SESSION_TIMEOUT": "4",
-        "DROVER_RECONCILE_INTERVAL": "1",
-        "DROVER_GROUPS": f"{GROUP}:active",
-        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-        "DROVER_ARTIFACT_ROOTS": "/p.py",  # the placeholder entrypoint these jobs name
+    env = zk_node_env(
+        tmp_path,
+        url,
+        zk_hosts,
+        "e2e-health",
+        DROVER_ZK_SESSION_TIMEOUT="4",
+        DROVER_RECONCILE_INTERVAL="1",
+        DROVER_GROUPS=f"{GROUP}:active",
+        DROVER_ARTIFACT_ROOTS="/p.py",  # the placeholder entrypoint these jobs name
         **HEALTH_ENV,
-    }
-    subprocess.run([DROVER, "db", "upgrade"], env=env, check=True, capture_output=True, timeout=120)
+    )
     store = Store(url)
     with store.transaction() as session:
         catalog_store.create_cluster(
@@ -144,19 +140,6 @@ def wait_health(node: NodeProcess, state: str, timeout: float, what: str) -> dic
 
 def counted_votes(data: dict[str, Any]) -> dict[str, bool]:
     return {v["node_id"]: v["ok"] for v in data["votes"] if v["counted"]}
-
-
-def drover(node: NodeProcess, *args: str) -> str:
-    node.headers()  # makes the node's admin token (identity "harness") on first use
-    result = subprocess.run(
-        [DROVER, *args, "--api", node.url],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "DROVER_TOKEN": node.token},
-    )
-    assert result.returncode == 0, result.stderr
-    return result.stdout
 
 
 def health_events(node: NodeProcess, job: str) -> list[str]:

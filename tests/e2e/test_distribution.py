@@ -32,6 +32,7 @@ from scheduler.store.db import Store
 from scheduler.store.models import Job
 from tests.conftest import SparkStandalone, require_env, wait_until
 from tests.support.nodes import DROVER, NodeProcess, owners
+from tests.support.world import zk_node_env
 from tests.support.zkserver import ZkServer, free_port
 
 pytestmark = pytest.mark.e2e
@@ -46,22 +47,14 @@ class Deployment:
 
     def __init__(self, tmp_path: Path, database_url: str, zk_hosts: str, **env: str) -> None:
         self.tmp_path = tmp_path
-        self.env = {
-            "PATH": "/usr/bin:/bin",
-            "HOME": str(tmp_path),
-            "DROVER_DATABASE_URL": database_url,
-            "DROVER_ZK_HOSTS": zk_hosts,
-            "DROVER_ZK_NAMESPACE": f"/e2e-{uuid.uuid4().hex[:12]}",
+        settings = {
             "DROVER_ZK_SESSION_TIMEOUT": str(SESSION),
             "DROVER_RECONCILE_INTERVAL": "1",
-            "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
             # the shipped pipelines, and the never-run placeholders these tests name
             "DROVER_ARTIFACT_ROOTS": f"{ROOT / 'pipelines'}/,/p.py,/no/such/pipeline.py",
             **env,
         }
-        subprocess.run(
-            [DROVER, "db", "upgrade"], env=self.env, check=True, capture_output=True, timeout=120
-        )
+        self.env = zk_node_env(tmp_path, database_url, zk_hosts, "e2e", **settings)
         self.nodes: dict[str, NodeProcess] = {}
 
     def node(self, node_id: str, groups: str, az: str, **env: str) -> NodeProcess:

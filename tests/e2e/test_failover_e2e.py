@@ -27,25 +27,23 @@ Timings are printed; nothing is asserted on them.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 
 from harness.nodes import poll
 from harness.tcpproxy import TcpProxy
 from scheduler.backends.standalone import StandaloneRestBackend
-from tests.conftest import SparkStandalone, wait_until
+from tests.conftest import SparkStandalone
 from tests.support.failovers import steps_of
-from tests.support.nodes import DROVER, NodeProcess
+from tests.support.nodes import NodeProcess
+from tests.support.world import NodesWorld, port_of, zk_node_env
 
 pytestmark = pytest.mark.e2e
 
@@ -110,7 +108,7 @@ class Checker:
 
 
 @dataclass
-class World:
+class World(NodesWorld):
     tmp: Path
     a: SparkStandalone
     b: SparkStandalone
@@ -120,22 +118,7 @@ class World:
     jobs: dict[str, str]  # job -> its application's own name
     prefix: str
     started: dict[str, float] = field(default_factory=dict)
-
-    def alive(self) -> NodeProcess:
-        return next(n for n in self.nodes.values() if n.alive)
-
-    def get(self, path: str, **params: Any) -> Any:
-        return self.alive().get(path, **params)
-
-    def post(self, path: str, body: Any = None) -> Any:
-        return self.alive().post(path, body)
-
-    def job(self, name: str) -> dict[str, Any]:
-        answer: dict[str, Any] = self.get(f"/v1/jobs/{name}")
-        return answer
-
-    def runs(self, name: str) -> list[dict[str, Any]]:
-        return list(self.get(f"/v1/jobs/{name}/runs")["data"])
+    log_tail_chars = 4000
 
     def batches(self, name: str) -> dict[int, int]:
         """batch id -> id of the run that committed it."""
@@ -145,34 +128,6 @@ class World:
             if path.name.isdigit():
                 found[int(path.name)] = int(path.read_text().split()[0])
         return found
-
-    def drover(self, *args: str) -> str:
-        node = self.alive()
-        node.headers()
-        result = subprocess.run(
-            [DROVER, *args, "--api", node.url],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env={**os.environ, "DROVER_TOKEN": node.token},
-        )
-        assert result.returncode == 0, result.stderr
-        return result.stdout
-
-    def logs(self) -> str:
-        return "\n".join(f"--- {n.node_id}:\n{n.log_tail(4000)}" for n in self.nodes.values())
-
-    def wait(self, condition: Callable[[], Any], timeout: float, what: str) -> Any:
-        try:
-            return wait_until(condition, timeout=timeout, interval=0.25, what=what)
-        except pytest.fail.Exception as exc:
-            pytest.fail(f"{exc}\n{self.logs()}", pytrace=False)
-
-
-def port_of(url: str) -> int:
-    port = urlsplit(url).port
-    assert port is not None
-    return port
 
 
 @pytest.fixture(scope="module")
@@ -188,26 +143,23 @@ def world(
     tmp = tmp_path_factory.mktemp("failover")
     url = _create_database(mysql_server)
     prefix = f"fo{uuid.uuid4().hex[:8]}"
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "HOME": str(tmp),
-        "DROVER_DATABASE_URL": url.render_as_string(hide_password=False),
-        "DROVER_ZK_HOSTS": zk_hosts,
-        "DROVER_ZK_NAMESPACE": f"/e2e-failover-{uuid.uuid4().hex[:12]}",
-        "DROVER_ZK_SESSION_TIMEOUT": str(SESSION),
-        "DROVER_RECONCILE_INTERVAL": "1",
-        "DROVER_GROUPS": f"{GROUP}:active",
-        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-        "DROVER_ARTIFACT_ROOTS": f"{PIPELINE.parent}/",
-        "DROVER_FAILOVER_INTERVAL": "0.5",
-        "DROVER_FAILOVER_FENCE_EXIT_GRACE": str(EXIT_GRACE_S),
-        "DROVER_HEALTH_PROBE_INTERVAL": "1",
-        "DROVER_HEALTH_PROBE_TIMEOUT": "2",
-        "DROVER_HEALTH_VOTE_FRESHNESS": "5",
-        "DROVER_HEALTH_THRESHOLD_COUNT": "1000",
-        "DROVER_HEALTH_QUIET_PERIOD": "5",
-    }
-    subprocess.run([DROVER, "db", "upgrade"], env=env, check=True, capture_output=True, timeout=120)
+    env = zk_node_env(
+        tmp,
+        url.render_as_string(hide_password=False),
+        zk_hosts,
+        "e2e-failover",
+        DROVER_ZK_SESSION_TIMEOUT=str(SESSION),
+        DROVER_RECONCILE_INTERVAL="1",
+        DROVER_GROUPS=f"{GROUP}:active",
+        DROVER_ARTIFACT_ROOTS=f"{PIPELINE.parent}/",
+        DROVER_FAILOVER_INTERVAL="0.5",
+        DROVER_FAILOVER_FENCE_EXIT_GRACE=str(EXIT_GRACE_S),
+        DROVER_HEALTH_PROBE_INTERVAL="1",
+        DROVER_HEALTH_PROBE_TIMEOUT="2",
+        DROVER_HEALTH_VOTE_FRESHNESS="5",
+        DROVER_HEALTH_THRESHOLD_COUNT="1000",
+        DROVER_HEALTH_QUIET_PERIOD="5",
+    )
     proxies = [
         TcpProxy(port_of(spark_standalone.rest_url)),
         TcpProxy(port_of(spark_standalone.ui_url)),
@@ -322,11 +274,6 @@ def run_of(w: World, job: str, run_id: int) -> dict[str, Any]:
     return next(r for r in w.runs(job) if r["id"] == run_id)
 
 
-def failover(w: World, operation: int) -> dict[str, Any]:
-    answer: dict[str, Any] = w.get(f"/v1/failovers/{operation}")
-    return answer
-
-
 def assert_no_double_run(w: World) -> None:
     assert w.checker.polls > 0
     assert w.checker.overlaps == [], f"two live applications of one job: {w.checker.overlaps[:5]}"
@@ -383,7 +330,7 @@ def test_high_priority_jobs_fail_over_to_b_and_survive_the_executor(world: World
 
     # mid-way: the first item is switched to B, the second has not started
     def midway() -> dict[str, Any] | None:
-        now = failover(w, op["id"])
+        now = w.failover(op["id"])
         steps = [i["step"] for i in now["items"]]
         return now if steps[0] in ("STARTING", "DONE") and steps[1] == "PENDING" else None
 
@@ -396,7 +343,7 @@ def test_high_priority_jobs_fail_over_to_b_and_survive_the_executor(world: World
     survivor = next(n for n in w.nodes if n != executor)
 
     done = w.wait(
-        lambda: (f := failover(w, op["id"]))["state"] in ("SUCCEEDED", "FAILED") and f,
+        lambda: (f := w.failover(op["id"]))["state"] in ("SUCCEEDED", "FAILED") and f,
         START_TIMEOUT_S + 60,
         "the failover to end",
     )
@@ -480,7 +427,7 @@ def test_a_stranded_driver_stops_by_itself_once_superseded(world: World) -> None
     print(f"stale driver answered 'superseded' at {told['fence_superseded_at']}; its application "
           f"left A {gone_at - began:.1f} s after the cut")  # fmt: skip
     done = w.wait(
-        lambda: (f := failover(w, op["id"]))["state"] in ("SUCCEEDED", "FAILED") and f,
+        lambda: (f := w.failover(op["id"]))["state"] in ("SUCCEEDED", "FAILED") and f,
         START_TIMEOUT_S,
         "the fence failover to end",
     )

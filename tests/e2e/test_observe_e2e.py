@@ -13,10 +13,8 @@ two real self-fencing pipelines that report their progress, and a webhook receiv
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import signal
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -32,7 +30,8 @@ from harness.procs import pids_of_run, signal_all
 from scheduler.store import jobs as jobs_store
 from scheduler.store.db import Store
 from tests.conftest import SparkStandalone, wait_until
-from tests.support.nodes import DROVER, NodeProcess
+from tests.support.nodes import NodeProcess
+from tests.support.world import node_env, register_standalone
 
 pytestmark = pytest.mark.e2e
 
@@ -102,47 +101,25 @@ def node(
     tmp_path: Path, fresh_mysql_url: Callable[[], str], spark_standalone: SparkStandalone
 ) -> Iterator[tuple[NodeProcess, str]]:
     url = fresh_mysql_url()
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("DROVER_ZK_HOSTS", "DROVER_GROUPS", "DROVER_FAULTS", "DROVER_CONFIG")
-    }
-    env.update(
-        {
-            "DROVER_DATABASE_URL": url,
-            "DROVER_DATA_DIR": str(tmp_path / "data"),
-            "DROVER_ARTIFACT_ROOTS": f"{tmp_path}/,{ROOT}/",
-            "DROVER_RECONCILE_INTERVAL": "1",
-            "DROVER_STALL_CHECK_INTERVAL": "1",
-            "DROVER_PROGRESS_FLUSH_INTERVAL": "0.5",
-            "DROVER_ALERT_INTERVAL": "0.5",
-            "DROVER_ALERT_ALLOWED_HOSTS": "127.0.0.1",  # the test's receiver, on loopback
-            "DROVER_METRICS_INTERVAL": "1",
-            "DROVER_METRICS_STORE_TTL": "0",
-            "DROVER_HEALTH_PROBE_INTERVAL": "2",
-            "DROVER_LOG_FORMAT": "json",
-        }
+    env = node_env(
+        url,
+        tmp_path,
+        DROVER_STALL_CHECK_INTERVAL="1",
+        DROVER_PROGRESS_FLUSH_INTERVAL="0.5",
+        DROVER_ALERT_INTERVAL="0.5",
+        DROVER_ALERT_ALLOWED_HOSTS="127.0.0.1",  # the test's receiver, on loopback
+        DROVER_METRICS_INTERVAL="1",
+        DROVER_METRICS_STORE_TTL="0",
+        DROVER_HEALTH_PROBE_INTERVAL="2",
+        DROVER_LOG_FORMAT="json",
     )
-    subprocess.run([DROVER, "db", "upgrade"], env=env, check=True, capture_output=True, timeout=120)
     proc = NodeProcess("e2e-observe", env, tmp_path / "node.log")
     started = time.monotonic()
     proc.start()
     try:
         proc.wait_ready()
         print(f"\nnode ready in {time.monotonic() - started:.1f} s")
-        root = tmp_path / "storage-a"
-        root.mkdir()
-        proc.post(
-            "/v1/clusters",
-            {
-                "name": "obs-a",
-                "kind": "standalone",
-                "master_url": spark_standalone.master_url,
-                "rest_url": spark_standalone.rest_url,
-                "ui_url": spark_standalone.ui_url,
-                "storage_root": root.as_uri(),
-            },
-        )
+        register_standalone(proc, "obs-a", spark_standalone, tmp_path / "storage-a")
         proc.post("/v1/groups", {"name": "obs", "primary_cluster": "obs-a"})
         yield proc, url
     finally:

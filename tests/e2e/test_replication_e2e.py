@@ -43,7 +43,8 @@ from scheduler.store.db import Store
 from scheduler.store.models import Job
 from tests.conftest import SparkStandalone, wait_until
 from tests.e2e.test_standalone_e2e import ROOT, WINDOWED, Stack, _tear_down, batch_ids, written
-from tests.support.nodes import DROVER, NodeProcess, free_port
+from tests.support.nodes import NodeProcess, free_port
+from tests.support.world import node_env, register_standalone
 
 pytestmark = pytest.mark.e2e
 
@@ -71,22 +72,7 @@ def stack(
     spark_standalone_b: SparkStandalone,
 ) -> Iterator[Stack]:
     url = fresh_mysql_url()
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("DROVER_ZK_HOSTS", "DROVER_GROUPS", "DROVER_FAULTS", "DROVER_CONFIG")
-    }
-    env.update(
-        {
-            "DROVER_DATABASE_URL": url,
-            "DROVER_DATA_DIR": str(tmp_path / "data"),
-            "DROVER_ARTIFACT_ROOTS": f"{tmp_path}/,{ROOT}/",
-            "DROVER_RECONCILE_INTERVAL": "1",
-            "DROVER_REPLICATION_INTERVAL": "1",
-            "DROVER_HEALTH_MONITOR": "false",
-        }
-    )
-    subprocess.run([DROVER, "db", "upgrade"], env=env, check=True, capture_output=True, timeout=120)
+    env = node_env(url, tmp_path, DROVER_REPLICATION_INTERVAL="1", DROVER_HEALTH_MONITOR="false")
     node = NodeProcess("e2e-replication", env, tmp_path / "node.log", port=free_port())
     clusters = {"spark-a": spark_standalone, "spark-b": spark_standalone_b}
     made = Stack(node, clusters, tmp_path, f"e2erepl{os.urandom(3).hex()}", url)
@@ -94,19 +80,7 @@ def stack(
     try:
         node.wait_ready()
         for name, cluster in clusters.items():
-            root = tmp_path / f"storage-{name}"
-            root.mkdir()
-            node.post(
-                "/v1/clusters",
-                {
-                    "name": name,
-                    "kind": "standalone",
-                    "master_url": cluster.master_url,
-                    "rest_url": cluster.rest_url,
-                    "ui_url": cluster.ui_url,
-                    "storage_root": root.as_uri(),
-                },
-            )
+            register_standalone(node, name, cluster, tmp_path / f"storage-{name}")
         node.post(
             "/v1/groups", {"name": "g", "primary_cluster": "spark-a", "failover_cluster": "spark-b"}
         )

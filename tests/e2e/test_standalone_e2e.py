@@ -21,9 +21,7 @@ clusters and their Python processes, even when the test failed.
 
 from __future__ import annotations
 
-import os
 import secrets
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -40,7 +38,8 @@ from scheduler.backends.standalone import StandaloneRestBackend
 from scheduler.store import jobs as jobs_store
 from scheduler.store.db import Store
 from tests.conftest import SparkStandalone, wait_until
-from tests.support.nodes import DROVER, NodeProcess
+from tests.support.nodes import NodeProcess
+from tests.support.world import node_env, register_standalone
 
 pytestmark = pytest.mark.e2e
 
@@ -226,26 +225,14 @@ def stack_factory(
 
     def make(**extra_env: str) -> Stack:
         url = fresh_mysql_url()
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if k not in ("DROVER_ZK_HOSTS", "DROVER_GROUPS", "DROVER_FAULTS", "DROVER_CONFIG")
-        }
-        env.update(
-            {
-                "DROVER_DATABASE_URL": url,
-                "DROVER_DATA_DIR": str(tmp_path / "data"),
-                "DROVER_ARTIFACT_ROOTS": f"{tmp_path}/,{ROOT}/",
-                "DROVER_RECONCILE_INTERVAL": "1",
-                "DROVER_RESTART_MAX_ATTEMPTS": str(MAX_ATTEMPTS),
-                "DROVER_RESTART_VALIDITY_INTERVAL": str(VALIDITY_S),
-                "DROVER_RESTART_BACKOFF_INITIAL": str(BACKOFF_INITIAL_S),
-                "DROVER_RESTART_BACKOFF_MAX": str(BACKOFF_MAX_S),
-                **extra_env,
-            }
-        )
-        subprocess.run(
-            [DROVER, "db", "upgrade"], env=env, check=True, capture_output=True, timeout=120
+        env = node_env(
+            url,
+            tmp_path,
+            DROVER_RESTART_MAX_ATTEMPTS=str(MAX_ATTEMPTS),
+            DROVER_RESTART_VALIDITY_INTERVAL=str(VALIDITY_S),
+            DROVER_RESTART_BACKOFF_INITIAL=str(BACKOFF_INITIAL_S),
+            DROVER_RESTART_BACKOFF_MAX=str(BACKOFF_MAX_S),
+            **extra_env,
         )
         node = NodeProcess("e2e-standalone", env, tmp_path / "node.log", port=api_port())
         stack = Stack(node, clusters, tmp_path, f"e2e{secrets.token_hex(3)}", url)
@@ -255,19 +242,8 @@ def stack_factory(
         node.wait_ready()
         print(f"\nnode ready in {time.monotonic() - started:.1f} s")
         for name, cluster in clusters.items():
-            root = tmp_path / f"storage-{name}"
-            root.mkdir()
-            node.post(
-                "/v1/clusters",
-                {
-                    "name": name,
-                    "kind": "standalone",
-                    "master_url": cluster.master_url,
-                    "rest_url": cluster.rest_url,
-                    "ui_url": cluster.ui_url,
-                    "az": f"az-{name[-1]}",
-                    "storage_root": root.as_uri(),
-                },
+            register_standalone(
+                node, name, cluster, tmp_path / f"storage-{name}", az=f"az-{name[-1]}"
             )
         node.post("/v1/groups", {"name": "ga", "primary_cluster": "spark-a"})
         node.post("/v1/groups", {"name": "gb", "primary_cluster": "spark-b"})

@@ -37,10 +37,9 @@ Timings are printed; nothing is asserted on them.
 
 from __future__ import annotations
 
-import subprocess
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,9 +49,9 @@ import pytest
 
 from harness.nodes import poll
 from scheduler.backends.yarn import run_tag
-from tests.conftest import wait_until
 from tests.support.failovers import automatic_failover, steps_of, wait_all_running
-from tests.support.nodes import DROVER, NodeProcess
+from tests.support.nodes import NodeProcess
+from tests.support.world import NodesWorld, zk_node_env
 from tests.support.yarn import DoubleRunChecker, YarnCluster
 
 pytestmark = pytest.mark.e2e
@@ -73,7 +72,7 @@ LEASE_S = 15.0
 
 
 @dataclass
-class World:
+class World(NodesWorld):
     tmp: Path
     a: YarnCluster
     b: YarnCluster
@@ -83,18 +82,7 @@ class World:
     once: Path
     jobs: list[str] = field(default_factory=list)
 
-    def alive(self) -> NodeProcess:
-        return next(n for n in self.nodes.values() if n.alive)
-
-    def get(self, path: str, **params: Any) -> Any:
-        return self.alive().get(path, **params)
-
-    def post(self, path: str, body: Any = None) -> Any:
-        return self.alive().post(path, body)
-
-    def job(self, name: str) -> dict[str, Any]:
-        answer: dict[str, Any] = self.get(f"/v1/jobs/{name}")
-        return answer
+    log_tail_chars = 4000
 
     def runs(self, name: str) -> list[dict[str, Any]]:
         """The job's runs, oldest first."""
@@ -102,15 +90,6 @@ class World:
 
     def events(self, name: str) -> list[str]:
         return [e["message"] for e in self.get(f"/v1/jobs/{name}/events", limit=1000)["data"]]
-
-    def logs(self) -> str:
-        return "\n".join(f"--- {n.node_id}:\n{n.log_tail(4000)}" for n in self.nodes.values())
-
-    def wait(self, condition: Callable[[], Any], timeout: float, what: str) -> Any:
-        try:
-            return wait_until(condition, timeout=timeout, interval=0.25, what=what)
-        except pytest.fail.Exception as exc:
-            pytest.fail(f"{exc}\n{self.logs()}", pytrace=False)
 
     def put(self, path: str, body: Any) -> Any:
         node = self.alive()
@@ -190,31 +169,28 @@ def world(
     addresses = ",".join(
         f"{c.hdfs_url.removeprefix('hdfs://')}={c.webhdfs_url}" for c in (yarn_a, yarn_b)
     )
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "HOME": str(tmp),
-        "DROVER_DATABASE_URL": url.render_as_string(hide_password=False),
-        "DROVER_ZK_HOSTS": zk_hosts,
-        "DROVER_ZK_NAMESPACE": f"/e2e-yarn-{uuid.uuid4().hex[:12]}",
-        "DROVER_ZK_SESSION_TIMEOUT": str(SESSION),
-        "DROVER_RECONCILE_INTERVAL": "1",
-        "DROVER_GROUPS": f"{GROUP}:active",
-        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-        "DROVER_ARTIFACT_ROOTS": f"{ROOT}/",
-        "DROVER_HEALTH_PROBE_INTERVAL": "1",
-        "DROVER_HEALTH_PROBE_TIMEOUT": "2",
-        "DROVER_HEALTH_VOTE_FRESHNESS": "5",
-        "DROVER_HEALTH_THRESHOLD_COUNT": "1000",
-        "DROVER_RESTART_MAX_ATTEMPTS": "3",
-        "DROVER_RESTART_VALIDITY_INTERVAL": "600",
-        "DROVER_RESTART_BACKOFF_INITIAL": "0.5",
-        "DROVER_RESTART_BACKOFF_MAX": "2",
-        "DROVER_REPLICATION_INTERVAL": "2",
-        "DROVER_FENCE_LEASE_SECONDS": str(LEASE_S),
-        "DROVER_WEBHDFS_ADDRESSES": addresses,
-        "DROVER_FAULTS": f"after-submit:{once}",
-    }
-    subprocess.run([DROVER, "db", "upgrade"], env=env, check=True, capture_output=True, timeout=120)
+    env = zk_node_env(
+        tmp,
+        url.render_as_string(hide_password=False),
+        zk_hosts,
+        "e2e-yarn",
+        DROVER_ZK_SESSION_TIMEOUT=str(SESSION),
+        DROVER_RECONCILE_INTERVAL="1",
+        DROVER_GROUPS=f"{GROUP}:active",
+        DROVER_ARTIFACT_ROOTS=f"{ROOT}/",
+        DROVER_HEALTH_PROBE_INTERVAL="1",
+        DROVER_HEALTH_PROBE_TIMEOUT="2",
+        DROVER_HEALTH_VOTE_FRESHNESS="5",
+        DROVER_HEALTH_THRESHOLD_COUNT="1000",
+        DROVER_RESTART_MAX_ATTEMPTS="3",
+        DROVER_RESTART_VALIDITY_INTERVAL="600",
+        DROVER_RESTART_BACKOFF_INITIAL="0.5",
+        DROVER_RESTART_BACKOFF_MAX="2",
+        DROVER_REPLICATION_INTERVAL="2",
+        DROVER_FENCE_LEASE_SECONDS=str(LEASE_S),
+        DROVER_WEBHDFS_ADDRESSES=addresses,
+        DROVER_FAULTS=f"after-submit:{once}",
+    )
     nodes = {
         node_id: NodeProcess(
             node_id,

@@ -1,4 +1,5 @@
-"""A metadata store on SQLite or on the real MariaDB, migrated to head, with the defaults."""
+"""A metadata store on SQLite or on the real MariaDB, migrated to head, with the defaults; a
+platform admin's client of the API on it."""
 
 from __future__ import annotations
 
@@ -6,7 +7,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 
+from api.app import create_app
+from api.deps import NodeContext
 from scheduler.config import Settings
 from scheduler.store.bootstrap import ensure_defaults
 from scheduler.store.db import Store
@@ -54,3 +58,11 @@ def store(empty_store: Store, settings: Settings) -> Store:
 def admin_headers(store: Store) -> dict[str, str]:
     """Headers of a platform admin's requests (token plus the explicit-client header)."""
     return auth_headers(admin_token(store))
+
+
+@pytest.fixture
+def client(store: Store, settings: Settings, admin_headers: dict[str, str]) -> Iterator[TestClient]:
+    """The API on ``store`` as a platform admin calls it (a module may define its own)."""
+    app = create_app(NodeContext(settings, store))
+    with TestClient(app, base_url="http://127.0.0.1", headers=admin_headers) as c:
+        yield c

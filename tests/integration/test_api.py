@@ -15,6 +15,7 @@ from scheduler.config import Settings
 from scheduler.store import inspection, journal
 from scheduler.store import jobs as jobs_store
 from scheduler.store.db import Store
+from tests.support.runs import record_run, submitting_run
 
 pytestmark = pytest.mark.integration
 
@@ -56,32 +57,8 @@ def create(client: TestClient, name: str = "orders-enrich", **extra: Any) -> dic
 
 
 def submit_elsewhere(session: Any, name: str, node_id: str) -> tuple[Any, Any, int]:
-    """What node ``node_id`` writes when it submits job ``name`` (wanted RUNNING): a run, and the
-    job SUBMITTING with it as its current run. (The job read before, the run, the new version.)"""
-    from scheduler.core.backend import app_name_for
-    from scheduler.core.states import JobState
-    from scheduler.store import ledger
-
-    job = jobs_store.get_job(session, name)
-    run = ledger.create_run(
-        session,
-        job,
-        cluster="local",
-        node_id=node_id,
-        owner_epoch=0,
-        checkpoint_location="/ckpt",
-        app_name_for=app_name_for,
-    )
-    version = ledger.transition_job(
-        session,
-        job,
-        JobState.SUBMITTING,
-        reason="t",
-        cause="test",
-        node_id=node_id,
-        current_run_id=run.id,
-    )
-    return job, run, version
+    """What node ``node_id`` writes when it submits job ``name``: see ``submitting_run``."""
+    return submitting_run(session, name, node_id=node_id, checkpoint_location="/ckpt")
 
 
 def test_create_read_list_update_delete(
@@ -395,25 +372,16 @@ def test_fence_check_in_shows_whether_the_job_fences_itself(
     """The first fence check a run proves (its token) to be the job's current open run is
     recorded; the job's read-only ``self_fencing`` says true once it is, false after the grace
     without one."""
-    from dataclasses import replace
     from datetime import UTC, datetime, timedelta
 
-    from scheduler.core.states import JobState, RunState
+    from scheduler.core.states import RunState
     from scheduler.decisions.selffencing import CHECK_IN_GRACE_S
     from scheduler.store import ledger
 
     def running_job(name: str, started_ago: float) -> str:
         create(client, name, desired_state="RUNNING")
         with store.transaction() as session:
-            job, run, version = submit_elsewhere(session, name, "n1")
-            ledger.transition_job(
-                session,
-                replace(job, state=JobState.SUBMITTING, version=version),
-                JobState.RUNNING,
-                reason="t",
-                cause="test",
-                node_id="n1",
-            )
+            run = record_run(session, name, node_id="n1", started=True, checkpoint_location="/ckpt")
             started = datetime.now(UTC) - timedelta(seconds=started_ago)
             ledger.update_run(session, run, state=RunState.RUNNING, started_at=started)
         assert run.fencing_secret is not None  # the token itself: the store keeps its digest

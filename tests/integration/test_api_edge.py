@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,13 +41,12 @@ STANDALONE = {
 
 
 @pytest.fixture
-def client(store: Store, settings: Settings, admin_headers: dict[str, str]) -> Iterator[TestClient]:
-    app = create_app(NodeContext(settings, store))
-    with TestClient(app, base_url="http://127.0.0.1", headers=admin_headers) as c:
-        c.post("/v1/jobs", json={"name": "existing", "entrypoint": PIPELINE, "args": ["--a"]})
-        c.post("/v1/clusters", json={"name": "spark-a", "storage_root": "/ck/a", **STANDALONE})
-        c.post("/v1/groups", json={"name": "ads", "primary_cluster": "spark-a"})
-        yield c
+def client(client: TestClient) -> TestClient:
+    """The admin's client, once a job, a cluster and a group exist."""
+    client.post("/v1/jobs", json={"name": "existing", "entrypoint": PIPELINE, "args": ["--a"]})
+    client.post("/v1/clusters", json={"name": "spark-a", "storage_root": "/ck/a", **STANDALONE})
+    client.post("/v1/groups", json={"name": "ads", "primary_cluster": "spark-a"})
+    return client
 
 
 def snapshot(store: Store) -> dict[str, Any]:

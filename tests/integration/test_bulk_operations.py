@@ -17,20 +17,18 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from api.deps import NodeContext
 from scheduler.config import Settings
-from scheduler.core.backend import app_name_for
 from scheduler.core.ledger import Backends
 from scheduler.core.ownership import Claim, Fence
 from scheduler.decisions import catalog
 from scheduler.decisions.identity import Role
 from scheduler.decisions.operations import failover as fo
-from scheduler.decisions.planning import RestartPolicy
 from scheduler.loops.operations import Executor
 from scheduler.loops.reconciler import Reconciler
 from scheduler.loops.replication import ReplicaCheckpoints
 from scheduler.store import catalog as catalog_store
 from scheduler.store.db import Store
-from scheduler.store.ledger import SqlLedger
 from scheduler.store.operations_ledger import SqlOperationsLedger
+from tests.support.api_world import ReconcilerWorld
 from tests.support.auth import auth_headers, member_token
 from tests.support.fakes import FakeBackend, FakeBackends
 
@@ -52,40 +50,13 @@ JOBS = {
 
 
 @dataclass
-class World:
+class World(ReconcilerWorld):
     store: Store
     client: TestClient
     a: FakeBackend
     backends: Backends
     settings: Settings
     reconcilers: dict[str, Reconciler] = field(default_factory=dict)
-
-    def reconciler(self, node: str = "n1", epoch: int = 1) -> Reconciler:
-        key = f"{node}/{epoch}"
-        if key not in self.reconcilers:
-            ledger = SqlLedger(self.store, node_id=node, app_name_for=app_name_for)
-            self.reconcilers[key] = Reconciler(
-                ledger,
-                self.backends,
-                node_id=node,
-                group=GROUP,
-                claim=lambda: Claim(GROUP, Fence(node, epoch), 0, 1),
-                policy=RestartPolicy(),
-                unknown_after_polls=1,
-                submit_workers=2,
-            )
-        return self.reconcilers[key]
-
-    def tick(self) -> None:
-        self.reconciler().tick()
-
-    def job(self, name: str) -> dict[str, Any]:
-        response = self.client.get(f"/v1/jobs/{name}")
-        assert response.status_code == 200, response.text
-        return dict(response.json())
-
-    def runs(self, name: str) -> list[dict[str, Any]]:
-        return list(self.client.get(f"/v1/jobs/{name}/runs").json()["data"])
 
     def post(self, body: dict[str, Any], **kw: Any) -> dict[str, Any]:
         response = self.client.post("/v1/operations", json=body, **kw)

@@ -3,14 +3,11 @@ the storage-root rule, and bad input that gets a problem document and changes no
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from api.app import create_app
-from api.deps import NodeContext
 from scheduler.config import Settings
 from scheduler.store import catalog as catalog_store
 from scheduler.store import inspection, journal
@@ -25,15 +22,6 @@ STANDALONE = {
     "rest_url": "http://127.0.0.1:6066/",
     "ui_url": "http://127.0.0.1:8080",
 }
-
-
-@pytest.fixture
-def client(store: Store, settings: Settings, admin_headers: dict[str, str]) -> Iterator[TestClient]:
-    app = create_app(NodeContext(settings, store))
-    with TestClient(
-        app, base_url="http://127.0.0.1", headers=admin_headers, raise_server_exceptions=True
-    ) as c:
-        yield c
 
 
 def snapshot(store: Store) -> dict[str, Any]:

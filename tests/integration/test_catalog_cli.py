@@ -3,12 +3,10 @@ against a real node API (uvicorn on a free port)."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
 from typer.testing import CliRunner
 
 from api.app import create_app
@@ -16,9 +14,9 @@ from api.deps import NodeContext
 from drover.cli.main import app
 from harness.nodes import free_port as _free_port
 from scheduler.config import Settings
-from tests.conftest import wait_until
 from tests.support.auth import admin_token
 from tests.support.schema import sqlite_head_store
+from tests.support.serving import serving
 
 pytestmark = pytest.mark.integration
 
@@ -29,19 +27,10 @@ def api_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     store = sqlite_head_store(tmp_path / "drover.db", settings)
     monkeypatch.setenv("DROVER_TOKEN", admin_token(store))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    port = _free_port()
-    config = uvicorn.Config(
-        create_app(NodeContext(settings, store)), host="127.0.0.1", port=port, log_level="warning"
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
     try:
-        wait_until(lambda: server.started, timeout=15, what="the test API to start")
-        yield f"http://127.0.0.1:{port}"
+        with serving(create_app(NodeContext(settings, store))) as url:
+            yield url
     finally:
-        server.should_exit = True
-        thread.join(timeout=10)
         store.dispose()
 
 

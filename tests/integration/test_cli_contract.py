@@ -7,7 +7,6 @@ nothing on stdout."""
 from __future__ import annotations
 
 import json
-import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,7 +15,6 @@ from typing import Any
 
 import pytest
 import typer
-import uvicorn
 from typer.testing import CliRunner
 
 from api.app import create_app
@@ -27,9 +25,9 @@ from harness.nodes import free_port
 from scheduler.config import Settings
 from scheduler.store.bootstrap import ensure_defaults
 from scheduler.store.db import Store
-from tests.conftest import wait_until
 from tests.support.auth import admin_token, member_token
 from tests.support.schema import install_head_schema
+from tests.support.serving import serving
 
 pytestmark = pytest.mark.integration
 
@@ -58,19 +56,10 @@ def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Node]:
     monkeypatch.setenv("DROVER_DATABASE_URL", store.url)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     monkeypatch.delenv("DROVER_URL", raising=False)
-    port = free_port()
-    config = uvicorn.Config(
-        create_app(NodeContext(settings, store)), host="127.0.0.1", port=port, log_level="warning"
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
     try:
-        wait_until(lambda: server.started, timeout=15, what="the test API to start")
-        yield Node(f"http://127.0.0.1:{port}", store, admin)
+        with serving(create_app(NodeContext(settings, store))) as url:
+            yield Node(url, store, admin)
     finally:
-        server.should_exit = True
-        thread.join(timeout=10)
         store.dispose()
 
 

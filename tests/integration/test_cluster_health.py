@@ -4,7 +4,7 @@ the operator's mark and clear through the API and the CLI, job events and the au
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
@@ -34,13 +34,6 @@ __all__ = ["api_url"]  # the CLI tests' node API fixture
 
 PIPELINE = "/opt/pipelines/p.py"
 POLICY = HealthPolicy(vote_freshness=30, threshold_count=100, threshold_window=60, quiet_period=0)
-
-
-@pytest.fixture
-def client(store: Store, settings: Settings, admin_headers: dict[str, str]) -> Iterator[TestClient]:
-    app = create_app(NodeContext(settings, store))
-    with TestClient(app, base_url="http://127.0.0.1", headers=admin_headers) as c:
-        yield c
 
 
 def create_job(client: TestClient, name: str, **extra: Any) -> dict[str, Any]:

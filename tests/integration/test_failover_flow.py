@@ -19,7 +19,6 @@ from sqlalchemy import update
 from api.app import create_app
 from api.deps import NodeContext
 from scheduler.config import Settings
-from scheduler.core.backend import app_name_for
 from scheduler.core.clock import utcnow
 from scheduler.core.errors import NotOwner
 from scheduler.core.ledger import Backends
@@ -28,7 +27,6 @@ from scheduler.core.states import JobState, RunState
 from scheduler.decisions import catalog
 from scheduler.decisions.health import ClusterHealth, Decision, HealthPolicy, Vote, assess
 from scheduler.decisions.operations import failover as fo
-from scheduler.decisions.planning import RestartPolicy
 from scheduler.loops.operations import Executor
 from scheduler.loops.reconciler import Reconciler
 from scheduler.loops.replication import ReplicaCheckpoints
@@ -37,9 +35,9 @@ from scheduler.store import health as health_store
 from scheduler.store import operations as ops_store
 from scheduler.store.db import Store
 from scheduler.store.fence_checks import record_fence_check
-from scheduler.store.ledger import SqlLedger
 from scheduler.store.models import Job, Run
 from scheduler.store.operations_ledger import SqlOperationsLedger
+from tests.support.api_world import ReconcilerWorld
 from tests.support.fakes import FakeBackend, FakeBackends
 
 pytestmark = pytest.mark.integration
@@ -50,7 +48,7 @@ TIMING = fo.Timing(fence_exit_grace=0.0, drain_timeout=60, start_timeout=60, ret
 
 
 @dataclass
-class World:
+class World(ReconcilerWorld):
     store: Store
     client: TestClient
     a: FakeBackend
@@ -65,34 +63,6 @@ class World:
 
     def now(self) -> datetime:
         return utcnow() + self.later
-
-    def reconciler(self, node: str = "n1", epoch: int = 1) -> Reconciler:
-        key = f"{node}/{epoch}"
-        if key not in self.reconcilers:
-            ledger = SqlLedger(self.store, node_id=node, app_name_for=app_name_for)
-            self.reconcilers[key] = Reconciler(
-                ledger,
-                self.backends,
-                node_id=node,
-                group=GROUP,
-                claim=lambda: Claim(GROUP, Fence(node, epoch), 0, 1),
-                policy=RestartPolicy(),
-                unknown_after_polls=1,
-                submit_workers=2,
-                clock=self.now,
-            )
-        return self.reconcilers[key]
-
-    def tick(self) -> None:
-        self.reconciler().tick()
-
-    def job(self, name: str) -> dict[str, Any]:
-        response = self.client.get(f"/v1/jobs/{name}")
-        assert response.status_code == 200, response.text
-        return dict(response.json())
-
-    def runs(self, name: str) -> list[dict[str, Any]]:
-        return list(self.client.get(f"/v1/jobs/{name}/runs").json()["data"])
 
     def token(self, run_id: int) -> str:
         """A run's fencing token, as its driver holds it (the API shows it to nobody, the

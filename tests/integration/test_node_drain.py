@@ -8,7 +8,6 @@ running jobs between real nodes is what the epoch change sets off (test_distribu
 from __future__ import annotations
 
 import json
-import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -16,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 from typer.testing import CliRunner
 
 from api.app import create_app
@@ -27,9 +25,9 @@ from harness.nodes import free_port
 from scheduler.config import Settings
 from scheduler.decisions.membership import GroupView, MemberInfo, MembershipSnapshot, Mode, NodeCard
 from scheduler.store.db import Store
-from tests.conftest import wait_until
 from tests.support.auth import admin_token, member_token
 from tests.support.schema import sqlite_head_store
+from tests.support.serving import serving
 
 pytestmark = pytest.mark.integration
 
@@ -84,18 +82,10 @@ def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Api]:
     context = NodeContext(
         settings, store, views=membership.views, set_draining=membership.set_draining
     )
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(context), host="127.0.0.1", port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
     try:
-        wait_until(lambda: server.started, timeout=15, what="the test API to start")
-        yield Api(f"http://127.0.0.1:{port}", store, membership)
+        with serving(create_app(context)) as url:
+            yield Api(url, store, membership)
     finally:
-        server.should_exit = True
-        thread.join(timeout=10)
         store.dispose()
 
 

@@ -11,16 +11,12 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
-from api.app import create_app
-from api.deps import NodeContext
-from scheduler.config import Settings
 from scheduler.core.clock import utcnow
 from scheduler.store.db import Store
 from scheduler.store.models import Job, JobLabel
@@ -29,13 +25,6 @@ from tests.support.auth import store_fingerprint
 pytestmark = pytest.mark.integration
 
 PIPELINE = "/opt/pipelines/p.py"
-
-
-@pytest.fixture
-def client(store: Store, settings: Settings, admin_headers: dict[str, str]) -> Iterator[TestClient]:
-    app = create_app(NodeContext(settings, store))
-    with TestClient(app, base_url="http://127.0.0.1", headers=admin_headers) as c:
-        yield c
 
 
 def create(client: TestClient, name: str, **extra: Any) -> dict[str, Any]:

@@ -5,14 +5,9 @@ elsewhere, and job placement checked against them; a queued job's position and r
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from fastapi.testclient import TestClient
 
-from api.app import create_app
-from api.deps import NodeContext
-from scheduler.config import Settings
 from scheduler.core.clock import utcnow
 from scheduler.decisions.gate import QueueRow
 from scheduler.decisions.identity import Role
@@ -23,13 +18,6 @@ from tests.support.auth import auth_headers, member_token
 pytestmark = pytest.mark.integration
 
 PIPELINE = "/opt/pipelines/p.py"
-
-
-@pytest.fixture
-def client(store: Store, settings: Settings, admin_headers: dict[str, str]) -> Iterator[TestClient]:
-    app = create_app(NodeContext(settings, store))
-    with TestClient(app, base_url="http://127.0.0.1", headers=admin_headers) as c:
-        yield c
 
 
 def test_quota_create_read_list_replace_delete(client: TestClient, store: Store) -> None:

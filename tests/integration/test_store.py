@@ -8,11 +8,12 @@ import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from sqlalchemy.orm import Session
 
 from scheduler.core.backend import app_name_for
 from scheduler.core.errors import AlreadyExists, Conflict, NotFound, StaleWrite
 from scheduler.core.ownership import name_crc32
-from scheduler.core.records import JobSpec
+from scheduler.core.records import JobRecord, JobSpec, RunRecord
 from scheduler.core.states import DesiredState, JobState, RunState
 from scheduler.store import catalog as catalog_store
 from scheduler.store import inspection, journal, ledger
@@ -90,6 +91,19 @@ def _create(store: Store, name: str, **kw: object) -> None:
         )  # type: ignore[arg-type]
 
 
+def _new_run(session: Session, job: JobRecord) -> RunRecord:
+    """A new run of ``job`` on the local cluster, recorded by node ``n``."""
+    return ledger.create_run(
+        session,
+        job,
+        cluster="local",
+        node_id="n",
+        owner_epoch=0,
+        checkpoint_location="file:///c",
+        app_name_for=app_name_for,
+    )
+
+
 def test_job_names_are_case_sensitive_unicode_identities(store: Store) -> None:
     for name in ("orders", "Orders", "café-订单"):
         _create(store, name)
@@ -137,15 +151,7 @@ def test_runs_history_timestamps_and_failure_window(store: Store) -> None:
     _create(store, "j", desired_state=DesiredState.RUNNING)
     with store.transaction() as s:
         job = jobs_store.get_job(s, "j")
-        run = ledger.create_run(
-            s,
-            job,
-            cluster="local",
-            node_id="n",
-            owner_epoch=0,
-            checkpoint_location="file:///c",
-            app_name_for=app_name_for,
-        )
+        run = _new_run(s, job)
     assert run.app_name == f"drover:j:{run.id}" and run.attempt == 1
     ended = datetime(2030, 1, 2, 3, 4, 5, 123456, tzinfo=UTC)
     with store.transaction() as s:
@@ -275,16 +281,7 @@ def test_only_runs_flagged_as_failures_use_the_restart_budget(store: Store) -> N
         (RunState.FINISHED, True),
     ]:
         with store.transaction() as s:
-            job = jobs_store.get_job(s, "j")
-            run = ledger.create_run(
-                s,
-                job,
-                cluster="local",
-                node_id="n",
-                owner_epoch=0,
-                checkpoint_location="file:///c",
-                app_name_for=app_name_for,
-            )
+            run = _new_run(s, jobs_store.get_job(s, "j"))
             ledger.update_run(s, run, state=state, ended_at=ended, counts_as_failure=counts)
     with store.session() as s:
         assert ledger.failures_since(

@@ -111,6 +111,39 @@ def cluster(name: str = "c1", health: str = "NORMAL") -> ClusterRecord:
     )
 
 
+def job_record(job_id: int, name: str, now: datetime, **fields: Any) -> JobRecord:
+    """A job as the store holds it once created at ``now`` (its restart window an hour old):
+    wanted RUNNING, QUEUED, in group ``default``, no cluster, run nor owner; ``fields`` replace
+    any of that."""
+    job = JobRecord(
+        id=job_id,
+        name=name,
+        group="default",
+        team="t",
+        business="b",
+        priority=Priority.NORMAL,
+        entrypoint=f"file:///pipelines/{name}.py",
+        args=(),
+        conf={},
+        checkpoint_location="",
+        desired_state=DesiredState.RUNNING,
+        state=JobState.QUEUED,
+        state_reason="created",
+        cluster=None,
+        current_run_id=None,
+        generation=0,
+        attempts_reset_at=now - timedelta(hours=1),
+        not_before=None,
+        owner=None,
+        owner_epoch=0,
+        version=1,
+        spec_version=1,
+        created_at=now,
+        updated_at=now,
+    )
+    return replace(job, **fields)
+
+
 class FakeLedger:
     """The ledger in memory (see the module docstring). ``node_id``: who writes runs/events."""
 
@@ -167,31 +200,15 @@ class FakeLedger:
     ) -> JobRecord:
         with self._lock:
             now = self.clock.now()
-            job = JobRecord(
-                id=next(self._ids),
-                name=name,
+            job = job_record(
+                next(self._ids),
+                name,
+                now,
                 group=group,
-                team="t",
-                business="b",
-                priority=Priority.NORMAL,
-                entrypoint=f"file:///pipelines/{name}.py",
-                args=(),
-                conf={},
-                checkpoint_location="",
                 desired_state=desired,
                 state=state,
-                state_reason="created",
-                cluster=None,
-                current_run_id=None,
-                generation=0,
-                attempts_reset_at=now - timedelta(hours=1),
-                not_before=None,
                 owner=owner.node_id if owner else None,
                 owner_epoch=owner.epoch if owner else 0,
-                version=1,
-                spec_version=1,
-                created_at=now,
-                updated_at=now,
             )
             self.jobs[job.id] = job
             return job

@@ -19,7 +19,7 @@ import secrets
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from scheduler.core.backend import app_name_for
@@ -61,7 +61,7 @@ from scheduler.core.states import (
     transition,
 )
 from scheduler.decisions.operations import auto, bulk
-from tests.support.fakes import Clock, cluster
+from tests.support.fakes import Clock, cluster, job_record
 
 #: the ledger's writes (what "nothing was written" counts)
 WRITES = frozenset({"take", "advance", "note", "apply_command", "finish", "create", "decided"})
@@ -141,31 +141,18 @@ class FakeOperationsLedger:
             state = JobState.STOPPED if desired == DesiredState.STOPPED else JobState.QUEUED
             if run is not None and not run.is_final:
                 state = JobState.RUNNING if run == RunState.RUNNING else JobState.STARTING
-            job = JobRecord(
-                id=next(self._ids),
-                name=name,
+            job = job_record(
+                next(self._ids),
+                name,
+                now,
                 group=group,
                 team=team,
-                business="b",
                 priority=priority,
-                entrypoint=f"file:///pipelines/{name}.py",
-                args=(),
-                conf={},
-                checkpoint_location="",
                 desired_state=desired,
                 state=state,
-                state_reason="created",
                 cluster=cluster,
-                current_run_id=None,
-                generation=0,
-                attempts_reset_at=now - timedelta(hours=1),
-                not_before=None,
                 owner="owner",
                 owner_epoch=1,
-                version=1,
-                spec_version=1,
-                created_at=now,
-                updated_at=now,
             )
             self.jobs[job.id] = job
             if run is not None and cluster is not None:
