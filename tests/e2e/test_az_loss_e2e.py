@@ -50,7 +50,7 @@ from tests.conftest import wait_until
 from tests.support.failovers import automatic_failover, running_on, steps_of, wait_all_running
 from tests.support.nodes import DROVER, NodeProcess
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.heavy(minutes=10)]
 
 ROOT = Path(__file__).resolve().parents[2]
 PIPELINE = ROOT / "tests" / "e2e" / "pipelines" / "batch_ids.py"

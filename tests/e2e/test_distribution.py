@@ -34,7 +34,7 @@ from tests.conftest import SparkStandalone, require_env, wait_until
 from tests.support.nodes import DROVER, NodeProcess, owners
 from tests.support.zkserver import ZkServer, free_port
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.heavy(minutes=7)]
 
 ROOT = Path(__file__).resolve().parents[2]
 PIPELINE = f"file://{ROOT / 'pipelines' / 'windowed_counts.py'}"

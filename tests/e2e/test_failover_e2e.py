@@ -47,7 +47,7 @@ from tests.conftest import SparkStandalone, wait_until
 from tests.support.failovers import steps_of
 from tests.support.nodes import DROVER, NodeProcess
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.heavy(minutes=4)]
 
 ROOT = Path(__file__).resolve().parents[2]
 PIPELINE = ROOT / "tests" / "e2e" / "pipelines" / "batch_ids.py"

@@ -45,7 +45,7 @@ from tests.conftest import SparkStandalone, wait_until
 from tests.e2e.test_standalone_e2e import ROOT, WINDOWED, Stack, _tear_down, batch_ids, written
 from tests.support.nodes import DROVER, NodeProcess, free_port
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.heavy(minutes=2)]
 
 START_TIMEOUT_S = 180.0
 BATCH_TIMEOUT_S = 120.0

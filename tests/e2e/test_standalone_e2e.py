@@ -42,7 +42,7 @@ from scheduler.store.db import Store
 from tests.conftest import SparkStandalone, wait_until
 from tests.support.nodes import DROVER, NodeProcess
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.heavy(minutes=5)]
 
 ROOT = Path(__file__).resolve().parents[2]
 WINDOWED = ROOT / "pipelines" / "windowed_counts.py"

@@ -55,7 +55,7 @@ from tests.support.failovers import automatic_failover, steps_of, wait_all_runni
 from tests.support.nodes import DROVER, NodeProcess
 from tests.support.yarn import DoubleRunChecker, YarnCluster
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.heavy(minutes=11)]
 
 ROOT = Path(__file__).resolve().parents[2]
 SELF_FENCING = ROOT / "tests" / "e2e" / "pipelines" / "batch_ids.py"
