@@ -83,11 +83,15 @@ run_pytest() {
 
 # The suite in two parts, one after the other: what is not timing-sensitive on both cores at once
 # (pytest-xdist; a module stays on one worker, so its module fixtures are made once), then the
-# end-to-end tests and the serial ones (real Spark jobs, rates and timeouts measured in time)
-# alone on the machine. Each part must collect tests (pytest's exit 5 fails the step).
+# end-to-end tests and the serial ones (real Spark jobs, rates and timeouts measured in time),
+# a whole module to a worker on DROVER_SERIAL_WORKERS workers, the heaviest modules first: most
+# of their time is spent waiting (JVMs starting, leases and sessions lapsing), and the modules
+# that share a service keep apart by names of their own (databases, ZooKeeper namespaces, job
+# names, folders). Each part must collect tests (pytest's exit 5 fails the step).
 PARALLEL_MARKS="not e2e and not serial"
 SERIAL_MARKS="e2e or serial"
 WORKERS=${DROVER_TEST_WORKERS:-2}
+SERIAL_WORKERS=${DROVER_SERIAL_WORKERS:-2}
 
 T0=$EPOCHREALTIME
 banner "setup"
@@ -109,7 +113,9 @@ if (($# > 0)); then # the tests named on the command line, as they are
     step pytest run_pytest "$@"
 else
     step pytest-parallel run_pytest -n "$WORKERS" --dist loadscope -m "$PARALLEL_MARKS"
-    step pytest-serial run_pytest -m "$SERIAL_MARKS"
+    # --no-loadscope-reorder: the heaviest first (tests/conftest.py), not the most tests first
+    step pytest-serial run_pytest -n "$SERIAL_WORKERS" --dist loadfile --no-loadscope-reorder \
+        -m "$SERIAL_MARKS"
 fi
 
 banner "summary ($(since "$T0") in all)"

@@ -89,10 +89,18 @@ def wait_until(
         time.sleep(interval)
 
 
+def _weight(item: pytest.Item) -> float:
+    """How long ``item``'s module is said to take: ``heavy(minutes=N)`` is N, a plain ``heavy``
+    one minute, any other 0."""
+    mark = item.get_closest_marker("heavy")
+    return 0.0 if mark is None else float(mark.kwargs.get("minutes", 1))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The ``heavy`` tests first (stable otherwise): spread over pytest-xdist's workers from the
-    start, they do not leave one worker running alone at the end."""
-    items.sort(key=lambda item: item.get_closest_marker("heavy") is None)
+    """The ``heavy`` tests first, the longest first (stable otherwise): spread over
+    pytest-xdist's workers from the start, they do not leave one worker running alone at the
+    end."""
+    items.sort(key=lambda item: -_weight(item))
 
 
 # --- MariaDB / MySQL ------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from chaos import run as chaos_run
 from chaos.checker import check
 from chaos.faults import KINDS
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.heavy(minutes=2)]
 
 
 def test_a_short_chaos_run_keeps_every_promise(tmp_path: Path) -> None:

@@ -49,7 +49,7 @@ from tests.support.nodes import DROVER, NodeProcess
 
 # the Playwright page and context are untyped here (Any): playwright ships no stubs mypy checks
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.heavy(minutes=2)]
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "var" / "screenshots"

@@ -35,7 +35,7 @@ from tests.support.nodes import DROVER, NodeProcess, owners
 from tests.support.world import zk_node_env
 from tests.support.zkserver import ZkServer, free_port
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.heavy(minutes=7)]
 
 ROOT = Path(__file__).resolve().parents[2]
 PIPELINE = f"file://{ROOT / 'pipelines' / 'windowed_counts.py'}"

@@ -45,7 +45,7 @@ from tests.support.failovers import steps_of
 from tests.support.nodes import NodeProcess
 from tests.support.world import NodesWorld, port_of, zk_node_env
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.heavy(minutes=4)]
 
 ROOT = Path(__file__).resolve().parents[2]
 PIPELINE = ROOT / "tests" / "e2e" / "pipelines" / "batch_ids.py"

@@ -46,7 +46,7 @@ from tests.e2e.test_standalone_e2e import ROOT, WINDOWED, Stack, _tear_down, bat
 from tests.support.nodes import NodeProcess, free_port
 from tests.support.world import node_env, register_standalone
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.heavy(minutes=2)]
 
 START_TIMEOUT_S = 180.0
 BATCH_TIMEOUT_S = 120.0

@@ -41,7 +41,7 @@ from tests.conftest import SparkStandalone, wait_until
 from tests.support.nodes import NodeProcess
 from tests.support.world import node_env, register_standalone
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.heavy(minutes=5)]
 
 ROOT = Path(__file__).resolve().parents[2]
 WINDOWED = ROOT / "pipelines" / "windowed_counts.py"

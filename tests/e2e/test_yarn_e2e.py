@@ -54,7 +54,7 @@ from tests.support.nodes import NodeProcess
 from tests.support.world import NodesWorld, zk_node_env
 from tests.support.yarn import DoubleRunChecker, YarnCluster
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.heavy(minutes=11)]
 
 ROOT = Path(__file__).resolve().parents[2]
 SELF_FENCING = ROOT / "tests" / "e2e" / "pipelines" / "batch_ids.py"
