@@ -9,10 +9,11 @@ sent as a ``Link: <...>; rel="next"`` header; both null on the last page) and ``
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any, Generic, TypeVar
 from urllib.parse import urlencode
 
-from fastapi import Query, Request, Response
+from fastapi import Depends, Query, Request, Response
 from pydantic import BaseModel, Field
 
 from scheduler.core.paging import (
@@ -57,6 +58,26 @@ CountQuery = Annotated[
         examples=[True],
     ),
 ]
+
+
+@dataclass(frozen=True)
+class PageQuery:
+    """The paging parameters of a list route that counts on request: ``limit``, ``cursor``
+    and ``count``, in that order (a route's own filters and sort come before them)."""
+
+    limit: int
+    cursor: str | None
+    count: bool
+
+
+def page_query(
+    limit: PageLimitQuery = DEFAULT_LIMIT, cursor: CursorQuery = None, count: CountQuery = False
+) -> PageQuery:
+    return PageQuery(limit, cursor, count)
+
+
+#: a list route's ``limit``, ``cursor`` and ``count`` query parameters as one argument
+PageDep = Annotated[PageQuery, Depends(page_query)]
 
 T = TypeVar("T")
 

@@ -22,15 +22,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response, status
 
 from api.deps import ActorDep, ContextDep, NamePath, PrincipalDep, StoreDep
-from api.paging import (
-    DEFAULT_LIMIT,
-    CountQuery,
-    CursorQuery,
-    Page,
-    PageLimitQuery,
-    links,
-    window,
-)
+from api.paging import Page, PageDep, links, window
 from api.problems import problem_responses
 from api.routes.common import audit
 from api.schemas.alerts import AlertChannelCreate, AlertChannelPublic, AlertPublic
@@ -316,12 +308,12 @@ def list_alerts(
     principal: PrincipalDep,
     status_: Annotated[Event | None, Query(alias="status")] = None,
     kind: AlertKind | None = None,
-    limit: PageLimitQuery = DEFAULT_LIMIT,
-    cursor: CursorQuery = None,
-    count: CountQuery = False,
+    *,
+    asked: PageDep,
 ) -> Page[AlertPublic]:
+    limit = asked.limit
     filters = {"status": status_, "kind": kind}
-    place = window(NEWEST_FIRST, cursor, limit, filters, (int,))
+    place = window(NEWEST_FIRST, asked.cursor, limit, filters, (int,))
     before = int(place.after[0]) if place.after else None  # type: ignore[arg-type]
     with store.session() as session:
         alerts, total = alert_store.list_alerts(
@@ -331,7 +323,7 @@ def list_alerts(
             teams=principal.teams(),
             limit=limit + 1,
             before_id=before,
-            count=count,
+            count=asked.count,
         )
         data = [
             AlertPublic.of(

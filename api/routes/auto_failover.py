@@ -20,6 +20,7 @@ from fastapi import APIRouter, Response
 
 from api.deps import ActorDep, ContextDep, ExpectedVersionDep, NamePath, StoreDep
 from api.problems import problem_responses
+from api.routes.common import etag, read_versioned
 from api.schemas.operations import (
     AutoEventPublic,
     AutoFailoverPolicy,
@@ -48,10 +49,8 @@ router = APIRouter(prefix="/v1/groups", tags=["groups"])
 )
 def get_auto_failover(name: NamePath, store: StoreDep, response: Response) -> AutoFailoverPublic:
     """The policy (``enabled: false`` until someone enables it)."""
-    with store.session() as session:
-        policy = ops_store.get_policy(session, validate_group_name(name))
-    response.headers["ETag"] = f'"{policy.version}"'
-    return AutoFailoverPublic.of(policy)
+    key = validate_group_name(name)
+    return read_versioned(store, response, ops_store.get_policy, key, AutoFailoverPublic.of)
 
 
 @router.put(
@@ -99,7 +98,7 @@ def put_auto_failover(
             },
             after=body.model_dump(mode="json"),
         )
-    response.headers["ETag"] = f'"{policy.version}"'
+    etag(response, policy.version)
     return AutoFailoverPublic.of(policy)
 
 

@@ -12,7 +12,6 @@ from urllib.parse import quote
 
 from fastapi import APIRouter, Request, Response, status
 
-from api import paging
 from api.deps import (
     ActorDep,
     ContextDep,
@@ -20,11 +19,10 @@ from api.deps import (
     NamePath,
     StoreDep,
 )
-from api.paging import CountQuery, CursorQuery, PageLimitQuery
+from api.paging import PageDep
 from api.problems import problem_responses
-from api.routes.common import Listing, audit
+from api.routes.common import Listing, audit, changes_of, etag, read_versioned
 from api.schemas.resources import ClusterCreate, ClusterPage, ClusterPublic, ClusterUpdate
-from scheduler.core.errors import InvalidInput
 from scheduler.core.paging import Sort
 from scheduler.core.records import ClusterRecord
 from scheduler.decisions.catalog import ClusterSpec, validate_cluster_name
@@ -34,10 +32,6 @@ router = APIRouter(prefix="/v1/clusters", tags=["clusters"])
 _LISTING = Listing(
     Sort("name"), (str,), catalog_store.page_clusters, catalog_store.count_clusters, ClusterPage
 )
-
-
-def _etag(response: Response, cluster: ClusterRecord) -> None:
-    response.headers["ETag"] = f'"{cluster.version}"'
 
 
 @router.post(
@@ -71,7 +65,7 @@ def create_cluster(
             after=_doc(cluster),
         )
     response.headers["Location"] = f"/v1/clusters/{quote(cluster.name, safe='')}"
-    _etag(response, cluster)
+    etag(response, cluster.version)
     return ClusterPublic.of(cluster)
 
 
@@ -80,12 +74,10 @@ def list_clusters(
     request: Request,
     response: Response,
     store: StoreDep,
-    limit: PageLimitQuery = paging.DEFAULT_LIMIT,
-    cursor: CursorQuery = None,
-    count: CountQuery = False,
+    asked: PageDep,
 ) -> ClusterPage:
     """The Spark clusters, by name."""
-    return _LISTING.read(request, response, store, cursor, limit, count, ClusterPublic.of)
+    return _LISTING.read(request, response, store, asked, ClusterPublic.of)
 
 
 @router.get(
@@ -100,10 +92,8 @@ def list_clusters(
     responses=problem_responses(404),
 )
 def get_cluster(name: NamePath, store: StoreDep, response: Response) -> ClusterPublic:
-    with store.session() as session:
-        cluster = catalog_store.get_cluster(session, validate_cluster_name(name))
-    _etag(response, cluster)
-    return ClusterPublic.of(cluster)
+    key = validate_cluster_name(name)
+    return read_versioned(store, response, catalog_store.get_cluster, key, ClusterPublic.of)
 
 
 @router.patch(
@@ -126,12 +116,7 @@ def update_cluster(
     expected_version: ExpectedVersionDep,
     response: Response,
 ) -> ClusterPublic:
-    changes: dict[str, Any] = body.model_dump(exclude_unset=True)
-    if not changes:
-        raise InvalidInput("nothing to change: send at least one field")
-    nulls = sorted(k for k, v in changes.items() if v is None)
-    if nulls:
-        raise InvalidInput(f"fields cannot be null: {', '.join(nulls)}")
+    changes = changes_of(body, nullable=())
     roots = changes.pop("artifact_roots", None)
     with store.transaction() as session:
         name = validate_cluster_name(name)
@@ -156,7 +141,7 @@ def update_cluster(
             before=_doc(before),
             after=_doc(cluster),
         )
-    _etag(response, cluster)
+    etag(response, cluster.version)
     return ClusterPublic.of(cluster)
 
 

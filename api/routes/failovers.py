@@ -25,11 +25,10 @@ from api.deps import ActorDep, ContextDep, StoreDep
 from api.idempotency import Idempotent
 from api.paging import CursorQuery, PageLimitQuery
 from api.problems import problem_responses
-from api.routes.common import audit
+from api.routes.common import OperationListing, audit, store_plan
 from api.schemas.operations import FailoverCreate, FailoverPage, FailoverPublic
 from scheduler.core.clock import utcnow
-from scheduler.core.errors import Conflict, NotFound
-from scheduler.core.paging import Sort
+from scheduler.core.errors import NotFound
 from scheduler.core.records import ClusterRecord
 from scheduler.decisions.operations import failover as fo
 from scheduler.decisions.operations.model import OperationKind, OperationState
@@ -37,6 +36,8 @@ from scheduler.store import catalog as catalog_store
 from scheduler.store import operations as ops_store
 
 router = APIRouter(prefix="/v1/failovers", tags=["failovers"])
+
+_LISTING = OperationListing(FailoverPage, FailoverPublic.of)
 
 OperationId = Annotated[int, Path(ge=1, le=2**31 - 1, description="the failover's id")]
 
@@ -87,12 +88,6 @@ def create_failover(
         return FailoverPublic.dry(
             found, request, reason=body.reason, by=actor, parallelism=parallelism
         )
-    if body.expected_plan is not None and body.expected_plan != found.digest:
-        raise Conflict(
-            f"the plan changed since the dry run (digest {body.expected_plan}, now "
-            f"{found.digest}): review it again",
-            plan_digest=found.digest,
-        )
     planned = fo.new_operation(
         found,
         request,
@@ -101,9 +96,7 @@ def create_failover(
         home_group=found.home_group("default"),
         parallelism=parallelism,
     )
-    with store.transaction() as session:
-        op = ops_store.persist(session, planned, node_id=ctx.settings.node_id, now=utcnow())
-    response.headers["Location"] = f"/v1/failovers/{op.id}"
+    op = store_plan(store, ctx, response, planned, body.expected_plan, "/v1/failovers")
     return FailoverPublic.of(op)
 
 
@@ -140,29 +133,8 @@ def list_failovers(
     """Failovers newest first, without their items (``counts`` says how many are at each step);
     follow ``next`` (or pass ``next_cursor`` as ``cursor``) for the next page."""
     filters = {"state": sorted(s.value for s in state or ()), "source": source}
-    order = Sort("id", descending=True)
-    window = paging.window(order, cursor, limit, filters, (int,))
-    before = window.after[0] if window.after is not None else None
-    with store.session() as session:
-        rows = ops_store.list_operations(
-            session,
-            kind=OperationKind.FAILOVER,
-            states=state or (),
-            source_cluster=source,
-            before_id=int(before) if isinstance(before, int) else None,
-            limit=limit + 1,
-        )
-        more = len(rows) > limit
-        rows = rows[:limit]
-        counts = ops_store.step_counts(session, [r.id for r in rows])
-    next_key = (rows[-1].id,) if more and rows else None
-    next_cursor, next_url = paging.links(request, response, order, next_key, filters)
-    return FailoverPage(
-        data=[FailoverPublic.of(r, counts=counts.get(r.id, {}), items=False) for r in rows],
-        limit=limit,
-        next_cursor=next_cursor,
-        next=next_url,
-    )
+    which = {"kind": OperationKind.FAILOVER, "states": state or (), "source_cluster": source}
+    return _LISTING.read(request, response, store, cursor, limit, filters, which)
 
 
 def _get(store: StoreDep, operation_id: int) -> FailoverPublic:

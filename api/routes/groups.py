@@ -17,7 +17,6 @@ from urllib.parse import quote
 
 from fastapi import APIRouter, Request, Response, status
 
-from api import paging
 from api.deps import (
     ActorDep,
     ContextDep,
@@ -25,13 +24,12 @@ from api.deps import (
     NamePath,
     StoreDep,
 )
-from api.paging import CountQuery, CursorQuery, PageLimitQuery
+from api.paging import PageDep
 from api.problems import problem_responses
-from api.routes.common import Listing, audit
+from api.routes.common import Listing, audit, changes_of, etag
 from api.schemas.resources import GroupCreate, GroupPage, GroupPublic, GroupUpdate
-from scheduler.core.errors import Conflict, InvalidInput
+from scheduler.core.errors import Conflict
 from scheduler.core.paging import Sort
-from scheduler.core.records import GroupRecord
 from scheduler.decisions.catalog import validate_group_name
 from scheduler.decisions.membership import MembershipSnapshot
 from scheduler.store import catalog as catalog_store
@@ -42,10 +40,6 @@ router = APIRouter(prefix="/v1/groups", tags=["groups"])
 _LISTING = Listing(
     Sort("name"), (str,), catalog_store.page_groups, catalog_store.count_groups, GroupPage
 )
-
-
-def _etag(response: Response, group: GroupRecord) -> None:
-    response.headers["ETag"] = f'"{group.version}"'
 
 
 @router.post(
@@ -72,7 +66,7 @@ def create_group(
         )
         audit(session, ctx, actor, "group.create", group.name, body.model_dump(mode="json"))
     response.headers["Location"] = f"/v1/groups/{quote(group.name, safe='')}"
-    _etag(response, group)
+    etag(response, group.version)
     return GroupPublic.of(group)
 
 
@@ -83,12 +77,10 @@ def list_groups(
     request: Request,
     response: Response,
     store: StoreDep,
-    limit: PageLimitQuery = paging.DEFAULT_LIMIT,
-    cursor: CursorQuery = None,
-    count: CountQuery = False,
+    asked: PageDep,
 ) -> GroupPage:
     """The scheduling groups, by name (catalog fields; `GET /v1/groups/{name}` adds members)."""
-    return _LISTING.read(request, response, store, cursor, limit, count, GroupPublic.of)
+    return _LISTING.read(request, response, store, asked, GroupPublic.of)
 
 
 @router.get(
@@ -104,7 +96,7 @@ def get_group(name: NamePath, ctx: ContextDep, store: StoreDep, response: Respon
     with store.session() as session:
         group = catalog_store.get_group(session, validate_group_name(name))
         per_owner = ledger.jobs_per_owner(session, group.name)
-    _etag(response, group)
+    etag(response, group.version)
     return GroupPublic.of(group, **_live(ctx.views(), group.name, per_owner))
 
 
@@ -156,9 +148,7 @@ def update_group(
     expected_version: ExpectedVersionDep,
     response: Response,
 ) -> GroupPublic:
-    changes: dict[str, Any] = body.model_dump(exclude_unset=True)
-    if not changes:
-        raise InvalidInput("nothing to change: send at least one field")
+    changes = changes_of(body)
     with store.transaction() as session:
         group = catalog_store.update_group(
             session, validate_group_name(name), changes, expected_version=expected_version
@@ -171,7 +161,7 @@ def update_group(
             group.name,
             body.model_dump(mode="json", exclude_unset=True),
         )
-    _etag(response, group)
+    etag(response, group.version)
     return GroupPublic.of(group)
 
 

@@ -12,9 +12,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Request, Response, status
 from pydantic import BaseModel, ConfigDict, Field
 
-from api import paging
 from api.deps import ActorDep, ContextDep, NamePath, PrincipalDep, StoreDep
-from api.paging import CountQuery, CursorQuery, Page, PageLimitQuery
+from api.paging import Page, PageDep
 from api.problems import problem_responses
 from api.routes.common import Listing, audit
 from api.schemas.resources import TEXT_SCHEMA, CleanText
@@ -207,9 +206,7 @@ def list_teams(
     response: Response,
     store: StoreDep,
     principal: PrincipalDep,
-    limit: PageLimitQuery = paging.DEFAULT_LIMIT,
-    cursor: CursorQuery = None,
-    count: CountQuery = False,
+    asked: PageDep,
 ) -> TeamPage:
     """The teams the caller may see, by name, with their members' roles."""
     visible = principal.teams()
@@ -220,7 +217,7 @@ def list_teams(
         count_all=lambda session: identities.count_teams(session, visible),
         page_model=TeamPage,
     )
-    return listing.read(request, response, store, cursor, limit, count, _team)
+    return listing.read(request, response, store, asked, _team)
 
 
 @router.get(
@@ -394,9 +391,7 @@ def list_tokens(
     response: Response,
     store: StoreDep,
     principal: PrincipalDep,
-    limit: PageLimitQuery = paging.DEFAULT_LIMIT,
-    cursor: CursorQuery = None,
-    count: CountQuery = False,
+    asked: PageDep,
 ) -> TokenPage:
     """Every token for a platform admin; the caller's own tokens for anyone else (by id)."""
     whose: frozenset[str] | None = None
@@ -409,9 +404,7 @@ def list_tokens(
         count_all=lambda session: identities.count_tokens(session, identities=whose),
         page_model=TokenPage,
     )
-    return listing.read(
-        request, response, store, cursor, limit, count, lambda t: TokenPublic(**_token(t))
-    )
+    return listing.read(request, response, store, asked, lambda t: TokenPublic(**_token(t)))
 
 
 @router.delete(

@@ -38,8 +38,9 @@ from api.deps import (
 )
 from api.documents import JobDocuments, job_document
 from api.idempotency import Idempotent
-from api.paging import CountQuery, CursorQuery, PageLimitQuery
+from api.paging import CountQuery, CursorQuery, PageDep, PageLimitQuery
 from api.problems import problem_responses
+from api.routes.common import Listing, changes_of, etag
 from api.routes.replication import replication_of
 from api.schemas.resources import (
     EventPage,
@@ -57,11 +58,10 @@ from api.schemas.resources import (
 from api.security.rules import principal_of
 from api.threads import in_thread
 from scheduler.config import Settings
-from scheduler.core.errors import InvalidInput
 from scheduler.core.names import MAX_NAME_LENGTH, validate_name
 from scheduler.core.nudges import creation_wakes_owner
 from scheduler.core.paging import Sort, Window
-from scheduler.core.records import ClusterRecord, JobRecord, JobSpec
+from scheduler.core.records import ClusterRecord, JobRecord
 from scheduler.core.states import Command, DesiredState, JobState, Priority, command_effect
 from scheduler.decisions import labels as label_rules
 from scheduler.decisions.identity import Principal
@@ -101,11 +101,6 @@ RollbackAfterQuery = Annotated[
         examples=[300],
     ),
 ]
-
-
-def _etag(response: Response, spec_version: int) -> None:
-    """A job's ETag: its spec version (what ``If-Match`` is checked against)."""
-    response.headers["ETag"] = f'"{spec_version}"'
 
 
 def _name(name: str) -> str:
@@ -207,26 +202,11 @@ async def create_job(body: JobCreate, request: Request, response: Response) -> R
     # the caller from the request, not from dependencies (``deps.context_of``: a hot route);
     # the store's work in the API's threads (``api/threads.py``: a hot route)
     principal = principal_of(request)
-    spec = JobSpec(
-        name=body.name,
-        entrypoint=body.entrypoint,
-        group=body.group,
-        team=body.team,
-        business=body.business,
-        priority=body.priority,
-        args=tuple(body.args),
-        conf=dict(body.conf),
-        checkpoint_location=body.checkpoint_location,
-        desired_state=body.desired_state,
-        replicate=body.replicate,
-        labels=dict(body.labels),
-        stall_after=body.stall_after,
-        on_stall=body.on_stall,
-    )
+    spec = body.spec()
     creation = Creation.of_request(spec, principal, principal.subject, body.model_dump(mode="json"))
     public = await in_thread(request, _create, request.app.state, creation)
     response.headers["Location"] = f"/v1/jobs/{quote(public.name, safe='')}"
-    _etag(response, public.spec_version)
+    etag(response, public.spec_version)
     return json_answer(public, response, status.HTTP_201_CREATED)
 
 
@@ -375,7 +355,7 @@ def _read_job(
 ) -> Response:
     """The answer from the job row the check read (``reads.job_view_row``): memoized on the
     row when the row holds everything it shows (``ViewRow.self_contained``)."""
-    _etag(response, found.spec_version)
+    etag(response, found.spec_version)
 
     def document(now: datetime) -> tuple[bytes, datetime | None]:
         view = found.view()
@@ -426,12 +406,7 @@ def update_job(
     stop of the live run (``grace_seconds``), then the new spec from the same checkpoint, one
     application at a time; with ``rollback_after_seconds`` it rolls back by itself unless it is
     RUNNING in time. Other spec changes apply without a restart."""
-    changes: dict[str, Any] = body.model_dump(exclude_unset=True)
-    if not changes:
-        raise InvalidInput("nothing to change: send at least one field")
-    if any(value is None for key, value in changes.items() if key not in NULLABLE):
-        nulls = sorted(k for k, v in changes.items() if v is None and k not in NULLABLE)
-        raise InvalidInput(f"fields cannot be null: {', '.join(nulls)}")
+    changes = changes_of(body, NULLABLE)
     desired = changes.pop("desired_state", None)
     node = ctx.settings.node_id
     with store.transaction() as session:
@@ -467,7 +442,7 @@ def update_job(
             after=audit_doc(job),
         )
     ctx.nudge(job.group, job.name)
-    _etag(response, job.spec_version)
+    etag(response, job.spec_version)
     return json_answer(JobPublic.of(job), response)
 
 
@@ -563,7 +538,7 @@ def _command(
             after={"desired_state": job.desired_state.value, "state": job.state.value},
         )
     ctx.nudge(job.group, job.name)
-    _etag(response, job.spec_version)
+    etag(response, job.spec_version)
     return json_answer(JobPublic.of(job), response, status.HTTP_202_ACCEPTED)
 
 
@@ -643,6 +618,11 @@ RunSortQuery = Annotated[
         examples=["attempt"],
     ),
 ]
+_NEWEST_RUN = Sort.parse("-attempt", ("attempt",))
+_RUNS = Listing(_NEWEST_RUN, (int,), jobs_store.page_runs, jobs_store.count_runs, RunPage)
+_EVENTS = Listing(
+    Sort.parse("-id", ("id",)), (int,), journal.page_events, journal.count_events, EventPage
+)
 EventSortQuery = Annotated[
     str,
     Query(
@@ -665,25 +645,13 @@ def list_runs(
     request: Request,
     response: Response,
     store: StoreDep,
+    *,
     sort: RunSortQuery = "-attempt",
-    limit: PageLimitQuery = paging.DEFAULT_LIMIT,
-    cursor: CursorQuery = None,
-    count: CountQuery = False,
+    asked: PageDep,
 ) -> RunPage:
     """The job's runs (its execution history), newest first."""
-    order = Sort.parse(sort, ("attempt",))
-    window = paging.window(order, cursor, limit, {}, (int,))
-    with store.session() as session:
-        runs, next_key = jobs_store.page_runs(session, _name(name), window)
-        total = jobs_store.count_runs(session, name) if count else None
-    next_cursor, next_url = paging.links(request, response, order, next_key, {})
-    return RunPage(
-        data=[RunPublic.of(r) for r in runs],
-        limit=limit,
-        next_cursor=next_cursor,
-        next=next_url,
-        count=total,
-    )
+    job, order = _name(name), Sort.parse(sort, ("attempt",))
+    return _RUNS.read(request, response, store, asked, RunPublic.of, (job,), order)
 
 
 @router.get(
@@ -698,22 +666,10 @@ def list_events(
     request: Request,
     response: Response,
     store: StoreDep,
+    *,
     sort: EventSortQuery = "-id",
-    limit: PageLimitQuery = paging.DEFAULT_LIMIT,
-    cursor: CursorQuery = None,
-    count: CountQuery = False,
+    asked: PageDep,
 ) -> EventPage:
     """Every state transition of the job with its cause, and its other events, newest first."""
-    order = Sort.parse(sort, ("id",))
-    window = paging.window(order, cursor, limit, {}, (int,))
-    with store.session() as session:
-        events, next_key = journal.page_events(session, _name(name), window)
-        total = journal.count_events(session, name) if count else None
-    next_cursor, next_url = paging.links(request, response, order, next_key, {})
-    return EventPage(
-        data=[EventPublic.of(e) for e in events],
-        limit=limit,
-        next_cursor=next_cursor,
-        next=next_url,
-        count=total,
-    )
+    job, order = _name(name), Sort.parse(sort, ("id",))
+    return _EVENTS.read(request, response, store, asked, EventPublic.of, (job,), order)

@@ -32,12 +32,10 @@ from api.deps import ActorDep, ContextDep, PrincipalDep, StoreDep
 from api.idempotency import Idempotent
 from api.paging import CursorQuery, PageLimitQuery
 from api.problems import problem_responses
-from api.routes.common import audit
+from api.routes.common import OperationListing, audit, store_plan
 from api.schemas.bulk import BulkCreate, OperationPage, OperationPublic
 from api.security.authz import Authorizer
-from scheduler.core.clock import utcnow
-from scheduler.core.errors import Conflict, Forbidden, InvalidInput, NotFound
-from scheduler.core.paging import Sort
+from scheduler.core.errors import Forbidden, InvalidInput, NotFound
 from scheduler.core.records import JobRecord
 from scheduler.decisions.identity import Action, Principal
 from scheduler.decisions.operations import bulk
@@ -47,6 +45,8 @@ from scheduler.store import operations as ops_store
 from scheduler.store.db import Store
 
 router = APIRouter(prefix="/v1/operations", tags=["operations"])
+
+_LISTING = OperationListing(OperationPage, OperationPublic.of)
 
 OperationId = Annotated[
     int, Path(ge=1, le=2**31 - 1, description="the operation's id", examples=[42])
@@ -147,12 +147,6 @@ def create_operation(
             parallelism=parallelism,
             grace_seconds=body.grace_seconds,
         )
-    if body.expected_plan is not None and body.expected_plan != found.digest:
-        raise Conflict(
-            f"the plan changed since the dry run (digest {body.expected_plan}, now "
-            f"{found.digest}): review it again",
-            plan_digest=found.digest,
-        )
     planned = bulk.new_operation(
         found,
         selector,
@@ -162,9 +156,7 @@ def create_operation(
         parallelism=parallelism,
         grace_seconds=body.grace_seconds,
     )
-    with store.transaction() as session:
-        op = ops_store.persist(session, planned, node_id=ctx.settings.node_id, now=utcnow())
-    response.headers["Location"] = f"/v1/operations/{op.id}"
+    op = store_plan(store, ctx, response, planned, body.expected_plan, "/v1/operations")
     return OperationPublic.of(op)
 
 
@@ -210,29 +202,8 @@ def list_operations(
         "kind": sorted(k.value for k in kind or ()),
         "state": sorted(s.value for s in state or ()),
     }
-    order = Sort("id", descending=True)
-    window = paging.window(order, cursor, limit, filters, (int,))
-    before = window.after[0] if window.after is not None else None
-    with store.session() as session:
-        rows = ops_store.list_operations(
-            session,
-            kinds=kind or (),
-            states=state or (),
-            before_id=int(before) if isinstance(before, int) else None,
-            limit=limit + 1,
-            visible_to=_visible_to(principal),
-        )
-        more = len(rows) > limit
-        rows = rows[:limit]
-        counts = ops_store.step_counts(session, [r.id for r in rows])
-    next_key = (rows[-1].id,) if more and rows else None
-    next_cursor, next_url = paging.links(request, response, order, next_key, filters)
-    return OperationPage(
-        data=[OperationPublic.of(r, counts=counts.get(r.id, {}), items=False) for r in rows],
-        limit=limit,
-        next_cursor=next_cursor,
-        next=next_url,
-    )
+    which = {"kinds": kind or (), "states": state or (), "visible_to": _visible_to(principal)}
+    return _LISTING.read(request, response, store, cursor, limit, filters, which)
 
 
 def _get(store: Store, principal: Principal, operation_id: int) -> OperationRecord:

@@ -14,11 +14,10 @@ from urllib.parse import quote
 
 from fastapi import APIRouter, Request, Response, status
 
-from api import paging
 from api.deps import ActorDep, ContextDep, ExpectedVersionDep, NamePath, StoreDep
-from api.paging import CountQuery, CursorQuery, PageLimitQuery
+from api.paging import PageDep
 from api.problems import problem_responses
-from api.routes.common import Listing, audit
+from api.routes.common import Listing, audit, etag, read_versioned
 from api.schemas.quotas import QuotaPage, QuotaPublic, QuotaPut
 from scheduler.core.clock import utcnow
 from scheduler.core.paging import Sort
@@ -50,15 +49,11 @@ def list_quotas(
     request: Request,
     response: Response,
     store: StoreDep,
-    limit: PageLimitQuery = paging.DEFAULT_LIMIT,
-    cursor: CursorQuery = None,
-    count: CountQuery = False,
+    asked: PageDep,
 ) -> QuotaPage:
     """The quotas, by business (a business without one is not rate limited)."""
     now = utcnow()
-    return _LISTING.read(
-        request, response, store, cursor, limit, count, lambda q: QuotaPublic.of(q, now)
-    )
+    return _LISTING.read(request, response, store, asked, lambda q: QuotaPublic.of(q, now))
 
 
 @router.get(
@@ -70,10 +65,10 @@ def list_quotas(
 )
 def get_quota(business: NamePath, store: StoreDep, response: Response) -> QuotaPublic:
     """The business's rate limit, its bucket now and its dedicated group (404: no quota)."""
-    with store.session() as session:
-        quota = quotas_store.get_quota(session, validate_business(business))
-    response.headers["ETag"] = f'"{quota.version}"'
-    return QuotaPublic.of(quota, utcnow())
+    key, now = validate_business(business), utcnow()
+    return read_versioned(
+        store, response, quotas_store.get_quota, key, lambda q: QuotaPublic.of(q, now)
+    )
 
 
 @router.put(
@@ -123,7 +118,7 @@ def put_quota(
     if created:
         response.status_code = status.HTTP_201_CREATED
         response.headers["Location"] = f"/v1/quotas/{quote(name, safe='')}"
-    response.headers["ETag"] = f'"{quota.version}"'
+    etag(response, quota.version)
     return QuotaPublic.of(quota, utcnow())
 
 

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Request, Response
 
 from api import paging
 from api.deps import ContextDep, NamePath, PrincipalDep, StoreDep
-from api.paging import CountQuery, CursorQuery, Page, PageLimitQuery
+from api.paging import Page, PageDep
 from api.problems import problem_responses
 from api.schemas.resources import Label, Name, ReplicationPublic
 from scheduler.config import Settings
@@ -106,13 +106,12 @@ def list_replication(
     cluster: Name | None = None,
     state: ReplicaState | None = None,
     team: Label | None = None,
-    limit: PageLimitQuery = paging.DEFAULT_LIMIT,
-    cursor: CursorQuery = None,
-    count: CountQuery = False,
+    *,
+    asked: PageDep,
 ) -> ReplicationPage:
     order = Sort("name")
     filters = {"cluster": cluster, "state": state, "team": team}
-    window = paging.window(order, cursor, limit, filters, (str,))
+    window = paging.window(order, asked.cursor, asked.limit, filters, (str,))
     with store.session() as session:
         rows, next_key = replicas_store.page_replicas(
             session,
@@ -123,7 +122,7 @@ def list_replication(
             teams=principal.teams(),  # only the teams the caller may see
         )
         total = None
-        if count:
+        if asked.count:
             total = replicas_store.count_replicas(
                 session, cluster=cluster, state=state, team=team, teams=principal.teams()
             )
@@ -135,7 +134,7 @@ def list_replication(
             replication_view(job, replica, groups.get(job.group), clusters, ctx.settings)
             for job, replica in rows
         ],
-        limit=limit,
+        limit=asked.limit,
         next_cursor=next_cursor,
         next=next_url,
         count=total,

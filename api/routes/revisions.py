@@ -19,10 +19,10 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt
 from api import paging
 from api.deps import ActorDep, ContextDep, ExpectedVersionDep, NamePath, PrincipalDep, StoreDep
 from api.idempotency import Idempotent
-from api.paging import CountQuery, CursorQuery, PageLimitQuery
+from api.paging import PageDep
 from api.problems import problem_responses
-from api.routes.common import Listing, audit
-from api.routes.jobs import GraceQuery, _etag, _name, change_spec
+from api.routes.common import Listing, audit, etag
+from api.routes.jobs import GraceQuery, _name, change_spec
 from api.schemas.resources import JobPublic, audit_doc
 from scheduler.core.errors import Conflict
 from scheduler.core.paging import Sort
@@ -116,6 +116,12 @@ class RevisionPage(paging.Page[RevisionPublic]):
     """A page of a job's revisions, newest first."""
 
 
+_NEWEST = Sort.parse("-revision", ("revision",))
+_REVISIONS = Listing(
+    _NEWEST, (int,), revisions_store.page_revisions, revisions_store.count_revisions, RevisionPage
+)
+
+
 class RevisionDiff(BaseModel):
     """What changes from one revision of a job to another."""
 
@@ -152,21 +158,13 @@ def list_revisions(
     request: Request,
     response: Response,
     store: StoreDep,
+    *,
     sort: RevisionSortQuery = "-revision",
-    limit: PageLimitQuery = paging.DEFAULT_LIMIT,
-    cursor: CursorQuery = None,
-    count: CountQuery = False,
+    asked: PageDep,
 ) -> RevisionPage:
     """Every spec change of the job (creation is revision 1), one cursor page at a time."""
-    job = _name(name)
-    listing = Listing(
-        order=Sort.parse(sort, ("revision",)),
-        key_kinds=(int,),
-        page=lambda session, window: revisions_store.page_revisions(session, job, window),
-        count_all=lambda session: revisions_store.count_revisions(session, job),
-        page_model=RevisionPage,
-    )
-    return listing.read(request, response, store, cursor, limit, count, RevisionPublic.of)
+    job, order = _name(name), Sort.parse(sort, ("revision",))
+    return _REVISIONS.read(request, response, store, asked, RevisionPublic.of, (job,), order)
 
 
 @router.get(
@@ -266,5 +264,5 @@ def rollback_job(
             after=audit_doc(job),
         )
     ctx.nudge(job.group, job.name)
-    _etag(response, job.spec_version)
+    etag(response, job.spec_version)
     return JobPublic.of(job)

@@ -10,13 +10,19 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field, StrictBool, StrictInt
 
 from api.paging import Page
-from api.schemas.operations import PlanDigest, Reason, StepPublic
+from api.schemas.operations import (
+    PlanDigest,
+    Reason,
+    StepPublic,
+    dry_fields,
+    item_fields,
+    operation_fields,
+)
 from api.schemas.resources import Label, Name, _Strict
 from scheduler.core.states import JobState, Priority
 from scheduler.decisions import labels as label_rules
 from scheduler.decisions.operations import bulk
 from scheduler.decisions.operations.model import (
-    FINAL_STEP_NAMES,
     ItemRecord,
     OperationKind,
     OperationRecord,
@@ -195,25 +201,11 @@ class OperationItemPublic(BaseModel):
 
     @classmethod
     def of(cls, item: ItemRecord) -> OperationItemPublic:
-        d = item.detail
-        priority = d.get("priority")
         return cls(
-            position=item.position,
-            job=item.job_name,
-            group=str(d.get("group", "")),
-            team=d.get("team"),
-            priority=Priority(priority) if priority else None,
+            **item_fields(item),
+            team=item.detail.get("team"),
             action=item.action,
-            why=item.why,
-            step=item.step,
-            waiting=str(d.get("waiting") or ""),
             cluster=item.source_cluster,
-            attempts=item.attempts,
-            last_error=item.last_error,
-            history=[StepPublic(step=h.step, at=h.at, note=h.note) for h in item.history],
-            started_at=item.started_at,
-            finished_at=item.finished_at,
-            updated_at=item.updated_at,
         )
 
     @classmethod
@@ -317,33 +309,11 @@ class OperationPublic(BaseModel):
     def of(
         cls, op: OperationRecord, *, counts: dict[str, int] | None = None, items: bool = True
     ) -> OperationPublic:
-        counted = counts if counts is not None else op.counts()
         return cls(
-            id=op.id,
+            **operation_fields(op, counts),
             kind=op.kind,
-            dry_run=False,
-            state=op.state,
-            selector=dict(op.selector),
-            reason=op.reason,
-            created_by=op.created_by,
             team=op.team,
-            plan_digest=op.plan_digest,
-            parallelism=op.options.get("parallelism"),
             grace_seconds=op.options.get("grace_seconds"),
-            source=op.source_cluster,
-            target=op.target_cluster,
-            executor=op.executor,
-            executor_epoch=op.executor_epoch if op.executor else None,
-            cancel_requested=op.cancel_requested_at is not None,
-            cancel_requested_at=op.cancel_requested_at,
-            cancel_requested_by=op.cancel_requested_by,
-            created_at=op.created_at,
-            started_at=op.started_at,
-            finished_at=op.finished_at,
-            updated_at=op.updated_at,
-            counts=counted,
-            total=sum(counted.values()),
-            finished=sum(n for step, n in counted.items() if step in FINAL_STEP_NAMES),
             items=[OperationItemPublic.of(i) for i in op.items] if items else [],
         )
 
@@ -359,21 +329,16 @@ class OperationPublic(BaseModel):
         grace_seconds: float | None = None,
     ) -> OperationPublic:
         teams = plan.teams
+        fields = dry_fields(
+            plan.digest, len(plan.items), reason=reason, by=by, parallelism=parallelism
+        )
         return cls(
-            id=None,
+            **fields,
             kind=plan.kind,
-            dry_run=True,
-            state=None,
             selector=selector.to_json(),
-            reason=reason,
-            created_by=by,
             team=next(iter(teams)) if len(teams) == 1 else None,
-            plan_digest=plan.digest,
-            parallelism=parallelism,
             grace_seconds=grace_seconds,
             counts=plan.counts(),
-            total=len(plan.items),
-            finished=0,
             items=[OperationItemPublic.planned(n, i) for n, i in enumerate(plan.items)],
         )
 

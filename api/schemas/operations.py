@@ -8,10 +8,15 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field, StrictBool, StrictInt
 
 from api.paging import Page
-from api.schemas.resources import TEXT_SCHEMA, CleanText, Label, Name, _Strict
+from api.schemas.resources import TEXT_SCHEMA, CleanText, Label, Name, _Strict, attributes
 from scheduler.core.states import Priority
 from scheduler.decisions.operations import failover as fo
-from scheduler.decisions.operations.model import ItemRecord, OperationRecord, OperationState
+from scheduler.decisions.operations.model import (
+    FINAL_STEP_NAMES,
+    ItemRecord,
+    OperationRecord,
+    OperationState,
+)
 from scheduler.store.auto_failover import AutoEvent
 from scheduler.store.operations import PolicyRecord
 
@@ -96,6 +101,76 @@ class StepPublic(BaseModel):
     note: str
 
 
+def item_fields(item: ItemRecord) -> dict[str, Any]:
+    """What a stored item of any operation (failover or bulk) says of its job and its progress,
+    by the names of the public item's fields."""
+    d = item.detail
+    priority = d.get("priority")
+    return {
+        "position": item.position,
+        "job": item.job_name,
+        "group": str(d.get("group", "")),
+        "priority": Priority(priority) if priority else None,
+        "why": item.why,
+        "step": item.step,
+        "waiting": str(d.get("waiting") or ""),
+        "attempts": item.attempts,
+        "last_error": item.last_error,
+        "history": [StepPublic(step=h.step, at=h.at, note=h.note) for h in item.history],
+        "started_at": item.started_at,
+        "finished_at": item.finished_at,
+        "updated_at": item.updated_at,
+    }
+
+
+def operation_fields(op: OperationRecord, counts: dict[str, int] | None) -> dict[str, Any]:
+    """What a stored operation of any kind says of its plan and its progress (``counts``: its
+    items per step, read already; None: count its items), by the public fields' names."""
+    counted = counts if counts is not None else op.counts()
+    return {
+        "id": op.id,
+        "dry_run": False,
+        "state": op.state,
+        "source": op.source_cluster,
+        "target": op.target_cluster,
+        "selector": dict(op.selector),
+        "reason": op.reason,
+        "created_by": op.created_by,
+        "plan_digest": op.plan_digest,
+        "parallelism": op.options.get("parallelism"),
+        "executor": op.executor,
+        "executor_epoch": op.executor_epoch if op.executor else None,
+        "cancel_requested": op.cancel_requested_at is not None,
+        "cancel_requested_at": op.cancel_requested_at,
+        "cancel_requested_by": op.cancel_requested_by,
+        "created_at": op.created_at,
+        "started_at": op.started_at,
+        "finished_at": op.finished_at,
+        "updated_at": op.updated_at,
+        "counts": counted,
+        "total": sum(counted.values()),
+        "finished": sum(n for step, n in counted.items() if step in FINAL_STEP_NAMES),
+    }
+
+
+def dry_fields(
+    digest: str, items: int, *, reason: str, by: str, parallelism: int
+) -> dict[str, Any]:
+    """What the dry run of any operation says: its plan (``digest``, ``items`` of it), nothing
+    stored, by the public fields' names."""
+    return {
+        "id": None,
+        "dry_run": True,
+        "state": None,
+        "reason": reason,
+        "created_by": by,
+        "plan_digest": digest,
+        "parallelism": parallelism,
+        "total": items,
+        "finished": 0,
+    }
+
+
 class ItemPublic(BaseModel):
     position: int
     job: str
@@ -127,31 +202,17 @@ class ItemPublic(BaseModel):
 
     @classmethod
     def of(cls, item: ItemRecord) -> ItemPublic:
-        d = item.detail
-        priority = d.get("priority")
         return cls(
-            position=item.position,
-            job=item.job_name,
-            group=str(d.get("group", "")),
-            priority=Priority(priority) if priority else None,
+            **item_fields(item),
             action=fo.Action(item.action),
-            why=item.why,
-            step=item.step,
-            waiting=str(d.get("waiting") or ""),
             source_cluster=item.source_cluster,
             target_cluster=item.target_cluster,
             source_run_id=item.source_run_id,
             target_run_id=item.target_run_id,
-            forced=bool(d.get("forced")),
-            checkpoint_from=d.get("checkpoint_from") or None,
-            checkpoint_to=d.get("checkpoint_to") or None,
-            resume_batch=d.get("resume_batch"),
-            attempts=item.attempts,
-            last_error=item.last_error,
-            history=[StepPublic(step=h.step, at=h.at, note=h.note) for h in item.history],
-            started_at=item.started_at,
-            finished_at=item.finished_at,
-            updated_at=item.updated_at,
+            forced=bool(item.detail.get("forced")),
+            checkpoint_from=item.detail.get("checkpoint_from") or None,
+            checkpoint_to=item.detail.get("checkpoint_to") or None,
+            resume_batch=item.detail.get("resume_batch"),
         )
 
     @classmethod
@@ -214,30 +275,9 @@ class FailoverPublic(BaseModel):
         cls, op: OperationRecord, *, counts: dict[str, int] | None = None, items: bool = True
     ) -> FailoverPublic:
         return cls(
-            id=op.id,
-            dry_run=False,
-            state=op.state,
-            source=op.source_cluster,
-            target=op.target_cluster,
-            selector=dict(op.selector),
-            reason=op.reason,
-            created_by=op.created_by,
+            **operation_fields(op, counts),
             incident=op.incident,
-            plan_digest=op.plan_digest,
             source_reachable=op.options.get("source_reachable"),
-            parallelism=op.options.get("parallelism"),
-            executor=op.executor,
-            executor_epoch=op.executor_epoch if op.executor else None,
-            cancel_requested=op.cancel_requested_at is not None,
-            cancel_requested_at=op.cancel_requested_at,
-            cancel_requested_by=op.cancel_requested_by,
-            created_at=op.created_at,
-            started_at=op.started_at,
-            finished_at=op.finished_at,
-            updated_at=op.updated_at,
-            counts=counts if counts is not None else op.counts(),
-            total=sum((counts if counts is not None else op.counts()).values()),
-            finished=_finished(counts if counts is not None else op.counts()),
             items=[ItemPublic.of(i) for i in op.items] if items else [],
         )
 
@@ -248,27 +288,18 @@ class FailoverPublic(BaseModel):
         counts: dict[str, int] = {}
         for item in plan.items:
             counts[item.action.value] = counts.get(item.action.value, 0) + 1
+        fields = dry_fields(
+            plan.digest, len(plan.items), reason=reason, by=by, parallelism=parallelism
+        )
         return cls(
-            id=None,
-            dry_run=True,
-            state=None,
+            **fields,
             source=plan.source,
             target=plan.target,
             selector=request.selector.to_json(),
-            reason=reason,
-            created_by=by,
-            plan_digest=plan.digest,
             source_reachable=plan.source_reachable,
-            parallelism=parallelism,
             counts=counts,
-            total=len(plan.items),
-            finished=0,
             items=[ItemPublic.planned(n, i) for n, i in enumerate(plan.items)],
         )
-
-
-def _finished(counts: dict[str, int]) -> int:
-    return sum(n for step, n in counts.items() if step in {s.value for s in fo.FINAL_STEPS})
 
 
 class FailoverPage(Page[FailoverPublic]):
@@ -299,15 +330,7 @@ class AutoFailoverPublic(AutoFailoverPolicy):
 
     @classmethod
     def of(cls, p: PolicyRecord) -> AutoFailoverPublic:
-        return cls(
-            group=p.group,
-            enabled=p.enabled,
-            after_seconds=p.after_seconds,
-            min_priority=p.min_priority,
-            version=p.version,
-            updated_by=p.updated_by,
-            updated_at=p.updated_at,
-        )
+        return cls(**attributes(cls, p))
 
 
 # -- automatic failover's switch, cool-downs and decisions ----------------------------------------
@@ -365,19 +388,7 @@ class AutoEventPublic(BaseModel):
 
     @classmethod
     def of(cls, e: AutoEvent) -> AutoEventPublic:
-        return cls(
-            id=e.id,
-            at=e.at,
-            kind=e.kind,
-            code=e.code,
-            group=e.group,
-            cluster=e.cluster,
-            target=e.target,
-            incident=e.incident,
-            operation_id=e.operation_id,
-            message=e.message,
-            actor=e.actor,
-        )
+        return cls(**attributes(cls, e))
 
 
 class CoolingDownPublic(BaseModel):

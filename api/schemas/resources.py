@@ -13,7 +13,14 @@ from api.paging import Page
 from api.schemas.progress import ON_STALL_DESCRIPTION, ProgressPublic, StallAfter
 from scheduler.core.directive import Directive
 from scheduler.core.names import MAX_NAME_LENGTH, NAME_PATTERN, name_problem
-from scheduler.core.records import ClusterRecord, EventRecord, GroupRecord, JobRecord, RunRecord
+from scheduler.core.records import (
+    ClusterRecord,
+    EventRecord,
+    GroupRecord,
+    JobRecord,
+    JobSpec,
+    RunRecord,
+)
 from scheduler.core.states import ClusterKind, DesiredState, JobState, OnStall, Priority, RunState
 from scheduler.core.text import text_problem
 from scheduler.decisions.catalog import MAX_LIMIT
@@ -153,6 +160,12 @@ class _Changes(_Strict):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"minProperties": 1})
 
 
+def attributes(model: type[BaseModel], record: object, **renamed: str) -> dict[str, Any]:
+    """The values of ``model``'s fields read from the ``record``'s attributes of the same names
+    (``renamed``: field -> attribute, where the record names one otherwise)."""
+    return {name: getattr(record, renamed.get(name, name)) for name in model.model_fields}
+
+
 class JobCreate(_Strict):
     name: Name
     entrypoint: Entrypoint
@@ -168,6 +181,10 @@ class JobCreate(_Strict):
     labels: Labels = Field(default_factory=dict)
     stall_after: StallAfter | None = None
     on_stall: OnStall = Field(default=OnStall.ALERT, description=ON_STALL_DESCRIPTION)
+
+    def spec(self) -> JobSpec:
+        """The job's spec: its fields are the spec's, by the same names."""
+        return JobSpec(**{**self.model_dump(), "args": tuple(self.args)})
 
 
 class JobUpdate(_Changes):
@@ -249,30 +266,7 @@ class RunPublic(BaseModel):
 
     @classmethod
     def of(cls, run: RunRecord) -> RunPublic:
-        return cls(
-            id=run.id,
-            attempt=run.attempt,
-            cluster=run.cluster,
-            node=run.node_id,
-            owner_epoch=run.owner_epoch,
-            state=run.state,
-            reason=run.reason,
-            exit_code=run.exit_code,
-            app_name=run.app_name,
-            submission_id=run.submission_id,
-            app_id=run.app_id,
-            checkpoint_location=run.checkpoint_location,
-            created_at=run.created_at,
-            submitted_at=run.submitted_at,
-            started_at=run.started_at,
-            ended_at=run.ended_at,
-            fence_checked_at=run.fence_checked_at,
-            fenced_at=run.fenced_at,
-            fence_superseded_at=run.fence_superseded_at,
-            drain_deadline=run.drain_deadline,
-            stop_batch=run.stop_batch,
-            lease_until=run.lease_until,
-        )
+        return cls(**attributes(cls, run, node="node_id"))
 
 
 class DirectivePublic(BaseModel):
@@ -608,16 +602,7 @@ class EventPublic(BaseModel):
 
     @classmethod
     def of(cls, event: EventRecord) -> EventPublic:
-        return cls(
-            id=event.id,
-            at=event.at,
-            run_id=event.run_id,
-            from_state=event.from_state,
-            to_state=event.to_state,
-            cause=event.cause,
-            message=event.message,
-            node=event.node_id,
-        )
+        return cls(**attributes(cls, event, node="node_id"))
 
 
 # -- clusters and groups (scheduler.decisions.catalog says what the fields mean)
@@ -701,25 +686,7 @@ class ClusterPublic(BaseModel):
 
     @classmethod
     def of(cls, cluster: ClusterRecord) -> ClusterPublic:
-        return cls(
-            name=cluster.name,
-            kind=ClusterKind(cluster.kind),
-            master_url=cluster.master_url,
-            rest_url=cluster.rest_url,
-            ui_url=cluster.ui_url,
-            az=cluster.az,
-            cloud=cluster.cloud,
-            storage_root=cluster.storage_root,
-            health=ClusterHealth(cluster.health),
-            max_concurrent_submissions=cluster.max_concurrent_submissions,
-            max_running_apps=cluster.max_running_apps,
-            max_cores=cluster.max_cores,
-            version=cluster.version,
-            created_at=cluster.created_at,
-            updated_at=cluster.updated_at,
-            artifact_roots=list(cluster.artifact_roots),
-            hadoop_conf_dir=cluster.hadoop_conf_dir,
-        )
+        return cls(**attributes(cls, cluster))
 
 
 class GroupCreate(_Strict):

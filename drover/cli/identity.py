@@ -152,9 +152,8 @@ def token_list(
     api: ApiOption = None, limit: LimitOption = None, as_json: JsonOption = False
 ) -> None:
     """Your tokens (every token for a platform admin); never their secrets."""
-    listing = out.fetch_all(f"{out.api_url(api)}/v1/tokens", limit=limit, api=api)
-    out.say_if_cut(listing, "tokens")
-    out.show(listing.document(), as_json, _render_tokens)
+    url = f"{out.api_url(api)}/v1/tokens"
+    out.show_all(url, "tokens", _render_tokens, as_json, limit, api)
 
 
 @token_app.command("revoke")
@@ -181,9 +180,8 @@ def teams_list(
     api: ApiOption = None, limit: LimitOption = None, as_json: JsonOption = False
 ) -> None:
     """Teams and their members' roles."""
-    listing = out.fetch_all(f"{out.api_url(api)}/v1/teams", limit=limit, api=api)
-    out.say_if_cut(listing, "teams")
-    out.show(listing.document(), as_json, _render_teams)
+    url = f"{out.api_url(api)}/v1/teams"
+    out.show_all(url, "teams", _render_teams, as_json, limit, api)
 
 
 @teams_app.command("create")
@@ -287,6 +285,5 @@ def audit(
 ) -> None:
     """The newest audit entries (who changed what), oldest first in the table."""
     params = {"action": action, "actor": actor, "target_name": target}
-    listing = out.fetch_all(f"{out.api_url(api)}/v1/audit", params, limit=limit, api=api)
-    out.say_if_cut(listing, "audit entries")
-    out.show(listing.document(), as_json, _render_audit)
+    url = f"{out.api_url(api)}/v1/audit"
+    out.show_all(url, "audit entries", _render_audit, as_json, limit, api, params)

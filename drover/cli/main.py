@@ -201,9 +201,8 @@ def jobs_list(
         "q": search,
         "sort": sort,
     }
-    listing = out.fetch_all(out.resource_url(api, "jobs"), params, limit=limit, api=api)
-    out.say_if_cut(listing, "jobs")
-    out.show(listing.document(), as_json, _render_jobs)
+    url = out.resource_url(api, "jobs")
+    out.show_all(url, "jobs", _render_jobs, as_json, limit, api, params)
 
 
 @jobs_app.command("get")
@@ -493,9 +492,8 @@ def jobs_runs(
     name: str, api: ApiOption = None, limit: LimitOption = None, as_json: JsonOption = False
 ) -> None:
     """The job's runs (its execution history), newest first."""
-    listing = out.fetch_all(out.job_url(api, name, "/runs"), limit=limit, api=api)
-    out.say_if_cut(listing, "runs")
-    out.show(listing.document(), as_json, _render_runs)
+    url = out.job_url(api, name, "/runs")
+    out.show_all(url, "runs", _render_runs, as_json, limit, api)
 
 
 def _render_events(doc: dict[str, Any]) -> None:
@@ -526,9 +524,8 @@ def jobs_events(
 ) -> None:
     """The job's state transitions with their causes, and its other events (oldest first in the
     table; the newest --limit of them)."""
-    listing = out.fetch_all(out.job_url(api, name, "/events"), limit=limit, api=api)
-    out.say_if_cut(listing, "events")
-    out.show(listing.document(), as_json, _render_events)
+    url = out.job_url(api, name, "/events")
+    out.show_all(url, "events", _render_events, as_json, limit, api)
 
 
 @jobs_app.command("logs")
@@ -645,9 +642,8 @@ def clusters_list(
     api: ApiOption = None, limit: LimitOption = None, as_json: JsonOption = False
 ) -> None:
     """Every cluster with its health."""
-    listing = out.fetch_all(out.resource_url(api, "clusters"), limit=limit, api=api)
-    out.say_if_cut(listing, "clusters")
-    out.show(listing.document(), as_json, _render_clusters)
+    url = out.resource_url(api, "clusters")
+    out.show_all(url, "clusters", _render_clusters, as_json, limit, api)
 
 
 @clusters_app.command("get")
@@ -857,9 +853,8 @@ def groups_list(
     api: ApiOption = None, limit: LimitOption = None, as_json: JsonOption = False
 ) -> None:
     """Every scheduling group."""
-    listing = out.fetch_all(out.resource_url(api, "groups"), limit=limit, api=api)
-    out.say_if_cut(listing, "groups")
-    out.show(listing.document(), as_json, _render_groups)
+    url = out.resource_url(api, "groups")
+    out.show_all(url, "groups", _render_groups, as_json, limit, api)
 
 
 @groups_app.command("get")

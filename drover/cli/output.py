@@ -452,6 +452,22 @@ def say_if_cut(listing: Listing, what: str) -> None:
         )
 
 
+def show_all(
+    url: str,
+    what: str,
+    render: Callable[[Any], None],
+    as_json: bool,
+    limit: int | None,
+    api: str | None,
+    params: Mapping[str, Any] | None = None,
+) -> None:
+    """A list command: every page of ``url`` (up to ``limit`` items of ``what``, with a note
+    when more exist) as one document, shown by ``render`` or as JSON."""
+    listing = fetch_all(url, params, limit=limit, api=api)
+    say_if_cut(listing, what)
+    show(listing.document(), as_json, render)
+
+
 # -- output ----------------------------------------------------------------------------------
 
 
