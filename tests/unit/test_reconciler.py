@@ -170,6 +170,52 @@ def test_stop_records_the_kill_intent_then_kills_until_confirmed(world: World) -
     assert world.backend.live() == []
 
 
+def test_a_ticks_writes_are_recorded_together_and_its_kills_sent_after(world: World) -> None:
+    jobs = [world.ledger.add_job(f"job-{i}") for i in range(6)]
+    rec = world.reconciler()
+    rec.tick()
+    world.backend.start_all()
+    rec.tick()
+    world.backend.kills_confirm = False
+    for job in jobs[:4]:
+        world.ledger.api_write(job.id, desired_state=DesiredState.STOPPED)
+    failing = world.job(jobs[4]).current_run
+    assert failing is not None and failing.submission_id is not None
+    world.backend.set_state(failing.submission_id, AppState.FAILED)
+    world.ledger.applied.clear()
+    stats = rec.tick()
+    assert stats.errors == 0
+    # four kill intents and a run's close in one transaction, then the four kills
+    assert world.ledger.applied == [("KillIntent",) * 4 + ("RunClose",)]
+    calls = world.ledger.calls
+    intents = calls.index("ledger.apply KillIntent+RunClose*5")
+    for job in jobs[:4]:
+        run = world.job(job).current_run
+        assert run is not None and run.state == RunState.STOPPING
+        assert calls.index(f"backend.kill {run.submission_id}") > intents
+    assert world.job(jobs[4]).current_run_id == failing.id
+    assert world.job(jobs[4]).state != JobState.RUNNING
+    world.backend.confirm_kills()
+    rec.tick()
+    assert [world.job(j).state for j in jobs[:4]] == [JobState.STOPPED] * 4
+
+
+def test_a_large_batch_that_does_not_land_is_split_in_halves(world: World) -> None:
+    jobs = [world.ledger.add_job(f"job-{i:02d}") for i in range(32)]
+    rec = world.reconciler()
+    rec.tick()
+    world.backend.start_all()
+    world.ledger.before("Observation", lambda: world.ledger.api_write(jobs[0].id))
+    stats = rec.tick()
+    assert stats.errors == 0
+    # the 32, the half with the moved job, its half, its half, then that 8 one by one; the
+    # halves without it at once: 1 + 2 + 2 + 2 + 1 + 8 transactions, not 1 + 32
+    assert world.ledger.applies("Observation") == [32, 16, 8, 1, 1, 1, 1, 1, 1, 1, 1, 8, 16]
+    assert [world.job(j).state for j in jobs[1:]] == [JobState.RUNNING] * 31
+    rec.tick()
+    assert world.job(jobs[0]).state == JobState.RUNNING
+
+
 def test_application_failing_closes_the_run_with_a_backoff(world: World) -> None:
     rec, job = running_job(world)
     assert job.current_run is not None and job.current_run.submission_id is not None
