@@ -97,7 +97,7 @@ STEPS_PER_ROUND = 6
 ADVANCE_THREADS = 8
 #: seconds a round goes on starting checkpoint copies (the rest wait for the next round, so
 #: that a round, and the items that wait for one, are not held up by many copies)
-COPY_SECONDS = 2.0
+COPY_SECONDS = 1.0
 
 Decision = fo.Decision | bulk.Decision
 
