@@ -25,7 +25,7 @@ from scheduler.backends.registry import ClusterProbe
 from scheduler.config import Settings
 from scheduler.core.ownership import Claim
 from scheduler.decisions.membership import MembershipSnapshot
-from scheduler.loops.operations import Executor
+from scheduler.loops.operations import ADVANCE_THREADS, Executor
 from scheduler.loops.replication import ReplicaCheckpoints
 from scheduler.store.db import Store
 from scheduler.store.operations_ledger import SqlOperationsLedger
@@ -46,7 +46,8 @@ class OperationsExecutor(HostedLoop):
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings.failover_interval, log)
         self._settings = settings
-        self._store = Store(settings.resolved_database_url)
+        # the round's thread and its advancing threads use the store at once
+        self._store = Store(settings.resolved_database_url, pool_size=ADVANCE_THREADS + 1)
         self._probe = ClusterProbe(settings)
         self._pending_nudges: set[tuple[str, str]] = set()
         self._nudge_lock = threading.Lock()

@@ -17,7 +17,8 @@ implementation honours (``tests/support/operations_contract.py``):
   says, and a write returns the item (and the job) as written: the caller decides its next step
   on them without reading them back;
 - a job write bumps the job's version and ``updated_at`` (the job's owner re-reads it and acts)
-  and records a job event, in the same transaction as the item's step.
+  and records a job event, in the same transaction as the item's step; the advances of many
+  items go in one transaction (:meth:`OperationsLedger.advance`), all or nothing.
 
 The *checkpoints* make a failed-over job's checkpoint available under the target cluster's
 storage root (``scheduler.loops.replication.ReplicaCheckpoints``): I/O outside any ledger
@@ -64,6 +65,19 @@ class SwitchCluster:
 
 
 JobWrite = SetDirective | SwitchCluster
+
+
+@dataclass(frozen=True)
+class ItemWrite:
+    """One item's advance: its ``changes`` (one after the other, the item's version as read the
+    condition) and the ``job_write`` on ``job`` that goes with them (the job's version as read
+    the condition; ``message`` in its event)."""
+
+    item: ItemRecord
+    changes: Sequence[ItemChange]
+    job: JobRecord | None = None
+    job_write: JobWrite | None = None
+    message: str = ""
 
 
 # -- what the ledger reads ----------------------------------------------------------------------
@@ -191,19 +205,11 @@ class OperationsLedger(Protocol):
         ...
 
     def advance(
-        self,
-        fence: Fence,
-        operation: OperationRecord,
-        item: ItemRecord,
-        changes: Sequence[ItemChange],
-        *,
-        job: JobRecord | None = None,
-        job_write: JobWrite | None = None,
-        message: str = "",
-    ) -> Written:
-        """Write the item's ``changes`` (one after the other, the item's version as read the
-        condition) and ``job_write`` on ``job`` (its version as read the condition; ``message``
-        in its event) in one transaction, proving the claim."""
+        self, fence: Fence, operation: OperationRecord, writes: Sequence[ItemWrite]
+    ) -> list[Written]:
+        """Several items' advances (:class:`ItemWrite`) in one transaction, proving the claim:
+        all or nothing (StaleWrite when one item or job moved; ValueError for an item or a job
+        twice); each, as written, in order."""
         ...
 
     def note(

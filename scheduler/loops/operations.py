@@ -17,12 +17,15 @@ round:
    the pending ones in plan order up to the operation's parallelism; every pending one when it
    is cancelled);
 3. those items are advanced in a bounded pool of threads, each as far as it goes: a decision
-   (``failover.decide``, ``bulk.decide``) on the item and its job as last read or written; a
-   step that writes the job (a directive, a switch, a bulk command) is written with the item's
-   steps before it in one transaction that proves the claim (``OperationsLedger.advance``);
-   steps without a job write, and what an item waits for, are written for all the round's items
-   at once at its end (``OperationsLedger.note``), unless I/O follows them (the checkpoint);
-   the job's owner then acts (it is the only one that submits or kills);
+   (``failover.decide``, ``bulk.decide``) on the item and its job as last read or written. An
+   item stops at a step that writes its job (a directive, a switch) and before a checkpoint's
+   copy: those are written with the item's steps before them for all the round's items at once,
+   in one transaction that proves the claim (``OperationsLedger.advance``; in halves when one
+   job moved meanwhile), and the items go on from there (the copies in the pool). Steps without
+   a job write, and what an item waits for, are written for all the round's items at once at
+   its end (``OperationsLedger.note``); a bulk command is applied on its job's row as it is
+   (``OperationsLedger.apply_command``). The job's owner then acts (it is the only one that
+   submits or kills);
 4. an operation whose items all ended gets its final state.
 
 Safety: every write is fenced by the claim, so a node with a stale view (an older epoch) can
@@ -64,7 +67,7 @@ from scheduler.core.operations import ITEM_FIELDS, ItemChange
 from scheduler.core.operations_ledger import (
     AutoDecision,
     Checkpoints,
-    JobWrite,
+    ItemWrite,
     OperationsLedger,
     RoundRead,
     SetDirective,
@@ -92,6 +95,9 @@ log = logging.getLogger("drover.executor")
 STEPS_PER_ROUND = 6
 #: threads advancing items at once (most of an advance waits on the store)
 ADVANCE_THREADS = 8
+#: seconds a round goes on starting checkpoint copies (the rest wait for the next round, so
+#: that a round, and the items that wait for one, are not held up by many copies)
+COPY_SECONDS = 1.0
 
 Decision = fo.Decision | bulk.Decision
 
@@ -144,9 +150,42 @@ class _Lease:
             return fresh.fence
 
 
+@dataclass(eq=False)
+class _Walk:
+    """One item's way through a round: the item as decided so far, as stored (what its next
+    write is conditional on), its job as last read or written, and the changes decided but not
+    written yet (written with the item's next step that writes its job, before its copy, or
+    else with the round's notes)."""
+
+    item: ItemRecord
+    job: JobRecord | None
+    stored: ItemRecord = field(init=False)
+    pending: list[ItemChange] = field(default_factory=list)
+    #: decisions made this round (at most STEPS_PER_ROUND)
+    steps: int = 0
+    #: 1 once the item moved this round
+    moved: int = 0
+    #: a job write of it found the job moved this round, and it was decided again
+    retried: bool = False
+
+    def __post_init__(self) -> None:
+        self.stored = self.item
+
+
+@dataclass(frozen=True, eq=False)
+class _JobStep:
+    """A step that writes the item's job, decided by its walk: written with the round's
+    others."""
+
+    walk: _Walk
+    change: ItemChange
+    decision: Advance[Any]
+
+
 @dataclass
 class _Round:
-    """One operation's round: what it read, and what its items' advances leave for its end."""
+    """One operation's round: what it read, the items stopped at a write that goes with the
+    other items' (a step with a job write, a copy), and what its items leave for its end."""
 
     read: RoundRead
     lease: _Lease
@@ -156,11 +195,40 @@ class _Round:
     notes: list[tuple[ItemRecord, list[ItemChange]]] = field(default_factory=list)
     #: jobs whose replica this operation holds no more (``Checkpoints.release``)
     releases: list[str] = field(default_factory=list)
+    #: items stopped at a step with a job write, or at a copy
+    steps: list[_JobStep] = field(default_factory=list)
+    copies: list[tuple[_Walk, fo.MakeAvailable]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def operation(self) -> OperationRecord:
         return self.read.operation
+
+    @property
+    def id(self) -> int:
+        return self.read.operation.id
+
+    def stop(
+        self,
+        *,
+        step: _JobStep | None = None,
+        copy: tuple[_Walk, fo.MakeAvailable] | None = None,
+    ) -> None:
+        with self.lock:
+            if step is not None:
+                self.steps.append(step)
+            if copy is not None:
+                self.copies.append(copy)
+
+    def take_steps(self) -> list[_JobStep]:
+        with self.lock:
+            steps, self.steps = self.steps, []
+        return steps
+
+    def take_copies(self) -> list[tuple[_Walk, fo.MakeAvailable]]:
+        with self.lock:
+            copies, self.copies = self.copies, []
+        return copies
 
     def written(self, item: ItemRecord) -> None:
         with self.lock:
@@ -203,6 +271,8 @@ class Executor:
         self._clock = clock or partial(datetime.now, UTC)
         self._monotonic = monotonic
         self._pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="advance")
+        #: checkpoint copies run at once, between two writes of the steps they lead to
+        self._copy_slice = 2 * max(1, threads)
         #: whether a cluster answers now (an automatic failover's plan kills what it can reach)
         self._probe = probe or (lambda cluster: False)
         #: this node's current claim in a group (Membership's answer), asked for when the claim a
@@ -398,20 +468,44 @@ class Executor:
         if op.state.is_final:
             return 0
         r = _Round(read, lease, {i.id: i for i in op.items})
-        futures = [self._pool.submit(self._advance, r, item) for item in read.chosen]
-        moved = 0
+        walks = [_Walk(item, read.jobs.get(item.job_id or -1)) for item in read.chosen]
+        # each item walks as far as it goes without a write; the steps before the copies, then
+        # the steps with a job write, are written for all the items at once; the items go on
+        # from there (the copies in the pool), until every one waits or ended
+        todo: list[Callable[[], None]] = [partial(self._walk, r, w) for w in walks]
+        copies: list[Callable[[], None]] = []
+        copying: float | None = None
+        while todo or copies:
+            if todo:
+                self._in_pool(op, todo)
+            elif copying is None or time.monotonic() - copying < COPY_SECONDS:
+                # the copies a few at a time, each few's switches written as soon as they are
+                # copied: their owners start them while the others are copied
+                copying = copying or time.monotonic()
+                self._in_pool(op, copies[: self._copy_slice])
+                copies = copies[self._copy_slice :]
+            else:  # their steps are stored: the next round copies them
+                log.info("operation %s: %d copies left to the next round", op.id, len(copies))
+                break
+            copies += self._store_copies(r)
+            todo = self._write_steps(r)
+        self._end_round(r)
+        return sum(w.moved for w in walks)
+
+    def _in_pool(self, op: OperationRecord, work: list[Callable[[], None]]) -> None:
+        """Run ``work`` in the pool of threads; NotOwner or LeaseExpired once all of it ran,
+        when one of it met one (one item's other error never stops the others)."""
+        futures = [self._pool.submit(w) for w in work]
         stop: NotOwner | LeaseExpired | None = None
         for future in futures:
             try:
-                moved += future.result()
+                future.result()
             except (NotOwner, LeaseExpired) as exc:
                 stop = stop or exc
             except Exception:
                 log.exception("operation %s: an item failed to advance", op.id)
         if stop is not None:
             raise stop
-        self._end_round(r)
-        return moved
 
     def _end_round(self, r: _Round) -> None:
         """What the round's items left for its end: their notes (one transaction), the replicas
@@ -450,112 +544,187 @@ class Executor:
             item, bulk.Facts(job, op.cancelling, self._clock()), self._bulk_timing, op.kind
         )
 
-    def _advance(self, r: _Round, item: ItemRecord) -> int:
-        """Advance one item as far as it goes this round; returns 1 if it moved.
-
-        ``pending``: changes decided but not written yet (no job write goes with them): written
-        with the next step that writes the job, before the checkpoint's I/O, or else at the end
-        of the round with the other items' (``_Round.notes``). ``item`` is the item as it will
-        be once they are written; ``stored`` as it is stored (the writes' condition)."""
+    def _walk(self, r: _Round, w: _Walk, decided: Decision | None = None) -> None:
+        """Advance one item as far as it goes without a write (``decided``: its next decision,
+        made already). It stops at a step with a job write, or at a copy (the round writes
+        those for all its items at once, then the item goes on), or when it waits or ended
+        (what it decided goes with the round's notes)."""
         op = r.operation
-        job = r.read.jobs.get(item.job_id or -1)
-        stored = item
-        pending: list[ItemChange] = []
-        moved = 0
-        retried = False
-        if op.kind == OperationKind.FAILOVER and item.step in (fo.Step.DRAINING, fo.Step.FENCING):
-            if faults.held(f"failover-{item.step.lower()}", item.job_name):  # tests only
-                return 0
+        if w.steps == 0 and op.kind == OperationKind.FAILOVER:
+            if w.item.step in (fo.Step.DRAINING, fo.Step.FENCING):
+                if faults.held(f"failover-{w.item.step.lower()}", w.item.job_name):  # tests only
+                    return
         try:
-            for _ in range(STEPS_PER_ROUND):
-                decision = self._decide(r, item, job)
+            while w.steps < STEPS_PER_ROUND:
+                w.steps += 1
+                decision = decided if decided is not None else self._decide(r, w.item, w.job)
+                decided = None
                 if isinstance(decision, Wait):
-                    if item.detail.get("waiting") != decision.why and not item.is_final:
-                        pending.append(ItemChange(None, detail={"waiting": decision.why}))
+                    if w.item.detail.get("waiting") != decision.why and not w.item.is_final:
+                        w.pending.append(ItemChange(None, detail={"waiting": decision.why}))
                     break
                 if isinstance(decision, fo.Record):
-                    pending.append(ItemChange(None, decision.note, fields=decision.fields))
-                    moved = 1
+                    w.pending.append(ItemChange(None, decision.note, fields=decision.fields))
+                    w.moved = 1
                     break
                 if isinstance(decision, bulk.Apply):
                     done = self._ledger.apply_command(
-                        r.lease.check(), op, stored, decision.command, decision.note
+                        r.lease.check(), op, w.stored, decision.command, decision.note
                     )
-                    stored = item = done.item
-                    r.written(item)
-                    job, moved = done.job, 1
-                    if job is not None and item.step == bulk.Step.WAITING:
-                        self._nudge(job.group, job.name)
-                    what = item.history[-1].note if item.history else item.step
-                    log.info("operation %s item %s (%s): %s", op.id, item.id, item.job_name, what)
-                    if item.is_final:
+                    w.stored = w.item = done.item
+                    r.written(w.item)
+                    w.job, w.moved = done.job, 1
+                    if w.job is not None and w.item.step == bulk.Step.WAITING:
+                        self._nudge(w.job.group, w.job.name)
+                    what = w.item.history[-1].note if w.item.history else w.item.step
+                    log.info(
+                        "operation %s item %s (%s): %s", op.id, w.item.id, w.item.job_name, what
+                    )
+                    if w.item.is_final:
                         break
                     continue
                 if isinstance(decision, fo.MakeAvailable):
-                    if pending:  # the step is stored before its I/O
-                        stored = item = self._write(r, stored, pending).item
-                        pending = []
-                        moved = 1
-                    if faults.held("failover-checkpoint", item.job_name):  # tests only
-                        break
-                    outcome = self._checkpoint(r, item, job, decision)
-                    if isinstance(outcome, ItemChange):
-                        pending.append(outcome)
-                        if outcome.step is None:
-                            break  # retried later
-                        item = item.after(outcome, self._clock())
-                        moved = 1
-                        continue
-                    decision = outcome
-                change = self._change(op, item, decision)
-                before = item.step
-                if decision.job_write is None:
-                    pending.append(change)
-                    item = item.after(change, self._clock())
-                else:
-                    try:
-                        done = self._write(
-                            r,
-                            stored,
-                            [*pending, change],
-                            job=job,
-                            job_write=decision.job_write,
-                            message=decision.note,
-                        )
-                    except StaleWrite as exc:
-                        if isinstance(exc, NotOwner) or job is None or retried:
-                            raise
-                        # the job moved since the round's read (its owner acted): decide again,
-                        # once, on the job as it is now, with the steps decided before
-                        retried = True
-                        log.info("item %s of operation %s: %s; decided again", item.id, op.id, exc)
-                        job = self._ledger.job(job.id)
-                        continue
-                    pending = []
-                    stored = item = done.item
-                    if done.job is not None:
-                        job = done.job
-                        self._nudge(job.group, job.name)
-                moved = 1
-                log.info(
-                    "operation %s item %s (%s): %s -> %s: %s",
-                    op.id,
-                    item.id,
-                    item.job_name,
-                    before,
-                    decision.step,
-                    decision.note,
-                )
-                if item.is_final:
+                    r.stop(copy=(w, decision))  # the step is stored before its I/O
+                    return
+                change = self._change(op, w.item, decision)
+                if decision.job_write is not None:
+                    r.stop(step=_JobStep(w, change, decision))
+                    return
+                w.pending.append(change)
+                before = w.item.step
+                w.item = w.item.after(change, self._clock())
+                w.moved = 1
+                self._stepped(op, w.item, before, decision)
+                if w.item.is_final:
                     break
         except StaleWrite as exc:
             if isinstance(exc, NotOwner):
                 raise  # the operation is no longer ours
-            log.info("item %s of operation %s: %s; again next round", item.id, op.id, exc)
-            return moved
-        if pending:
-            r.note(stored, pending)
-        return moved
+            log.info("item %s of operation %s: %s; again next round", w.item.id, op.id, exc)
+            w.pending = []
+            return
+        if w.pending:
+            r.note(w.stored, w.pending)
+            w.pending = []
+
+    def _store_copies(self, r: _Round) -> list[Callable[[], None]]:
+        """The items stopped at a copy: their steps before it stored (for all at once), then
+        their copies to run (each goes on from its outcome)."""
+        copies = r.take_copies()
+        unstored = [(w, want) for w, want in copies if w.pending]
+        written = self._advance_all(r, [ItemWrite(w.stored, w.pending) for w, _ in unstored])
+        refused: set[int] = set()
+        for (w, _), done in zip(unstored, written, strict=True):
+            w.pending = []
+            if isinstance(done, StaleWrite):
+                log.info("item %s of operation %s: %s; again next round", w.item.id, r.id, done)
+                refused.add(w.item.id)
+                continue
+            w.stored = w.item = done.item
+            w.moved = 1
+        return [partial(self._copy, r, w, want) for w, want in copies if w.item.id not in refused]
+
+    def _copy(self, r: _Round, w: _Walk, want: fo.MakeAvailable) -> None:
+        """The item's copy (its step stored), then its walk on from the outcome."""
+        if faults.held("failover-checkpoint", w.item.job_name):  # tests only
+            return
+        outcome = self._checkpoint(r, w.item, w.job, want)
+        if not isinstance(outcome, ItemChange):
+            self._walk(r, w, outcome)
+            return
+        w.pending.append(outcome)
+        if outcome.step is None:  # retried later
+            r.note(w.stored, w.pending)
+            w.pending = []
+            return
+        w.item = w.item.after(outcome, self._clock())
+        w.moved = 1
+        self._walk(r, w)
+
+    def _write_steps(self, r: _Round) -> list[Callable[[], None]]:
+        """The items stopped at a step with a job write: each written with the item's steps
+        before it, for all at once; what goes on from there: the items written and not ended,
+        and those whose job moved since it was read (decided again, once, on the job as it is
+        now, with the steps decided before)."""
+        steps = r.take_steps()
+        op = r.operation
+        writes = [
+            ItemWrite(
+                s.walk.stored,
+                [*s.walk.pending, s.change],
+                job=s.walk.job,
+                job_write=s.decision.job_write,
+                message=fo.job_event_message(s.walk.item, s.decision.note)
+                if s.decision.note
+                else "",
+            )
+            for s in steps
+        ]
+        go: list[Callable[[], None]] = []
+        for s, done in zip(steps, self._advance_all(r, writes), strict=True):
+            w = s.walk
+            if isinstance(done, StaleWrite):
+                if w.job is None or w.retried:
+                    log.info(
+                        "item %s of operation %s: %s; again next round", w.item.id, op.id, done
+                    )
+                    w.pending = []
+                else:
+                    w.retried = True
+                    log.info("item %s of operation %s: %s; decided again", w.item.id, op.id, done)
+                    go.append(partial(self._again, r, w))
+                continue
+            before = w.item.step
+            w.pending = []
+            w.stored = w.item = done.item
+            w.moved = 1
+            if done.job is not None:
+                w.job = done.job
+                self._nudge(w.job.group, w.job.name)
+            self._stepped(op, w.item, before, s.decision)
+            if not w.item.is_final:
+                go.append(partial(self._walk, r, w))
+        return go
+
+    def _again(self, r: _Round, w: _Walk) -> None:
+        """The item's walk on from its job as it is now (its step's job write found it moved)."""
+        assert w.job is not None
+        w.job = self._ledger.job(w.job.id)
+        self._walk(r, w)
+
+    def _advance_all(self, r: _Round, writes: list[ItemWrite]) -> list[Written | StaleWrite]:
+        """``writes`` in one transaction (``OperationsLedger.advance``); when that does not land,
+        in halves, down to each alone: per write, as written or the StaleWrite that refused it
+        (NotOwner and LeaseExpired stop the round)."""
+        if not writes:
+            return []
+        try:
+            done = self._ledger.advance(r.lease.check(), r.operation, writes)
+        except NotOwner:
+            raise
+        except StaleWrite as exc:
+            if len(writes) == 1:
+                return [exc]
+            log.info("operation %s: %d advances did not land (%s); split", r.id, len(writes), exc)
+            half = len(writes) // 2
+            return self._advance_all(r, writes[:half]) + self._advance_all(r, writes[half:])
+        for written in done:
+            r.written(written.item)
+        return list(done)
+
+    @staticmethod
+    def _stepped(
+        op: OperationRecord, item: ItemRecord, before: str, decision: Advance[Any]
+    ) -> None:
+        log.info(
+            "operation %s item %s (%s): %s -> %s: %s",
+            op.id,
+            item.id,
+            item.job_name,
+            before,
+            decision.step,
+            decision.note,
+        )
 
     def _change(self, op: OperationRecord, item: ItemRecord, decision: Advance[Any]) -> ItemChange:
         """The item change of ``decision`` (IllegalTransition if its kind's table forbids it)."""
@@ -574,28 +743,6 @@ class Executor:
             detail=detail,
             error=decision.note if step.value == "FAILED" else None,
         )
-
-    def _write(
-        self,
-        r: _Round,
-        item: ItemRecord,
-        changes: list[ItemChange],
-        *,
-        job: JobRecord | None = None,
-        job_write: JobWrite | None = None,
-        message: str = "",
-    ) -> Written:
-        done = self._ledger.advance(
-            r.lease.check(),
-            r.operation,
-            item,
-            changes,
-            job=job,
-            job_write=job_write,
-            message=fo.job_event_message(item, message) if message else "",
-        )
-        r.written(done.item)
-        return done
 
     def _checkpoint(
         self, r: _Round, item: ItemRecord, job: JobRecord | None, want: fo.MakeAvailable

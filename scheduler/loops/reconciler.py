@@ -22,9 +22,11 @@ Cost (what a steady tick reads): the jobs are kept between ticks. A tick reads i
 claim change, after jobs changed hands, and every ``full_read_every`` seconds (a safety net);
 otherwise only the rows whose ``updated_at`` moved since the last read (minus ``change_margin``
 seconds for clock skew between nodes and transactions still open at the last read). Failure
-counts are read for all jobs of a tick in one query. Submissions run in a bounded pool of
-``submit_workers`` threads (each with its own store session), so one slow submission does not
-hold the others back.
+counts are read for all jobs of a tick in one query. The tick's other writes (observations,
+kill intents, run closes, state moves) are recorded together, in transactions of up to
+``WRITE_BATCH`` jobs. Submissions, and the kills whose intents were recorded, run in a bounded
+pool of ``submit_workers`` threads (each with its own store session), so one slow request does
+not hold the others back.
 
 One job's error never stops the others, and nothing here raises out of ``tick()``. This class
 does blocking I/O (store, cluster); the reconciler actor runs it off its event loop.
@@ -40,7 +42,8 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, assert_never
+from functools import partial
+from typing import Any, TypeVar, assert_never
 from urllib.parse import urlparse
 
 from scheduler.backends.changes import feed_of
@@ -116,10 +119,16 @@ FULL_READ_EVERY = 30.0
 #: an incremental read goes back this far before the last read (seconds)
 CHANGE_MARGIN = 5.0
 
-#: observations recorded in one transaction at most
-OBSERVATION_BATCH = 500
+#: a tick's writes (observations, kill intents, run closes, ...) recorded in one transaction at
+#: most
+WRITE_BATCH = 500
+#: a batch of writes that did not land is split in halves down to this size, then written one
+#: at a time
+SPLIT_BELOW = 8
 #: how many jobs the observation loop looks at between two checks of the lease
 LEASE_CHECK_EVERY = 256
+
+_T = TypeVar("_T")
 
 _OPEN_RUN = frozenset(s for s in RunState if not s.is_final)
 _AT_REST = frozenset({JobState.STOPPED, JobState.FINISHED, JobState.FAILED})
@@ -398,7 +407,7 @@ class Reconciler:
         mark = stats.timed("plan", mark)
         pending: list[tuple[JobRecord, Submit | Resubmit, Failures]] = []
         submissions: list[tuple[list[JobRecord], Future[list[tuple[JobRecord, Any]]]]] = []
-        observations: list[Observation] = []
+        writes: list[Write] = []
         try:
             for job, status in observed:
                 job_failures = failures.get(job.id, Failures())
@@ -416,13 +425,15 @@ class Reconciler:
                         self._check_lease()
                         stats.actions += 1
                         stats.acted(action)
-                        if isinstance(action, Observed):  # recorded together below
-                            observations.append(self._observation(job, action, now))
-                        elif isinstance(action, Submit | Resubmit):
+                        if isinstance(action, Submit | Resubmit):
                             stats.submissions += 1
                             pending.append((job, action, job_failures))
-                        else:
-                            self._done(self._act(job, action, job_failures, now))
+                        else:  # recorded together below
+                            write = self._write_of(job, action, job_failures, now)
+                            if write is None:
+                                self._done(job)
+                            else:
+                                writes.append(write)
                 except LeaseExpired:
                     raise
                 except Exception as exc:
@@ -432,7 +443,7 @@ class Reconciler:
             pending = self._gated(pending, now, stats)
             submissions = self._dispatch(pending, now)
             mark = stats.timed("act", mark)
-            self._record_observations(observations, stats)
+            submissions += self._record(writes, stats)
             mark = stats.timed("record", mark)
         finally:
             lease_expired = self._collect(submissions, stats)
@@ -487,18 +498,31 @@ class Reconciler:
     ) -> list[tuple[list[JobRecord], Future[list[tuple[JobRecord, Any]]]]]:
         """Hand the tick's submissions to the pool in batches: as many batches as workers (one
         job each for a few jobs), at most ``SUBMIT_BATCH`` jobs each."""
-        if not pending:
+        return self._spread(
+            pending, partial(self._submit_batch, now=now), lambda p: p[0], SUBMIT_BATCH
+        )
+
+    def _spread(
+        self,
+        work: list[_T],
+        do: Callable[[list[_T]], list[tuple[JobRecord, Any]]],
+        job_of: Callable[[_T], JobRecord],
+        most: int | None = None,
+    ) -> list[tuple[list[JobRecord], Future[list[tuple[JobRecord, Any]]]]]:
+        """``work`` handed to the submission pool in batches (``do`` each): as many batches as
+        workers (one job each for a few jobs), at most ``most`` jobs each."""
+        if not work:
             return []
-        size = min(SUBMIT_BATCH, max(1, -(-len(pending) // self._submit_workers)))
+        size = max(1, -(-len(work) // self._submit_workers))
+        if most is not None:
+            size = min(most, size)
         pool = self._submission_pool()
         futures = []
-        for start in range(0, len(pending), size):
-            batch = pending[start : start + size]
+        for start in range(0, len(work), size):
+            batch = work[start : start + size]
             # the batch's log records carry the tick's ids (its group)
             run = contextvars.copy_context().run
-            futures.append(
-                ([job for job, _, _ in batch], pool.submit(run, self._submit_batch, batch, now))
-            )
+            futures.append(([job_of(w) for w in batch], pool.submit(run, do, batch)))
         return futures
 
     def _collect(
@@ -663,12 +687,22 @@ class Reconciler:
         if write is None:
             return job
         written = self._apply(write)
-        match write:  # what follows once the write landed
-            case KillIntent():  # repeated on every tick until the cluster confirms the kill
-                run = written.current_run
-                assert run is not None and run.submission_id is not None, "a live app is submitted"
-                self._check_lease()
-                self._backend(run.cluster).kill(run.submission_id)
+        if isinstance(write, KillIntent):
+            self._kill(written)
+        self._after(write, job)
+        return written
+
+    def _kill(self, job: JobRecord) -> None:
+        """Kill the application of ``job``'s current run, whose kill intent is recorded
+        (repeated on every tick until the cluster confirms the kill)."""
+        run = job.current_run
+        assert run is not None and run.submission_id is not None, "a live app is submitted"
+        self._check_lease()
+        self._backend(run.cluster).kill(run.submission_id)
+
+    def _after(self, write: Write, job: JobRecord) -> None:
+        """What follows a write that landed (but the kill of a KillIntent)."""
+        match write:
             case RunClose():
                 self._polls_over(job)
             case RunFence():
@@ -678,7 +712,6 @@ class Reconciler:
                 log.info("job %s: %s", job.name, write.reason)
             case RevisionRestore():
                 log.warning("job %s: %s", job.name, write.reason)
-        return written
 
     def _polls_over(self, job: JobRecord) -> None:
         """The job's run is closed: its count of unanswered polls is over."""
@@ -734,15 +767,22 @@ class Reconciler:
     def _apply_all(
         self, fence: Fence, writes: list[Write], what: str
     ) -> list[JobRecord | Exception]:
-        """``writes`` in one transaction; when that does not land, one at a time (each then gets
-        its own NotOwner or StaleWrite): per write, its job as written or what stopped it."""
+        """``writes`` in one transaction; when that does not land, in halves (a few at most:
+        one at a time, each then getting its own NotOwner or StaleWrite): per write, its job as
+        written or what stopped it. A job that moved meanwhile costs a few transactions more,
+        not one per write of the batch."""
         if len(writes) > 1:
             try:
                 return list(self._ledger.apply(fence, writes))
             except StaleWrite as exc:
-                log.info("a batch of %d %s did not land (%s); one by one", len(writes), what, exc)
+                log.info("a batch of %d %s did not land (%s); split", len(writes), what, exc)
             except Exception as exc:
-                log.warning("a batch of %d %s failed (%s); one by one", len(writes), what, exc)
+                log.warning("a batch of %d %s failed (%s); split", len(writes), what, exc)
+            if len(writes) > SPLIT_BELOW:
+                half = len(writes) // 2
+                return self._apply_all(fence, writes[:half], what) + self._apply_all(
+                    fence, writes[half:], what
+                )
         results: list[JobRecord | Exception] = []
         for write in writes:
             try:
@@ -766,19 +806,51 @@ class Reconciler:
             else None,
         )
 
-    def _record_observations(self, observations: list[Observation], stats: TickStats) -> None:
-        """The tick's observations, in transactions of up to OBSERVATION_BATCH jobs (one by one
-        when a batch does not land: each then gets its own NotOwner or StaleWrite)."""
-        for start in range(0, len(observations), OBSERVATION_BATCH):
-            batch: list[Write] = [*observations[start : start + OBSERVATION_BATCH]]
+    def _record(
+        self, writes: list[Write], stats: TickStats
+    ) -> list[tuple[list[JobRecord], Future[list[tuple[JobRecord, Any]]]]]:
+        """The tick's writes (observations, kill intents, state moves, run closes, ...), in
+        transactions of up to WRITE_BATCH jobs (split when a batch does not land: each job then
+        gets its own NotOwner or StaleWrite); then the kills whose intents landed, sent from the
+        submission pool (their futures, for ``_collect``)."""
+        kills: list[JobRecord] = []
+        for start in range(0, len(writes), WRITE_BATCH):
+            batch = writes[start : start + WRITE_BATCH]
             self._check_lease()
             for write, result in zip(
-                batch, self._apply_all(self._fence, batch, "observations"), strict=True
+                batch, self._apply_all(self._fence, batch, "writes"), strict=True
             ):
                 if isinstance(result, Exception):
                     self._failed(write.job, result, stats)
+                    continue
+                self._done(result)
+                if isinstance(write, KillIntent):
+                    kills.append(result)
                 else:
-                    self._done(result)
+                    self._after(write, write.job)
+        return self._spread(kills, self._kill_batch, lambda job: job)
+
+    def _kill_batch(self, jobs: list[JobRecord]) -> list[tuple[JobRecord, Any]]:
+        """Send the kills of ``jobs`` (runs in the submission pool): per job, the job, or the
+        exception that stopped its kill (LeaseExpired for every kill after the lease ran out:
+        their intents are recorded, the next tick under a claim sends them)."""
+        results: list[tuple[JobRecord, Any]] = []
+        expired: LeaseExpired | None = None
+        for job in jobs:
+            if expired is not None:
+                results.append((job, expired))
+                continue
+            try:
+                with log_context(job=job.name, run=job.current_run_id):
+                    self._kill(job)
+            except LeaseExpired as exc:
+                expired = exc
+                results.append((job, exc))
+            except Exception as exc:
+                results.append((job, exc))
+            else:
+                results.append((job, job))
+        return results
 
     def _submit(
         self, job: JobRecord, action: Submit | Resubmit, failures: Failures, now: datetime

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, case, func, literal, or_, select, update
+from sqlalchemy import and_, case, func, insert, literal, or_, select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -592,78 +592,33 @@ def candidate_jobs(session: Session, source_cluster: str) -> list[JobRecord]:
     return with_current_runs(session, rows)
 
 
-def _write_job(
-    session: Session,
-    job: JobRecord,
-    values: dict[str, Any],
-    *,
-    now: datetime,
-    node_id: str,
-    message: str,
-    to_state: JobState | None = None,
-    written: Mapping[str, Any],
-) -> JobRecord:
-    """Write ``values`` on the job's row, conditional on its version; an event. The job as
-    written: ``job`` with ``written`` (the record's fields of ``values``)."""
-    values = {**values, "version": job.version + 1, "updated_at": now}
-    result = session.execute(
-        update(Job)
-        .where(Job.id == job.id, Job.version == job.version)
-        .values(**values)
-        .execution_options(synchronize_session=False)
-    )
-    if result.rowcount != 1:  # type: ignore[attr-defined]
-        raise StaleWrite(f"job {job.name!r} changed since version {job.version}")
-    session.add(
-        JobEvent(
-            job_id=job.id,
-            run_id=job.current_run_id,
-            at=now,
-            from_state=job.state.value if to_state is not None else None,
-            to_state=to_state.value if to_state is not None else None,
-            cause=CAUSE,
-            message=message,
-            node_id=node_id,
-        )
-    )
-    return replace(job, **written, version=job.version + 1, updated_at=now)
+@dataclass(frozen=True)
+class JobChange:
+    """A write of the executor on one job: its ``values`` (columns), ``written`` (the record's
+    fields they set), the message of its event and the state it moves the job to (if any)."""
+
+    job: JobRecord
+    values: dict[str, Any]
+    written: dict[str, Any]
+    message: str
+    to_state: JobState | None = None
 
 
-def set_directive(
-    session: Session,
-    job: JobRecord,
-    directive: Directive | None,
-    *,
-    now: datetime,
-    node_id: str,
-    message: str,
-) -> JobRecord:
-    """Write (or clear) the job's directive, conditional on the version ``job`` was read at;
-    the job as written."""
-    return _write_job(
-        session,
+def directive_change(job: JobRecord, directive: Directive | None, *, message: str) -> JobChange:
+    """Write (or clear) the job's directive."""
+    return JobChange(
         job,
         {"directive": directive.to_json() if directive is not None else None},
-        now=now,
-        node_id=node_id,
-        message=message,
-        written={"directive": directive},
+        {"directive": directive},
+        message,
     )
 
 
-def switch_cluster(
-    session: Session,
-    job: JobRecord,
-    target: str,
-    directive: Directive | None,
-    *,
-    reason: str,
-    now: datetime,
-    node_id: str,
-) -> JobRecord:
+def switch_change(
+    job: JobRecord, target: str, directive: Directive | None, *, reason: str, now: datetime
+) -> JobChange:
     """Switch the job to ``target`` (its open run must be closed: StaleWrite otherwise). A job
-    that should run and is at rest is queued to run there, its restart budget reset. The job as
-    written."""
+    that should run and is at rest is queued to run there, its restart budget reset."""
     current = job.current_run
     if current is not None and not current.state.is_final:
         raise StaleWrite(f"job {job.name!r} still has an open run ({current.id})")
@@ -681,16 +636,99 @@ def switch_cluster(
             transition(job.state, JobState.QUEUED)
             values["state"] = JobState.QUEUED.value
             written["state"] = to_state = JobState.QUEUED
-    return _write_job(
-        session,
-        job,
-        values,
-        now=now,
-        node_id=node_id,
-        message=reason,
-        to_state=to_state,
-        written=written,
+    return JobChange(job, values, written, reason, to_state)
+
+
+def write_jobs(
+    session: Session, changes: Sequence[JobChange], *, now: datetime, node_id: str
+) -> list[JobRecord]:
+    """The changes' jobs written in one statement, each conditional on the version its job was
+    read at (StaleWrite when one moved: nothing of the caller's transaction to keep), version and
+    ``updated_at`` bumped, and their events in one more. The jobs as written, in order."""
+    if not changes:
+        return []
+    if len({c.job.id for c in changes}) != len(changes):
+        raise ValueError("write_jobs: one change per job")
+    table = Job.__table__
+    if len(changes) == 1:
+        values: dict[str, Any] = dict(changes[0].values)
+    else:
+        columns = sorted({column for c in changes for column in c.values})
+        values = {
+            column: case(
+                {
+                    c.job.id: literal(c.values[column], table.c[column].type)
+                    for c in changes
+                    if column in c.values
+                },
+                value=Job.id,
+                else_=table.c[column],
+            )
+            for column in columns
+        }
+    result = session.execute(
+        update(Job)
+        .where(or_(*(and_(Job.id == c.job.id, Job.version == c.job.version) for c in changes)))
+        .values(**values, version=Job.version + 1, updated_at=now)
+        .execution_options(synchronize_session=False)
     )
+    matched: int = result.rowcount  # type: ignore[attr-defined]
+    if matched != len(changes):
+        if len(changes) == 1:
+            job = changes[0].job
+            raise StaleWrite(f"job {job.name!r} changed since version {job.version}")
+        raise StaleWrite(f"{len(changes) - matched} of {len(changes)} jobs changed meanwhile")
+    session.execute(
+        insert(JobEvent),
+        [
+            {
+                "job_id": c.job.id,
+                "run_id": c.job.current_run_id,
+                "at": now,
+                "from_state": c.job.state.value if c.to_state is not None else None,
+                "to_state": c.to_state.value if c.to_state is not None else None,
+                "cause": CAUSE,
+                "message": c.message,
+                "node_id": node_id,
+            }
+            for c in changes
+        ],
+    )
+    return [replace(c.job, **c.written, version=c.job.version + 1, updated_at=now) for c in changes]
+
+
+def set_directive(
+    session: Session,
+    job: JobRecord,
+    directive: Directive | None,
+    *,
+    now: datetime,
+    node_id: str,
+    message: str,
+) -> JobRecord:
+    """Write (or clear) the job's directive, conditional on the version ``job`` was read at;
+    the job as written."""
+    [written] = write_jobs(
+        session, [directive_change(job, directive, message=message)], now=now, node_id=node_id
+    )
+    return written
+
+
+def switch_cluster(
+    session: Session,
+    job: JobRecord,
+    target: str,
+    directive: Directive | None,
+    *,
+    reason: str,
+    now: datetime,
+    node_id: str,
+) -> JobRecord:
+    """Switch the job to ``target`` (:func:`switch_change`), conditional on the version ``job``
+    was read at; the job as written."""
+    change = switch_change(job, target, directive, reason=reason, now=now)
+    [written] = write_jobs(session, [change], now=now, node_id=node_id)
+    return written
 
 
 # -- fence checks --------------------------------------------------------------------------------

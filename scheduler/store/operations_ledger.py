@@ -3,9 +3,10 @@
 
 One method, one transaction (or one read), built of the repository functions of
 ``scheduler.store.operations``: a round of the executor reads each operation once
-(:meth:`SqlOperationsLedger.read`) and writes each advance of an item -- the claim's proof, the
-item's steps and the job write that goes with them -- in one transaction; what only notes an
-item (what it waits for, a run it recorded) goes for many items at once (:meth:`note`).
+(:meth:`SqlOperationsLedger.read`) and writes the advances of its items -- the claim's proof, the
+items' steps and the job writes that go with them -- in one transaction (:meth:`advance`); what
+only notes an item (what it waits for, a run it recorded) goes for many items at once too
+(:meth:`note`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from scheduler.core.errors import NotFound
+from scheduler.core.errors import NotFound, StaleWrite
 from scheduler.core.operations import (
     ItemChange,
     ItemRecord,
@@ -30,7 +31,7 @@ from scheduler.core.operations_ledger import (
     AutomaticFacts,
     Candidates,
     FailoverPolicy,
-    JobWrite,
+    ItemWrite,
     RoundRead,
     SetDirective,
     Written,
@@ -216,42 +217,44 @@ class SqlOperationsLedger:
             return started
 
     def advance(
-        self,
-        fence: Fence,
-        operation: OperationRecord,
-        item: ItemRecord,
-        changes: Sequence[ItemChange],
-        *,
-        job: JobRecord | None = None,
-        job_write: JobWrite | None = None,
-        message: str = "",
-    ) -> Written:
+        self, fence: Fence, operation: OperationRecord, writes: Sequence[ItemWrite]
+    ) -> list[Written]:
+        if not writes:
+            return []
+        if len({w.item.id for w in writes}) != len(writes):
+            raise ValueError("advance: one write per item")
+        jobs = [w.job.id for w in writes if w.job is not None and w.job_write is not None]
+        if len(set(jobs)) != len(jobs):
+            raise ValueError("advance: one write per job")
         now = self._clock()
         with self._store.transaction() as session:
             ops.check_executor(session, operation.id, fence, shared=True)
-            written = ops.advance_item(session, item, changes, now=now)
-            if job_write is None or job is None:
-                return Written(written)
-            if isinstance(job_write, SetDirective):
-                after = ops.set_directive(
-                    session,
-                    job,
-                    job_write.directive,
+            items = ops.write_items(session, [(w.item, w.changes) for w in writes], now=now)
+            moved = [w.item.id for w, item in zip(writes, items, strict=True) if item is None]
+            if moved:
+                raise StaleWrite(f"items {moved} changed since they were read")
+            changes = {
+                w.item.id: ops.directive_change(w.job, w.job_write.directive, message=w.message)
+                if isinstance(w.job_write, SetDirective)
+                else ops.switch_change(
+                    w.job,
+                    w.job_write.target,
+                    w.job_write.directive,
+                    reason=w.job_write.reason,
                     now=now,
-                    node_id=self._node_id,
-                    message=message,
                 )
-            else:
-                after = ops.switch_cluster(
-                    session,
-                    job,
-                    job_write.target,
-                    job_write.directive,
-                    reason=job_write.reason,
-                    now=now,
-                    node_id=self._node_id,
-                )
-            return Written(written, after)
+                for w in writes
+                if w.job is not None and w.job_write is not None
+            }
+            # the jobs in one statement, as the owners' batched writes are
+            node = self._node_id
+            jobs_after = ops.write_jobs(session, [*changes.values()], now=now, node_id=node)
+            after = dict(zip(changes, jobs_after, strict=True))
+        return [
+            Written(item, after.get(w.item.id))
+            for w, item in zip(writes, items, strict=True)
+            if item is not None
+        ]
 
     def note(
         self,

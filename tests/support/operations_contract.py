@@ -29,6 +29,7 @@ from scheduler.core.operations import (
 from scheduler.core.operations_ledger import (
     AutoDecision,
     FailoverPolicy,
+    ItemWrite,
     OperationsLedger,
     SetDirective,
     SwitchCluster,
@@ -212,8 +213,10 @@ def an_advance_writes_the_steps_and_the_job_write_together(h: Harness) -> None:
         "DRAINING", "drain run", fields={"source_run_id": item.source_run_id}, detail={"x": 1}
     )
     done = h.ledger.advance(
-        ME, op, item, [change], job=job, job_write=SetDirective(drain), message="drain it"
-    )
+        ME,
+        op,
+        [ItemWrite(item, [change], job=job, job_write=SetDirective(drain), message="drain it")],
+    )[0]
     assert done.item == h.operation(op.id).items[0] and done.job == h.job(item.job_id)
     assert (done.item.step, done.item.version, done.item.detail["x"]) == ("DRAINING", 2, 1)
     assert done.item.started_at is not None and done.item.history[-1].note == "drain run"
@@ -223,7 +226,7 @@ def an_advance_writes_the_steps_and_the_job_write_together(h: Harness) -> None:
 
     # several steps at once, each with its history entry
     steps = [ItemChange("CHECKPOINT", "gone"), ItemChange("SWITCHING", "copied", detail={"y": 2})]
-    chained = h.ledger.advance(ME, op, done.item, steps).item
+    chained = h.ledger.advance(ME, op, [ItemWrite(done.item, steps)])[0].item
     assert chained == h.operation(op.id).items[0] and chained.version == 4
     assert [e.step for e in chained.history[-2:]] == ["CHECKPOINT", "SWITCHING"]
 
@@ -232,13 +235,15 @@ def an_advance_writes_the_steps_and_the_job_write_together(h: Harness) -> None:
     switch = SwitchCluster("B", run, "moved to B")
     with pytest.raises(StaleWrite):
         h.ledger.advance(
-            ME, op, chained, [ItemChange("STARTING", "s")], job=done.job, job_write=switch
+            ME,
+            op,
+            [ItemWrite(chained, [ItemChange("STARTING", "s")], job=done.job, job_write=switch)],
         )
     assert h.operation(op.id).items[0] == chained and h.job(item.job_id) == done.job
     closed = h.close_run(item.job_id)
     moved = h.ledger.advance(
-        ME, op, chained, [ItemChange("STARTING", "s")], job=closed, job_write=switch
-    )
+        ME, op, [ItemWrite(chained, [ItemChange("STARTING", "s")], job=closed, job_write=switch)]
+    )[0]
     assert moved.job == h.job(item.job_id)
     assert moved.job is not None and (moved.job.cluster, moved.job.state, moved.job.directive) == (
         "B",
@@ -246,6 +251,47 @@ def an_advance_writes_the_steps_and_the_job_write_together(h: Harness) -> None:
         run,
     )
     assert h.events(item.job_id)[-1] == "moved to B"
+
+
+def many_advances_land_together_or_not_at_all(h: Harness) -> None:
+    """The advances of several items in one transaction (a round's): each item its own steps,
+    each job its own write, in the order given; one stale job or item and nothing changes."""
+    op = _taken(h, "a", "b", "c", "d")
+    items = list(op.items)
+    jobs = [h.job(i.job_id) for i in items if i.job_id is not None]
+    drains = [Directive(op.id, i.id, Phase.DRAIN, "A", "B") for i in items]
+
+    def drain(n: int, job: JobRecord | None = None) -> ItemWrite:
+        change = ItemChange("DRAINING", f"drain {n}", detail={"n": n})
+        return ItemWrite(
+            items[n],
+            [change],
+            job=job or jobs[n],
+            job_write=SetDirective(drains[n]),
+            message=f"drain it {n}",
+        )
+
+    # the third job moved: nothing of the four lands
+    h.api_write(jobs[2].id)
+    batch = [drain(3), drain(0), ItemWrite(items[1], [ItemChange(None, "a note")]), drain(2)]
+    with pytest.raises(StaleWrite):
+        h.ledger.advance(ME, op, batch)
+    assert h.operation(op.id).items == op.items
+    assert [h.job(j.id) for j in (jobs[0], jobs[3])] == [jobs[0], jobs[3]]
+    # decided again on the job as it is now: the four land, each as its own
+    batch[3] = drain(2, h.ledger.job(jobs[2].id))
+    done = h.ledger.advance(ME, op, batch)
+    stored = {i.id: i for i in h.operation(op.id).items}
+    assert [d.item for d in done] == [stored[items[n].id] for n in (3, 0, 1, 2)]
+    assert [d.item.detail.get("n") for d in done] == [3, 0, None, 2]
+    assert [d.item.step for d in done] == ["DRAINING", "DRAINING", "PENDING", "DRAINING"]
+    assert done[2].job is None and done[2].item.history[-1].note == "a note"
+    for d, n in zip((done[0], done[1], done[3]), (3, 0, 2), strict=True):
+        assert d.job is not None and d.job == h.job(jobs[n].id)
+        assert d.job.directive == drains[n] and h.events(jobs[n].id)[-1] == f"drain it {n}"
+    assert h.ledger.advance(ME, op, []) == []
+    with pytest.raises(ValueError):
+        h.ledger.advance(ME, op, [ItemWrite(done[0].item, []), ItemWrite(done[0].item, [])])
 
 
 def a_stale_claim_changes_nothing(h: Harness) -> None:
@@ -257,7 +303,9 @@ def a_stale_claim_changes_nothing(h: Harness) -> None:
     before = h.operation(op.id)
     with pytest.raises(NotOwner):
         h.ledger.advance(
-            ME, op, item, [ItemChange("DRAINING", "d")], job=job, job_write=SetDirective(None)
+            ME,
+            op,
+            [ItemWrite(item, [ItemChange("DRAINING", "d")], job=job, job_write=SetDirective(None))],
         )
     with pytest.raises(NotOwner):
         h.ledger.note(ME, op, [(item, [ItemChange(None, detail={"waiting": "w"})])])
@@ -276,20 +324,22 @@ def a_stale_version_changes_nothing(h: Harness) -> None:
     h.api_write(item.job_id)
     with pytest.raises(StaleWrite):
         h.ledger.advance(
-            ME, op, item, [ItemChange("DRAINING", "d")], job=job, job_write=SetDirective(None)
+            ME,
+            op,
+            [ItemWrite(item, [ItemChange("DRAINING", "d")], job=job, job_write=SetDirective(None))],
         )
     assert h.operation(op.id).items[0] == item  # the item's step went back with the job's
     assert h.ledger.job(item.job_id) == h.job(item.job_id)  # what a retry decides on
-    noted = h.ledger.advance(ME, op, item, [ItemChange(None, "a note")]).item
+    noted = h.ledger.advance(ME, op, [ItemWrite(item, [ItemChange(None, "a note")])])[0].item
     with pytest.raises(StaleWrite):
-        h.ledger.advance(ME, op, item, [ItemChange("DRAINING", "d")])
+        h.ledger.advance(ME, op, [ItemWrite(item, [ItemChange("DRAINING", "d")])])
     assert h.operation(op.id).items[0] == noted
 
 
 def notes_land_where_the_item_did_not_move(h: Harness) -> None:
     op = _taken(h, "a", "b")
     first, second = op.items
-    moved = h.ledger.advance(ME, op, second, [ItemChange(None, "moved")]).item
+    moved = h.ledger.advance(ME, op, [ItemWrite(second, [ItemChange(None, "moved")])])[0].item
     waiting = ItemChange(None, detail={"waiting": "the owner drains it"})
     written = h.ledger.note(ME, op, [(first, [waiting]), (second, [waiting])])
     stored = h.operation(op.id).items
@@ -307,7 +357,7 @@ def many_notes_land_each_on_its_own_item(h: Harness) -> None:
     item whose version moved is left out, the others are written whatever it was."""
     op = _taken(h, "a", "b", "c", "d", "e")
     a, b, c, d, e = op.items
-    moved = h.ledger.advance(ME, op, c, [ItemChange(None, "moved")]).item
+    moved = h.ledger.advance(ME, op, [ItemWrite(c, [ItemChange(None, "moved")])])[0].item
     later = h.now() + timedelta(minutes=5)
     notes: list[tuple[ItemRecord, list[ItemChange]]] = [
         (a, [ItemChange(None, detail={"waiting": "the owner drains a"})]),
@@ -413,6 +463,7 @@ CONTRACT: list[Callable[[Harness], None]] = [
     a_take_starts_it_and_never_takes_it_back_from_a_newer_epoch,
     a_read_brings_the_chosen_items_facts,
     an_advance_writes_the_steps_and_the_job_write_together,
+    many_advances_land_together_or_not_at_all,
     a_stale_claim_changes_nothing,
     a_stale_version_changes_nothing,
     notes_land_where_the_item_did_not_move,

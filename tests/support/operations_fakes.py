@@ -43,6 +43,7 @@ from scheduler.core.operations_ledger import (
     Availability,
     Candidates,
     FailoverPolicy,
+    ItemWrite,
     JobWrite,
     Recovery,
     RoundRead,
@@ -418,28 +419,36 @@ class FakeOperationsLedger:
             return op
 
     def advance(
-        self,
-        fence: Fence,
-        operation: OperationRecord,
-        item: ItemRecord,
-        changes: Sequence[ItemChange],
-        *,
-        job: JobRecord | None = None,
-        job_write: JobWrite | None = None,
-        message: str = "",
-    ) -> Written:
+        self, fence: Fence, operation: OperationRecord, writes: Sequence[ItemWrite]
+    ) -> list[Written]:
+        if not writes:
+            return []
         with self._call("advance"):
+            if len({w.item.id for w in writes}) != len(writes):
+                raise ValueError("advance: one write per item")
+            jobs = [w.job.id for w in writes if w.job is not None and w.job_write is not None]
+            if len(set(jobs)) != len(jobs):
+                raise ValueError("advance: one write per job")
             self._prove(operation.id, fence)
-            self._item_holds(item)
             now = self.clock.now()
-            written = item
-            for change in changes:
-                written = written.after(change, now)
-            after = None
-            if job_write is not None and job is not None:
-                after = self._job_write(job, job_write, message, now)
-            self.items[item.id] = written
-            return Written(written, after)
+            for w in writes:  # every condition first: all or nothing
+                self._item_holds(w.item)
+            changes = {
+                w.item.id: self._job_change(w.job, w.job_write, w.message, now)
+                for w in writes
+                if w.job is not None and w.job_write is not None
+            }
+            out = []
+            for w in writes:
+                written = w.item
+                for change in w.changes:
+                    written = written.after(change, now)
+                after = None
+                if w.job is not None and w.item.id in changes:
+                    after = self._job_land(w.job, *changes[w.item.id], now)
+                self.items[w.item.id] = written
+                out.append(Written(written, after))
+            return out
 
     def note(
         self,
@@ -550,7 +559,11 @@ class FakeOperationsLedger:
         if self.items[item.id].version != item.version:
             raise StaleWrite(f"item {item.id} changed since version {item.version}")
 
-    def _job_write(self, job: JobRecord, write: JobWrite, message: str, now: datetime) -> JobRecord:
+    def _job_change(
+        self, job: JobRecord, write: JobWrite, message: str, now: datetime
+    ) -> tuple[dict[str, Any], str]:
+        """What ``write`` changes on the job, and its event's message (StaleWrite when it may
+        not: the job moved, or still has an open run to switch)."""
         stored = self.jobs.get(job.id)
         if stored is None or stored.version != job.version:
             raise StaleWrite(f"job {job.name!r} changed since version {job.version}")
@@ -567,6 +580,12 @@ class FakeOperationsLedger:
                 changes.update(attempts_reset_at=now, state_reason=write.reason)
                 if job.state != JobState.QUEUED:
                     changes["state"] = transition(job.state, JobState.QUEUED)
+        return changes, message
+
+    def _job_land(
+        self, job: JobRecord, changes: dict[str, Any], message: str, now: datetime
+    ) -> JobRecord:
+        stored = self.jobs[job.id]
         self.jobs[job.id] = replace(stored, version=job.version + 1, updated_at=now, **changes)
         self.events.append(JobEvent(job.id, message))
         return replace(job, version=job.version + 1, updated_at=now, **changes)

@@ -187,24 +187,66 @@ def test_a_kill_item_drains_copies_switches_and_starts_on_the_target(w: World) -
     assert actions == ["failover.create", "failover.start", "failover.finish"]
 
 
-def test_an_item_writes_each_advance_once_and_its_notes_with_the_others(w: World) -> None:
-    """Store trips: four writes of its own per item (drain, checkpoint, switch, done: each with
-    its job write, or before the copy); what it waits for goes with the round's other notes."""
+def test_the_items_advances_of_a_round_go_in_one_write_and_their_notes_in_another(
+    w: World,
+) -> None:
+    """Store trips: four advances per item (drain, checkpoint, switch, done: each with its job
+    write, or before the copy), written for all the round's items at once (the switches for
+    each few copied: twice the executor's threads); what they wait for goes with the round's
+    notes."""
     jobs = [w.ledger.add_job(f"job-{i}") for i in range(10)]
     op = w.failover()
+    before = len(w.ledger.writes)
     w.round()
+    assert w.ledger.writes[before:] == ["take", "advance", "note"]
     for job in jobs:
         w.killed(job)
+    before = len(w.ledger.writes)
     w.round()
+    # the 10 checkpoints stored before the copies; the switches of 4, 4 and 2 copied
+    assert w.ledger.writes[before:] == ["advance"] * 4 + ["note"]
+    assert all(w.item(op, j.name).step == "STARTING" for j in jobs)
     for job in jobs:
         w.started_on_b(job)
     before = len(w.ledger.writes)
     w.round()
     assert w.state(op) == OperationState.SUCCEEDED
-    assert w.ledger.writes[before:] == ["advance"] * 10 + ["finish"]
-    advances = w.ledger.writes.count("advance")
-    assert advances == 4 * len(jobs)
+    assert w.ledger.writes[before:] == ["advance", "finish"]
+    assert w.ledger.writes.count("advance") == 6
     assert w.ledger.writes.count("note") <= 3
+
+
+def test_a_round_starts_copies_for_a_while_and_leaves_the_rest_to_the_next(
+    w: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("scheduler.loops.operations.COPY_SECONDS", 0.0)
+    jobs = [w.ledger.add_job(f"job-{i}") for i in range(6)]
+    op = w.failover()
+    w.round()
+    for job in jobs:
+        w.killed(job)
+    w.round()  # one few copied (twice the threads: 4); every checkpoint step stored
+    steps = [w.item(op, j.name).step for j in jobs]
+    assert steps == ["STARTING"] * 4 + ["CHECKPOINT"] * 2
+    assert len(w.checkpoints.calls) == 4
+    w.round()
+    assert all(w.item(op, j.name).step == "STARTING" for j in jobs)
+    assert len(w.checkpoints.calls) == 6
+
+
+def test_an_advance_that_does_not_land_is_split_until_the_moved_job_is_alone(w: World) -> None:
+    jobs = [w.ledger.add_job(f"job-{i}") for i in range(8)]
+    op = w.failover()
+    # an operator writes one job after the round's read: its drain is refused, not the others'
+    w.ledger.before("advance", lambda: w.ledger.owner_write(jobs[5].id, state_reason="touched"))
+    calls = len(w.ledger.calls)
+    w.round()
+    # the 8, the half with it, its half, it alone (then read again and decided on): and the
+    # halves without it at once
+    assert w.ledger.calls[calls:].count("advance") == 1 + 2 + 2 + 2 + 1
+    assert w.ledger.calls[calls:].count("job") == 1
+    assert all(w.item(op, j.name).step == "DRAINING" for j in jobs)
+    assert all(w.ledger.stored(j.id).directive is not None for j in jobs)
 
 
 def test_a_job_its_owner_wrote_meanwhile_is_read_again_and_switched_in_the_same_round(

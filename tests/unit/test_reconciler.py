@@ -125,27 +125,30 @@ def test_observations_of_a_tick_are_recorded_in_one_transaction(world: World) ->
     assert all(world.job(j).state == JobState.RUNNING for j in jobs)
 
 
-def test_a_batch_that_does_not_land_is_recorded_one_by_one(world: World) -> None:
-    jobs = [world.ledger.add_job(f"job-{i}") for i in range(3)]
+@pytest.mark.parametrize(
+    ("count", "applies"),
+    [
+        (3, [3, 1, 1, 1]),  # the batch, then one by one
+        # the 32, the half with the moved job, its half, its half, then that 8 one by one; the
+        # halves without it at once: 13 transactions, not 1 + 32
+        (32, [32, 16, 8, 1, 1, 1, 1, 1, 1, 1, 1, 8, 16]),
+    ],
+)
+def test_a_batch_that_does_not_land_is_split_then_recorded_one_by_one(
+    world: World, count: int, applies: list[int]
+) -> None:
+    jobs = [world.ledger.add_job(f"job-{i:02d}") for i in range(count)]
     rec = world.reconciler()
     rec.tick()
     world.backend.start_all()
     world.ledger.before("Observation", lambda: world.ledger.api_write(jobs[0].id))
     stats = rec.tick()
     assert stats.errors == 0
-    assert world.ledger.applies("Observation") == [3, 1, 1, 1]  # the batch, then one by one
-    assert [world.job(j).state for j in jobs[1:]] == [JobState.RUNNING] * 2
+    assert world.ledger.applies("Observation") == applies
+    assert [world.job(j).state for j in jobs[1:]] == [JobState.RUNNING] * (count - 1)
     assert world.job(jobs[0]).state == JobState.STARTING  # moved: re-read, then observed
     rec.tick()
     assert world.job(jobs[0]).state == JobState.RUNNING
-
-
-def test_a_steady_tick_writes_nothing(world: World) -> None:
-    rec, _ = running_job(world)
-    writes = world.ledger.writes
-    stats = rec.tick()
-    assert (stats.actions, stats.errors, stats.jobs) == (0, 0, 1)
-    assert world.ledger.writes == writes
 
 
 def test_stop_records_the_kill_intent_then_kills_until_confirmed(world: World) -> None:
@@ -168,6 +171,36 @@ def test_stop_records_the_kill_intent_then_kills_until_confirmed(world: World) -
     assert stored.state == JobState.STOPPED
     assert stored.current_run is not None and stored.current_run.state == RunState.KILLED
     assert world.backend.live() == []
+
+
+def test_a_ticks_writes_are_recorded_together_and_its_kills_sent_after(world: World) -> None:
+    jobs = [world.ledger.add_job(f"job-{i}") for i in range(6)]
+    rec = world.reconciler()
+    rec.tick()
+    world.backend.start_all()
+    rec.tick()
+    world.backend.kills_confirm = False
+    for job in jobs[:4]:
+        world.ledger.api_write(job.id, desired_state=DesiredState.STOPPED)
+    failing = world.job(jobs[4]).current_run
+    assert failing is not None and failing.submission_id is not None
+    world.backend.set_state(failing.submission_id, AppState.FAILED)
+    world.ledger.applied.clear()
+    stats = rec.tick()
+    assert stats.errors == 0
+    # four kill intents and a run's close in one transaction, then the four kills
+    assert world.ledger.applied == [("KillIntent",) * 4 + ("RunClose",)]
+    calls = world.ledger.calls
+    intents = calls.index("ledger.apply KillIntent+RunClose*5")
+    for job in jobs[:4]:
+        run = world.job(job).current_run
+        assert run is not None and run.state == RunState.STOPPING
+        assert calls.index(f"backend.kill {run.submission_id}") > intents
+    assert world.job(jobs[4]).current_run_id == failing.id
+    assert world.job(jobs[4]).state != JobState.RUNNING
+    world.backend.confirm_kills()
+    rec.tick()
+    assert [world.job(j).state for j in jobs[:4]] == [JobState.STOPPED] * 4
 
 
 def test_application_failing_closes_the_run_with_a_backoff(world: World) -> None:
