@@ -83,7 +83,7 @@ def process_name(pid: int) -> str:
     if not argv:
         return "?"
     if argv[0].startswith("ray::"):
-        return argv[0].split()[0]
+        return argv[0].split()[0].split(".")[0]  # ray::Actor.method: the actor
     first = Path(argv[0]).name
     if first.startswith("python"):
         script = next((a for a in argv[1:] if not a.startswith("-")), "")
