@@ -26,7 +26,7 @@ from scheduler.decisions.membership import MembershipSnapshot, Mode, NodeCard, u
 log = logging.getLogger("drover.actors.runtime")
 
 #: seconds after which the supervisor's last read of Membership's snapshot is not trusted (it
-#: reads it every ``SNAPSHOT_INTERVAL``; a read waits up to ``PING_TIMEOUT``)
+#: reads it at least every ``SNAPSHOT_INTERVAL``, 1 s; a read waits up to ``PING_TIMEOUT`` more)
 SNAPSHOT_MAX_AGE = PING_TIMEOUT + 1.0
 
 # -- Ray, trimmed to what Drover uses -------------------------------------------------------------
@@ -258,10 +258,11 @@ class NodeRuntime:
 
     def views(self) -> MembershipSnapshot:
         """Membership as this node sees it (see scheduler.decisions.membership.MembershipSnapshot):
-        the supervisor's last read of it, at most ``SNAPSHOT_INTERVAL`` old while Membership
-        answers. Never waits on an actor (the API calls this on request paths: a create finds
-        the job's owner here to nudge it); a snapshot older than ``SNAPSHOT_MAX_AGE`` is not
-        trusted (Membership is not answering) and the mode is UNKNOWN."""
+        the supervisor's last read of it, read at once when it changes and at most
+        ``SNAPSHOT_INTERVAL`` old while Membership answers. Never waits on an actor (the API
+        calls this on request paths: a create finds the job's owner here to nudge it); a
+        snapshot older than ``SNAPSHOT_MAX_AGE`` is not trusted (Membership is not answering)
+        and the mode is UNKNOWN."""
         if self._supervisor is None or self._host is None:
             return unavailable(Mode.STARTING, self._this_node())
         snapshot, read_at = self._supervisor.latest_snapshot()
