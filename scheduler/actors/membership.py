@@ -345,15 +345,15 @@ class Membership:
 
     async def next_snapshot(
         self, seen: tuple[int, int] | None, wait: float
-    ) -> tuple[tuple[int, int], MembershipSnapshot]:
-        """The snapshot as soon as it differs from the one read with ``seen`` (what an earlier
-        call returned), or after ``wait`` seconds: one waiting call instead of a read every
-        fraction of a second. A change of connection, views, registration or draining answers
-        at once, so does the moment the mode turns DEGRADED; the lease figures (which move with
-        the clock) are those of the moment of the answer."""
+    ) -> tuple[tuple[int, int], MembershipSnapshot, dict[str, Any]]:
+        """The snapshot and the :meth:`status` as soon as they differ from those read with
+        ``seen`` (what an earlier call returned), or after ``wait`` seconds: one waiting call
+        instead of reads every fraction of a second. A change of connection, views,
+        registration or draining answers at once, so does the moment the mode turns DEGRADED;
+        the lease figures (which move with the clock) are those of the moment of the answer."""
         self._ensure_loop()
         if seen != self._changes:
-            return self._changes, self._snapshot()
+            return self._changes, self._snapshot(), self._status()
         until = self._until_degraded()
         if self._changed is None:
             self._changed = asyncio.Event()
@@ -361,10 +361,13 @@ class Membership:
         timeout = wait if until is None else min(wait, until)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(changed.wait(), timeout=timeout)
-        return self._changes, self._snapshot()
+        return self._changes, self._snapshot(), self._status()
 
     async def status(self) -> dict[str, Any]:
         self._ensure_loop()
+        return self._status()
+
+    def _status(self) -> dict[str, Any]:
         return {
             "started": self._started,
             "connection": "NONE" if self.standalone else str(self._connection),

@@ -72,6 +72,9 @@ ACTOR_START_TIMEOUT = 60.0
 SNAPSHOT_INTERVAL = 1.0
 #: seconds before the snapshot is read again after a read that failed
 SNAPSHOT_RETRY = 0.25
+#: seconds for which a supervision round takes Membership's status as the snapshot loop last
+#: read it (with the snapshot); older, the round asks Membership itself
+STATUS_MAX_AGE = SNAPSHOT_INTERVAL + 1.0
 
 
 class NodeSupervisor:
@@ -98,6 +101,8 @@ class NodeSupervisor:
         self._metrics_task: asyncio.Task[None] | None = None
         #: Membership's last snapshot and when it was read (monotonic); see latest_snapshot()
         self._snapshot: tuple[MembershipSnapshot | None, float] = (None, -float("inf"))
+        #: Membership's status as the snapshot loop last read it, and when (monotonic)
+        self._membership_status: tuple[dict[str, Any] | None, float] = (None, -float("inf"))
         self._snapshot_task: asyncio.Task[None] | None = None
 
     def _ensure_loop(self) -> None:
@@ -126,10 +131,14 @@ class NodeSupervisor:
 
     async def _supervise(self) -> None:
         try:
-            self._health[MEMBERSHIP] = await asyncio.wait_for(
-                self._membership.status.remote(), timeout=PING_TIMEOUT
-            )
-            self._health[MEMBERSHIP]["alive"] = True
+            cached, read_at = self._membership_status
+            if cached is not None and time.monotonic() - read_at <= STATUS_MAX_AGE:
+                status = cached
+            else:  # the snapshot loop has not read it lately: ask (and so learn why not)
+                status = await asyncio.wait_for(
+                    self._membership.status.remote(), timeout=PING_TIMEOUT
+                )
+            self._health[MEMBERSHIP] = {**status, "alive": True}
         except (RayActorError, TimeoutError) as exc:
             log.warning("membership is not answering (%s)", exc)
             self._health[MEMBERSHIP] = {"alive": False, "error": str(exc)}
@@ -298,9 +307,9 @@ class NodeSupervisor:
         return self._snapshot
 
     async def _snapshot_loop(self) -> None:
-        """Keep Membership's snapshot read: one call at a time that Membership answers when the
-        snapshot changes or after ``SNAPSHOT_INTERVAL`` (``Membership.next_snapshot``); a read
-        that fails leaves the last one, which then ages, and is tried again after
+        """Keep Membership's snapshot and status read: one call at a time that Membership
+        answers when they change or after ``SNAPSHOT_INTERVAL`` (``Membership.next_snapshot``);
+        a read that fails leaves the last one, which then ages, and is tried again after
         ``SNAPSHOT_RETRY``."""
         failing = False
         seen: tuple[int, int] | None = None
@@ -309,11 +318,13 @@ class NodeSupervisor:
                 if self._membership is None:
                     await asyncio.sleep(SNAPSHOT_RETRY)
                     continue
-                seen, snapshot = await asyncio.wait_for(
+                seen, snapshot, status = await asyncio.wait_for(
                     self._membership.next_snapshot.remote(seen, SNAPSHOT_INTERVAL),
                     timeout=SNAPSHOT_INTERVAL + PING_TIMEOUT,
                 )
-                self._snapshot = (snapshot, time.monotonic())
+                now = time.monotonic()
+                self._snapshot = (snapshot, now)
+                self._membership_status = (status, now)
                 failing = False
             except Exception as exc:  # the loop never dies; supervision reports the actor
                 if not failing:

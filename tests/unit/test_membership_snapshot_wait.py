@@ -23,10 +23,11 @@ def test_a_first_read_answers_at_once_then_a_read_waits_for_its_deadline() -> No
     async def scenario() -> tuple[float, float, Any, Any]:
         member = bare_membership()
         t = time.monotonic()
-        seen, snapshot = await member.next_snapshot(None, 5.0)
+        seen, snapshot, status = await member.next_snapshot(None, 5.0)
+        assert status["connection"] == "NONE"
         first = time.monotonic() - t
         t = time.monotonic()
-        again, _ = await member.next_snapshot(seen, 0.2)
+        again, _, _ = await member.next_snapshot(seen, 0.2)
         return first, time.monotonic() - t, (seen, again), snapshot
 
     first, waited, (seen, again), snapshot = asyncio.run(scenario())
@@ -38,13 +39,15 @@ def test_a_first_read_answers_at_once_then_a_read_waits_for_its_deadline() -> No
 
 def test_a_change_answers_a_waiting_read_at_once() -> None:
     async def scenario() -> tuple[float, Any]:
-        member = bare_membership()
-        seen, _ = await member.next_snapshot(None, 5.0)
+        member = bare_membership(zk_hosts="127.0.0.1:1")
+        member._started = True  # registered (no ZooKeeper session in this test)
+        seen, _, _ = await member.next_snapshot(None, 5.0)
         t = time.monotonic()
         waiting = asyncio.ensure_future(member.next_snapshot(seen, 10.0))
         await asyncio.sleep(0.05)
         member._on_event(ConnectionChanged(Connection.SUSPENDED))
-        changed, _ = await asyncio.wait_for(waiting, timeout=5.0)
+        changed, _, status = await asyncio.wait_for(waiting, timeout=5.0)
+        assert status["connection"] == "SUSPENDED"
         assert changed != seen
         return time.monotonic() - t, member
 
@@ -55,7 +58,7 @@ def test_a_change_answers_a_waiting_read_at_once() -> None:
 def test_a_read_from_another_instance_of_the_actor_answers_at_once() -> None:
     async def scenario() -> float:
         old, new = bare_membership(), bare_membership()
-        seen, _ = await old.next_snapshot(None, 5.0)
+        seen, _, _ = await old.next_snapshot(None, 5.0)
         t = time.monotonic()
         await new.next_snapshot(seen, 10.0)
         return time.monotonic() - t
@@ -71,7 +74,7 @@ def test_a_suspended_read_answers_when_the_mode_turns_degraded() -> None:
         member._suspended_since = time.monotonic() - member._lease + 0.2
         seen = member._changes
         t = time.monotonic()
-        _, snapshot = await member.next_snapshot(seen, 10.0)
+        _, snapshot, _ = await member.next_snapshot(seen, 10.0)
         return time.monotonic() - t, snapshot.mode
 
     took, mode = asyncio.run(scenario())
