@@ -23,15 +23,20 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import tempfile
 import time
 from collections import defaultdict
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.node_rss import process_name, store_url
+from bench.node_rss import (
+    add_node_options,
+    bench_workdir,
+    parse_counts,
+    process_name,
+    services,
+    store_url,
+)
 from bench.takeover import (
     GROUP,
     PIPELINE,
@@ -45,7 +50,7 @@ from bench.takeover import (
     zk_namespace,
 )
 from harness.nodes import NodeProcess, poll
-from harness.procs import cpu_seconds, session_pids, terminate_like_interrupt
+from harness.procs import cpu_seconds, session_pids
 from scheduler.core.states import JobState
 from scheduler.store.db import Store
 
@@ -150,32 +155,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", default="0,5", help="comma-separated RUNNING job counts")
     parser.add_argument("--window", type=float, default=60.0, help="measured seconds")
     parser.add_argument("--settle", type=float, default=15.0, help="quiet seconds before")
-    parser.add_argument("--mysql-url", default="", help="MariaDB server (default: SQLite)")
-    parser.add_argument("--zk-hosts", default=os.environ.get("DROVER_TEST_ZK_HOSTS", ""))
-    parser.add_argument("--no-zk", action="store_true", help="standalone node, no ZooKeeper")
     parser.add_argument("--reconcile-interval", type=float, default=1.0)
     parser.add_argument("--session-timeout", type=float, default=4.0)
     parser.add_argument("--app-start-delay", type=float, default=0.5)
     parser.add_argument("--verbose", action="store_true", help="every process, not only names")
-    parser.add_argument("--keep-logs", action="store_true", help="keep the work dir and logs")
-    args = parser.parse_args(argv)
-    if args.no_zk:
-        args.zk_hosts = ""
-    counts = [int(c) for c in args.jobs.split(",") if c.strip()]
-    if not counts or min(counts) < 0:
-        parser.error("--jobs needs counts >= 0")
-
-    terminate_like_interrupt()
-    workdir = Path(tempfile.mkdtemp(prefix="drover-node-cpu-"))
-    store = "MariaDB" if args.mysql_url else "SQLite"
-    zk = f"ZooKeeper {args.zk_hosts}" if args.zk_hosts else "no ZooKeeper"
-    print(
-        f"node CPU bench: jobs {counts}, {store}, {zk}, reconcile interval "
-        f"{args.reconcile_interval} s, settle {args.settle} s, window {args.window} s; "
-        f"load average {os.getloadavg()[0]:.1f}; {workdir}"
-    )
-    samples: list[Sample] = []
-    try:
+    add_node_options(parser)
+    args, counts = parse_counts(parser, argv, "jobs", 0)
+    with bench_workdir("drover-node-cpu-", args.keep_logs) as workdir:
+        print(
+            f"node CPU bench: jobs {counts}, {services(args)}, reconcile interval "
+            f"{args.reconcile_interval} s, settle {args.settle} s, window {args.window} s; "
+            f"load average {os.getloadavg()[0]:.1f}; {workdir}"
+        )
+        samples: list[Sample] = []
         for count in counts:
             sample = run_one(count, args, workdir)
             print_sample(sample, args.verbose)
@@ -183,11 +175,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{'jobs':>6} {'CPU s/min':>10}   (load average {os.getloadavg()[0]:.1f})")
         for s in samples:
             print(f"{s.jobs:>6} {s.total:>10.2f}")
-    finally:
-        if args.keep_logs:
-            print(f"logs kept in {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
     return 0
 
 
