@@ -83,7 +83,7 @@ def process_name(pid: int) -> str:
     if not argv:
         return "?"
     if argv[0].startswith("ray::"):
-        return argv[0].split()[0]
+        return argv[0].split()[0].split(".")[0]  # ray::Actor.method: the actor
     first = Path(argv[0]).name
     if first.startswith("python"):
         script = next((a for a in argv[1:] if not a.startswith("-")), "")
@@ -198,38 +198,64 @@ def print_summary(samples: list[Sample]) -> None:
         )
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--groups", default="1,50", help="comma-separated group counts")
+def add_node_options(parser: argparse.ArgumentParser) -> None:
+    """The options of a one-node bench: its store, its ZooKeeper, and keeping its logs."""
     parser.add_argument("--mysql-url", default="", help="MariaDB server (default: SQLite)")
     parser.add_argument("--zk-hosts", default=os.environ.get("DROVER_TEST_ZK_HOSTS", ""))
     parser.add_argument("--no-zk", action="store_true", help="standalone node, no ZooKeeper")
-    parser.add_argument("--settle", type=float, default=15.0, help="idle seconds before measuring")
     parser.add_argument("--keep-logs", action="store_true", help="keep the work dir and logs")
+
+
+def parse_counts(
+    parser: argparse.ArgumentParser, argv: list[str] | None, option: str, low: int
+) -> tuple[argparse.Namespace, list[int]]:
+    """The arguments (``--no-zk`` applied) and the comma-separated counts of ``option``, each at
+    least ``low``."""
     args = parser.parse_args(argv)
     if args.no_zk:
         args.zk_hosts = ""
-    counts = [int(c) for c in args.groups.split(",") if c.strip()]
-    if not counts or min(counts) < 1:
-        parser.error("--groups needs positive counts")
+    counts = [int(c) for c in getattr(args, option).split(",") if c.strip()]
+    if not counts or min(counts) < low:
+        parser.error(f"--{option} needs counts >= {low}")
+    return args, counts
 
-    terminate_like_interrupt()
-    workdir = Path(tempfile.mkdtemp(prefix="drover-node-rss-"))
+
+def services(args: argparse.Namespace) -> str:
+    """The store and the ZooKeeper a bench node uses, in words."""
     store = "MariaDB" if args.mysql_url else "SQLite"
-    zk = f"ZooKeeper {args.zk_hosts}" if args.zk_hosts else "no ZooKeeper"
-    print(f"node RSS bench: groups {counts}, {store}, {zk}, settle {args.settle} s; {workdir}")
-    samples: list[Sample] = []
+    return f"{store}, ZooKeeper {args.zk_hosts}" if args.zk_hosts else f"{store}, no ZooKeeper"
+
+
+@contextmanager
+def bench_workdir(prefix: str, keep: bool) -> Iterator[Path]:
+    """A fresh work directory, removed at the end unless ``keep``."""
+    terminate_like_interrupt()
+    workdir = Path(tempfile.mkdtemp(prefix=prefix))
     try:
+        yield workdir
+    finally:
+        if keep:
+            print(f"logs kept in {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--groups", default="1,50", help="comma-separated group counts")
+    parser.add_argument("--settle", type=float, default=15.0, help="idle seconds before measuring")
+    add_node_options(parser)
+    args, counts = parse_counts(parser, argv, "groups", 1)
+    with bench_workdir("drover-node-rss-", args.keep_logs) as workdir:
+        print(
+            f"node RSS bench: groups {counts}, {services(args)}, settle {args.settle} s; {workdir}"
+        )
+        samples: list[Sample] = []
         for count in counts:
             sample = run_one(count, args, workdir)
             print_sample(sample)
             samples.append(sample)
         print_summary(samples)
-    finally:
-        if args.keep_logs:
-            print(f"logs kept in {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
     return 0
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # not at run time: the Membership worker loads no pydantic (membership.py)
     from scheduler.config import Settings
@@ -40,6 +40,7 @@ __all__ = [
     "SUPERVISE_INTERVAL",
     "forward_nudge",
     "managed_groups",
+    "membership_actor",
     "ray",
     "runtime_py_files",
 ]
@@ -57,6 +58,24 @@ MONITOR = "monitor"
 RECONCILER = "reconciler"
 #: the replication loop's entry in the supervisor's status (a loop, not an actor)
 REPLICATION = "replication"
+
+
+#: this process's handle on its node's Membership actor, and the Ray instance it belongs to
+_membership: tuple[tuple[str, str], Any] | None = None
+
+
+def membership_actor() -> Any:
+    """The node's Membership actor (ValueError when it does not exist).
+
+    Looked up by name once per Ray instance of this process, not at each use (a lookup is a
+    round trip to the GCS): Membership restarts in place (``max_restarts=-1``) and is never
+    replaced by another actor, so its handle stays good while the node runs."""
+    global _membership
+    context = ray.get_runtime_context()
+    instance = (context.get_node_id(), context.namespace)
+    if _membership is None or _membership[0] != instance:
+        _membership = (instance, ray.get_actor(MEMBERSHIP))
+    return _membership[1]
 
 
 def managed_groups(settings: Settings | MembershipSettings) -> dict[str, Role]:

@@ -19,7 +19,7 @@ import time
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
-from scheduler.actors.common import MEMBERSHIP, PING_TIMEOUT, ray
+from scheduler.actors.common import PING_TIMEOUT, membership_actor
 from scheduler.core.ownership import Claim
 
 
@@ -102,7 +102,7 @@ async def current_claims(groups: list[str], logger: logging.Logger) -> dict[str,
     tick; a group without one (or Membership not answering) is left out: nothing is done there
     this round."""
     try:
-        membership = ray.get_actor(MEMBERSHIP)
+        membership = membership_actor()
     except Exception as exc:  # noqa: BLE001 - not up (yet): no claims
         logger.info("membership is not answering (%s): no claims this round", exc)
         return {}

@@ -12,6 +12,7 @@ expired.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import time
@@ -49,6 +50,9 @@ GENERATION_TIMEOUT = 10.0
 #: how long a booting node retries registering while coordination is unavailable (within the
 #: supervisor's start deadline of a session timeout + 60 s)
 REGISTER_RETRY_SECONDS = 40.0
+#: seconds past the instant the snapshot's mode turns DEGRADED at which a waiting
+#: :meth:`Membership.next_snapshot` answers (so that it reads the new mode)
+DEGRADED_MARGIN = 0.01
 
 
 def resolve_generation(group: str, incarnation: Incarnation, cversion: int) -> int:
@@ -92,6 +96,10 @@ class Membership:
         self._started = False
         self._in_start = False
         self._starting: asyncio.Task[None] | None = None
+        #: what :meth:`next_snapshot` callers compare: this actor's instance and its count of
+        #: changes to the snapshot's inputs (events, registration, draining)
+        self._changes = (time.time_ns(), 0)
+        self._changed: asyncio.Event | None = None  # set at each change (the actor's loop)
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._lease = settings.zk_session_timeout * LEASE_SHARE
@@ -160,6 +168,7 @@ class Membership:
         self._confirmed_at = time.monotonic()
         self._views.update(coordinator.views())
         self._started = True
+        self._mark_changed()
 
     def _ensure_loop(self) -> None:
         if self._stopping:
@@ -197,6 +206,7 @@ class Membership:
                     lapsed = sent >= self._confirmed_at + self._lease
                     self._confirmed_at = sent
                     if lapsed:
+                        self._mark_changed()
                         for group in self._views:
                             self._nudge(group)
             except Exception as exc:
@@ -210,6 +220,7 @@ class Membership:
 
     def _on_event(self, event: Any) -> None:
         """Coordinator events, on the actor's loop, in the order they happened."""
+        self._mark_changed()
         if isinstance(event, ConnectionChanged):
             state = Connection(event.state)
             log.info("ZooKeeper connection %s -> %s", self._connection, state)
@@ -314,8 +325,49 @@ class Membership:
         self._ensure_loop()
         return self._snapshot()
 
+    def _mark_changed(self) -> None:
+        """An input of the snapshot changed: wake the callers of :meth:`next_snapshot`."""
+        instance, count = self._changes
+        self._changes = (instance, count + 1)
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
+
+    def _until_degraded(self) -> float | None:
+        """Seconds until the snapshot's mode turns DEGRADED with nothing else happening (the
+        lease of a suspended connection runs out), None when it will not by time alone."""
+        if not self._settings.degraded_mode or self._suspended_since is None:
+            return None
+        if self._connection != Connection.SUSPENDED:
+            return None
+        left = self._suspended_since + self._lease - time.monotonic()
+        return left + DEGRADED_MARGIN if left >= 0 else None
+
+    async def next_snapshot(
+        self, seen: tuple[int, int] | None, wait: float
+    ) -> tuple[tuple[int, int], MembershipSnapshot, dict[str, Any]]:
+        """The snapshot and the :meth:`status` as soon as they differ from those read with
+        ``seen`` (what an earlier call returned), or after ``wait`` seconds: one waiting call
+        instead of reads every fraction of a second. A change of connection, views,
+        registration or draining answers at once, so does the moment the mode turns DEGRADED;
+        the lease figures (which move with the clock) are those of the moment of the answer."""
+        self._ensure_loop()
+        if seen != self._changes:
+            return self._changes, self._snapshot(), self._status()
+        until = self._until_degraded()
+        if self._changed is None:
+            self._changed = asyncio.Event()
+        changed = self._changed
+        timeout = wait if until is None else min(wait, until)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(changed.wait(), timeout=timeout)
+        return self._changes, self._snapshot(), self._status()
+
     async def status(self) -> dict[str, Any]:
         self._ensure_loop()
+        return self._status()
+
+    def _status(self) -> dict[str, Any]:
         return {
             "started": self._started,
             "connection": "NONE" if self.standalone else str(self._connection),
@@ -339,4 +391,5 @@ class Membership:
         for group, view in views.items():
             self._views[group] = view
             self._nudge(group)
+        self._mark_changed()
         return await self.status()

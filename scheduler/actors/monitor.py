@@ -21,7 +21,7 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from scheduler.actors.common import MEMBERSHIP, PING_TIMEOUT, ray
+from scheduler.actors.common import PING_TIMEOUT, membership_actor
 from scheduler.actors.hosted import HostedLoop
 from scheduler.backends.registry import BackendRegistry
 from scheduler.config import Settings
@@ -120,7 +120,7 @@ class ClusterMonitor(HostedLoop):
         """What membership sees; None when it does not answer (votes without decisions, no
         sweeps)."""
         try:
-            membership = ray.get_actor(MEMBERSHIP)
+            membership = membership_actor()
             snapshot: MembershipSnapshot = await asyncio.wait_for(
                 membership.snapshot.remote(), timeout=PING_TIMEOUT
             )

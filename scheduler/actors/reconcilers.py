@@ -17,7 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
-from scheduler.actors.common import CLAIM_TIMEOUT, MEMBERSHIP, ray, runtime_py_files
+from scheduler.actors.common import CLAIM_TIMEOUT, membership_actor, ray, runtime_py_files
 from scheduler.backends.registry import BackendRegistry
 from scheduler.config import Settings
 from scheduler.core.backend import app_name_for
@@ -250,7 +250,7 @@ class JobReconciler:
         tick thread blocks; the event loop and the other groups' loops do not.
         """
         try:
-            reply: Any = ray.get_actor(MEMBERSHIP).claim.remote(group)
+            reply: Any = membership_actor().claim.remote(group)
             answer = cast(
                 tuple[Claim | None, tuple[str, ...]],
                 reply.future().result(timeout=CLAIM_TIMEOUT),

@@ -67,8 +67,15 @@ ALERTS = "alerts"
 
 #: seconds a new actor may take to answer its first call (worker process start and imports)
 ACTOR_START_TIMEOUT = 60.0
-#: seconds between two reads of Membership's snapshot for the API (``latest_snapshot``)
-SNAPSHOT_INTERVAL = 0.25
+#: the longest Membership holds a read of its snapshot for the API (``latest_snapshot``) when
+#: nothing changes (``Membership.next_snapshot``): a change is read at once, and a snapshot is
+#: never older than this while Membership answers
+SNAPSHOT_INTERVAL = 1.0
+#: seconds before the snapshot is read again after a read that failed
+SNAPSHOT_RETRY = 0.25
+#: seconds for which a supervision round takes Membership's status as the snapshot loop last
+#: read it (with the snapshot); older, the round asks Membership itself
+STATUS_MAX_AGE = SNAPSHOT_INTERVAL + 1.0
 
 
 class NodeSupervisor:
@@ -95,6 +102,8 @@ class NodeSupervisor:
         self._metrics_task: asyncio.Task[None] | None = None
         #: Membership's last snapshot and when it was read (monotonic); see latest_snapshot()
         self._snapshot: tuple[MembershipSnapshot | None, float] = (None, -float("inf"))
+        #: Membership's status as the snapshot loop last read it, and when (monotonic)
+        self._membership_status: tuple[dict[str, Any] | None, float] = (None, -float("inf"))
         self._snapshot_task: asyncio.Task[None] | None = None
 
     def _ensure_loop(self) -> None:
@@ -123,10 +132,14 @@ class NodeSupervisor:
 
     async def _supervise(self) -> None:
         try:
-            self._health[MEMBERSHIP] = await asyncio.wait_for(
-                self._membership.status.remote(), timeout=PING_TIMEOUT
-            )
-            self._health[MEMBERSHIP]["alive"] = True
+            cached, read_at = self._membership_status
+            if cached is not None and time.monotonic() - read_at <= STATUS_MAX_AGE:
+                status = cached
+            else:  # the snapshot loop has not read it lately: ask (and so learn why not)
+                status = await asyncio.wait_for(
+                    self._membership.status.remote(), timeout=PING_TIMEOUT
+                )
+            self._health[MEMBERSHIP] = {**status, "alive": True}
         except (RayActorError, TimeoutError) as exc:
             log.warning("membership is not answering (%s)", exc)
             self._health[MEMBERSHIP] = {"alive": False, "error": str(exc)}
@@ -274,11 +287,6 @@ class NodeSupervisor:
             health[MONITOR] = self._health.get(MONITOR, {"alive": False})
         return health
 
-    async def snapshot(self) -> MembershipSnapshot:
-        snapshot: MembershipSnapshot = await self._membership.snapshot.remote()
-        self._snapshot = (snapshot, time.monotonic())
-        return snapshot
-
     def latest_snapshot(self) -> tuple[MembershipSnapshot | None, float]:
         """Membership's snapshot as last read, and when (``time.monotonic()``; None before the
         first read). Any thread; never waits on an actor: what the API's request paths use
@@ -286,19 +294,31 @@ class NodeSupervisor:
         return self._snapshot
 
     async def _snapshot_loop(self) -> None:
-        """Read Membership's snapshot every ``SNAPSHOT_INTERVAL`` (a local async call of about a
-        millisecond); a read that fails leaves the last one, which then ages."""
+        """Keep Membership's snapshot and status read: one call at a time that Membership
+        answers when they change or after ``SNAPSHOT_INTERVAL`` (``Membership.next_snapshot``);
+        a read that fails leaves the last one, which then ages, and is tried again after
+        ``SNAPSHOT_RETRY``."""
         failing = False
+        seen: tuple[int, int] | None = None
         while not self._stopping:
             try:
-                if self._membership is not None:
-                    await asyncio.wait_for(self.snapshot(), timeout=PING_TIMEOUT)
+                if self._membership is None:
+                    await asyncio.sleep(SNAPSHOT_RETRY)
+                    continue
+                seen, snapshot, status = await asyncio.wait_for(
+                    self._membership.next_snapshot.remote(seen, SNAPSHOT_INTERVAL),
+                    timeout=SNAPSHOT_INTERVAL + PING_TIMEOUT,
+                )
+                now = time.monotonic()
+                self._snapshot = (snapshot, now)
+                self._membership_status = (status, now)
                 failing = False
             except Exception as exc:  # the loop never dies; supervision reports the actor
                 if not failing:
                     log.info("membership snapshot not read (%s: %s)", type(exc).__name__, exc)
                 failing = True
-            await asyncio.sleep(SNAPSHOT_INTERVAL)
+                seen = None
+                await asyncio.sleep(SNAPSHOT_RETRY)
 
     async def set_draining(self, draining: bool) -> dict[str, Any]:
         """Drain or undrain this node's membership (an operator's maintenance hand-over)."""
