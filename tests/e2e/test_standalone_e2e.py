@@ -225,15 +225,14 @@ def stack_factory(
 
     def make(**extra_env: str) -> Stack:
         url = fresh_mysql_url()
-        env = node_env(
-            url,
-            tmp_path,
-            DROVER_RESTART_MAX_ATTEMPTS=str(MAX_ATTEMPTS),
-            DROVER_RESTART_VALIDITY_INTERVAL=str(VALIDITY_S),
-            DROVER_RESTART_BACKOFF_INITIAL=str(BACKOFF_INITIAL_S),
-            DROVER_RESTART_BACKOFF_MAX=str(BACKOFF_MAX_S),
-            **extra_env,
-        )
+        restart_policy = {
+            "DROVER_RESTART_MAX_ATTEMPTS": str(MAX_ATTEMPTS),
+            "DROVER_RESTART_VALIDITY_INTERVAL": str(VALIDITY_S),
+            "DROVER_RESTART_BACKOFF_INITIAL": str(BACKOFF_INITIAL_S),
+            "DROVER_RESTART_BACKOFF_MAX": str(BACKOFF_MAX_S),
+        }
+        # the test's own settings override the restart policy's
+        env = node_env(url, tmp_path, **{**restart_policy, **extra_env})
         node = NodeProcess("e2e-standalone", env, tmp_path / "node.log", port=api_port())
         stack = Stack(node, clusters, tmp_path, f"e2e{secrets.token_hex(3)}", url)
         made.append(stack)
