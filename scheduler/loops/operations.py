@@ -474,14 +474,15 @@ class Executor:
         # from there (the copies in the pool), until every one waits or ended
         todo: list[Callable[[], None]] = [partial(self._walk, r, w) for w in walks]
         copies: list[Callable[[], None]] = []
-        copying: float | None = None
+        copying: float | None = None  # when the round's first copies started
         while todo or copies:
             if todo:
                 self._in_pool(op, todo)
-            elif copying is None or time.monotonic() - copying < COPY_SECONDS:
+            elif copying is None or self._monotonic() - copying < COPY_SECONDS:
                 # the copies a few at a time, each few's switches written as soon as they are
                 # copied: their owners start them while the others are copied
-                copying = copying or time.monotonic()
+                if copying is None:
+                    copying = self._monotonic()
                 self._in_pool(op, copies[: self._copy_slice])
                 copies = copies[self._copy_slice :]
             else:  # their steps are stored: the next round copies them
