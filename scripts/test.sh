@@ -25,12 +25,9 @@ since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1fs", b - a }';
 STEPS=()
 RESULTS=()
 FAILED=0
-# step NAME CMD... : run a check, remember how it went, never stop the script.
-step() {
-    local name=$1 t0=$EPOCHREALTIME rc=0
-    shift
-    banner "$name: $*"
-    "$@" || rc=$?
+# record NAME T0 RC : remember how a check went (its time since T0, its exit status RC)
+record() {
+    local name=$1 t0=$2 rc=$3
     STEPS+=("$name")
     if ((rc == 0)); then
         RESULTS+=("ok      $(since "$t0")")
@@ -42,8 +39,44 @@ step() {
     fi
 }
 
+# step NAME CMD... : run a check, remember how it went, never stop the script.
+step() {
+    local name=$1 t0=$EPOCHREALTIME rc=0
+    shift
+    banner "$name: $*"
+    "$@" || rc=$?
+    record "$name" "$t0" "$rc"
+}
+
+# step_behind NAME LOG CMD... : start a check in the background at the lowest CPU and I/O
+# priority, its output in LOG; step_behind_end waits for it, prints LOG and records it.
+BEHIND_PID=
+step_behind() {
+    BEHIND_NAME=$1 BEHIND_LOG=$2 BEHIND_T0=$EPOCHREALTIME
+    shift 2
+    banner "$BEHIND_NAME (beside what follows, at nice 19; output in $BEHIND_LOG): $*"
+    (
+        renice -n 19 -p "$BASHPID" >/dev/null
+        ionice -c 3 -p "$BASHPID" 2>/dev/null || true # the idle I/O class, where it exists
+        "$@"
+    ) >"$BEHIND_LOG" 2>&1 &
+    BEHIND_PID=$!
+}
+step_behind_end() {
+    local rc=0
+    wait "$BEHIND_PID" || rc=$?
+    BEHIND_PID=
+    banner "$BEHIND_NAME: its output (from $BEHIND_LOG)"
+    cat "$BEHIND_LOG"
+    record "$BEHIND_NAME" "$BEHIND_T0" "$rc"
+}
+
 stop_services() {
     local rc=$?
+    if [[ -n $BEHIND_PID ]]; then # interrupted: the background part goes first (its own group)
+        kill -TERM -- "-$BEHIND_PID" 2>/dev/null || true
+        wait "$BEHIND_PID" 2>/dev/null || true
+    fi
     if [[ ${KEEP_SERVICES:-0} == 1 ]]; then
         banner "services left running (KEEP_SERVICES=1); stop them with scripts/services.sh down"
     else
@@ -81,13 +114,22 @@ run_pytest() {
     .venv/bin/pytest -q -ra --tb=short --durations=25 "$@"
 }
 
-# The suite in two parts, one after the other: what is not timing-sensitive on both cores at once
-# (pytest-xdist; a module stays on one worker, so its module fixtures are made once), then the
-# end-to-end tests and the serial ones (real Spark jobs, rates and timeouts measured in time),
-# a whole module to a worker on DROVER_SERIAL_WORKERS workers, the heaviest modules first: most
-# of their time is spent waiting (JVMs starting, leases and sessions lapsing), and the modules
-# that share a service keep apart by names of their own (databases, ZooKeeper namespaces, job
-# names, folders). Each part must collect tests (pytest's exit 5 fails the step).
+# module_times REPORT: seconds per module of one part, the longest first (what the heavy(minutes)
+# marks are set from); never fails the run
+module_times() {
+    [[ -f $1 ]] && .venv/bin/python scripts/test_times.py "$1" --top 12 || true
+}
+
+# The suite in two parts at once. The end-to-end tests and the serial ones (real Spark jobs,
+# rates and timeouts measured in time) run on DROVER_SERIAL_WORKERS workers, a whole module to a
+# worker, the heaviest modules first; the modules that share a service keep apart by names of
+# their own (databases, ZooKeeper namespaces, job names, folders). Most of their time is spent
+# waiting (JVMs starting, leases and sessions lapsing), so the rest of the suite, which is not
+# timing-sensitive (pytest-xdist, a module to a worker so its module fixtures are made once),
+# runs beside them at nice 19 in the idle I/O class: it takes the cores they leave idle and
+# gives way when they need them. DROVER_TEST_OVERLAP=0 runs the two parts one after the other,
+# the rest of the suite first. Each part must collect tests (pytest's exit 5 fails the step).
+# Seconds per module go to var/test-reports/ (JUnit XML) and are summed at the end.
 PARALLEL_MARKS="not e2e and not serial"
 SERIAL_MARKS="e2e or serial"
 WORKERS=${DROVER_TEST_WORKERS:-2}
@@ -112,10 +154,24 @@ step compose compose_config
 if (($# > 0)); then # the tests named on the command line, as they are
     step pytest run_pytest "$@"
 else
-    step pytest-parallel run_pytest -n "$WORKERS" --dist loadscope -m "$PARALLEL_MARKS"
+    mkdir -p var/test-reports
+    parallel=(run_pytest -n "$WORKERS" --dist loadscope -m "$PARALLEL_MARKS"
+        --junitxml=var/test-reports/parallel.xml)
     # --no-loadscope-reorder: the heaviest first (tests/conftest.py), not the most tests first
-    step pytest-serial run_pytest -n "$SERIAL_WORKERS" --dist loadfile --no-loadscope-reorder \
-        -m "$SERIAL_MARKS"
+    serial=(run_pytest -n "$SERIAL_WORKERS" --dist loadfile --no-loadscope-reorder
+        -m "$SERIAL_MARKS" --junitxml=var/test-reports/serial.xml)
+    if [[ ${DROVER_TEST_OVERLAP:-1} == 1 ]]; then
+        set -m # the background part in a process group of its own (stopped as one on exit)
+        step_behind pytest-parallel var/test-reports/parallel.log "${parallel[@]}"
+        set +m
+        step pytest-serial "${serial[@]}"
+        step_behind_end
+    else
+        step pytest-parallel "${parallel[@]}"
+        step pytest-serial "${serial[@]}"
+    fi
+    banner "seconds per module, serial part"
+    module_times var/test-reports/serial.xml
 fi
 
 banner "summary ($(since "$T0") in all)"
