@@ -3,11 +3,13 @@ stop, kill -9, freeze, thaw, get/post), failing the test instead of raising on a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from harness.nodes import DROVER, free_port, session_pids
@@ -51,10 +53,27 @@ exec "$PYSPARK_PYTHON" "$@"
 FAKE_PIPELINE = "import time\nprint('fake pipeline running', flush=True)\ntime.sleep(600)\n"
 
 
+class EmbeddedNode(NodeProcess):
+    """A node whose stop also ends the fake drivers it started: a driver outlives its node by
+    design, a test's must not outlive the test."""
+
+    def stop(self, timeout: float = 60.0) -> float:
+        took = super().stop(timeout)
+        artifacts = str(Path(self.env["DROVER_DATA_DIR"]) / "artifacts")
+        left = []
+        for proc in psutil.process_iter(["cmdline"]):
+            if any(arg.startswith(artifacts) for arg in proc.info["cmdline"] or ()):
+                left.append(proc)
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    proc.kill()
+        psutil.wait_procs(left, timeout=10)
+        return took
+
+
 def embedded_node(tmp_path: Path, **env: str) -> NodeProcess:
     """A started, ready node of the embedded default (SQLite under ``tmp_path/data``, no
     ZooKeeper, local cluster), whose spark-submit is :data:`FAKE_SPARK_SUBMIT`; its fake
-    pipeline is ``<data>/artifacts/pipeline.py``. The caller stops it."""
+    pipeline is ``<data>/artifacts/pipeline.py``. The caller stops it (and its drivers)."""
     data = tmp_path / "data"
     home = tmp_path / "spark"
     (home / "bin").mkdir(parents=True)
@@ -74,7 +93,7 @@ def embedded_node(tmp_path: Path, **env: str) -> NodeProcess:
         [DROVER, "db", "upgrade"], env=full, capture_output=True, text=True, timeout=120
     )
     assert upgrade.returncode == 0, upgrade.stderr
-    node = NodeProcess("embedded", full, tmp_path / "node.log")
+    node = EmbeddedNode("embedded", full, tmp_path / "node.log")
     node.start()
     try:
         node.wait_ready()
