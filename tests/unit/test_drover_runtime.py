@@ -231,6 +231,7 @@ def test_a_node_back_within_the_first_lease_wait_lets_the_run_go_on(
     assert len(asked) == 1
 
 
+@pytest.mark.serial  # measures time: not beside the e2e tests at nice 19
 def test_slow_node_counts_as_unreachable(stub: Stub) -> None:
     out = io.StringIO()
     ctx = make_ctx(HttpFence(stub.url, timeout_s=0.2, stream=out))

@@ -159,6 +159,7 @@ def test_finished_and_failed(backend: LocalSparkSubmitBackend, tmp_path: Path) -
     assert failed.reason == "exit code 1: ValueError: bad input"
 
 
+@pytest.mark.serial  # measures time: not beside the e2e tests at nice 19
 def test_sigterm_ignored_escalates_and_reaches_other_process_groups(
     backend: LocalSparkSubmitBackend, tmp_path: Path
 ) -> None:

@@ -7,10 +7,15 @@ import asyncio
 import time
 from typing import Any
 
+import pytest
+
 from scheduler.actors import membership as actor_module
 from scheduler.config import Settings
 from scheduler.coordination.zookeeper import ConnectionChanged
 from scheduler.decisions.membership import Connection, Mode
+
+#: every test measures time: not beside the e2e tests at nice 19
+pytestmark = pytest.mark.serial
 
 
 def bare_membership(**settings: Any) -> Any:

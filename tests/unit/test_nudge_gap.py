@@ -9,8 +9,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import pytest
+
 from scheduler.actors.reconcilers import NUDGE_GAP, GroupLoop
 from scheduler.loops.reconciler import TickStats
+
+#: every test measures time: not beside the e2e tests at nice 19
+pytestmark = pytest.mark.serial
 
 DEADLINE = 10.0
 

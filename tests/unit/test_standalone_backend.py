@@ -128,6 +128,7 @@ def test_launch_command_parsing() -> None:
     assert app_name_from_launch_command("Error: invalid log directory /w/driver-1/") is None
 
 
+@pytest.mark.serial  # measures time: not beside the e2e tests at nice 19
 def test_lifecycle_starting_running_killed(sim: SimCluster, backend: StandaloneRestBackend) -> None:
     sub = backend.submit(request())
     assert sub.submission_id.startswith("driver-")
@@ -224,6 +225,7 @@ def test_adopt_after_crash_between_submit_and_record(sim: SimCluster) -> None:
         fresh.close()
 
 
+@pytest.mark.serial  # measures time: not beside the e2e tests at nice 19
 def test_rejected_and_unreachable(sim: SimCluster, backend: StandaloneRestBackend) -> None:
     sim.fail_next_creates(1)
     with pytest.raises(SubmissionRejected, match="injected failure"):
@@ -342,6 +344,7 @@ def test_failed_driver_reason_has_exit_code_and_last_output_line() -> None:
     backend.close()
 
 
+@pytest.mark.serial  # measures time: not beside the e2e tests at nice 19
 def test_slow_kill(sim: SimCluster, backend: StandaloneRestBackend) -> None:
     sim.configure(kill_delay=1.0)
     sub = backend.submit(request())
@@ -650,6 +653,7 @@ def test_a_mass_kill_then_statuses_fetch_the_listing_once(sim: SimCluster) -> No
         backend.close()
 
 
+@pytest.mark.serial  # measures time: not beside the e2e tests at nice 19
 def test_a_slow_failed_listing_fails_fast_for_a_while(sim: SimCluster) -> None:
     """1,000 statuses on a master that times out cost one timeout, not one each; a successful
     probe forgets the failure at once."""
