@@ -813,8 +813,7 @@ def page_runs(
 
 
 def count_runs(session: Session, name: str) -> int:
-    job_id = session.scalar(select(Job.id).where(Job.name == name))
-    return paging.count(session, select(Run.id).where(Run.job_id == job_id))
+    return paging.count_job_rows(session, name, Run)
 
 
 def get_run(session: Session, name: str, attempt: int) -> RunRecord:
