@@ -60,7 +60,7 @@ next step boundary before the switch; once switched, an item finishes.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -944,22 +944,4 @@ def new_operation(
             "incident": incident,
             "force": force,
         },
-    )
-
-
-def selector_from(
-    *,
-    priorities: Sequence[str] = (),
-    teams: Sequence[str] = (),
-    businesses: Sequence[str] = (),
-    groups: Sequence[str] = (),
-    jobs: Sequence[str] = (),
-    all_jobs: bool = False,
-) -> Selector:
-    try:
-        prios = frozenset(Priority(p) for p in priorities)
-    except ValueError as exc:
-        raise InvalidInput(f"priorities: {exc}") from exc
-    return Selector(
-        prios, frozenset(teams), frozenset(businesses), frozenset(groups), frozenset(jobs), all_jobs
     )
