@@ -14,6 +14,10 @@ batch of one at once: no waiting for company.
 
 Rules the tests hold it to (``tests/unit/test_combining.py``): batches never overlap; every item
 is run in exactly one batch and gets its own answer; items run in the order they arrived.
+
+:func:`land_in_halves` is the other side of batching: a batch written in one transaction that
+does not land is written again in halves, so one item that cannot be written costs a few
+transactions more, not one per item of the batch.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Generic, TypeVar
 
 I = TypeVar("I")  # noqa: E741 - the item
 R = TypeVar("R")
+E = TypeVar("E", bound=Exception)
 
 
 class _Slot(Generic[I, R]):
@@ -101,3 +106,39 @@ def _answer(slot: _Slot[I, R]) -> R:
     if isinstance(outcome, BaseException):
         raise outcome
     return outcome  # type: ignore[return-value]
+
+
+def land_in_halves(
+    items: Sequence[I],
+    write: Callable[[Sequence[I]], Sequence[R]],
+    *,
+    splits: tuple[type[E], ...],
+    on_split: Callable[[int, E], None],
+    smallest: int = 1,
+    stops: tuple[type[Exception], ...] = (),
+) -> list[R | E]:
+    """``write(items)`` (one result per item) at once; when that raises one of ``splits``
+    (``on_split`` hears of it), in halves, each again at once, down to batches of ``smallest``
+    items or fewer, written one item at a time. Per item, its result, or the exception of
+    ``splits`` that refused it alone. An exception of ``stops`` (even a kind of ``splits``), or
+    of neither, ends it all."""
+    if not items:
+        return []
+    try:
+        return list(write(items))
+    except stops:
+        raise
+    except splits as exc:
+        if len(items) == 1:
+            return [exc]
+        on_split(len(items), exc)
+
+    def land(part: Sequence[I]) -> list[R | E]:
+        return land_in_halves(
+            part, write, splits=splits, on_split=on_split, smallest=smallest, stops=stops
+        )
+
+    if len(items) <= smallest:
+        return [result for item in items for result in land([item])]
+    half = len(items) // 2
+    return land(items[:half]) + land(items[half:])

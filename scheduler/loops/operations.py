@@ -47,7 +47,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -55,6 +55,7 @@ from functools import partial
 from typing import Any
 
 from scheduler.core import faults
+from scheduler.core.combining import land_in_halves
 from scheduler.core.errors import (
     AlreadyExists,
     DroverError,
@@ -697,21 +698,19 @@ class Executor:
         """``writes`` in one transaction (``OperationsLedger.advance``); when that does not land,
         in halves, down to each alone: per write, as written or the StaleWrite that refused it
         (NotOwner and LeaseExpired stop the round)."""
-        if not writes:
-            return []
-        try:
-            done = self._ledger.advance(r.lease.check(), r.operation, writes)
-        except NotOwner:
-            raise
-        except StaleWrite as exc:
-            if len(writes) == 1:
-                return [exc]
-            log.info("operation %s: %d advances did not land (%s); split", r.id, len(writes), exc)
-            half = len(writes) // 2
-            return self._advance_all(r, writes[:half]) + self._advance_all(r, writes[half:])
-        for written in done:
-            r.written(written.item)
-        return list(done)
+
+        def advance(batch: Sequence[ItemWrite]) -> Sequence[Written]:
+            done = self._ledger.advance(r.lease.check(), r.operation, batch)
+            for written in done:
+                r.written(written.item)
+            return done
+
+        def split(size: int, exc: StaleWrite) -> None:
+            log.info("operation %s: %d advances did not land (%s); split", r.id, size, exc)
+
+        return land_in_halves(
+            writes, advance, splits=(StaleWrite,), on_split=split, stops=(NotOwner,)
+        )
 
     @staticmethod
     def _stepped(

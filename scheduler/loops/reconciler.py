@@ -50,6 +50,7 @@ from scheduler.backends.changes import feed_of
 from scheduler.core import faults
 from scheduler.core.backend import AppState, AppStatus, ClusterBackend, SubmitRequest
 from scheduler.core.clock import utcnow
+from scheduler.core.combining import land_in_halves
 from scheduler.core.errors import (
     ClusterUnreachable,
     LeaseExpired,
@@ -771,25 +772,20 @@ class Reconciler:
         one at a time, each then getting its own NotOwner or StaleWrite): per write, its job as
         written or what stopped it. A job that moved meanwhile costs a few transactions more,
         not one per write of the batch."""
-        if len(writes) > 1:
-            try:
-                return list(self._ledger.apply(fence, writes))
-            except StaleWrite as exc:
-                log.info("a batch of %d %s did not land (%s); split", len(writes), what, exc)
-            except Exception as exc:
-                log.warning("a batch of %d %s failed (%s); split", len(writes), what, exc)
-            if len(writes) > SPLIT_BELOW:
-                half = len(writes) // 2
-                return self._apply_all(fence, writes[:half], what) + self._apply_all(
-                    fence, writes[half:], what
-                )
-        results: list[JobRecord | Exception] = []
-        for write in writes:
-            try:
-                results.extend(self._ledger.apply(fence, [write]))
-            except Exception as exc:
-                results.append(exc)
-        return results
+
+        def split(size: int, exc: Exception) -> None:
+            if isinstance(exc, StaleWrite):
+                log.info("a batch of %d %s did not land (%s); split", size, what, exc)
+            else:
+                log.warning("a batch of %d %s failed (%s); split", size, what, exc)
+
+        return land_in_halves(
+            writes,
+            partial(self._ledger.apply, fence),
+            splits=(Exception,),
+            on_split=split,
+            smallest=SPLIT_BELOW,
+        )
 
     @staticmethod
     def _observation(job: JobRecord, action: Observed, now: datetime) -> Observation:

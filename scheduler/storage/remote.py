@@ -104,6 +104,17 @@ class _FsspecStorage:
         except FileNotFoundError:
             pass
 
+    def _find(self, location: str, root: str) -> dict[str, Any]:
+        """The entries below ``root`` (of ``location``) by name, with their details; none when
+        it does not exist."""
+        try:
+            found: dict[str, Any] = _call(
+                f"cannot list {location}", lambda: self._fs.find(root, detail=True)
+            )
+        except FileNotFoundError:
+            return {}
+        return found
+
 
 class HdfsStorage(_FsspecStorage):
     """One HDFS (one NameNode authority) over WebHDFS."""
@@ -161,12 +172,8 @@ class HdfsStorage(_FsspecStorage):
             return {}
         if str(info.get("type", "")).lower() != "directory":
             raise StorageUnavailable(f"{location} is not a directory")
-        try:
-            found = _call(f"cannot list {location}", lambda: self._fs.find(root, detail=True))
-        except FileNotFoundError:
-            return {}
         files: dict[str, FileInfo] = {}
-        for name, entry in found.items():
+        for name, entry in self._find(location, root).items():
             if str(entry.get("type", "")).lower() != "file":
                 continue
             rel = name[len(root) :].lstrip("/") if name.startswith(root) else name.lstrip("/")
@@ -248,12 +255,8 @@ class S3Storage(_FsspecStorage):
 
     def list(self, location: str) -> dict[str, FileInfo]:
         prefix = self._key(location)
-        try:
-            found = _call(f"cannot list {location}", lambda: self._fs.find(prefix, detail=True))
-        except FileNotFoundError:
-            return {}
         files: dict[str, FileInfo] = {}
-        for name, entry in found.items():
+        for name, entry in self._find(location, prefix).items():
             if entry.get("type", "file") != "file" or not name.startswith(prefix + "/"):
                 continue
             modified = entry.get("LastModified")

@@ -83,14 +83,20 @@ def create_channel(session: Session, channel: ChannelRecord) -> ChannelRecord:
     return channel_record(row)
 
 
-def get_channel(session: Session, name: str, *, team: str | None = None) -> ChannelRecord:
+def _channel(session: Session, name: str, team: str | None, missing: str) -> AlertChannel:
+    """The channel named ``name`` (of ``team`` when given); NotFound(``missing``) if none."""
     stmt = select(AlertChannel).where(AlertChannel.name == name)
     if team is not None:
         stmt = stmt.where(AlertChannel.team == team)
     row = session.scalars(stmt).first()
     if row is None:
-        raise NotFound(f"no alert channel named {name!r}" + (f" of team {team!r}" if team else ""))
-    return channel_record(row)
+        raise NotFound(missing)
+    return row
+
+
+def get_channel(session: Session, name: str, *, team: str | None = None) -> ChannelRecord:
+    missing = f"no alert channel named {name!r}" + (f" of team {team!r}" if team else "")
+    return channel_record(_channel(session, name, team, missing))
 
 
 def list_channels(session: Session, *, team: str | None = None) -> list[ChannelRecord]:
@@ -101,12 +107,7 @@ def list_channels(session: Session, *, team: str | None = None) -> list[ChannelR
 
 
 def delete_channel(session: Session, name: str, *, team: str | None = None) -> ChannelRecord:
-    stmt = select(AlertChannel).where(AlertChannel.name == name)
-    if team is not None:
-        stmt = stmt.where(AlertChannel.team == team)
-    row = session.scalars(stmt).first()
-    if row is None:
-        raise NotFound(f"no alert channel named {name!r}")
+    row = _channel(session, name, team, f"no alert channel named {name!r}")
     record = channel_record(row)
     session.delete(row)
     session.flush()

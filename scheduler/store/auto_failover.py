@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from scheduler.core.operations_ledger import AutoDecision, AutoPause, Recovery
 from scheduler.decisions.health import ClusterHealth, Decider
 from scheduler.store.catalog import load_cluster
+from scheduler.store.mapping import from_row
 from scheduler.store.models import (
     AutoFailoverEvent,
     ClusterHealthEvent,
@@ -48,18 +49,36 @@ class AutoEvent:
 
 
 def _event(row: AutoFailoverEvent) -> AutoEvent:
-    return AutoEvent(
-        row.id,
-        row.at,
-        row.kind,
-        row.code,
-        row.group_name,
-        row.cluster,
-        row.target,
-        row.incident,
-        row.operation_id,
-        row.message,
-        row.actor,
+    return from_row(AutoEvent, row, group=row.group_name)
+
+
+def _add(session: Session, **columns: object) -> AutoEvent:
+    """A new event of these ``columns``, written."""
+    row = AutoFailoverEvent(**columns)
+    session.add(row)
+    session.flush()
+    return _event(row)
+
+
+def _operator_event(
+    session: Session,
+    kind: str,
+    by: str,
+    reason: str,
+    node_id: str,
+    now: datetime,
+    cluster: str | None = None,
+) -> AutoEvent:
+    """What an operator did (``kind``), written."""
+    return _add(
+        session,
+        at=now,
+        kind=kind,
+        code="",
+        cluster=cluster,
+        message=reason,
+        actor=by,
+        node_id=node_id,
     )
 
 
@@ -83,17 +102,7 @@ def set_paused(
     session: Session, paused: bool, *, by: str, reason: str, node_id: str, now: datetime
 ) -> AutoEvent:
     """Pause (or resume) automatic failover platform-wide; the event that says so."""
-    row = AutoFailoverEvent(
-        at=now,
-        kind=PAUSED if paused else RESUMED,
-        code="",
-        message=reason,
-        actor=by,
-        node_id=node_id,
-    )
-    session.add(row)
-    session.flush()
-    return _event(row)
+    return _operator_event(session, PAUSED if paused else RESUMED, by, reason, node_id, now)
 
 
 def clear_cooldown(
@@ -102,12 +111,7 @@ def clear_cooldown(
     """An operator says ``cluster`` may be failed over onto automatically again, whenever it was
     last abnormal (NotFound: no such cluster)."""
     load_cluster(session, cluster)
-    row = AutoFailoverEvent(
-        at=now, kind=CLEARED, code="", cluster=cluster, message=reason, actor=by, node_id=node_id
-    )
-    session.add(row)
-    session.flush()
-    return _event(row)
+    return _operator_event(session, CLEARED, by, reason, node_id, now, cluster=cluster)
 
 
 # -- cool-downs -----------------------------------------------------------------------------------
@@ -173,7 +177,8 @@ def record_decision(
         decision.code,
     ):
         return None
-    row = AutoFailoverEvent(
+    return _add(
+        session,
         at=now,
         kind=decision.verdict,
         code=decision.code,
@@ -186,9 +191,6 @@ def record_decision(
         actor="drover:auto-failover",
         node_id=node_id,
     )
-    session.add(row)
-    session.flush()
-    return _event(row)
 
 
 def latest_events(session: Session, limit: int = 20) -> list[AutoEvent]:

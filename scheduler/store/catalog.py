@@ -5,7 +5,7 @@ Changes are checked against the version the caller read (``If-Match``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from sqlalchemy import bindparam, func, select
@@ -27,7 +27,7 @@ from scheduler.core.states import JobState
 from scheduler.decisions import catalog, storage
 from scheduler.store import paging
 from scheduler.store.db import add_new, load_one
-from scheduler.store.mapping import cluster_record, cluster_spec, group_record
+from scheduler.store.mapping import RecordT, cluster_record, cluster_spec, group_record
 from scheduler.store.models import Cluster, Group, Job
 
 
@@ -75,6 +75,16 @@ def ensure_group(
     return group_record(group)
 
 
+def _page_by_name(
+    session: Session, table: type[Cluster | Group], record: Callable[[Any], RecordT], window: Window
+) -> tuple[list[RecordT], tuple[KeyPart, ...] | None]:
+    """One page of ``table``'s rows by name, as records."""
+    rows, next_key = paging.read_page(
+        session, select(table), (table.name,), window, lambda row: (row.name,)
+    )
+    return [record(row) for row in rows], next_key
+
+
 def get_cluster(session: Session, name: str) -> ClusterRecord:
     cluster = session.get(Cluster, name)
     if cluster is None:
@@ -90,10 +100,7 @@ def page_clusters(
     session: Session, window: Window
 ) -> tuple[list[ClusterRecord], tuple[KeyPart, ...] | None]:
     """One page of the clusters by name."""
-    rows, next_key = paging.read_page(
-        session, select(Cluster), (Cluster.name,), window, lambda c: (c.name,)
-    )
-    return [cluster_record(c) for c in rows], next_key
+    return _page_by_name(session, Cluster, cluster_record, window)
 
 
 def count_clusters(session: Session) -> int:
@@ -209,10 +216,7 @@ def page_groups(
     session: Session, window: Window
 ) -> tuple[list[GroupRecord], tuple[KeyPart, ...] | None]:
     """One page of the groups by name."""
-    rows, next_key = paging.read_page(
-        session, select(Group), (Group.name,), window, lambda g: (g.name,)
-    )
-    return [group_record(g) for g in rows], next_key
+    return _page_by_name(session, Group, group_record, window)
 
 
 def count_groups(session: Session) -> int:

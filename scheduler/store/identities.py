@@ -166,13 +166,6 @@ def ensure_identity(session: Session, name: str, kind: str = "user") -> None:
         session.flush()
 
 
-def roles_of(session: Session, identity: str) -> dict[str, Role]:
-    return {
-        b.team: Role.parse(b.role)
-        for b in session.scalars(select(RoleBinding).where(RoleBinding.identity == identity))
-    }
-
-
 def bind(session: Session, identity: str, team: str, role: Role) -> str | None:
     """Give ``identity`` ``role`` on ``team`` (``*``: every team); returns the previous role."""
     if not team_exists(session, team):
@@ -341,12 +334,6 @@ def revoke_token(session: Session, token_id: int) -> Revocation:
             )
             revoked += live
     return Revocation(before, _token_record(row), tuple(sorted(revoked)))
-
-
-def identities_of_teams(session: Session, teams: frozenset[str]) -> frozenset[str]:
-    return frozenset(
-        session.scalars(select(RoleBinding.identity).where(RoleBinding.team.in_(sorted(teams))))
-    )
 
 
 _TOKEN = (

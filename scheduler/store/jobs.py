@@ -545,14 +545,6 @@ def count_owned(session: Session, node_id: str) -> int:
     return int(session.scalar(select(func.count(Job.id)).where(Job.owner == node_id)) or 0)
 
 
-def select_job_names(session: Session, selector: JobFilter, *, most: int) -> list[str]:
-    """The names of the jobs ``selector`` keeps, by name, at most ``most`` (bulk operations)."""
-    rows = session.scalars(
-        select(Job.name).where(*selector.conditions()).order_by(Job.name).limit(most)
-    )
-    return list(rows)
-
-
 def _write_labels(
     session: Session, job_id: int, labels: Mapping[str, str], *, replace: bool
 ) -> None:
@@ -574,23 +566,6 @@ def _check_version(job: Job, expected_version: int | None) -> None:
         raise PreconditionFailed(
             f"job {job.name!r} is at spec version {job.spec_version}, not {expected_version}"
         )
-
-
-SPEC_FIELDS = frozenset(
-    {
-        "team",
-        "business",
-        "priority",
-        "entrypoint",
-        "args",
-        "conf",
-        "checkpoint_location",
-        "replicate",
-        "labels",
-        "stall_after",
-        "on_stall",
-    }
-)
 
 
 def update_job_spec(
@@ -618,7 +593,7 @@ def update_job_spec(
     again. ``rollback_after``: the upgrade rolls back to the revision before it unless it is
     RUNNING within that many seconds. ``rollback_of``: this change is a rollback to that
     revision (its history says so). Other changes take effect at the job's next run."""
-    unknown = set(changes) - SPEC_FIELDS
+    unknown = set(changes) - set(revisions.SPEC_FIELDS)
     if unknown:
         raise InvalidInput(f"fields cannot be changed: {', '.join(sorted(unknown))}")
     job = load_job(session, name, for_update=True)
@@ -813,8 +788,7 @@ def page_runs(
 
 
 def count_runs(session: Session, name: str) -> int:
-    job_id = session.scalar(select(Job.id).where(Job.name == name))
-    return paging.count(session, select(Run.id).where(Run.job_id == job_id))
+    return paging.count_job_rows(session, name, Run)
 
 
 def get_run(session: Session, name: str, attempt: int) -> RunRecord:

@@ -103,8 +103,7 @@ def page_events(
 
 
 def count_events(session: Session, name: str) -> int:
-    job_id = session.scalar(select(Job.id).where(Job.name == name))
-    return paging.count(session, select(JobEvent.id).where(JobEvent.job_id == job_id))
+    return paging.count_job_rows(session, name, JobEvent)
 
 
 _INSERT_AUDIT = insert(AuditEntry)

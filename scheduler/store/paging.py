@@ -65,6 +65,13 @@ def count(session: Session | Connection, query: Select[Any]) -> int:
     return int(session.scalar(select(func.count()).select_from(query.subquery())) or 0)
 
 
+def count_job_rows(session: Session, name: str, model: Any) -> int:
+    """How many rows of ``model`` the job named ``name`` has (those whose ``job_id`` is its id;
+    none when there is no such job)."""
+    job_id = session.scalar(select(Job.id).where(Job.name == name))
+    return count(session, select(model.id).where(model.job_id == job_id))
+
+
 def job_id_of(session: Session, name: str) -> int:
     """The id of the job named ``name``; NotFound when there is none."""
     job_id = session.scalar(select(Job.id).where(Job.name == name))

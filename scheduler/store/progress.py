@@ -264,16 +264,19 @@ def record_stall(
     )
     if not result.rowcount:  # type: ignore[attr-defined]
         return False  # another verdict landed first
-    add_event(
-        session,
-        job,
-        candidate.run_id,
-        None,
-        None,
-        cause=STALLED if stalled else RECOVERED,
-        message=change.reason,
-        node_id=fence.node_id,
-    )
+
+    def note(cause: str, message: str) -> None:
+        add_event(
+            session,
+            job,
+            candidate.run_id,
+            None,
+            cause=cause,
+            message=message,
+            node_id=fence.node_id,
+        )
+
+    note(STALLED if stalled else RECOVERED, change.reason)
     key = key_of(AlertKind.JOB_STALLED, job.name)
     if stalled:
         raise_alert(
@@ -300,16 +303,7 @@ def record_stall(
         job.grace_seconds = 0  # a stalled pipeline finishes no batch: no graceful stop
         job.version += 1
         job.updated_at = now
-        add_event(
-            session,
-            job,
-            candidate.run_id,
-            None,
-            None,
-            cause=RESTARTED,
-            message="restart: the run is replaced because it stalled (on_stall = restart)",
-            node_id=fence.node_id,
-        )
+        note(RESTARTED, "restart: the run is replaced because it stalled (on_stall = restart)")
     return True
 
 

@@ -243,20 +243,6 @@ def check_job_placement(session: Session, business: str, group: str) -> None:
         raise InvalidInput(refusal)
 
 
-def dedicated_groups(session: Session) -> dict[str, list[str]]:
-    """group -> the businesses bound to it (only dedicated groups)."""
-    rows = session.execute(
-        select(BusinessQuota.dedicated_group, BusinessQuota.business)
-        .where(BusinessQuota.dedicated_group.is_not(None))
-        .order_by(BusinessQuota.business)
-    )
-    groups: dict[str, list[str]] = {}
-    for group, business in rows:
-        if group is not None:
-            groups.setdefault(group, []).append(business)
-    return groups
-
-
 # -- what a tick's gate reads and writes ----------------------------------------------------------
 
 

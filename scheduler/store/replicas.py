@@ -74,25 +74,6 @@ def replicas_of(session: Session, jobs: Iterable[JobRecord]) -> dict[str, Replic
     return {names[r.job_id]: _record(r, names[r.job_id]) for r in rows}
 
 
-def list_replicas(
-    session: Session,
-    *,
-    cluster: str | None = None,
-    state: ReplicaState | None = None,
-    team: str | None = None,
-    teams: frozenset[str] | None = None,
-    limit: int = 100,
-    offset: int = 0,
-) -> tuple[list[tuple[JobRecord, ReplicaRecord]], int]:
-    """Replicas with their jobs, by job name. ``cluster``: replicas from or to that cluster;
-    ``teams``: only jobs of these teams (a caller's visibility; None = every team)."""
-    conditions = _replica_conditions(cluster, state, team, teams)
-    total = session.scalar(_joined(func.count()).where(*conditions)) or 0
-    query = _joined(CheckpointReplica, Job).where(*conditions)
-    rows = list(session.execute(query.order_by(Job.name).limit(limit).offset(offset)))
-    return _with_jobs(session, rows), total
-
-
 def page_replicas(
     session: Session,
     window: Window,
@@ -102,11 +83,10 @@ def page_replicas(
     team: str | None = None,
     teams: frozenset[str] | None = None,
 ) -> tuple[list[tuple[JobRecord, ReplicaRecord]], tuple[KeyPart, ...] | None]:
-    """One page of the replicas with their jobs, by job name (``list_replicas`` says what the
-    filters keep); and the key the next page starts after."""
-    query = _joined(CheckpointReplica, Job).where(
-        *_replica_conditions(cluster, state, team, teams)
-    )
+    """One page of the replicas with their jobs, by job name; and the key the next page starts
+    after. ``cluster``: replicas from or to that cluster; ``teams``: only jobs of these teams (a
+    caller's visibility; None = every team)."""
+    query = _joined(CheckpointReplica, Job).where(*_replica_conditions(cluster, state, team, teams))
     rows, next_key = paging.read_page(
         session, query, (Job.name,), window, lambda row: (row[1].name,), scalars=False
     )

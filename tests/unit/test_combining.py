@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.core.combining import Combiner
+from scheduler.core.combining import Combiner, land_in_halves
 
 DEADLINE = 10.0
 
@@ -139,3 +139,53 @@ def test_a_batch_must_answer_every_item() -> None:
     combiner: Combiner[int, int] = Combiner(lambda items: [])
     with pytest.raises(RuntimeError, match="answered 0 outcomes"):
         combiner.run(1)
+
+
+class Refused(Exception):
+    pass
+
+
+class Stop(Refused):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("smallest", "writes", "splits"),
+    [(1, 15, [16, 8, 4, 2, 8, 4, 2]), (3, 15, [16, 8, 4, 2, 8, 4, 2]), (8, 19, [16, 8, 8])],
+)
+def test_a_batch_that_does_not_land_is_written_in_halves(
+    smallest: int, writes: int, splits: list[int]
+) -> None:
+    """Every item but the refused ones lands, each refused one with its own exception; a batch
+    of ``smallest`` or fewer that does not land is written one item at a time."""
+    batches: list[list[int]] = []
+    split: list[int] = []
+
+    def write(items: Sequence[int]) -> list[int]:
+        batches.append(list(items))
+        if 3 in items or 11 in items:
+            raise Refused(f"{len(items)} items")
+        return [i * 10 for i in items]
+
+    out = land_in_halves(
+        list(range(16)),
+        write,
+        splits=(Refused,),
+        on_split=lambda size, exc: split.append(size),
+        smallest=smallest,
+    )
+    assert [o if isinstance(o, int) else str(o) for o in out] == [
+        "1 items" if i in (3, 11) else i * 10 for i in range(16)
+    ]
+    assert (len(batches), split) == (writes, splits)
+    assert land_in_halves([], write, splits=(Refused,), on_split=lambda *_: None) == []
+
+
+def test_a_stopping_exception_ends_the_split() -> None:
+    def write(items: Sequence[int]) -> list[int]:
+        raise (Stop if len(items) == 1 else Refused)("no")
+
+    with pytest.raises(Stop):
+        land_in_halves([1, 2, 3], write, splits=(Refused,), on_split=lambda *_: None, stops=(Stop,))
+    with pytest.raises(KeyError):
+        land_in_halves([1], lambda items: [{}[0]], splits=(Refused,), on_split=lambda *_: None)

@@ -60,7 +60,7 @@ next step boundary before the switch; once switched, an item finishes.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -484,8 +484,14 @@ class Record:
 Decision = Wait | Advance[Step] | MakeAvailable | Record
 
 
-def _seconds_since(since: datetime | None, now: datetime) -> float:
-    return (now - since).total_seconds() if since is not None else 0.0
+def _overdue(limit: float, entered: datetime, now: datetime) -> bool:
+    """Whether a step entered at ``entered`` has outlasted ``limit`` seconds (0: no limit)."""
+    return bool(limit) and (now - entered).total_seconds() > limit
+
+
+def _failed(job: JobRecord, item: ItemRecord, note: str, **fields: Any) -> Advance[Step]:
+    """The item fails; its job goes back to its usual management."""
+    return Advance(Step.FAILED, note, job_write=_clear(job, item), fields=fields)
 
 
 def _conf_seconds(job: JobRecord, key: str, default: float) -> float:
@@ -586,23 +592,23 @@ def _draining(
 ) -> Decision:
     run = live_run(job)
     if run is not None and run.cluster == item.source_cluster:
-        if timing.drain_timeout and _seconds_since(entered, facts.now) > timing.drain_timeout:
-            return Advance(
-                Step.FAILED,
+        if _overdue(timing.drain_timeout, entered, facts.now):
+            return _failed(
+                job,
+                item,
                 f"run {run.id} not drained from {item.source_cluster} within "
                 f"{timing.drain_timeout:g} s (job {job.state}: {job.state_reason}); the job "
                 "goes back to its usual management",
-                job_write=_clear(job, item),
             )
         return Wait(
             f"the owner drains run {run.id} from {item.source_cluster} "
             f"(job {job.state}: {job.state_reason or '-'})"
         )
     if run is not None:
-        return Advance(
-            Step.FAILED,
+        return _failed(
+            job,
+            item,
             f"run {run.id} was started on {run.cluster} meanwhile",
-            job_write=_clear(job, item),
         )
     drained = facts.source_run
     if drained is not None and drained.fenced_at is not None:
@@ -702,12 +708,12 @@ def _fencing(
                 job_write=_clear(job, item),
             )
         return Advance(Step.CHECKPOINT, f"run {run.id} fenced: {why}")
-    if timing.fence_timeout and _seconds_since(entered, facts.now) > timing.fence_timeout:
-        return Advance(
-            Step.FAILED,
+    if _overdue(timing.fence_timeout, entered, facts.now):
+        return _failed(
+            job,
+            item,
             f"the stale driver of run {run.id} was not answered 'superseded' within "
             f"{timing.fence_timeout:g} s",
-            job_write=_clear(job, item),
         )
     gone = lease_gone_at(run, timing)
     if gone is not None:
@@ -864,19 +870,19 @@ def _starting(
             fields=fields,
         )
     if job.state == JobState.FAILED and job.state_reason.startswith(GAVE_UP):
-        return Advance(
-            Step.FAILED,
+        return _failed(
+            job,
+            item,
             f"the job gave up on {target}: {job.state_reason}",
-            job_write=_clear(job, item),
-            fields=fields,
+            **fields,
         )
-    if timing.start_timeout and _seconds_since(entered, facts.now) > timing.start_timeout:
-        return Advance(
-            Step.FAILED,
+    if _overdue(timing.start_timeout, entered, facts.now):
+        return _failed(
+            job,
+            item,
             f"not RUNNING on {target} within {timing.start_timeout:g} s (job {job.state}: "
             f"{job.state_reason}); it stays there under its usual management",
-            job_write=_clear(job, item),
-            fields=fields,
+            **fields,
         )
     if fields.get("target_run_id", item.target_run_id) != item.target_run_id:
         return Record(fields, f"submitted on {target} as run {fields['target_run_id']}")
@@ -938,22 +944,4 @@ def new_operation(
             "incident": incident,
             "force": force,
         },
-    )
-
-
-def selector_from(
-    *,
-    priorities: Sequence[str] = (),
-    teams: Sequence[str] = (),
-    businesses: Sequence[str] = (),
-    groups: Sequence[str] = (),
-    jobs: Sequence[str] = (),
-    all_jobs: bool = False,
-) -> Selector:
-    try:
-        prios = frozenset(Priority(p) for p in priorities)
-    except ValueError as exc:
-        raise InvalidInput(f"priorities: {exc}") from exc
-    return Selector(
-        prios, frozenset(teams), frozenset(businesses), frozenset(groups), frozenset(jobs), all_jobs
     )
