@@ -53,8 +53,6 @@ __all__ = [
 
 FORMATS = ("json", "text")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-#: the ids a record may carry, in the order the text format shows them
-CONTEXT_KEYS = ("group", "job", "run", "request_id")
 
 #: ids bound by the code running now (see :func:`log_context`)
 _CONTEXT: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.ContextVar(

@@ -371,8 +371,6 @@ BY_NAME: Mapping[str, MetricSpec] = {spec.name: spec for spec in CATALOG}
 TICK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 PHASE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 PROBE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0)
-#: the phases a tick reports (TickStats.phases keys)
-PHASES = ("claim", "read", "observe", "plan", "act", "record")
 
 
 def _metric(cls: Any, name: str, registry: CollectorRegistry, **kwargs: Any) -> Any:

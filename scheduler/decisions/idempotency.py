@@ -24,8 +24,6 @@ from datetime import datetime
 
 #: a key: 1 to 255 visible ASCII characters (a UUID is the usual choice)
 KEY_PATTERN = r"^[\x21-\x7e]{1,255}$"
-#: how long a key (and the answer stored with it) is kept, by default
-DEFAULT_TTL_S = 24 * 3600.0
 #: how long a pending key belongs to the request that reserved it
 LEASE_S = 60.0
 

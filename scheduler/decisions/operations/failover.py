@@ -142,7 +142,6 @@ STEP_TRANSITIONS: Mapping[Step, frozenset[Step]] = item_transitions(
     },
 )
 del S
-FINAL_STEPS = frozenset(step for step in Step if step.is_final)
 #: final steps that make the operation FAILED
 FAILED_STEPS = FAILED_STEP_NAMES
 
