@@ -40,7 +40,7 @@ from bench.failover import REAL_PIPELINE, DoubleRunPoller, batch_files, stop_job
 from bench.takeover import bench_nodes, fresh_database, migrate, node_env, start_nodes, zk_namespace
 from harness.nodes import NodeProcess, poll
 from harness.procs import terminate_like_interrupt
-from scheduler.backends.yarn import YarnBackend, _escape
+from scheduler.backends.yarn import LIVE_STATES, YarnBackend, _escape
 from scheduler.config import Settings
 from scheduler.core.backend import AppState, SubmitRequest
 
@@ -237,6 +237,21 @@ def _running_jobs(rms: list[str]) -> list[str]:
     ]
 
 
+def _kill_left_behind(cluster: dict[str, str], name_prefix: str) -> None:
+    """Kill, through Drover's YARN backend, every live application of ``cluster`` whose name
+    starts with ``name_prefix`` (what a failed bench left behind)."""
+    backend = YarnBackend(
+        cluster["rm"], cluster["conf"], spark_home=Settings().resolved_spark_home, user="root"
+    )
+    try:
+        for app in _apps(cluster["rm"], ",".join(LIVE_STATES)):
+            if app["name"].startswith(name_prefix):
+                print(f"killing what the bench left behind: {app['id']}")
+                backend.kill(app["id"])
+    finally:
+        backend.close()
+
+
 def _free_mb(rm: str) -> int:
     metrics = httpx.get(f"{rm}/ws/v1/cluster/metrics", timeout=5, trust_env=False).json()
     return int(metrics["clusterMetrics"]["availableMB"])
@@ -333,16 +348,7 @@ def measure_failover(
                     if node.alive:
                         node.stop()
                 for c in (a, b):
-                    for app in _apps(c["rm"], "NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING"):
-                        if app["name"].startswith(f"drover:{prefix}"):
-                            print(f"killing what the bench left behind: {app['id']}")
-                            httpx.put(
-                                f"{c['rm']}/ws/v1/cluster/apps/{app['id']}/state",
-                                params={"user.name": "root"},
-                                json={"state": "KILLED"},
-                                timeout=5,
-                                trust_env=False,
-                            )
+                    _kill_left_behind(c, f"drover:{prefix}")
     finally:
         for node in nodes:
             if node.proc is not None and node.alive:
