@@ -65,13 +65,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import psutil
 import sqlalchemy as sa
 from sqlalchemy import event
 
 from bench import ha
 from bench import takeover as tk
-from harness.procs import CpuMeter
+from harness.procs import CpuMeter, command_line
 from scheduler.core.backend import (
     AppInfo,
     AppState,
@@ -84,7 +83,7 @@ from scheduler.core.backend import (
 from scheduler.core.clock import utcnow
 from scheduler.core.ownership import Claim, Fence
 from scheduler.core.records import ClusterRecord
-from scheduler.core.states import DesiredState, JobState, RunState
+from scheduler.core.states import JobState, RunState
 from scheduler.decisions.planning import RestartPolicy
 from scheduler.store.db import Store
 from scheduler.store.models import Job, Run
@@ -314,30 +313,21 @@ def seed_running(
     for i, name in enumerate(tk.job_names(count), start=1):
         submission_id, app_id = (handles or {}).get(i, (f"driver-{i}", f"app-driver-{i}"))
         jobs.append(
-            {
-                "id": i,
-                "name": name,
-                "group_name": tk.GROUP,
-                "team": "bench",
-                "business": "bench",
-                "priority": "normal",
-                "entrypoint": entrypoint,
-                "args": [],
-                "conf": {},
-                "checkpoint_location": "",
-                "desired_state": DesiredState.RUNNING.value,
-                "state": JobState.RUNNING.value,
-                "state_reason": "seeded running",
-                "cluster_name": tk.CLUSTER,
-                "current_run_id": i,
-                "generation": 0,
-                "attempts_reset_at": then,
-                "owner": NODE.node_id,
-                "owner_epoch": NODE.epoch,
-                "version": 5,
-                "created_at": then,
-                "updated_at": then,
-            }
+            tk.job_row(
+                name,
+                entrypoint,
+                id=i,
+                state=JobState.RUNNING.value,
+                state_reason="seeded running",
+                cluster_name=tk.CLUSTER,
+                current_run_id=i,
+                attempts_reset_at=then,
+                owner=NODE.node_id,
+                owner_epoch=NODE.epoch,
+                version=5,
+                created_at=then,
+                updated_at=then,
+            )
         )
         runs.append(
             {
@@ -526,10 +516,7 @@ def measure_steady_real(mysql_url: str, jobs: int, ticks: int = 5) -> dict[str, 
 
 
 def _label(pid: int) -> str:
-    try:
-        argv = [a for a in psutil.Process(pid).cmdline() if a]
-    except (psutil.Error, OSError):
-        return "?"
+    argv = command_line(pid)
     if not argv:
         return "?"
     if argv[0].startswith("ray::"):

@@ -222,6 +222,25 @@ def job_names(count: int) -> list[str]:
     return [f"bench-{i:05d}" for i in range(count)]
 
 
+def job_row(name: str, entrypoint: str, **fields: Any) -> dict[str, Any]:
+    """A ``jobs`` row for a bench job in group ``GROUP`` (team and business ``bench``, desired
+    RUNNING, generation 0), with ``fields`` (state, owner, times, ...) over it."""
+    return {
+        "name": name,
+        "group_name": GROUP,
+        "team": "bench",
+        "business": "bench",
+        "priority": "normal",
+        "entrypoint": entrypoint,
+        "args": [],
+        "conf": {},
+        "checkpoint_location": "",
+        "desired_state": DesiredState.RUNNING.value,
+        "generation": 0,
+        **fields,
+    }
+
+
 def seed_jobs(store: Store, names: list[str], entrypoint: str) -> None:
     """Insert the jobs (desired RUNNING, QUEUED, no owner) in bulk, 1,000 rows a statement.
 
@@ -229,26 +248,17 @@ def seed_jobs(store: Store, names: list[str], entrypoint: str) -> None:
     """
     now = utcnow()
     rows = [
-        {
-            "name": name,
-            "group_name": GROUP,
-            "team": "bench",
-            "business": "bench",
-            "priority": "normal",
-            "entrypoint": entrypoint,
-            "args": [],
-            "conf": {},
-            "checkpoint_location": "",
-            "desired_state": DesiredState.RUNNING.value,
-            "state": JobState.QUEUED.value,
-            "state_reason": "seeded by bench.takeover",
-            "generation": 0,
-            "attempts_reset_at": now - timedelta(hours=1),
-            "owner_epoch": 0,
-            "version": 1,
-            "created_at": now,
-            "updated_at": now,
-        }
+        job_row(
+            name,
+            entrypoint,
+            state=JobState.QUEUED.value,
+            state_reason="seeded by bench.takeover",
+            attempts_reset_at=now - timedelta(hours=1),
+            owner_epoch=0,
+            version=1,
+            created_at=now,
+            updated_at=now,
+        )
         for name in names
     ]
     with store.transaction() as session:
