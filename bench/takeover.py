@@ -222,6 +222,30 @@ def job_names(count: int) -> list[str]:
     return [f"bench-{i:05d}" for i in range(count)]
 
 
+def create_jobs(
+    api: NodeProcess,
+    names: list[str],
+    group: str,
+    entrypoint: str,
+    args_of: Callable[[str], list[str]],
+    **fields: Any,
+) -> None:
+    """Create each job of ``names`` through ``api``'s API, desired RUNNING in ``group``: the
+    pipeline ``entrypoint`` with the arguments ``args_of(name)``, and ``fields`` (priority...)."""
+    for name in names:
+        api.post(
+            "/v1/jobs",
+            {
+                "name": name,
+                "group": group,
+                "entrypoint": entrypoint,
+                "args": args_of(name),
+                "desired_state": "RUNNING",
+                **fields,
+            },
+        )
+
+
 def job_row(name: str, entrypoint: str, **fields: Any) -> dict[str, Any]:
     """A ``jobs`` row for a bench job in group ``GROUP`` (team and business ``bench``, desired
     RUNNING, generation 0), with ``fields`` (state, owner, times, ...) over it."""

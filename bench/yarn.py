@@ -36,8 +36,22 @@ from typing import Any
 
 import httpx
 
-from bench.failover import REAL_PIPELINE, DoubleRunPoller, batch_files, stop_jobs
-from bench.takeover import bench_nodes, fresh_database, migrate, node_env, start_nodes, zk_namespace
+from bench.failover import (
+    REAL_PIPELINE,
+    DoubleRunPoller,
+    batch_files,
+    request_failover,
+    stop_jobs,
+)
+from bench.takeover import (
+    bench_nodes,
+    create_jobs,
+    fresh_database,
+    migrate,
+    node_env,
+    start_nodes,
+    zk_namespace,
+)
 from harness.nodes import NodeProcess, poll
 from harness.procs import terminate_like_interrupt
 from scheduler.backends.yarn import LIVE_STATES, YarnBackend, _escape
@@ -363,17 +377,13 @@ def _fail_over(
     api: NodeProcess, workdir: Path, names: list[str], start_timeout: float
 ) -> dict[str, Any]:
     began = time.monotonic()
-    for name in names:
-        api.post(
-            "/v1/jobs",
-            {
-                "name": name,
-                "group": FAILOVER_GROUP,
-                "entrypoint": f"file://{REAL_PIPELINE}",
-                "args": ["--output", str(workdir / "out" / name)],
-                "desired_state": "RUNNING",
-            },
-        )
+    create_jobs(
+        api,
+        names,
+        FAILOVER_GROUP,
+        f"file://{REAL_PIPELINE}",
+        lambda name: ["--output", str(workdir / "out" / name)],
+    )
 
     def on_a() -> bool:
         return all(
@@ -386,14 +396,7 @@ def _fail_over(
     poll(on_a, timeout=start_timeout, interval=1.0, what=f"{len(names)} jobs RUNNING on A")
     start_on_a = time.monotonic() - began
     print(f"{len(names)} YARN jobs RUNNING on A with 2 batches each after {start_on_a:.1f} s")
-    body = {"source": "yarn-a", "selector": {"all": True}}
-    dry = api.post("/v1/failovers", {**body, "dry_run": True}, timeout=60)
-    began = time.monotonic()
-    op = api.post(
-        "/v1/failovers",
-        {**body, "parallelism": len(names), "expected_plan": dry["plan_digest"], "reason": "bench"},
-        timeout=60,
-    )
+    op, began = request_failover(api, "yarn-a", len(names))
     running: dict[str, float] = {}
     resumed: dict[str, float] = {}
     ended: dict[str, Any] = {}
