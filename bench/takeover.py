@@ -609,21 +609,27 @@ def main(argv: list[str] | None = None) -> int:
                     f"{base.kills} kills, {base.runs} runs"
                 )
 
+                def departure(
+                    what: str, node: NodeProcess, act: Callable[[], None], watch_exit: bool = False
+                ) -> Departure:
+                    """``act`` (kill or stop ``node``) timed by :func:`measure_departure`, every
+                    other node surviving."""
+                    return measure_departure(
+                        what,
+                        node,
+                        [n for n in nodes if n is not node],
+                        [m for m in members if m[0] != node.node_id],
+                        names,
+                        store,
+                        act,
+                        timeout=phase_timeout,
+                        interval=args.poll,
+                        watch_exit=watch_exit,
+                    )
+
                 # (a) kill -9
                 victim = nodes[args.victim - 1]
-                survivors = [n for n in nodes if n is not victim]
-                after = [m for m in members if m[0] != victim.node_id]
-                crash = measure_departure(
-                    "kill -9",
-                    victim,
-                    survivors,
-                    after,
-                    names,
-                    store,
-                    victim.kill9,
-                    timeout=phase_timeout,
-                    interval=args.poll,
-                )
+                crash = departure("kill -9", victim, victim.kill9)
                 print_departure(crash, timeout_s)
                 mid = snapshot(store, sim)
 
@@ -640,25 +646,14 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 wait_settled(nodes, phase_timeout)
                 leaving = nodes[stopped_no - 1]
-                rest = [n for n in nodes if n is not leaving]
-                after = [m for m in members if m[0] != leaving.node_id]
-                stop = measure_departure(
-                    "graceful stop (SIGTERM)",
-                    leaving,
-                    rest,
-                    after,
-                    names,
-                    store,
-                    leaving.terminate,
-                    timeout=phase_timeout,
-                    interval=args.poll,
-                    watch_exit=True,
+                stop = departure(
+                    "graceful stop (SIGTERM)", leaving, leaving.terminate, watch_exit=True
                 )
                 leaving.wait_exit()
                 print_departure(stop, timeout_s)
 
                 # (c) applications restarted
-                wait_settled(rest, phase_timeout)
+                wait_settled([n for n in nodes if n is not leaving], phase_timeout)
                 end = snapshot(store, sim)
                 running = count_in_state(store, JobState.RUNNING)
                 changed = len(set(base.apps) ^ set(end.apps))
