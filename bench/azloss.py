@@ -38,7 +38,7 @@ from typing import Any
 
 import httpx
 
-from bench.takeover import fresh_database, migrate, zk_namespace
+from bench.takeover import create_jobs, fresh_database, migrate, zk_namespace
 from chaos.checker import batch_verdicts
 from chaos.history import BatchCommit, History
 from chaos.recorder import commit_records
@@ -130,27 +130,23 @@ def measure(
             group = {"name": GROUP, "primary_cluster": "A", "failover_cluster": "B"}
             automatic = _automatic_failover(api, group)
             began = time.monotonic()
-            for name in names:
-                api.post(
-                    "/v1/jobs",
-                    {
-                        "name": name,
-                        "group": GROUP,
-                        "priority": "high",
-                        "entrypoint": str(PIPELINE),
-                        "args": [
-                            "--output",
-                            str(workdir / "out" / name),
-                            "--app-name",
-                            name,
-                            "--trigger-seconds",
-                            "2",
-                            "--commit-log",
-                            str(workdir / "commits" / f"{name}.log"),
-                        ],
-                        "desired_state": "RUNNING",
-                    },
-                )
+            create_jobs(
+                api,
+                names,
+                GROUP,
+                str(PIPELINE),
+                lambda name: [
+                    "--output",
+                    str(workdir / "out" / name),
+                    "--app-name",
+                    name,
+                    "--trigger-seconds",
+                    "2",
+                    "--commit-log",
+                    str(workdir / "commits" / f"{name}.log"),
+                ],
+                priority="high",
+            )
 
             def on(cluster: str, batches: int) -> bool:
                 for name in names:

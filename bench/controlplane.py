@@ -65,12 +65,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import psutil
 import sqlalchemy as sa
 from sqlalchemy import event
 
+from bench import ha
 from bench import takeover as tk
-from harness.procs import CpuMeter
+from harness.procs import CpuMeter, command_line
 from scheduler.core.backend import (
     AppInfo,
     AppState,
@@ -83,7 +83,7 @@ from scheduler.core.backend import (
 from scheduler.core.clock import utcnow
 from scheduler.core.ownership import Claim, Fence
 from scheduler.core.records import ClusterRecord
-from scheduler.core.states import DesiredState, JobState, RunState
+from scheduler.core.states import JobState, RunState
 from scheduler.decisions.planning import RestartPolicy
 from scheduler.store.db import Store
 from scheduler.store.models import Job, Run
@@ -96,9 +96,9 @@ except ImportError:  # pragma: no cover - older checkouts
 from harness.procs import session_pids
 
 try:  # the layout after the control-plane house
-    from harness.nodes import NodeProcess, poll
+    from harness.nodes import poll
 except ImportError:  # pragma: no cover - older checkouts
-    from bench.nodes import NodeProcess, poll  # type: ignore[no-redef]
+    from bench.nodes import poll  # type: ignore[no-redef]
 
 NODE = Fence("bench-node", 1)
 KINDS = ("SELECT", "INSERT", "UPDATE", "DELETE", "COMMIT", "ROLLBACK")
@@ -313,30 +313,21 @@ def seed_running(
     for i, name in enumerate(tk.job_names(count), start=1):
         submission_id, app_id = (handles or {}).get(i, (f"driver-{i}", f"app-driver-{i}"))
         jobs.append(
-            {
-                "id": i,
-                "name": name,
-                "group_name": tk.GROUP,
-                "team": "bench",
-                "business": "bench",
-                "priority": "normal",
-                "entrypoint": entrypoint,
-                "args": [],
-                "conf": {},
-                "checkpoint_location": "",
-                "desired_state": DesiredState.RUNNING.value,
-                "state": JobState.RUNNING.value,
-                "state_reason": "seeded running",
-                "cluster_name": tk.CLUSTER,
-                "current_run_id": i,
-                "generation": 0,
-                "attempts_reset_at": then,
-                "owner": NODE.node_id,
-                "owner_epoch": NODE.epoch,
-                "version": 5,
-                "created_at": then,
-                "updated_at": then,
-            }
+            tk.job_row(
+                name,
+                entrypoint,
+                id=i,
+                state=JobState.RUNNING.value,
+                state_reason="seeded running",
+                cluster_name=tk.CLUSTER,
+                current_run_id=i,
+                attempts_reset_at=then,
+                owner=NODE.node_id,
+                owner_epoch=NODE.epoch,
+                version=5,
+                created_at=then,
+                updated_at=then,
+            )
         )
         runs.append(
             {
@@ -525,10 +516,7 @@ def measure_steady_real(mysql_url: str, jobs: int, ticks: int = 5) -> dict[str, 
 
 
 def _label(pid: int) -> str:
-    try:
-        argv = [a for a in psutil.Process(pid).cmdline() if a]
-    except (psutil.Error, OSError):
-        return "?"
+    argv = command_line(pid)
     if not argv:
         return "?"
     if argv[0].startswith("ray::"):
@@ -641,100 +629,48 @@ def measure_running(
     profile: Path | None = None,
     keep_logs: bool = False,
 ) -> dict[str, Any]:
-    workdir = Path(tempfile.mkdtemp(prefix="drover-controlplane-"))
-    started_nodes: list[NodeProcess] = []
-    measured = False
-    try:
-        with (
-            tk.simulator(app_start_delay) as sim,
-            tk.fresh_database(mysql_url) as database_url,
-            tk.zk_namespace(zk_hosts) as namespace,
-        ):
-            tk.migrate(database_url)
-            store = Store(database_url)
-            try:
-                tk.register(store, sim, workdir)
-                entry = workdir / "pipeline.py"
-                entry.write_text(tk.PIPELINE)
-                env = {
-                    **{k: v for k, v in os.environ.items() if not k.startswith("DROVER_")},
-                    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-                    "DROVER_DATABASE_URL": database_url,
-                    "DROVER_ZK_HOSTS": zk_hosts,
-                    "DROVER_ZK_NAMESPACE": namespace,
-                    "DROVER_ZK_SESSION_TIMEOUT": "4",
-                    "DROVER_RECONCILE_INTERVAL": "2",
-                }
-                for i in range(1, nodes + 1):
-                    node_env = {
-                        **env,
-                        "DROVER_GROUPS": f"{tk.GROUP}:active",
-                        "DROVER_DATA_DIR": str(workdir / f"node-{i}"),
-                        "DROVER_AZ": f"az-{i}",
-                    }
-                    started_nodes.append(
-                        NodeProcess(f"node-{i}", node_env, workdir / f"node-{i}.log")
-                    )
-                for node in started_nodes:
-                    node.start()
-                for node in started_nodes:
-                    node.wait_ready()
-                poll(
-                    lambda: all(
-                        len(tk.group_view(n).get("members") or []) == nodes for n in started_nodes
-                    ),
-                    timeout=60,
-                    what="every node to see every member",
-                )
-                meter = CpuMeter()
-                for node in started_nodes:
-                    assert node.proc is not None
-                    meter.add(node.node_id, partial(session_pids, node.proc.pid))
-                meter.add("simulator", lambda: [sim.proc.pid])
-                meter.add("database", _database_pids)
-                meter.add("bench", lambda: [os.getpid()])
-                profilers = []
-                if profile is not None:
-                    targets = {n.node_id: n.proc.pid for n in started_nodes if n.proc is not None}
-                    targets["simulator"] = sim.proc.pid
-                    profilers = _profilers(targets, profile / f"{jobs}", 600 + jobs / 100)
-                tk.seed_jobs(store, tk.job_names(jobs), str(entry))
-                meter.start()
-                marks = tk.wait_converged(store, sim, jobs, timeout=120.0 + jobs * 0.05)
-                cpu = _by_kind(meter.stop())
-                for spy in profilers:  # py-spy writes what it has on SIGINT
-                    spy.send_signal(signal.SIGINT)
-                for spy in profilers:
-                    spy.wait(timeout=60)
-                if profile is not None:
-                    for stacks in sorted((profile / f"{jobs}").glob("*.txt")):
-                        print(f"  py-spy, {stacks.stem} (self time, share of samples):")
-                        for name, share in summarize_profile(stacks):
-                            print(f"    {share:6.1%}  {name}")
-                creates = sim.stats()["creates"]
-                _print_cpu(cpu, meter.wall)
-                measured = True
-                print(
-                    f"  {jobs} jobs: submitted after {marks['submitted']:.1f} s, RUNNING after "
-                    f"{marks['running']:.1f} s, {creates} creates",
-                    flush=True,
-                )
-            finally:
-                store.dispose()
-                for node in started_nodes:
-                    try:
-                        node.stop(timeout=60)
-                    except Exception as exc:  # noqa: BLE001 - cleanup reports, never masks
-                        print(f"warning: {node.node_id} did not stop cleanly: {exc}")
-                        node.kill9()
-    finally:
-        for node in started_nodes:
-            if node.alive:
-                node.kill9()
-        if keep_logs or not measured:  # a failed run keeps its nodes' logs
-            print(f"  node logs kept in {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
+    with ha.deployment(
+        mysql_url,
+        zk_hosts,
+        nodes=nodes,
+        session_timeout=4,
+        reconcile_interval=2,
+        app_start_delay=app_start_delay,
+        keep_logs=keep_logs,
+    ) as dep:
+        sim, store = dep.sim, dep.store
+        meter = CpuMeter()
+        for node in dep.nodes:
+            assert node.proc is not None
+            meter.add(node.node_id, partial(session_pids, node.proc.pid))
+        meter.add("simulator", lambda: [sim.proc.pid])
+        meter.add("database", _database_pids)
+        meter.add("bench", lambda: [os.getpid()])
+        profilers = []
+        if profile is not None:
+            targets = {n.node_id: n.proc.pid for n in dep.nodes if n.proc is not None}
+            targets["simulator"] = sim.proc.pid
+            profilers = _profilers(targets, profile / f"{jobs}", 600 + jobs / 100)
+        tk.seed_jobs(store, tk.job_names(jobs), str(dep.workdir / "pipeline.py"))
+        meter.start()
+        marks = tk.wait_converged(store, sim, jobs, timeout=120.0 + jobs * 0.05)
+        cpu = _by_kind(meter.stop())
+        for spy in profilers:  # py-spy writes what it has on SIGINT
+            spy.send_signal(signal.SIGINT)
+        for spy in profilers:
+            spy.wait(timeout=60)
+        if profile is not None:
+            for stacks in sorted((profile / f"{jobs}").glob("*.txt")):
+                print(f"  py-spy, {stacks.stem} (self time, share of samples):")
+                for name, share in summarize_profile(stacks):
+                    print(f"    {share:6.1%}  {name}")
+        creates = sim.stats()["creates"]
+        _print_cpu(cpu, meter.wall)
+        print(
+            f"  {jobs} jobs: submitted after {marks['submitted']:.1f} s, RUNNING after "
+            f"{marks['running']:.1f} s, {creates} creates",
+            flush=True,
+        )
     return {
         "jobs": jobs,
         "nodes": nodes,

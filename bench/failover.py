@@ -520,6 +520,27 @@ REAL_PIPELINE = Path(__file__).resolve().parents[1] / "tests" / "e2e" / "pipelin
 REAL_GROUP = "bench-fo"
 
 
+def request_failover(
+    api: NodeProcess, source: str, parallelism: int
+) -> tuple[dict[str, Any], float]:
+    """The failover of every job on ``source`` through ``api``: its plan asked for (a dry run),
+    then that plan carried out; the operation created and ``time.monotonic()`` of its request."""
+    body = {"source": source, "selector": {"all": True}}
+    dry = api.post("/v1/failovers", {**body, "dry_run": True}, timeout=60)
+    began = time.monotonic()
+    op = api.post(
+        "/v1/failovers",
+        {
+            **body,
+            "parallelism": parallelism,
+            "expected_plan": dry["plan_digest"],
+            "reason": "bench",
+        },
+        timeout=60,
+    )
+    return op, began
+
+
 def batch_files(out: Path) -> dict[int, int]:
     """batch id -> id of the run that committed it (files of ``batch_ids.py``)."""
     found = {}
@@ -656,19 +677,7 @@ def measure_real(
                 )
                 on_a = time.monotonic() - began
                 print(f"{jobs} real jobs RUNNING on A with 2 batches each after {on_a:.1f} s")
-                body = {"source": "A", "selector": {"all": True}}
-                dry = api.post("/v1/failovers", {**body, "dry_run": True}, timeout=60)
-                began = time.monotonic()
-                op = api.post(
-                    "/v1/failovers",
-                    {
-                        **body,
-                        "parallelism": jobs,
-                        "expected_plan": dry["plan_digest"],
-                        "reason": "bench",
-                    },
-                    timeout=60,
-                )
+                op, began = request_failover(api, "A", jobs)
                 resumed: dict[str, float] = {}
                 last: dict[str, Any] = {}
 

@@ -37,7 +37,7 @@ import psutil
 
 from bench.takeover import fresh_database, migrate, zk_namespace
 from harness.nodes import NodeProcess
-from harness.procs import session_pids, terminate_like_interrupt
+from harness.procs import command_line, session_pids, terminate_like_interrupt
 from scheduler.config import Settings
 from scheduler.store import catalog as catalog_store
 from scheduler.store.bootstrap import LOCAL_CLUSTER, ensure_defaults
@@ -76,10 +76,7 @@ class Sample:
 
 def process_name(pid: int) -> str:
     """What the process is: ``ray::Actor``, ``raylet``, ``gcs_server`` or the Python script."""
-    try:
-        argv = [a for a in psutil.Process(pid).cmdline() if a]
-    except (psutil.Error, OSError):
-        return "?"
+    argv = command_line(pid)
     if not argv:
         return "?"
     if argv[0].startswith("ray::"):

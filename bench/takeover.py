@@ -222,6 +222,49 @@ def job_names(count: int) -> list[str]:
     return [f"bench-{i:05d}" for i in range(count)]
 
 
+def create_jobs(
+    api: NodeProcess,
+    names: list[str],
+    group: str,
+    entrypoint: str,
+    args_of: Callable[[str], list[str]],
+    **fields: Any,
+) -> None:
+    """Create each job of ``names`` through ``api``'s API, desired RUNNING in ``group``: the
+    pipeline ``entrypoint`` with the arguments ``args_of(name)``, and ``fields`` (priority...)."""
+    for name in names:
+        api.post(
+            "/v1/jobs",
+            {
+                "name": name,
+                "group": group,
+                "entrypoint": entrypoint,
+                "args": args_of(name),
+                "desired_state": "RUNNING",
+                **fields,
+            },
+        )
+
+
+def job_row(name: str, entrypoint: str, **fields: Any) -> dict[str, Any]:
+    """A ``jobs`` row for a bench job in group ``GROUP`` (team and business ``bench``, desired
+    RUNNING, generation 0), with ``fields`` (state, owner, times, ...) over it."""
+    return {
+        "name": name,
+        "group_name": GROUP,
+        "team": "bench",
+        "business": "bench",
+        "priority": "normal",
+        "entrypoint": entrypoint,
+        "args": [],
+        "conf": {},
+        "checkpoint_location": "",
+        "desired_state": DesiredState.RUNNING.value,
+        "generation": 0,
+        **fields,
+    }
+
+
 def seed_jobs(store: Store, names: list[str], entrypoint: str) -> None:
     """Insert the jobs (desired RUNNING, QUEUED, no owner) in bulk, 1,000 rows a statement.
 
@@ -229,26 +272,17 @@ def seed_jobs(store: Store, names: list[str], entrypoint: str) -> None:
     """
     now = utcnow()
     rows = [
-        {
-            "name": name,
-            "group_name": GROUP,
-            "team": "bench",
-            "business": "bench",
-            "priority": "normal",
-            "entrypoint": entrypoint,
-            "args": [],
-            "conf": {},
-            "checkpoint_location": "",
-            "desired_state": DesiredState.RUNNING.value,
-            "state": JobState.QUEUED.value,
-            "state_reason": "seeded by bench.takeover",
-            "generation": 0,
-            "attempts_reset_at": now - timedelta(hours=1),
-            "owner_epoch": 0,
-            "version": 1,
-            "created_at": now,
-            "updated_at": now,
-        }
+        job_row(
+            name,
+            entrypoint,
+            state=JobState.QUEUED.value,
+            state_reason="seeded by bench.takeover",
+            attempts_reset_at=now - timedelta(hours=1),
+            owner_epoch=0,
+            version=1,
+            created_at=now,
+            updated_at=now,
+        )
         for name in names
     ]
     with store.transaction() as session:
@@ -575,21 +609,27 @@ def main(argv: list[str] | None = None) -> int:
                     f"{base.kills} kills, {base.runs} runs"
                 )
 
+                def departure(
+                    what: str, node: NodeProcess, act: Callable[[], None], watch_exit: bool = False
+                ) -> Departure:
+                    """``act`` (kill or stop ``node``) timed by :func:`measure_departure`, every
+                    other node surviving."""
+                    return measure_departure(
+                        what,
+                        node,
+                        [n for n in nodes if n is not node],
+                        [m for m in members if m[0] != node.node_id],
+                        names,
+                        store,
+                        act,
+                        timeout=phase_timeout,
+                        interval=args.poll,
+                        watch_exit=watch_exit,
+                    )
+
                 # (a) kill -9
                 victim = nodes[args.victim - 1]
-                survivors = [n for n in nodes if n is not victim]
-                after = [m for m in members if m[0] != victim.node_id]
-                crash = measure_departure(
-                    "kill -9",
-                    victim,
-                    survivors,
-                    after,
-                    names,
-                    store,
-                    victim.kill9,
-                    timeout=phase_timeout,
-                    interval=args.poll,
-                )
+                crash = departure("kill -9", victim, victim.kill9)
                 print_departure(crash, timeout_s)
                 mid = snapshot(store, sim)
 
@@ -606,25 +646,14 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 wait_settled(nodes, phase_timeout)
                 leaving = nodes[stopped_no - 1]
-                rest = [n for n in nodes if n is not leaving]
-                after = [m for m in members if m[0] != leaving.node_id]
-                stop = measure_departure(
-                    "graceful stop (SIGTERM)",
-                    leaving,
-                    rest,
-                    after,
-                    names,
-                    store,
-                    leaving.terminate,
-                    timeout=phase_timeout,
-                    interval=args.poll,
-                    watch_exit=True,
+                stop = departure(
+                    "graceful stop (SIGTERM)", leaving, leaving.terminate, watch_exit=True
                 )
                 leaving.wait_exit()
                 print_departure(stop, timeout_s)
 
                 # (c) applications restarted
-                wait_settled(rest, phase_timeout)
+                wait_settled([n for n in nodes if n is not leaving], phase_timeout)
                 end = snapshot(store, sim)
                 running = count_in_state(store, JobState.RUNNING)
                 changed = len(set(base.apps) ^ set(end.apps))

@@ -36,11 +36,25 @@ from typing import Any
 
 import httpx
 
-from bench.failover import REAL_PIPELINE, DoubleRunPoller, batch_files, stop_jobs
-from bench.takeover import bench_nodes, fresh_database, migrate, node_env, start_nodes, zk_namespace
+from bench.failover import (
+    REAL_PIPELINE,
+    DoubleRunPoller,
+    batch_files,
+    request_failover,
+    stop_jobs,
+)
+from bench.takeover import (
+    bench_nodes,
+    create_jobs,
+    fresh_database,
+    migrate,
+    node_env,
+    start_nodes,
+    zk_namespace,
+)
 from harness.nodes import NodeProcess, poll
 from harness.procs import terminate_like_interrupt
-from scheduler.backends.yarn import YarnBackend, _escape
+from scheduler.backends.yarn import LIVE_STATES, YarnBackend, _escape
 from scheduler.config import Settings
 from scheduler.core.backend import AppState, SubmitRequest
 
@@ -237,6 +251,21 @@ def _running_jobs(rms: list[str]) -> list[str]:
     ]
 
 
+def _kill_left_behind(cluster: dict[str, str], name_prefix: str) -> None:
+    """Kill, through Drover's YARN backend, every live application of ``cluster`` whose name
+    starts with ``name_prefix`` (what a failed bench left behind)."""
+    backend = YarnBackend(
+        cluster["rm"], cluster["conf"], spark_home=Settings().resolved_spark_home, user="root"
+    )
+    try:
+        for app in _apps(cluster["rm"], ",".join(LIVE_STATES)):
+            if app["name"].startswith(name_prefix):
+                print(f"killing what the bench left behind: {app['id']}")
+                backend.kill(app["id"])
+    finally:
+        backend.close()
+
+
 def _free_mb(rm: str) -> int:
     metrics = httpx.get(f"{rm}/ws/v1/cluster/metrics", timeout=5, trust_env=False).json()
     return int(metrics["clusterMetrics"]["availableMB"])
@@ -333,16 +362,7 @@ def measure_failover(
                     if node.alive:
                         node.stop()
                 for c in (a, b):
-                    for app in _apps(c["rm"], "NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING"):
-                        if app["name"].startswith(f"drover:{prefix}"):
-                            print(f"killing what the bench left behind: {app['id']}")
-                            httpx.put(
-                                f"{c['rm']}/ws/v1/cluster/apps/{app['id']}/state",
-                                params={"user.name": "root"},
-                                json={"state": "KILLED"},
-                                timeout=5,
-                                trust_env=False,
-                            )
+                    _kill_left_behind(c, f"drover:{prefix}")
     finally:
         for node in nodes:
             if node.proc is not None and node.alive:
@@ -357,17 +377,13 @@ def _fail_over(
     api: NodeProcess, workdir: Path, names: list[str], start_timeout: float
 ) -> dict[str, Any]:
     began = time.monotonic()
-    for name in names:
-        api.post(
-            "/v1/jobs",
-            {
-                "name": name,
-                "group": FAILOVER_GROUP,
-                "entrypoint": f"file://{REAL_PIPELINE}",
-                "args": ["--output", str(workdir / "out" / name)],
-                "desired_state": "RUNNING",
-            },
-        )
+    create_jobs(
+        api,
+        names,
+        FAILOVER_GROUP,
+        f"file://{REAL_PIPELINE}",
+        lambda name: ["--output", str(workdir / "out" / name)],
+    )
 
     def on_a() -> bool:
         return all(
@@ -380,14 +396,7 @@ def _fail_over(
     poll(on_a, timeout=start_timeout, interval=1.0, what=f"{len(names)} jobs RUNNING on A")
     start_on_a = time.monotonic() - began
     print(f"{len(names)} YARN jobs RUNNING on A with 2 batches each after {start_on_a:.1f} s")
-    body = {"source": "yarn-a", "selector": {"all": True}}
-    dry = api.post("/v1/failovers", {**body, "dry_run": True}, timeout=60)
-    began = time.monotonic()
-    op = api.post(
-        "/v1/failovers",
-        {**body, "parallelism": len(names), "expected_plan": dry["plan_digest"], "reason": "bench"},
-        timeout=60,
-    )
+    op, began = request_failover(api, "yarn-a", len(names))
     running: dict[str, float] = {}
     resumed: dict[str, float] = {}
     ended: dict[str, Any] = {}

@@ -109,3 +109,17 @@ def register(
         api.post(
             "/v1/groups", {"name": group, "primary_cluster": name, "failover_cluster": failover}
         )
+
+
+def start_registered(
+    stack: ExitStack,
+    workdir: Path,
+    procs: list[NodeProcess],
+    env: dict[str, str],
+    clusters: dict[str, tuple[str, str, str]],
+    layout: dict[str, tuple[str, str, str]],
+) -> None:
+    """Start the nodes active in every group of ``layout`` (:func:`start_nodes`), then register
+    ``clusters`` and the groups through the first one (:func:`register`)."""
+    start_nodes(stack, workdir, procs, env, ",".join(f"{g}:active" for g, _, _ in layout.values()))
+    register(procs[0], clusters, layout, workdir)

@@ -57,6 +57,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -154,32 +155,31 @@ def _kill9(stack: Stack, rng: random.Random) -> str:
     return node.node_id
 
 
+def _down_for(seconds: float, stop: Callable[[], object], start: Callable[[], object]) -> None:
+    """``stop``, then ``start`` ``seconds`` later: a node or a service out for a while."""
+    stop()
+    time.sleep(seconds)
+    start()
+
+
 def _freeze(stack: Stack, rng: random.Random) -> str:
     node = rng.choice(stack.nodes)
-    node.freeze()
-    time.sleep(stack.session_timeout * 2 + rng.uniform(0.5, 2))
-    node.thaw()
+    _down_for(stack.session_timeout * 2 + rng.uniform(0.5, 2), node.freeze, node.thaw)
     return node.node_id
 
 
 def _zk_restart(stack: Stack, rng: random.Random) -> str:
-    stack.zk.stop()
-    time.sleep(rng.uniform(1, 4))
-    stack.zk.start()
+    _down_for(rng.uniform(1, 4), stack.zk.stop, stack.zk.start)
     return "zookeeper"
 
 
 def _zk_wipe(stack: Stack, rng: random.Random) -> str:
-    stack.zk.stop(wipe=True)
-    time.sleep(rng.uniform(1, 3))
-    stack.zk.start()
+    _down_for(rng.uniform(1, 3), partial(stack.zk.stop, wipe=True), stack.zk.start)
     return "zookeeper"
 
 
 def _db_restart(stack: Stack, rng: random.Random) -> str:
-    stack.db.stop()
-    time.sleep(rng.uniform(1, 4))
-    stack.db.start()
+    _down_for(rng.uniform(1, 4), stack.db.stop, stack.db.start)
     return "mariadb"
 
 

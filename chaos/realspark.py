@@ -179,17 +179,16 @@ def deployment(workdir: Path, nodes: int, jobs: int, lease_s: float) -> Iterator
             **node_settings(lease_s),
         }
         env = deploy.node_env(workdir, database_url, zk.hosts, settings)
-        deploy.start_nodes(
-            stack, workdir, procs, env, ",".join(f"{g}:active" for g, _, _ in CLUSTERS.values())
-        )
-        deploy.register(
-            procs[0],
+        deploy.start_registered(
+            stack,
+            workdir,
+            procs,
+            env,
             {
                 name: (cluster.master_url, proxies[name][0].url, proxies[name][1].url)
                 for name, cluster in clusters.items()
             },
             CLUSTERS,
-            workdir,
         )
         for group, _, _ in CLUSTERS.values():
             auto_failover(procs[0], group)

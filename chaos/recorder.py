@@ -158,42 +158,47 @@ class Recorder:
             thread.join(timeout=30)
 
     def _poll_clusters(self) -> None:
-        client = httpx.Client(timeout=2.0, trust_env=False)
-        try:
-            while not self._stop.is_set():
-                for name, url in self.clusters.items():
-                    try:
-                        drivers = client.get(f"{url}/sim/drivers").json()
-                    except (httpx.HTTPError, ValueError) as exc:
-                        self.missed(f"cluster:{name}", exc)
-                        continue
-                    now = time.time()
-                    self.add(
-                        AppSeen(now, name, d["app_id"], job, bool(d["alive"]))
-                        for d in drivers
-                        if (job := job_of_tag(d.get("tag") or "")) is not None
-                    )
-                self._stop.wait(self.app_interval)
-        finally:
-            client.close()
+        def drivers(client: httpx.Client, url: str) -> list[tuple[str, str, bool]]:
+            return [
+                (d["app_id"], job, bool(d["alive"]))
+                for d in client.get(f"{url}/sim/drivers").json()
+                if (job := job_of_tag(d.get("tag") or "")) is not None
+            ]
+
+        self._poll_apps(self.clusters, 2.0, drivers, (httpx.HTTPError, ValueError))
 
     def _poll_masters(self) -> None:
-        client = httpx.Client(timeout=5.0, trust_env=False)
+        def active(client: httpx.Client, url: str) -> list[tuple[str, str, bool]]:
+            apps = list(client.get(f"{url}/json/").json().get("activeapps", []))
+            return [
+                (str(app["id"]), app["name"], True)
+                for app in apps
+                if app.get("name") in self.job_names and app.get("state") in LIVE_APP_STATES
+            ]
+
+        self._poll_apps(self.masters, 5.0, active, (httpx.HTTPError, ValueError, AttributeError))
+
+    def _poll_apps(
+        self,
+        endpoints: dict[str, str],
+        timeout: float,
+        read: Callable[[httpx.Client, str], list[tuple[str, str, bool]]],
+        errors: tuple[type[Exception], ...],
+    ) -> None:
+        """Every ``app_interval`` until stopped, the applications of each cluster (name -> URL)
+        as ``read`` finds them at its URL (app id, job, alive); a read failing with ``errors``
+        is a missed poll."""
+        client = httpx.Client(timeout=timeout, trust_env=False)
         try:
             while not self._stop.is_set():
-                for name, url in self.masters.items():
+                for name, url in endpoints.items():
                     try:
-                        state = client.get(f"{url}/json/").json()
-                        apps = list(state.get("activeapps", []))
-                    except (httpx.HTTPError, ValueError, AttributeError) as exc:
+                        apps = read(client, url)
+                    except errors as exc:
                         self.missed(f"cluster:{name}", exc)
                         continue
                     now = time.time()
-                    self.add(
-                        AppSeen(now, name, str(app["id"]), app["name"], True)
-                        for app in apps
-                        if app.get("name") in self.job_names and app.get("state") in LIVE_APP_STATES
-                    )
+                    self.add(AppSeen(now, name, app_id, job, alive) for app_id, job, alive in apps)
                 self._stop.wait(self.app_interval)
         finally:
             client.close()

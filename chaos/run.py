@@ -117,17 +117,16 @@ def deployment(workdir: Path, nodes: int, jobs: int) -> Iterator[Stack]:
         }
         env = deploy.node_env(workdir, database_url, zk.hosts, NODE_SETTINGS)
         procs = deploy.node_processes(workdir, nodes)
-        deploy.start_nodes(
-            stack, workdir, procs, env, ",".join(f"{g}:active" for g, _, _ in CLUSTERS.values())
-        )
-        deploy.register(
-            procs[0],
+        deploy.start_registered(
+            stack,
+            workdir,
+            procs,
+            env,
             {
                 name: (sim.master_url, proxies[name][0].url, proxies[name][0].url)
                 for name, sim in sims.items()
             },
             CLUSTERS,
-            workdir,
         )
         yield Stack(
             workdir=workdir,

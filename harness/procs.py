@@ -49,6 +49,15 @@ def parent_pid(pid: int) -> int | None:
         return None
 
 
+def command_line(pid: int) -> list[str]:
+    """The non-empty arguments of ``pid``'s command line ([] when it is gone, not ours to read,
+    or has none: a kernel thread)."""
+    try:
+        return [a for a in psutil.Process(pid).cmdline() if a]
+    except (psutil.Error, OSError):
+        return []
+
+
 def cpu_seconds(pid: int) -> float:
     """User and system CPU ``pid`` has used so far (0.0 when it is gone)."""
     try:

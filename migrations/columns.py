@@ -6,6 +6,9 @@ since revisions already applied were written against it. A new shape gets a new 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import mysql
@@ -36,3 +39,31 @@ def foreign_key(
     referred = target.split(".", 1)[0]
     name = op.f(f"fk_{table}_{column}_{referred}")
     return sa.ForeignKeyConstraint([column], [target], name=name, ondelete=ondelete)
+
+
+def added_columns(
+    table: str, *columns: sa.Column[Any]
+) -> tuple[Callable[[], None], Callable[[], None]]:
+    """The ``upgrade`` and ``downgrade`` of a revision that only adds ``columns`` to ``table``:
+    plain ADD COLUMN in order (no table rebuild on SQLite), DROP COLUMN in reverse order (SQLite
+    3.35+ and MariaDB drop a column in place). Alembic loads a revision's module afresh for each
+    command, so each column object is added to one table only."""
+
+    def upgrade() -> None:
+        for column in columns:
+            op.add_column(table, column)
+
+    def downgrade() -> None:
+        for column in reversed(columns):
+            op.drop_column(table, column.name)
+
+    return upgrade, downgrade
+
+
+def create_table_with_id(name: str, *items: sa.schema.SchemaItem) -> None:
+    """``op.create_table(name, ...)`` for a table keyed by a surrogate ``id`` (``id_column``): the
+    id comes first, then ``items`` (columns and constraints), and the primary key is
+    ``pk_<name>``."""
+    op.create_table(
+        name, id_column(), *items, sa.PrimaryKeyConstraint("id", name=op.f(f"pk_{name}"))
+    )

@@ -1,26 +1,19 @@
-"""initial schema
-
-Revision ID: 0001
-Revises:
-"""
+"""initial schema"""
 
 from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
 
-from migrations.columns import foreign_key, id_column, name_type, utc_datetime
+from migrations.columns import create_table_with_id, foreign_key, name_type, utc_datetime
 
 revision = "0001"
 down_revision = None
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:
-    op.create_table(
+    create_table_with_id(
         "audit_log",
-        id_column(),
         sa.Column("at", utc_datetime(), nullable=False),
         sa.Column("actor", sa.String(length=128), nullable=False),
         sa.Column("action", sa.String(length=64), nullable=False),
@@ -28,7 +21,6 @@ def upgrade() -> None:
         sa.Column("target_name", name_type(300), nullable=False),
         sa.Column("detail", sa.JSON(), nullable=False),
         sa.Column("node_id", sa.String(length=128), nullable=False),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_audit_log")),
     )
     with op.batch_alter_table("audit_log", schema=None) as batch_op:
         batch_op.create_index(batch_op.f("ix_audit_log_at"), ["at"], unique=False)
@@ -60,9 +52,8 @@ def upgrade() -> None:
         foreign_key("scheduling_groups", "primary_cluster", "clusters.name"),
         sa.PrimaryKeyConstraint("name", name=op.f("pk_scheduling_groups")),
     )
-    op.create_table(
+    create_table_with_id(
         "jobs",
-        id_column(),
         sa.Column("name", name_type(128), nullable=False),
         sa.Column("group_name", name_type(128), nullable=False),
         sa.Column("team", sa.String(length=128), nullable=False),
@@ -87,7 +78,6 @@ def upgrade() -> None:
         sa.Column("updated_at", utc_datetime(), nullable=False),
         foreign_key("jobs", "cluster_name", "clusters.name"),
         foreign_key("jobs", "group_name", "scheduling_groups.name"),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_jobs")),
         sa.UniqueConstraint("name", name=op.f("uq_jobs_name")),
     )
     with op.batch_alter_table("jobs", schema=None) as batch_op:
@@ -97,9 +87,8 @@ def upgrade() -> None:
         batch_op.create_index(batch_op.f("ix_jobs_state"), ["state"], unique=False)
         batch_op.create_index(batch_op.f("ix_jobs_team"), ["team"], unique=False)
 
-    op.create_table(
+    create_table_with_id(
         "job_events",
-        id_column(),
         sa.Column("job_id", sa.Integer(), nullable=False),
         sa.Column("run_id", sa.Integer(), nullable=True),
         sa.Column("at", utc_datetime(), nullable=False),
@@ -109,14 +98,12 @@ def upgrade() -> None:
         sa.Column("message", sa.Text(), nullable=False),
         sa.Column("node_id", sa.String(length=128), nullable=False),
         foreign_key("job_events", "job_id", "jobs.id", ondelete="CASCADE"),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_job_events")),
     )
     with op.batch_alter_table("job_events", schema=None) as batch_op:
         batch_op.create_index(batch_op.f("ix_job_events_job_id"), ["job_id"], unique=False)
 
-    op.create_table(
+    create_table_with_id(
         "runs",
-        id_column(),
         sa.Column("job_id", sa.Integer(), nullable=False),
         sa.Column("attempt", sa.Integer(), nullable=False),
         sa.Column("generation", sa.Integer(), nullable=False),
@@ -136,7 +123,6 @@ def upgrade() -> None:
         sa.Column("started_at", utc_datetime(), nullable=True),
         sa.Column("ended_at", utc_datetime(), nullable=True),
         foreign_key("runs", "job_id", "jobs.id", ondelete="CASCADE"),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_runs")),
         sa.UniqueConstraint("fencing_token", name=op.f("uq_runs_fencing_token")),
     )
     with op.batch_alter_table("runs", schema=None) as batch_op:

@@ -1,8 +1,4 @@
-"""clusters catalog: capacity limits and versions of clusters and groups
-
-Revision ID: 0002
-Revises: 0001
-"""
+"""clusters catalog: capacity limits and versions of clusters and groups"""
 
 from __future__ import annotations
 
@@ -11,8 +7,6 @@ from alembic import op
 
 revision = "0002"
 down_revision = "0001"
-branch_labels = None
-depends_on = None
 
 CLUSTER_COLUMNS = (("max_running_apps", "0"), ("max_cores", "0"), ("version", "1"))
 

@@ -1,8 +1,4 @@
-"""runs: whether a run's end counts against the job's restart budget
-
-Revision ID: 0003
-Revises: 0002
-"""
+"""runs: whether a run's end counts against the job's restart budget"""
 
 from __future__ import annotations
 
@@ -11,8 +7,6 @@ from alembic import op
 
 revision = "0003"
 down_revision = "0002"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:

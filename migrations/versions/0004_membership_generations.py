@@ -1,8 +1,4 @@
-"""membership generations: epochs that survive a ZooKeeper whose data was wiped
-
-Revision ID: 0004
-Revises: 0003
-"""
+"""membership generations: epochs that survive a ZooKeeper whose data was wiped"""
 
 from __future__ import annotations
 
@@ -13,8 +9,6 @@ from migrations.columns import name_type, utc_datetime
 
 revision = "0004"
 down_revision = "0003"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:

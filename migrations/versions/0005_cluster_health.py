@@ -1,20 +1,14 @@
-"""cluster health: the monitor's votes, health transitions with evidence, the state's reason
-
-Revision ID: 0005
-Revises: 0004
-"""
+"""cluster health: the monitor's votes, health transitions with evidence, the state's reason"""
 
 from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
 
-from migrations.columns import foreign_key, id_column, name_type, utc_datetime
+from migrations.columns import create_table_with_id, foreign_key, name_type, utc_datetime
 
 revision = "0005"
 down_revision = "0004"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:
@@ -23,9 +17,8 @@ def upgrade() -> None:
         "clusters", sa.Column("health_reason", sa.Text(), nullable=False, server_default="")
     )
     op.add_column("clusters", sa.Column("health_since", utc_datetime(), nullable=True))
-    op.create_table(
+    create_table_with_id(
         "cluster_votes",
-        id_column(),
         sa.Column("cluster_name", name_type(), nullable=False),
         sa.Column("node_id", sa.String(128), nullable=False),
         sa.Column("at", utc_datetime(), nullable=False),
@@ -33,12 +26,10 @@ def upgrade() -> None:
         sa.Column("latency_s", sa.Float(), nullable=False),
         sa.Column("detail", sa.Text(), nullable=False),
         foreign_key("cluster_votes", "cluster_name", "clusters.name"),
-        sa.PrimaryKeyConstraint("id", name="pk_cluster_votes"),
     )
     op.create_index("ix_cluster_votes_cluster_name_at", "cluster_votes", ["cluster_name", "at"])
-    op.create_table(
+    create_table_with_id(
         "cluster_health_events",
-        id_column(),
         sa.Column("cluster_name", name_type(), nullable=False),
         sa.Column("at", utc_datetime(), nullable=False),
         sa.Column("from_state", sa.String(32), nullable=False),
@@ -49,7 +40,6 @@ def upgrade() -> None:
         sa.Column("evidence", sa.JSON(), nullable=False),
         sa.Column("node_id", sa.String(128), nullable=False),
         foreign_key("cluster_health_events", "cluster_name", "clusters.name"),
-        sa.PrimaryKeyConstraint("id", name="pk_cluster_health_events"),
     )
     op.create_index(
         "ix_cluster_health_events_cluster_name", "cluster_health_events", ["cluster_name"]

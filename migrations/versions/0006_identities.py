@@ -1,20 +1,14 @@
-"""identities: teams, identities, role bindings, API tokens; audit before/after; artifact roots
-
-Revision ID: 0006
-Revises: 0005
-"""
+"""identities: teams, identities, role bindings, API tokens; audit before/after; artifact roots"""
 
 from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
 
-from migrations.columns import foreign_key, id_column, name_type, utc_datetime
+from migrations.columns import create_table_with_id, foreign_key, name_type, utc_datetime
 
 revision = "0006"
 down_revision = "0005"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:
@@ -33,22 +27,19 @@ def upgrade() -> None:
         sa.Column("created_at", utc_datetime(), nullable=False),
         sa.PrimaryKeyConstraint("name", name=op.f("pk_identities")),
     )
-    op.create_table(
+    create_table_with_id(
         "role_bindings",
-        id_column(),
         sa.Column("identity", name_type(128), nullable=False),
         # a team name, or "*" for every team (so no foreign key)
         sa.Column("team", name_type(128), nullable=False),
         sa.Column("role", sa.String(length=16), nullable=False),
         sa.Column("created_at", utc_datetime(), nullable=False),
         foreign_key("role_bindings", "identity", "identities.name", ondelete="CASCADE"),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_role_bindings")),
         sa.UniqueConstraint("identity", "team", name=op.f("uq_role_bindings_identity_team")),
     )
     op.create_index(op.f("ix_role_bindings_team"), "role_bindings", ["team"])
-    op.create_table(
+    create_table_with_id(
         "api_tokens",
-        id_column(),
         sa.Column("identity", name_type(128), nullable=False),
         sa.Column("lookup", sa.String(length=16), nullable=False),
         sa.Column("digest", sa.String(length=64), nullable=False),
@@ -59,7 +50,6 @@ def upgrade() -> None:
         sa.Column("expires_at", utc_datetime(), nullable=True),
         sa.Column("revoked_at", utc_datetime(), nullable=True),
         foreign_key("api_tokens", "identity", "identities.name", ondelete="CASCADE"),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_api_tokens")),
         sa.UniqueConstraint("digest", name=op.f("uq_api_tokens_digest")),
     )
     op.create_index(op.f("ix_api_tokens_identity"), "api_tokens", ["identity"])

@@ -1,8 +1,4 @@
-"""jobs: an index for a reconciler's incremental reads (its own jobs changed since a time)
-
-Revision ID: 0007
-Revises: 0006
-"""
+"""jobs: an index for a reconciler's incremental reads (its own jobs changed since a time)"""
 
 from __future__ import annotations
 
@@ -10,8 +6,6 @@ from alembic import op
 
 revision = "0007"
 down_revision = "0006"
-branch_labels = None
-depends_on = None
 
 INDEX = "ix_jobs_owner_owner_epoch_updated_at"
 

@@ -4,9 +4,6 @@ Until now a job's ETag was its row ``version``, which the reconciler also moves 
 change: an operator's PATCH with the ETag just read failed with 412 while the job was starting.
 ``spec_version`` moves only with spec changes; ``version`` stays the row's concurrency counter.
 Existing rows start at their current ``version``, so ETags handed out before the upgrade stay good.
-
-Revision ID: 0009
-Revises: 0008
 """
 
 from __future__ import annotations
@@ -16,8 +13,6 @@ from alembic import op
 
 revision = "0009"
 down_revision = "0008"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:

@@ -1,8 +1,4 @@
-"""checkpoint replication: jobs.replicate and the checkpoint_replicas table (one row per job)
-
-Revision ID: 0010
-Revises: 0009
-"""
+"""checkpoint replication: jobs.replicate and the checkpoint_replicas table (one row per job)"""
 
 from __future__ import annotations
 
@@ -13,8 +9,6 @@ from migrations.columns import foreign_key, name_type, utc_datetime
 
 revision = "0010"
 down_revision = "0009"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:

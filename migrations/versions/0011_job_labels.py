@@ -4,9 +4,6 @@ Labels are key/value pairs (``scheduler.decisions.labels``). The job's ``labels`
 reads return; ``job_labels`` holds the same pairs, one row each, so that a selector (``env=prod``,
 ``!canary``) is an indexed EXISTS in SQL. The two indexes on ``jobs`` serve the API's keyset pages
 sorted by state and by last change (``scheduler.core.paging``).
-
-Revision ID: 0011
-Revises: 0010
 """
 
 from __future__ import annotations
@@ -18,8 +15,6 @@ from migrations.columns import foreign_key, name_type
 
 revision = "0011"
 down_revision = "0010"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:

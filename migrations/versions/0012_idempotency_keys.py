@@ -1,8 +1,4 @@
-"""idempotency_keys: clients' Idempotency-Key headers and the first answer to each
-
-Revision ID: 0012
-Revises: 0011
-"""
+"""idempotency_keys: clients' Idempotency-Key headers and the first answer to each"""
 
 from __future__ import annotations
 
@@ -10,18 +6,15 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import mysql
 
-from migrations.columns import id_column, name_type, utc_datetime
+from migrations.columns import create_table_with_id, name_type, utc_datetime
 
 revision = "0012"
 down_revision = "0011"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:
-    op.create_table(
+    create_table_with_id(
         "idempotency_keys",
-        id_column(),
         sa.Column("subject", name_type(200), nullable=False),
         sa.Column("key", name_type(255), nullable=False),
         sa.Column("fingerprint", sa.String(length=64), nullable=False),
@@ -38,7 +31,6 @@ def upgrade() -> None:
         ),
         sa.Column("created_at", utc_datetime(), nullable=False),
         sa.Column("expires_at", utc_datetime(), nullable=False),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_idempotency_keys")),
         sa.UniqueConstraint("subject", "key", name=op.f("uq_idempotency_keys_subject_key")),
     )
     op.create_index(

@@ -7,9 +7,6 @@ automatic failover policies
 - ``runs.fenced_at`` / ``runs.fence_superseded_at``: a run closed by fencing (its cluster could
   not be reached), and when its driver was first answered "superseded";
 - ``group_failover_policies``: a group's automatic failover (off unless enabled).
-
-Revision ID: 0013
-Revises: 0012
 """
 
 from __future__ import annotations
@@ -17,12 +14,10 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from migrations.columns import foreign_key, id_column, name_type, utc_datetime
+from migrations.columns import create_table_with_id, foreign_key, name_type, utc_datetime
 
 revision = "0013"
 down_revision = "0012"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:
@@ -30,9 +25,8 @@ def upgrade() -> None:
     op.add_column("jobs", sa.Column("directive", sa.JSON(), nullable=True))
     op.add_column("runs", sa.Column("fenced_at", utc_datetime(), nullable=True))
     op.add_column("runs", sa.Column("fence_superseded_at", utc_datetime(), nullable=True))
-    op.create_table(
+    create_table_with_id(
         "operations",
-        id_column(),
         sa.Column("kind", sa.String(32), nullable=False),
         sa.Column("state", sa.String(16), nullable=False),
         sa.Column("home_group", name_type(), nullable=False),
@@ -54,13 +48,11 @@ def upgrade() -> None:
         sa.Column("updated_at", utc_datetime(), nullable=False),
         sa.Column("started_at", utc_datetime(), nullable=True),
         sa.Column("finished_at", utc_datetime(), nullable=True),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_operations")),
         sa.UniqueConstraint("incident", name=op.f("uq_operations_incident")),
     )
     op.create_index("ix_operations_state_home_group", "operations", ["state", "home_group"])
-    op.create_table(
+    create_table_with_id(
         "operation_items",
-        id_column(),
         sa.Column("operation_id", sa.Integer(), nullable=False),
         sa.Column("position", sa.Integer(), nullable=False),
         sa.Column("job_id", sa.Integer(), nullable=True),
@@ -82,7 +74,6 @@ def upgrade() -> None:
         sa.Column("started_at", utc_datetime(), nullable=True),
         sa.Column("finished_at", utc_datetime(), nullable=True),
         foreign_key("operation_items", "operation_id", "operations.id", ondelete="CASCADE"),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_operation_items")),
     )
     op.create_index(
         "ix_operation_items_operation_id_position",

@@ -1,8 +1,5 @@
 """streaming progress and alerts: jobs' stall settings, each run's latest progress, a short
 history; alert channels, alerts, their delivery outbox
-
-Revision ID: 0014
-Revises: 0013
 """
 
 from __future__ import annotations
@@ -10,12 +7,10 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from migrations.columns import foreign_key, id_column, name_type, utc_datetime
+from migrations.columns import create_table_with_id, foreign_key, name_type, utc_datetime
 
 revision = "0014"
 down_revision = "0013"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:
@@ -44,9 +39,8 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("run_id", name="pk_run_progress"),
     )
     op.create_index("ix_run_progress_job_id", "run_progress", ["job_id"])
-    op.create_table(
+    create_table_with_id(
         "progress_samples",
-        id_column(),
         sa.Column("job_id", sa.Integer(), nullable=False),
         sa.Column("run_id", sa.Integer(), nullable=False),
         sa.Column("at", utc_datetime(), nullable=False),
@@ -56,13 +50,11 @@ def upgrade() -> None:
         sa.Column("processing_rate", sa.Float(), nullable=True),
         sa.Column("batch_duration_ms", sa.BigInteger(), nullable=True),
         foreign_key("progress_samples", "job_id", "jobs.id", ondelete="CASCADE"),
-        sa.PrimaryKeyConstraint("id", name="pk_progress_samples"),
     )
     op.create_index("ix_progress_samples_job_id_at", "progress_samples", ["job_id", "at"])
     op.create_index("ix_progress_samples_at", "progress_samples", ["at"])
-    op.create_table(
+    create_table_with_id(
         "alert_channels",
-        id_column(),
         sa.Column("name", name_type(), nullable=False),
         sa.Column("kind", sa.String(16), nullable=False),
         sa.Column("url", sa.String(2048), nullable=False),
@@ -74,13 +66,11 @@ def upgrade() -> None:
         sa.Column("description", sa.String(512), nullable=False),
         sa.Column("created_at", utc_datetime(), nullable=False),
         sa.Column("updated_at", utc_datetime(), nullable=False),
-        sa.PrimaryKeyConstraint("id", name="pk_alert_channels"),
         sa.UniqueConstraint("name", name="uq_alert_channels_name"),
     )
     op.create_index("ix_alert_channels_team", "alert_channels", ["team"])
-    op.create_table(
+    create_table_with_id(
         "alerts",
-        id_column(),
         sa.Column("key", name_type(300), nullable=False),
         sa.Column("open_key", name_type(300), nullable=True),
         sa.Column("kind", sa.String(32), nullable=False),
@@ -96,14 +86,12 @@ def upgrade() -> None:
         sa.Column("folded_into", sa.Integer(), nullable=True),
         sa.Column("started_at", utc_datetime(), nullable=False),
         sa.Column("resolved_at", utc_datetime(), nullable=True),
-        sa.PrimaryKeyConstraint("id", name="pk_alerts"),
         sa.UniqueConstraint("open_key", name="uq_alerts_open_key"),
     )
     for column in ("key", "status", "team", "cluster", "folded_into"):
         op.create_index(f"ix_alerts_{column}", "alerts", [column])
-    op.create_table(
+    create_table_with_id(
         "alert_deliveries",
-        id_column(),
         sa.Column("alert_id", sa.Integer(), nullable=False),
         sa.Column("channel_id", sa.Integer(), nullable=False),
         sa.Column("event", sa.String(16), nullable=False),
@@ -121,7 +109,6 @@ def upgrade() -> None:
         sa.Column("body", sa.Text(), nullable=False),
         foreign_key("alert_deliveries", "alert_id", "alerts.id", ondelete="CASCADE"),
         foreign_key("alert_deliveries", "channel_id", "alert_channels.id", ondelete="CASCADE"),
-        sa.PrimaryKeyConstraint("id", name="pk_alert_deliveries"),
         sa.UniqueConstraint(
             "alert_id", "channel_id", "event", name="uq_alert_deliveries_alert_id_channel_id_event"
         ),

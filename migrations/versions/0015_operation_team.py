@@ -1,8 +1,5 @@
 """operations: the team an operation acts for (bulk operations are team-scoped; NULL: several
 teams or the platform, e.g. a failover)
-
-Revision ID: 0015
-Revises: 0014
 """
 
 from __future__ import annotations
@@ -12,8 +9,6 @@ from alembic import op
 
 revision = "0015"
 down_revision = "0014"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:

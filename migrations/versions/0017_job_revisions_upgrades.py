@@ -1,9 +1,6 @@
 """job revisions, graceful stops and upgrades: every spec change kept as a revision; the grace a
 stop waits and a pending upgrade's rollback deadline on jobs; a run's drain deadline and the
 batch its pipeline stopped at
-
-Revision ID: 0017
-Revises: 0016
 """
 
 from __future__ import annotations
@@ -11,12 +8,10 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from migrations.columns import foreign_key, id_column, utc_datetime
+from migrations.columns import create_table_with_id, foreign_key, utc_datetime
 
 revision = "0017"
 down_revision = "0016"
-branch_labels = None
-depends_on = None
 
 _SPEC = (
     "entrypoint",
@@ -46,9 +41,8 @@ def upgrade() -> None:
     op.add_column("jobs", sa.Column("upgrade_from", sa.Integer(), nullable=True))
     op.add_column("runs", sa.Column("drain_deadline", utc_datetime(), nullable=True))
     op.add_column("runs", sa.Column("stop_batch", sa.BigInteger(), nullable=True))
-    op.create_table(
+    create_table_with_id(
         "job_revisions",
-        id_column(),
         sa.Column("job_id", sa.Integer(), nullable=False),
         sa.Column("revision", sa.Integer(), nullable=False),
         sa.Column("spec", sa.JSON(), nullable=False),
@@ -57,7 +51,6 @@ def upgrade() -> None:
         sa.Column("rollback_of", sa.Integer(), nullable=True),
         sa.Column("created_at", utc_datetime(), nullable=False),
         foreign_key("job_revisions", "job_id", "jobs.id", ondelete="CASCADE"),
-        sa.PrimaryKeyConstraint("id", name="pk_job_revisions"),
         sa.UniqueConstraint("job_id", "revision", name="uq_job_revisions_job_id_revision"),
     )
     # every existing job starts its history with its current spec, at its current spec version

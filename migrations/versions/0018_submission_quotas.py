@@ -1,8 +1,5 @@
 """submission gate: business quotas with their shared token buckets (and dedicated groups), the
 queue of jobs the gate holds back (position and reason)
-
-Revision ID: 0018
-Revises: 0017
 """
 
 from __future__ import annotations
@@ -14,8 +11,6 @@ from migrations.columns import foreign_key, name_type, utc_datetime
 
 revision = "0018"
 down_revision = "0017"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:

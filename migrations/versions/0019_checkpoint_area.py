@@ -1,9 +1,6 @@
 """jobs record the first directory of their checkpoint's path under its storage root (its
 *area*: the job's own name unless a platform admin placed it elsewhere), indexed, so a new
 checkpoint location is checked against the jobs that may overlap it with one lookup
-
-Revision ID: 0019
-Revises: 0018
 """
 
 from __future__ import annotations
@@ -15,8 +12,6 @@ from migrations.columns import name_type
 
 revision = "0019"
 down_revision = "0018"
-branch_labels = None
-depends_on = None
 
 
 def _area(location: str, roots: list[str]) -> str:

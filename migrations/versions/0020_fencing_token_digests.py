@@ -4,9 +4,6 @@
 A driver already running keeps working: it presents its token and the fence check hashes it.
 There is no way back: a downgrade leaves the digests in place, and the drivers of those runs are
 then told they are superseded at their next check (their jobs are restarted by their owners).
-
-Revision ID: 0020
-Revises: 0019
 """
 
 from __future__ import annotations
@@ -18,8 +15,6 @@ from alembic import op
 
 revision = "0020"
 down_revision = "0019"
-branch_labels = None
-depends_on = None
 
 #: runs hashed per statement batch
 BATCH = 1000

@@ -1,8 +1,4 @@
-"""YARN clusters: a cluster's Hadoop client configuration directory, a business's YARN queue
-
-Revision ID: 0021
-Revises: 0020
-"""
+"""YARN clusters: a cluster's Hadoop client configuration directory, a business's YARN queue"""
 
 from __future__ import annotations
 
@@ -11,8 +7,6 @@ from alembic import op
 
 revision = "0021"
 down_revision = "0020"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:

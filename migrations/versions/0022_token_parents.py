@@ -1,8 +1,5 @@
 """api tokens: the token that minted each one (``parent_id``), so revoking a token revokes what
 it minted
-
-Revision ID: 0022
-Revises: 0021
 """
 
 from __future__ import annotations
@@ -12,8 +9,6 @@ from alembic import op
 
 revision = "0022"
 down_revision = "0021"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:

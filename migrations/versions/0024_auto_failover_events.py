@@ -1,8 +1,5 @@
 """auto_failover_events: what automatic failover decided (created, held and why) and what
 operators did to it (paused, resumed, a cluster's cool-down cleared)
-
-Revision ID: 0024
-Revises: 0023
 """
 
 from __future__ import annotations
@@ -10,18 +7,15 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from migrations.columns import id_column, name_type, utc_datetime
+from migrations.columns import create_table_with_id, name_type, utc_datetime
 
 revision = "0024"
 down_revision = "0023"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:
-    op.create_table(
+    create_table_with_id(
         "auto_failover_events",
-        id_column(),
         sa.Column("at", utc_datetime(), nullable=False),
         sa.Column("kind", sa.String(16), nullable=False),
         sa.Column("code", sa.String(32), nullable=False),
@@ -33,7 +27,6 @@ def upgrade() -> None:
         sa.Column("message", sa.Text(), nullable=False),
         sa.Column("actor", sa.String(160), nullable=False),
         sa.Column("node_id", sa.String(128), nullable=False),
-        sa.PrimaryKeyConstraint("id", name="pk_auto_failover_events"),
     )
     op.create_index("ix_auto_failover_events_kind_id", "auto_failover_events", ["kind", "id"])
     op.create_index(

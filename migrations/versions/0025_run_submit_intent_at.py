@@ -1,9 +1,6 @@
 """runs: when the latest submission of a run was decided (its intent, or its latest reissue): a
 run without a submission id is in doubt for a grace after it and is not submitted again before;
 and the digests of the tokens its reissues superseded (a late duplicate carrying one is killed)
-
-Revision ID: 0025
-Revises: 0024
 """
 
 from __future__ import annotations
@@ -15,8 +12,6 @@ from migrations.columns import utc_datetime
 
 revision = "0025"
 down_revision = "0024"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:
