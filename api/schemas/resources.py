@@ -24,6 +24,7 @@ from scheduler.core.records import (
 )
 from scheduler.core.states import ClusterKind, DesiredState, JobState, OnStall, Priority, RunState
 from scheduler.core.text import text_problem
+from scheduler.decisions import revisions
 from scheduler.decisions.catalog import MAX_LIMIT
 from scheduler.decisions.gate import QueueRow
 from scheduler.decisions.health import ClusterHealth, HealthEvent
@@ -540,29 +541,21 @@ class JobPublic(BaseModel):
         )
 
 
+#: what the audit log keeps of a job: its name and group, its spec but for its labels, its
+#: desired state and its versions
+_AUDITED = (set(revisions.SPEC_FIELDS) - {"labels"}) | {
+    "name",
+    "group",
+    "desired_state",
+    "spec_version",
+    "version",
+}
+
+
 def audit_doc(job: JobRecord | JobPublic) -> dict[str, Any]:
     """A job as the audit log keeps it: its spec and desired state (JSON)."""
     public = job if isinstance(job, JobPublic) else JobPublic.of(job)
-    return public.model_dump(
-        mode="json",
-        include={
-            "name",
-            "group",
-            "team",
-            "business",
-            "priority",
-            "entrypoint",
-            "args",
-            "conf",
-            "checkpoint_location",
-            "replicate",
-            "desired_state",
-            "stall_after",
-            "on_stall",
-            "spec_version",
-            "version",
-        },
-    )
+    return public.model_dump(mode="json", include=_AUDITED)
 
 
 class EventPublic(BaseModel):
