@@ -70,34 +70,27 @@ def _labels(name: str) -> list[str]:
     return list(BY_NAME[name].labels)
 
 
+def _declared(
+    metric: Callable[..., Any], name: str, registry: CollectorRegistry, **options: Any
+) -> Any:
+    """The ``metric`` (``Counter``, ``Gauge``, ``Histogram``) of ``scheduler.core.metrics``'
+    ``name``, with its help and labels (a counter is declared without its ``_total``, which
+    prometheus_client adds)."""
+    return metric(
+        name.removesuffix("_total"), _help(name), _labels(name), registry=registry, **options
+    )
+
+
 class ApiMetrics:
     """The API process's own figures."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.requests = Counter(
-            "drover_api_requests",
-            _help("drover_api_requests_total"),
-            _labels("drover_api_requests_total"),
-            registry=registry,
+        self.requests = _declared(Counter, "drover_api_requests_total", registry)
+        self.latency = _declared(
+            Histogram, "drover_api_request_duration_seconds", registry, buckets=LATENCY_BUCKETS
         )
-        self.latency = Histogram(
-            "drover_api_request_duration_seconds",
-            _help("drover_api_request_duration_seconds"),
-            _labels("drover_api_request_duration_seconds"),
-            buckets=LATENCY_BUCKETS,
-            registry=registry,
-        )
-        self.in_flight = Gauge(
-            "drover_api_requests_in_flight",
-            _help("drover_api_requests_in_flight"),
-            registry=registry,
-        )
-        self.documents = Counter(
-            "drover_api_job_documents",
-            _help("drover_api_job_documents_total"),
-            _labels("drover_api_job_documents_total"),
-            registry=registry,
-        )
+        self.in_flight = _declared(Gauge, "drover_api_requests_in_flight", registry)
+        self.documents = _declared(Counter, "drover_api_job_documents_total", registry)
         #: the series of each (method, route, status) seen, looked up once (the label sets are
         #: bounded: templates, not paths)
         self._series: dict[tuple[str, str, int], tuple[Any, Any]] = {}

@@ -17,6 +17,7 @@ from pydantic import BaseModel, BeforeValidator
 from api import paging
 from api.deps import PrincipalDep, StoreDep
 from api.paging import CursorQuery, Page, PageLimitQuery
+from api.schemas import attributes
 from scheduler.core.errors import InvalidInput
 from scheduler.core.paging import Sort
 from scheduler.decisions.identity import Role
@@ -114,22 +115,7 @@ def list_audit(
     next_key = (rows[-1].id,) if more and rows else None
     next_cursor, next_url = paging.links(request, response, order, next_key, filters)
     return AuditPage(
-        data=[
-            AuditPublic(
-                id=r.id,
-                at=r.at,
-                actor=r.actor,
-                action=r.action,
-                target_kind=r.target_kind,
-                target_name=r.target_name,
-                team=r.team,
-                detail=r.detail,
-                before=r.before,
-                after=r.after,
-                node=r.node_id,
-            )
-            for r in rows
-        ],
+        data=[AuditPublic(**attributes(AuditPublic, r, node=r.node_id)) for r in rows],
         limit=limit,
         next_cursor=next_cursor,
         next=next_url,

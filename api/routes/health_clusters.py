@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from api.deps import ActorDep, ContextDep, NamePath, PrincipalDep, StoreDep
 from api.problems import problem_responses
 from api.routes.common import audit
+from api.schemas import attributes
 from api.schemas.resources import (
     AssessmentPublic,
     ClearAbnormal,
@@ -72,21 +73,20 @@ def get_health(
         reason=reason,
         since=since,
         assessment=AssessmentPublic(
-            state=assessment.state,
-            reason=assessment.reason,
-            recent_failures=assessment.recent_failures,
-            last_failure=assessment.last_failure,
-            normal_not_before=assessment.normal_not_before,
-            live_nodes=sorted(live) if live is not None else None,
+            **attributes(
+                AssessmentPublic,
+                assessment,
+                live_nodes=sorted(live) if live is not None else None,
+            )
         ),
         votes=[
             VotePublic(
-                node_id=v.node_id,
-                at=v.at,
-                ok=v.ok,
-                latency_s=round(v.latency_s, 3),
-                detail=v.detail,
-                counted=v.node_id in assessment.live_votes,
+                **attributes(
+                    VotePublic,
+                    v,
+                    latency_s=round(v.latency_s, 3),
+                    counted=v.node_id in assessment.live_votes,
+                )
             )
             for v in sorted(latest.values(), key=lambda v: v.node_id)
         ],

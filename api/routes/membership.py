@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from api.deps import ActorDep, ContextDep, NodeContext, StoreDep
 from api.problems import problem_responses
 from api.routes.common import audit
+from api.schemas import attributes
 from scheduler.core.errors import Conflict, CoordinationUnavailable, NotFound
 from scheduler.core.names import validate_name
 from scheduler.decisions.membership import DRAINING, MembershipSnapshot
@@ -69,17 +70,7 @@ def nodes_of(snapshot: MembershipSnapshot) -> list[NodePublic]:
         return [
             NodePublic(node_id=me.node_id, api_url=me.api_url, az=me.az, cloud=me.cloud, groups={})
         ]
-    return [
-        NodePublic(
-            node_id=card.node_id,
-            api_url=card.api_url,
-            az=card.az,
-            cloud=card.cloud,
-            started_at=card.started_at,
-            groups=dict(card.groups),
-        )
-        for card in snapshot.nodes()
-    ]
+    return [NodePublic(**attributes(NodePublic, card)) for card in snapshot.nodes()]
 
 
 @router.get(

@@ -23,6 +23,7 @@ from api.paging import PageDep
 from api.problems import problem_responses
 from api.routes.common import Listing, audit, etag
 from api.routes.jobs import GraceQuery, _name, change_spec
+from api.schemas import attributes
 from api.schemas.resources import JobPublic, audit_doc
 from scheduler.core.errors import Conflict
 from scheduler.core.paging import Sort
@@ -97,18 +98,11 @@ class RevisionPublic(BaseModel):
 
     @classmethod
     def of(cls, rev: RevisionRecord, against: RevisionRecord | None = None) -> RevisionPublic:
+        if against is None:
+            return cls(**attributes(cls, rev, job=rev.job_name))
+        changes = [ChangePublic.of(c) for c in revisions.diff(against.spec, rev.spec)]
         return cls(
-            job=rev.job_name,
-            revision=rev.revision,
-            spec=rev.spec,
-            cause=rev.cause,
-            message=rev.message,
-            rollback_of=rev.rollback_of,
-            created_at=rev.created_at,
-            against=against.revision if against is not None else None,
-            changes=[ChangePublic.of(c) for c in revisions.diff(against.spec, rev.spec)]
-            if against is not None
-            else None,
+            **attributes(cls, rev, job=rev.job_name, against=against.revision, changes=changes)
         )
 
 

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, StrictBool
 
+from api.schemas import attributes
 from api.schemas.resources import TEXT_SCHEMA, CleanText, Name
 from scheduler.decisions.alerts import AlertKind, AlertRecord, ChannelKind, ChannelRecord, Event
 from scheduler.decisions.destinations import mask_url
@@ -62,17 +63,13 @@ class AlertChannelPublic(BaseModel):
     @classmethod
     def of(cls, channel: ChannelRecord, *, whole_url: bool = True) -> AlertChannelPublic:
         return cls(
-            name=channel.name,
-            kind=channel.kind,
-            url=channel.url if whole_url else mask_url(channel.url),
-            team=channel.team,
-            kinds=list(channel.kinds),
-            min_severity=str(channel.min_severity),
-            enabled=channel.enabled,
-            signed=bool(channel.secret),
-            description=channel.description,
-            created_at=channel.created_at,
-            updated_at=channel.updated_at,
+            **attributes(
+                cls,
+                channel,
+                url=channel.url if whole_url else mask_url(channel.url),
+                min_severity=str(channel.min_severity),
+                signed=bool(channel.secret),
+            )
         )
 
 
@@ -102,20 +99,13 @@ class AlertPublic(BaseModel):
         cls, alert: AlertRecord, *, deliveries: list[dict[str, Any]], folded: int
     ) -> AlertPublic:
         return cls(
-            id=alert.id,
-            kind=alert.kind,
-            subject=alert.subject,
-            severity=str(alert.severity),
-            status=alert.status,
-            summary=alert.summary,
-            resolution=alert.resolution or None,
-            team=alert.team or None,
-            cluster=alert.cluster,
-            group=alert.group,
-            details=dict(alert.details),
-            started_at=alert.started_at,
-            resolved_at=alert.resolved_at,
-            folded_into=alert.folded_into,
-            folded=folded,
-            deliveries=deliveries,
+            **attributes(
+                cls,
+                alert,
+                severity=str(alert.severity),
+                resolution=alert.resolution or None,
+                team=alert.team or None,
+                folded=folded,
+                deliveries=deliveries,
+            )
         )

@@ -17,6 +17,7 @@ from api.schemas.operations import (
     dry_fields,
     item_fields,
     operation_fields,
+    planned_fields,
 )
 from api.schemas.resources import Label, Name, _Strict
 from scheduler.core.states import JobState, Priority
@@ -211,15 +212,9 @@ class OperationItemPublic(BaseModel):
     @classmethod
     def planned(cls, position: int, item: bulk.PlannedItem) -> OperationItemPublic:
         return cls(
-            position=position,
-            job=item.job_name,
-            group=item.group,
+            **planned_fields(position, item, bulk.Step.PENDING.value),
             team=item.team,
-            priority=item.priority,
             action=item.action.value,
-            why=item.why,
-            step=bulk.Step.PENDING.value,
-            waiting="",
             cluster=item.cluster,
         )
 

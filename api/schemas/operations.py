@@ -8,8 +8,10 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field, StrictBool, StrictInt
 
 from api.paging import Page
-from api.schemas.resources import TEXT_SCHEMA, CleanText, Label, Name, _Strict, attributes
+from api.schemas import attributes
+from api.schemas.resources import TEXT_SCHEMA, CleanText, Label, Name, _Strict
 from scheduler.core.states import Priority
+from scheduler.decisions.operations import bulk
 from scheduler.decisions.operations import failover as fo
 from scheduler.decisions.operations.model import (
     FINAL_STEP_NAMES,
@@ -123,6 +125,22 @@ def item_fields(item: ItemRecord) -> dict[str, Any]:
     }
 
 
+def planned_fields(
+    position: int, item: fo.PlannedItem | bulk.PlannedItem, pending: str
+) -> dict[str, Any]:
+    """What a planned item of any operation (a dry run's) says of its job, by the names of the
+    public item's fields: it is at its operation's first step, ``pending``, waiting for nothing."""
+    return {
+        "position": position,
+        "job": item.job_name,
+        "group": item.group,
+        "priority": item.priority,
+        "why": item.why,
+        "step": pending,
+        "waiting": "",
+    }
+
+
 def operation_fields(op: OperationRecord, counts: dict[str, int] | None) -> dict[str, Any]:
     """What a stored operation of any kind says of its plan and its progress (``counts``: its
     items per step, read already; None: count its items), by the public fields' names."""
@@ -218,14 +236,8 @@ class ItemPublic(BaseModel):
     @classmethod
     def planned(cls, position: int, item: fo.PlannedItem) -> ItemPublic:
         return cls(
-            position=position,
-            job=item.job_name,
-            group=item.group,
-            priority=item.priority,
+            **planned_fields(position, item, fo.Step.PENDING.value),
             action=item.action,
-            why=item.why,
-            step=fo.Step.PENDING.value,
-            waiting="",
             source_cluster=item.source,
             target_cluster=item.target,
             source_run_id=item.source_run_id,

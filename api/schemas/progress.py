@@ -8,6 +8,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field
 
+from api.schemas import attributes
 from scheduler.core.records import JobRecord, ProgressRecord
 from scheduler.core.states import OnStall
 from scheduler.decisions.stalls import (
@@ -68,19 +69,7 @@ class ProgressPublic(BaseModel):
     def of(cls, progress: ProgressRecord | None) -> ProgressPublic:
         if progress is None:
             return cls(status=ProgressStatus.NO_REPORTS)
-        return cls(
-            status=shown_status(progress),
-            batch_id=progress.batch_id,
-            rows=progress.rows,
-            input_rate=progress.input_rate,
-            processing_rate=progress.processing_rate,
-            batch_duration_ms=progress.batch_duration_ms,
-            trigger_interval_ms=progress.trigger_interval_ms,
-            spark_timestamp=progress.spark_timestamp,
-            reported_at=progress.reported_at,
-            heartbeat_at=progress.heartbeat_at,
-            stalled_since=progress.stalled_since,
-        )
+        return cls(**attributes(cls, progress, status=shown_status(progress)))
 
     @classmethod
     def of_job(cls, job: JobRecord) -> ProgressPublic | None:
@@ -102,15 +91,7 @@ class SamplePublic(BaseModel):
 
     @classmethod
     def of(cls, sample: Sample) -> SamplePublic:
-        return cls(
-            at=sample.at,
-            run_id=sample.run_id,
-            batch_id=sample.batch_id,
-            rows=sample.rows,
-            input_rate=sample.input_rate,
-            processing_rate=sample.processing_rate,
-            batch_duration_ms=sample.batch_duration_ms,
-        )
+        return cls(**attributes(cls, sample))
 
 
 class JobProgressPublic(BaseModel):

@@ -8,6 +8,7 @@ from typing import Annotated
 from pydantic import BaseModel, Field, StrictInt
 
 from api.paging import Page
+from api.schemas import attributes
 from api.schemas.resources import Name, _Strict
 from scheduler.decisions import quotas
 
@@ -83,18 +84,8 @@ class QuotaPublic(BaseModel):
     @classmethod
     def of(cls, q: quotas.QuotaRecord, now: datetime) -> QuotaPublic:
         bucket = q.bucket()
-        return cls(
-            business=q.business,
-            rate=q.rate,
-            burst=q.burst,
-            dedicated_group=q.dedicated_group,
-            yarn_queue=q.yarn_queue,
-            tokens=round(bucket.refilled(now.timestamp()).tokens, 3) if bucket else None,
-            version=q.version,
-            updated_by=q.updated_by,
-            created_at=q.created_at,
-            updated_at=q.updated_at,
-        )
+        tokens = round(bucket.refilled(now.timestamp()).tokens, 3) if bucket else None
+        return cls(**attributes(cls, q, tokens=tokens))
 
 
 class QuotaPage(Page[QuotaPublic]):

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from api.paging import Page
+from api.schemas import attributes
 from api.schemas.progress import ON_STALL_DESCRIPTION, ProgressPublic, StallAfter
 from scheduler.core.directive import Directive
 from scheduler.core.names import MAX_NAME_LENGTH, NAME_PATTERN, name_problem
@@ -23,6 +24,7 @@ from scheduler.core.records import (
 )
 from scheduler.core.states import ClusterKind, DesiredState, JobState, OnStall, Priority, RunState
 from scheduler.core.text import text_problem
+from scheduler.decisions import revisions
 from scheduler.decisions.catalog import MAX_LIMIT
 from scheduler.decisions.gate import QueueRow
 from scheduler.decisions.health import ClusterHealth, HealthEvent
@@ -160,12 +162,6 @@ class _Changes(_Strict):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"minProperties": 1})
 
 
-def attributes(model: type[BaseModel], record: object, **renamed: str) -> dict[str, Any]:
-    """The values of ``model``'s fields read from the ``record``'s attributes of the same names
-    (``renamed``: field -> attribute, where the record names one otherwise)."""
-    return {name: getattr(record, renamed.get(name, name)) for name in model.model_fields}
-
-
 class JobCreate(_Strict):
     name: Name
     entrypoint: Entrypoint
@@ -266,7 +262,7 @@ class RunPublic(BaseModel):
 
     @classmethod
     def of(cls, run: RunRecord) -> RunPublic:
-        return cls(**attributes(cls, run, node="node_id"))
+        return cls(**attributes(cls, run, node=run.node_id))
 
 
 class DirectivePublic(BaseModel):
@@ -525,69 +521,41 @@ class JobPublic(BaseModel):
     ) -> JobPublic:
         """``job`` as the API shows it (``now``: the time it is shown at, default the clock)."""
         return cls(
-            name=job.name,
-            group=job.group,
-            team=job.team,
-            business=job.business,
-            priority=job.priority,
-            entrypoint=job.entrypoint,
-            args=list(job.args),
-            conf=dict(job.conf),
-            checkpoint_location=job.checkpoint_location,
-            labels=dict(job.labels),
-            desired_state=job.desired_state,
-            state=job.state,
-            state_reason=job.state_reason,
-            cluster=job.cluster,
-            owner=job.owner,
-            current_run=RunPublic.of(job.current_run) if job.current_run else None,
-            replicate=job.replicate,
-            replication=replication,
-            self_fencing=self_fencing(job.current_run, now or datetime.now(UTC)),
-            directive=DirectivePublic.of(job.directive) if job.directive else None,
-            spec_version=job.spec_version,
-            version=job.version,
-            stall_after=job.stall_after,
-            on_stall=job.on_stall,
-            upgrade_deadline=job.upgrade_deadline,
-            upgrade_from=job.upgrade_from,
-            progress=ProgressPublic.of_job(job),
-            queue=QueuePublic(
-                position=queue.position,
-                kind="cluster" if queue.kind == "cluster" else "rate",
-                reason=queue.reason,
-                since=queue.since,
+            **attributes(
+                cls,
+                job,
+                current_run=RunPublic.of(job.current_run) if job.current_run else None,
+                replication=replication,
+                self_fencing=self_fencing(job.current_run, now or datetime.now(UTC)),
+                directive=DirectivePublic.of(job.directive) if job.directive else None,
+                progress=ProgressPublic.of_job(job),
+                queue=QueuePublic(
+                    position=queue.position,
+                    kind="cluster" if queue.kind == "cluster" else "rate",
+                    reason=queue.reason,
+                    since=queue.since,
+                )
+                if queue is not None and job.state == JobState.QUEUED
+                else None,
             )
-            if queue is not None and job.state == JobState.QUEUED
-            else None,
-            created_at=job.created_at,
-            updated_at=job.updated_at,
         )
+
+
+#: what the audit log keeps of a job: its name and group, its spec but for its labels, its
+#: desired state and its versions
+_AUDITED = (set(revisions.SPEC_FIELDS) - {"labels"}) | {
+    "name",
+    "group",
+    "desired_state",
+    "spec_version",
+    "version",
+}
 
 
 def audit_doc(job: JobRecord | JobPublic) -> dict[str, Any]:
     """A job as the audit log keeps it: its spec and desired state (JSON)."""
     public = job if isinstance(job, JobPublic) else JobPublic.of(job)
-    return public.model_dump(
-        mode="json",
-        include={
-            "name",
-            "group",
-            "team",
-            "business",
-            "priority",
-            "entrypoint",
-            "args",
-            "conf",
-            "checkpoint_location",
-            "replicate",
-            "desired_state",
-            "stall_after",
-            "on_stall",
-            "spec_version",
-            "version",
-        },
-    )
+    return public.model_dump(mode="json", include=_AUDITED)
 
 
 class EventPublic(BaseModel):
@@ -602,7 +570,7 @@ class EventPublic(BaseModel):
 
     @classmethod
     def of(cls, event: EventRecord) -> EventPublic:
-        return cls(**attributes(cls, event, node="node_id"))
+        return cls(**attributes(cls, event, node=event.node_id))
 
 
 # -- clusters and groups (scheduler.decisions.catalog says what the fields mean)
@@ -737,15 +705,7 @@ class GroupPublic(BaseModel):
     @classmethod
     def of(cls, group: GroupRecord, **live: Any) -> GroupPublic:
         """``live``: members, pool, epoch, as the membership view knows them."""
-        return cls(
-            name=group.name,
-            primary_cluster=group.primary_cluster,
-            failover_cluster=group.failover_cluster,
-            version=group.version,
-            created_at=group.created_at,
-            updated_at=group.updated_at,
-            **live,
-        )
+        return cls(**attributes(cls, group, **live))
 
 
 # -- cluster health (scheduler.decisions.health says what the states mean)
@@ -778,16 +738,7 @@ class HealthEventPublic(BaseModel):
 
     @classmethod
     def of(cls, event: HealthEvent) -> HealthEventPublic:
-        return cls(
-            id=event.id,
-            at=event.at,
-            from_state=event.from_state,
-            to_state=event.to_state,
-            decided_by=event.decided_by.value,
-            actor=event.actor,
-            reason=event.reason,
-            evidence=dict(event.evidence),
-        )
+        return cls(**attributes(cls, event))
 
 
 class AssessmentPublic(BaseModel):

@@ -123,20 +123,17 @@ def selector(
 
 
 def print_plan(data: dict[str, Any]) -> None:
-    items = data["items"]
-    typer.echo(f"{'#':>4}  {'JOB':<32} {'TEAM':<12} {'PRIO':<6} {'ACTION':<8} WHY")
-    for item in items:
-        typer.echo(
+    ops.print_plan(
+        data,
+        data["kind"],
+        f"{'#':>4}  {'JOB':<32} {'TEAM':<12} {'PRIO':<6} {'ACTION':<8} WHY",
+        lambda item: (
             f"{item['position']:>4}  {ops.short(item['job'], 32):<32} "
             f"{ops.short(item['team'] or '-', 12):<12} {item['priority'] or '-':<6} "
             f"{item['action']:<8} {item['why']}"
-        )
-    if not items:
-        typer.echo("(no job you may act on matches the selector)")
-    counts = ops.counts_text(data["counts"])
-    typer.echo("")
-    typer.echo(f"{data['kind']}: {len(items)} item(s){': ' + counts if counts else ''}")
-    typer.echo(f"plan digest {data['plan_digest']}")
+        ),
+        "(no job you may act on matches the selector)",
+    )
 
 
 def _summary(data: dict[str, Any]) -> str:
@@ -148,18 +145,16 @@ def _summary(data: dict[str, Any]) -> str:
 
 
 def print_status(data: dict[str, Any]) -> None:
-    typer.echo(f"{data['kind']} {data['id']}  {data['state']}  team {data['team'] or '(several)'}")
-    ops.print_provenance(data)
-    typer.echo("")
-    typer.echo(f"{'#':>4}  {'JOB':<32} {'ACTION':<8} {'STEP':<10} NOW")
-    for item in data["items"]:
-        now = ops.item_now(item)
-        typer.echo(
+    ops.print_progress(
+        data,
+        f"{data['kind']} {data['id']}  {data['state']}  team {data['team'] or '(several)'}",
+        f"{'#':>4}  {'JOB':<32} {'ACTION':<8} {'STEP':<10} NOW",
+        lambda item: (
             f"{item['position']:>4}  {ops.short(item['job'], 32):<32} {item['action']:<8} "
-            f"{item['step']:<10} {now}"
-        )
-    typer.echo("")
-    typer.echo(_summary(data))
+            f"{item['step']:<10} {ops.item_now(item)}"
+        ),
+        _summary(data),
+    )
 
 
 _CANCELLED = "{kind} {id}: cancel requested ({state}); items under way finish"

@@ -10,7 +10,10 @@ SUCCEEDED (8 FAILED or CANCELLED, 7 still under way at the deadline; ``drover --
 
 from __future__ import annotations
 
+import functools
+import inspect
 import sys
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
@@ -73,20 +76,22 @@ def register(app: typer.Typer) -> None:
 
 
 def _body(
-    source: str,
-    target: str | None,
-    priority: list[str] | None,
-    team: list[str] | None,
-    business: list[str] | None,
-    group: list[str] | None,
-    job: list[str] | None,
-    all_jobs: bool,
-    force: list[str] | None,
-    acknowledge: str | None,
+    source: SourceArgument,
+    to: TargetOption = None,
+    priority: PriorityOption = None,
+    team: TeamOption = None,
+    business: BusinessOption = None,
+    group: GroupOption = None,
+    job: JobOption = None,
+    all_jobs: AllOption = False,
+    force: ForceOption = None,
+    acknowledge: AckOption = None,
 ) -> dict[str, Any]:
+    """The request's body from the options that select the jobs (``plan`` and ``run`` take
+    them, :func:`_selecting`)."""
     body: dict[str, Any] = {
         "source": source,
-        "target": target,
+        "target": to,
         "selector": {
             "priorities": list(priority or []),
             "teams": list(team or []),
@@ -113,45 +118,55 @@ def _body(
     return body
 
 
+def _selecting(command: Callable[..., None]) -> Callable[..., None]:
+    """``command(body, ...)`` as a command that takes the options of :func:`_body` first (the
+    source and the selector) and is handed the request's body they make."""
+    selector = list(inspect.signature(_body, eval_str=True).parameters.values())
+    own = list(inspect.signature(command, eval_str=True).parameters.values())[1:]
+
+    @functools.wraps(command)
+    def wrapped(**kwargs: Any) -> None:
+        chosen = {p.name: kwargs.pop(p.name) for p in selector}
+        command(_body(**chosen), **kwargs)
+
+    parameters = [*selector, *own]
+    wrapped.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    wrapped.__annotations__ = {p.name: p.annotation for p in parameters}
+    return wrapped
+
+
 def print_plan(data: dict[str, Any]) -> None:
-    items = data["items"]
-    typer.echo(f"{'#':>3}  {'JOB':<32} {'GROUP':<12} {'PRIO':<6} {'ACTION':<7} {'TARGET':<12} WHY")
-    for item in items:
-        typer.echo(
+    reach = "reachable" if data["source_reachable"] else "UNREACHABLE"
+    ops.print_plan(
+        data,
+        f"source {data['source']} ({reach}) -> {data['target'] or 'each group’s other cluster'}",
+        f"{'#':>3}  {'JOB':<32} {'GROUP':<12} {'PRIO':<6} {'ACTION':<7} {'TARGET':<12} WHY",
+        lambda item: (
             f"{item['position']:>3}  {ops.short(item['job'], 32):<32} "
             f"{ops.short(item['group'], 12):<12} "
             f"{item['priority'] or '-':<6} {item['action']:<7} "
             f"{item['target_cluster'] or '-':<12} {item['why']}"
-        )
-    if not items:
-        typer.echo("(no job of the selector is on the source)")
-    counts = ops.counts_text(data["counts"])
-    reach = "reachable" if data["source_reachable"] else "UNREACHABLE"
-    typer.echo("")
-    typer.echo(
-        f"source {data['source']} ({reach}) -> {data['target'] or 'each group’s other cluster'}: "
-        f"{len(items)} item(s){': ' + counts if counts else ''}"
+        ),
+        "(no job of the selector is on the source)",
     )
-    typer.echo(f"plan digest {data['plan_digest']}")
 
 
 def print_status(data: dict[str, Any]) -> None:
-    typer.echo(
-        f"failover {data['id']}  {data['state']}  {data['source']} -> "
-        f"{data['target'] or 'each group’s other cluster'}"
-    )
-    ops.print_provenance(data)
-    typer.echo("")
-    typer.echo(f"{'#':>3}  {'JOB':<32} {'ACTION':<7} {'STEP':<11} {'RUNS':<11} NOW")
-    for item in data["items"]:
+    def row(item: dict[str, Any]) -> str:
         runs = f"{item['source_run_id'] or '-'}>{item['target_run_id'] or '-'}"
-        now = ops.item_now(item)
-        typer.echo(
+        return (
             f"{item['position']:>3}  {ops.short(item['job'], 32):<32} {item['action']:<7} "
-            f"{item['step']:<11} {runs:<11} {now}"
+            f"{item['step']:<11} {runs:<11} {ops.item_now(item)}"
         )
-    typer.echo("")
-    typer.echo(_summary(data))
+
+    ops.print_progress(
+        data,
+        f"failover {data['id']}  {data['state']}  {data['source']} -> "
+        f"{data['target'] or 'each group’s other cluster'}",
+        f"{'#':>3}  {'JOB':<32} {'ACTION':<7} {'STEP':<11} {'RUNS':<11} NOW",
+        row,
+        _summary(data),
+    )
 
 
 def _summary(data: dict[str, Any]) -> str:
@@ -175,23 +190,10 @@ KIND = ops.Kind("/v1/failovers", "failovers", _HEADER, _row, print_status, _summ
 
 
 @failover_app.command("plan")
-def failover_plan(
-    source: SourceArgument,
-    to: TargetOption = None,
-    priority: PriorityOption = None,
-    team: TeamOption = None,
-    business: BusinessOption = None,
-    group: GroupOption = None,
-    job: JobOption = None,
-    all_jobs: AllOption = False,
-    force: ForceOption = None,
-    acknowledge: AckOption = None,
-    api: ApiOption = None,
-    as_json: JsonOption = False,
-) -> None:
+@_selecting
+def failover_plan(body: dict[str, Any], api: ApiOption = None, as_json: JsonOption = False) -> None:
     """Dry run: the items a failover would run, in order, each with what happens and why.
     Nothing is stored or changed."""
-    body = _body(source, to, priority, team, business, group, job, all_jobs, force, acknowledge)
     data = out.call("POST", KIND.url(api), json={**body, "dry_run": True})
     if as_json:
         out.print_json(data)
@@ -204,17 +206,9 @@ def failover_plan(
 
 
 @failover_app.command("run")
+@_selecting
 def failover_run(
-    source: SourceArgument,
-    to: TargetOption = None,
-    priority: PriorityOption = None,
-    team: TeamOption = None,
-    business: BusinessOption = None,
-    group: GroupOption = None,
-    job: JobOption = None,
-    all_jobs: AllOption = False,
-    force: ForceOption = None,
-    acknowledge: AckOption = None,
+    body: dict[str, Any],
     reason: Annotated[str, typer.Option(help="why (audited)")] = "",
     parallelism: Annotated[int | None, typer.Option(help="items under way at once")] = None,
     expect_plan: Annotated[
@@ -229,7 +223,6 @@ def failover_run(
     as_json: JsonOption = False,
 ) -> None:
     """Start a failover (the same plan as `drover failover plan` with the same options)."""
-    body = _body(source, to, priority, team, business, group, job, all_jobs, force, acknowledge)
     body.update({"reason": reason, "dry_run": False})
     if parallelism is not None:
         body["parallelism"] = parallelism

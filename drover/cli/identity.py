@@ -16,7 +16,7 @@ import typer
 
 from drover.cli import apps
 from drover.cli import output as out
-from drover.cli.output import JsonOption, LimitOption
+from drover.cli.output import JsonOption
 from scheduler.core.errors import DroverError
 
 token_app = out.new_app(no_args_is_help=True, help="API tokens (shown once, stored hashed).")
@@ -147,13 +147,13 @@ def _render_tokens(doc: dict[str, Any]) -> None:
     out.footer(f"{doc['count']} token(s)")
 
 
-@token_app.command("list")
-def token_list(
-    api: ApiOption = None, limit: LimitOption = None, as_json: JsonOption = False
-) -> None:
-    """Your tokens (every token for a platform admin); never their secrets."""
-    url = f"{out.api_url(api)}/v1/tokens"
-    out.show_all(url, "tokens", _render_tokens, as_json, limit, api)
+token_app.command("list")(
+    out.list_command(
+        "tokens",
+        _render_tokens,
+        "Your tokens (every token for a platform admin); never their secrets.",
+    )
+)
 
 
 @token_app.command("revoke")
@@ -175,13 +175,9 @@ def _render_teams(doc: dict[str, Any]) -> None:
     )
 
 
-@teams_app.command("list")
-def teams_list(
-    api: ApiOption = None, limit: LimitOption = None, as_json: JsonOption = False
-) -> None:
-    """Teams and their members' roles."""
-    url = f"{out.api_url(api)}/v1/teams"
-    out.show_all(url, "teams", _render_teams, as_json, limit, api)
+teams_app.command("list")(
+    out.list_command("teams", _render_teams, "Teams and their members' roles.")
+)
 
 
 @teams_app.command("create")

@@ -265,32 +265,30 @@ def jobs_start(
     _command("start", name, api, if_match, wait, timeout, as_json)
 
 
-@jobs_app.command("stop")
-def jobs_stop(
-    name: str,
-    api: ApiOption = None,
-    if_match: IfMatchOption = None,
-    grace: GraceOption = None,
-    wait: WaitOption = False,
-    timeout: TimeoutOption = DEFAULT_WAIT,
-    as_json: JsonOption = False,
-) -> None:
-    """Ask for the job to stop (--wait: until its application is confirmed gone)."""
-    _command("stop", name, api, if_match, wait, timeout, as_json, grace)
+def _graceful_command(command: str) -> Any:
+    """``drover jobs stop`` or ``restart``: a command that takes ``--grace``."""
+
+    def run(
+        name: str,
+        api: ApiOption = None,
+        if_match: IfMatchOption = None,
+        grace: GraceOption = None,
+        wait: WaitOption = False,
+        timeout: TimeoutOption = DEFAULT_WAIT,
+        as_json: JsonOption = False,
+    ) -> None:
+        _command(command, name, api, if_match, wait, timeout, as_json, grace)
+
+    run.__doc__ = {
+        "stop": "Ask for the job to stop (--wait: until its application is confirmed gone).",
+        "restart": "Replace the job's run by a new one from its checkpoint (--wait: until that "
+        "is RUNNING).",
+    }[command]
+    return run
 
 
-@jobs_app.command("restart")
-def jobs_restart(
-    name: str,
-    api: ApiOption = None,
-    if_match: IfMatchOption = None,
-    grace: GraceOption = None,
-    wait: WaitOption = False,
-    timeout: TimeoutOption = DEFAULT_WAIT,
-    as_json: JsonOption = False,
-) -> None:
-    """Replace the job's run by a new one from its checkpoint (--wait: until that is RUNNING)."""
-    _command("restart", name, api, if_match, wait, timeout, as_json, grace)
+for _graceful in ("stop", "restart"):
+    jobs_app.command(_graceful)(_graceful_command(_graceful))
 
 
 @jobs_app.command("create")
@@ -487,13 +485,11 @@ def _render_runs(doc: dict[str, Any]) -> None:
     )  # fmt: skip
 
 
-@jobs_app.command("runs")
-def jobs_runs(
-    name: str, api: ApiOption = None, limit: LimitOption = None, as_json: JsonOption = False
-) -> None:
-    """The job's runs (its execution history), newest first."""
-    url = out.job_url(api, name, "/runs")
-    out.show_all(url, "runs", _render_runs, as_json, limit, api)
+jobs_app.command("runs")(
+    out.job_list_command(
+        "runs", _render_runs, "The job's runs (its execution history), newest first."
+    )
+)
 
 
 def _render_events(doc: dict[str, Any]) -> None:
@@ -637,13 +633,9 @@ def _render_clusters(doc: dict[str, Any]) -> None:
     out.footer(f"{doc['count']} cluster(s)" + (" (cut by --limit)" if doc["truncated"] else ""))
 
 
-@clusters_app.command("list")
-def clusters_list(
-    api: ApiOption = None, limit: LimitOption = None, as_json: JsonOption = False
-) -> None:
-    """Every cluster with its health."""
-    url = out.resource_url(api, "clusters")
-    out.show_all(url, "clusters", _render_clusters, as_json, limit, api)
+clusters_app.command("list")(
+    out.list_command("clusters", _render_clusters, "Every cluster with its health.")
+)
 
 
 @clusters_app.command("get")
@@ -848,13 +840,7 @@ def _render_group(group: dict[str, Any]) -> None:
     )
 
 
-@groups_app.command("list")
-def groups_list(
-    api: ApiOption = None, limit: LimitOption = None, as_json: JsonOption = False
-) -> None:
-    """Every scheduling group."""
-    url = out.resource_url(api, "groups")
-    out.show_all(url, "groups", _render_groups, as_json, limit, api)
+groups_app.command("list")(out.list_command("groups", _render_groups, "Every scheduling group."))
 
 
 @groups_app.command("get")

@@ -95,29 +95,29 @@ def _drain(
     )
 
 
-@nodes_app.command("drain")
-def nodes_drain(
-    node: NodeArgument,
-    api: ApiOption = None,
-    wait: WaitOption = False,
-    timeout: TimeoutOption = 120.0,
-    as_json: JsonOption = False,
-) -> None:
-    """Hand a node's jobs over to the other members of its groups before maintenance.
+_DRAIN_HELP = """Hand a node's jobs over to the other members of its groups before maintenance.
 
     The node stays up and listed, in no pool: the others take its jobs, re-attaching to the
     running applications (nothing restarts). --wait: until it owns no job. Platform admins
     only; refused (exit 4) for the last member of a group. Lasts until undrain or a restart."""
-    _drain(node, True, api, wait, timeout, as_json)
+_UNDRAIN_HELP = "Put a drained node back into its groups' pools: it takes its share of jobs again."
 
 
-@nodes_app.command("undrain")
-def nodes_undrain(
-    node: NodeArgument,
-    api: ApiOption = None,
-    wait: WaitOption = False,
-    timeout: TimeoutOption = 120.0,
-    as_json: JsonOption = False,
-) -> None:
-    """Put a drained node back into its groups' pools: it takes its share of jobs again."""
-    _drain(node, False, api, wait, timeout, as_json)
+def _drain_command(draining: bool) -> Any:
+    """``drover nodes drain`` (``draining``) or ``undrain``."""
+
+    def command(
+        node: NodeArgument,
+        api: ApiOption = None,
+        wait: WaitOption = False,
+        timeout: TimeoutOption = 120.0,
+        as_json: JsonOption = False,
+    ) -> None:
+        _drain(node, draining, api, wait, timeout, as_json)
+
+    command.__doc__ = _DRAIN_HELP if draining else _UNDRAIN_HELP
+    return command
+
+
+nodes_app.command("drain")(_drain_command(True))
+nodes_app.command("undrain")(_drain_command(False))

@@ -63,6 +63,38 @@ def print_provenance(data: Document) -> None:
         typer.echo(f"cancel requested by {data['cancel_requested_by']}")
 
 
+def print_plan(
+    data: Document, title: str, header: str, row: Callable[[Document], str], empty: str
+) -> None:
+    """A dry run's plan: its items, a line each by ``row`` under ``header`` (``empty`` when it
+    has none), then ``title`` with the items counted per action, and the plan's digest."""
+    items = data["items"]
+    typer.echo(header)
+    for item in items:
+        typer.echo(row(item))
+    if not items:
+        typer.echo(empty)
+    counts = counts_text(data["counts"])
+    typer.echo("")
+    typer.echo(f"{title}: {len(items)} item(s){': ' + counts if counts else ''}")
+    typer.echo(f"plan digest {data['plan_digest']}")
+
+
+def print_progress(
+    data: Document, title: str, header: str, row: Callable[[Document], str], summary: str
+) -> None:
+    """A stored operation: ``title``, who made and executes it, its items (a line each by
+    ``row`` under ``header``) and the ``summary`` line."""
+    typer.echo(title)
+    print_provenance(data)
+    typer.echo("")
+    typer.echo(header)
+    for item in data["items"]:
+        typer.echo(row(item))
+    typer.echo("")
+    typer.echo(summary)
+
+
 @dataclass(frozen=True)
 class Kind:
     """One kind of operation as the CLI shows it: where the API keeps it (``path``), its latest

@@ -468,6 +468,32 @@ def show_all(
     show(listing.document(), as_json, render)
 
 
+def list_command(kind: str, render: Callable[[Any], None], doc: str) -> Callable[..., None]:
+    """The ``list`` command of the ``kind`` collection (``clusters``, ``teams``, ...): every page
+    (up to ``--limit``) shown by ``render`` or as JSON; ``doc`` is its help."""
+
+    def command(
+        api: ApiOption = None, limit: LimitOption = None, as_json: JsonOption = False
+    ) -> None:
+        show_all(resource_url(api, kind), kind, render, as_json, limit, api)
+
+    command.__doc__ = doc
+    return command
+
+
+def job_list_command(what: str, render: Callable[[Any], None], doc: str) -> Callable[..., None]:
+    """The command listing one of a job's collections (``runs``, ``revisions``): every page
+    (up to ``--limit``) shown by ``render`` or as JSON; ``doc`` is its help."""
+
+    def command(
+        name: str, api: ApiOption = None, limit: LimitOption = None, as_json: JsonOption = False
+    ) -> None:
+        show_all(job_url(api, name, f"/{what}"), what, render, as_json, limit, api)
+
+    command.__doc__ = doc
+    return command
+
+
 # -- output ----------------------------------------------------------------------------------
 
 
@@ -633,6 +659,27 @@ class Output(StrEnum):
     NAME = "name"
 
 
+OutputOption = Annotated[
+    Output | None,
+    typer.Option(
+        "-o",
+        "--output",
+        help="table (default), wide (more columns), json (as --json), yaml, "
+        "name (one name per line)",
+        show_default=False,
+    ),
+]
+FieldOption = Annotated[
+    str | None,
+    typer.Option(
+        "--field",
+        help="print only this field of each record (state, current_run.state, "
+        "args[0]), one line each",
+        show_default=False,
+    ),
+]
+
+
 def add_output_options(app: typer.Typer) -> None:
     """Give every command of ``app`` (and of its sub-apps) that prints a result (it takes
     ``--json``) the options ``-o/--output json|yaml|wide|name`` and ``--field PATH``: they are
@@ -655,41 +702,13 @@ def _with_output_options(callback: Callable[..., Any]) -> Callable[..., Any]:
     if "as_json" not in params or "field" in params:
         return callback
     own_output = "output" in params
+    options = (
+        {"field": FieldOption} if own_output else {"output": OutputOption, "field": FieldOption}
+    )
     added = [
-        inspect.Parameter(
-            "field",
-            inspect.Parameter.KEYWORD_ONLY,
-            default=None,
-            annotation=Annotated[
-                str | None,
-                typer.Option(
-                    "--field",
-                    help="print only this field of each record (state, current_run.state, "
-                    "args[0]), one line each",
-                    show_default=False,
-                ),
-            ],
-        )
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=option)
+        for name, option in options.items()
     ]
-    if not own_output:
-        added.insert(
-            0,
-            inspect.Parameter(
-                "output",
-                inspect.Parameter.KEYWORD_ONLY,
-                default=None,
-                annotation=Annotated[
-                    Output | None,
-                    typer.Option(
-                        "-o",
-                        "--output",
-                        help="table (default), wide (more columns), json (as --json), yaml, "
-                        "name (one name per line)",
-                        show_default=False,
-                    ),
-                ],
-            ),
-        )
 
     @functools.wraps(callback)
     def wrapped(*args: Any, **kwargs: Any) -> Any:

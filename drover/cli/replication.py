@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -31,6 +31,20 @@ def _lag(view: dict) -> str:  # type: ignore[type-arg]
     return f"{view['lag_batches']} ({view['lag_seconds']:.0f}s)"
 
 
+def _render_replicas(page: dict[str, Any]) -> None:
+    typer.echo(
+        f"{'JOB':<32} {'STATE':<9} {'FROM':<12} {'TO':<12} {'SOURCE':>7} {'REPLICA':>7}  LAG"
+    )
+    for view in page["data"]:
+        stale = "  (stale)" if view["stale"] else ""
+        typer.echo(
+            f"{view['job']:<32} {view['state'] or '-':<9} {view['source_cluster'] or '-':<12} "
+            f"{view['target_cluster'] or '-':<12} {_batch(view['source_batch']):>7} "
+            f"{_batch(view['replica_batch']):>7}  {_lag(view)}{stale}"
+        )
+    out.footer(f"{len(page['data'])} replica(s)")
+
+
 @replication_app.command("list")
 def replication_list(
     api: ApiOption = None,
@@ -44,23 +58,8 @@ def replication_list(
 ) -> None:
     """Every replica the caller may see: state, source and replica batch, lag."""
     params = {"cluster": cluster, "state": state, "team": team}
-    listing = out.fetch_all(f"{out.api_url(api)}/v1/replication", params, limit=limit, api=api)
-    out.say_if_cut(listing, "replicas")
-    page = listing.document()
-    if as_json:
-        out.print_json(page)
-        return
-    typer.echo(
-        f"{'JOB':<32} {'STATE':<9} {'FROM':<12} {'TO':<12} {'SOURCE':>7} {'REPLICA':>7}  LAG"
-    )
-    for view in page["data"]:
-        stale = "  (stale)" if view["stale"] else ""
-        typer.echo(
-            f"{view['job']:<32} {view['state'] or '-':<9} {view['source_cluster'] or '-':<12} "
-            f"{view['target_cluster'] or '-':<12} {_batch(view['source_batch']):>7} "
-            f"{_batch(view['replica_batch']):>7}  {_lag(view)}{stale}"
-        )
-    out.footer(f"{len(page['data'])} replica(s)")
+    url = f"{out.api_url(api)}/v1/replication"
+    out.show_all(url, "replicas", _render_replicas, as_json, limit, api, params)
 
 
 @replication_app.command("show")

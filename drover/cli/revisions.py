@@ -16,7 +16,13 @@ JsonOption = out.JsonOption
 
 
 def register(jobs_app: typer.Typer) -> None:
-    jobs_app.command("revisions")(jobs_revisions)
+    jobs_app.command("revisions")(
+        out.job_list_command(
+            "revisions",
+            _render_revisions,
+            "A job's revisions (every spec change; creation is revision 1), newest first.",
+        )
+    )
     jobs_app.command("revision")(jobs_revision)
     jobs_app.command("rollback")(jobs_rollback)
 
@@ -40,19 +46,7 @@ def _render_revision(rev: dict[str, Any]) -> None:
             )
 
 
-def jobs_revisions(
-    name: str,
-    api: ApiOption = None,
-    limit: out.LimitOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """A job's revisions (every spec change; creation is revision 1), newest first."""
-    listing = out.fetch_all(out.job_url(api, name, "/revisions"), limit=limit, api=api)
-    out.say_if_cut(listing, "revisions")
-    page = listing.document()
-    if as_json:
-        out.print_json(page)
-        return
+def _render_revisions(page: dict[str, Any]) -> None:
     out.table(
         ("REVISION", "CREATED", "CAUSE", "ROLLBACK OF", "MESSAGE"),
         (

@@ -19,7 +19,7 @@ import {
   toast,
 } from "../components.js";
 import { Poller } from "../poll.js";
-import { keepLive } from "./live.js";
+import { keepLive, notFoundPage } from "./live.js";
 
 export async function render(root, ctx) {
   const name = ctx.params.name;
@@ -208,10 +208,6 @@ export async function render(root, ctx) {
   return keepLive(ctx, poller, {
     live,
     errorEl: message,
-    missing: (err) => {
-      if (err.status !== 404) return false;
-      replace(root, pageHeader(name), notice("error", `No cluster named ${name}.`));
-      return true;
-    },
+    missing: notFoundPage(root, name, `No cluster named ${name}.`),
   });
 }

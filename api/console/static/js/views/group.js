@@ -5,7 +5,7 @@ import * as api from "../api.js";
 import { datetime, h, num, replace, when } from "../dom.js";
 import { facts, healthBadge, liveIndicator, notice, pageHeader, section, table } from "../components.js";
 import { Poller } from "../poll.js";
-import { keepLive } from "./live.js";
+import { keepLive, notFoundPage } from "./live.js";
 
 export async function render(root, ctx) {
   const name = ctx.params.name;
@@ -83,10 +83,6 @@ export async function render(root, ctx) {
   return keepLive(ctx, poller, {
     live,
     errorEl: message,
-    missing: (err) => {
-      if (err.status !== 404) return false;
-      replace(root, pageHeader(name), notice("error", `No group named ${name}.`));
-      return true;
-    },
+    missing: notFoundPage(root, name, `No group named ${name}.`),
   });
 }

@@ -24,7 +24,7 @@ import {
   toast,
 } from "../components.js";
 import { Poller } from "../poll.js";
-import { keepLive } from "./live.js";
+import { keepLive, notFoundPage } from "./live.js";
 import { command } from "../commands.js";
 
 export async function render(root, ctx) {
@@ -354,11 +354,7 @@ export async function render(root, ctx) {
   return keepLive(ctx, poller, {
     live,
     errorEl: message,
-    missing: (err) => {
-      if (err.status !== 404) return false;
-      replace(root, pageHeader(name), notice("error", `No job named ${name}.`), h("p", {}, h("a", { href: "#/jobs" }, "Back to the jobs")));
-      return true;
-    },
+    missing: notFoundPage(root, name, `No job named ${name}.`, h("p", {}, h("a", { href: "#/jobs" }, "Back to the jobs"))),
   });
 }
 

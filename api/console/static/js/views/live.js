@@ -2,7 +2,7 @@
 // poller started, and the disposer the router calls when the page changes.
 
 import { replace } from "../dom.js";
-import { errorNotice } from "../components.js";
+import { errorNotice, notice, pageHeader } from "../components.js";
 
 /**
  * Prime `poller` (the page's Poller, reporting to the `live` indicator) and start it. A failure
@@ -26,5 +26,17 @@ export async function keepLive(ctx, poller, { live, errorEl, missing = () => fal
   return () => {
     poller.stop();
     live.dispose();
+  };
+}
+
+/**
+ * A `missing` for keepLive on the page of one thing: a 404 replaces the page (`root`) by a
+ * header `title`, the error notice `text`, then `more` (a way back).
+ */
+export function notFoundPage(root, title, text, ...more) {
+  return (err) => {
+    if (err.status !== 404) return false;
+    replace(root, pageHeader(title), notice("error", text), ...more);
+    return true;
   };
 }
