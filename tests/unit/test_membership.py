@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from scheduler.core.ownership import owner_of
@@ -67,6 +67,8 @@ def test_a_claim_is_only_ever_for_this_nodes_pool_slot_under_the_views_epoch(
 
 
 @given(members_st, st.floats(0, 100), st.floats(0, 100), st.booleans())
+@example(view(member("a1")), 0.3, LEASE, True)  # suspended 1.9999999999999998 s: no claim
+@example(view(member("a1")), 76 / 37, LEASE, True)  # suspended 2.0000000000000004 s: a claim
 def test_suspended_never_claims_unless_degraded_mode_and_longer_than_a_lease(
     group_view: GroupView, since: float, later: float, degraded_mode: bool
 ) -> None:
@@ -76,7 +78,8 @@ def test_suspended_never_claims_unless_degraded_mode_and_longer_than_a_lease(
     claim = decide_claim(
         "g", node, group_view, state, now=now, lease_seconds=LEASE, degraded_mode=degraded_mode
     )
-    assert (claim is not None) == (degraded_mode and later > LEASE)
+    # suspended for now - since (not ``later``: since + later - since rounds either way)
+    assert (claim is not None) == (degraded_mode and now - since > LEASE)
     assert degraded_now(state, now=now, lease_seconds=LEASE, degraded_mode=degraded_mode) == (
         claim is not None
     )
