@@ -28,6 +28,9 @@ from tests.support.checkpoints import Checkpoint, visible_cut
 from tests.support.yarn import YarnCluster
 
 pytestmark = pytest.mark.integration
+#: on the shared YARN + HDFS clusters, which the YARN e2e module stops and kills in part: in the
+#: serial part, after it (the rest of the suite runs beside the e2e modules)
+ON_SHARED_HDFS = pytest.mark.serial
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -96,6 +99,7 @@ def buckets(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> Iterator[Ro
     forget_instances()
 
 
+@ON_SHARED_HDFS
 def test_hdfs_storage_keeps_the_five_operations(hdfs: Roots) -> None:
     where = f"{hdfs.a}/job/checkpoint"
     store = storage_for(where)
@@ -115,6 +119,7 @@ def test_hdfs_storage_keeps_the_five_operations(hdfs: Roots) -> None:
         store.write(where, "../escape", [b"x"])
 
 
+@ON_SHARED_HDFS
 def test_a_failed_hdfs_write_leaves_neither_the_file_nor_its_temporary(hdfs: Roots) -> None:
     def chunks():  # type: ignore[no-untyped-def]
         yield b"half"
@@ -126,6 +131,7 @@ def test_a_failed_hdfs_write_leaves_neither_the_file_nor_its_temporary(hdfs: Roo
     assert storage_for(where).list(where) == {}
 
 
+@ON_SHARED_HDFS
 def test_replication_from_hdfs_to_hdfs(hdfs: Roots, tmp_path: Path) -> None:
     spark = Checkpoint(tmp_path / "job" / "checkpoint")
     spark.run(3)
@@ -153,6 +159,7 @@ def test_replication_from_hdfs_to_hdfs(hdfs: Roots, tmp_path: Path) -> None:
     assert again.origin == REPLICA and again.batch == 4
 
 
+@ON_SHARED_HDFS
 def test_a_copy_killed_mid_batch_on_hdfs_is_still_an_earlier_complete_batch(
     hdfs: Roots, tmp_path: Path
 ) -> None:
