@@ -68,11 +68,17 @@ RAY_START_ATTEMPTS = 3
 #:   only workers of a node are its own actors, which would be killed and restarted for memory
 #:   other processes use, and the kernel's OOM killer stays.
 #: Together about 0.15 CPU s/min less per node, idle (bench/node_cpu.py).
+#: - workers at the node's own priority: Ray starts its workers at nice 15 so that they yield
+#:   to its GCS and raylet, but a node's workers are its actors (the reconcile loops, the
+#:   ZooKeeper session, the executor): at nice 15 any busy process of the machine at normal
+#:   priority (a Spark driver in local mode, a JVM starting) starves them, and a late session
+#:   heartbeat or tick costs a takeover or a lease.
 RAY_SYSTEM_CONFIG: tuple[tuple[str, object], ...] = (
     ("task_events_report_interval_ms", 0),
     ("enable_metrics_collection", False),
     ("event_stats", False),
     ("memory_monitor_refresh_ms", 0),
+    ("worker_niceness", 0),
 )
 
 

@@ -6,6 +6,7 @@ One real node (``drover node run``, fresh MariaDB database, a ZooKeeper namespac
 - its session holds the node process, Ray's GCS, raylet and two agents (the raylet requires
   them), and one worker per actor (Membership, JobReconciler): no dashboard, autoscaler monitor
   or log monitor, and no idle worker kept;
+- every process of the session at the node's own priority (Ray's workers included);
 - the actors' records (their start, their ZooKeeper registration) reach the node's log, though
   Ray's log monitor does not run (``scheduler/actors/worker_output.py`` follows their files), as
   JSON with their process names; and what they log while the node stops is there after it stopped.
@@ -125,6 +126,9 @@ def test_idle_node_runs_only_the_ray_processes_it_uses_and_logs_its_actors(
             running = [c for c in lines if fragment in c]
             assert not running, f"Ray's {name} runs: {running}"
         assert any(b"gcs_server" in c for c in lines) and any(b"raylet" in c for c in lines)
+        # the actors at the node's own priority (Ray's default would put them at nice 15)
+        niceness = {pid: psutil.Process(pid).nice() for pid in session_pids(sid)}
+        assert set(niceness.values()) == {psutil.Process(sid).nice()}, niceness
 
         every = records(node.log_path)
         assert every and all(r.get("node") == "e2e-helpers" for r in every)
