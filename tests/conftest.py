@@ -13,7 +13,6 @@ import os
 import secrets
 import shutil
 import subprocess
-import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -25,7 +24,9 @@ import sqlalchemy as sa
 from hypothesis import settings
 from sqlalchemy.engine import URL, make_url
 
+from harness.nodes import poll
 from harness.s3server import S3Server
+from scheduler.store.db import Store
 from tests.support.yarn import YarnCluster
 
 # Property tests judge answers, never speed: hypothesis's per-example deadline (200 ms) is a
@@ -70,23 +71,15 @@ def wait_until(
     interval: float = 0.1,
     what: str,
 ) -> T:
-    """Poll `condition` until it returns something truthy; fail at the deadline.
+    """Poll `condition` until it returns something truthy; fail the test at the deadline.
 
-    Exceptions raised by `condition` count as "not yet"; the last one is shown on failure.
+    Exceptions raised by `condition` count as "not yet"; the last one is shown on failure
+    (:func:`harness.nodes.poll`, with a test failure for its TimeoutError).
     """
-    deadline = time.monotonic() + timeout
-    last: BaseException | None = None
-    while True:
-        try:
-            result = condition()
-            if result:
-                return result
-        except Exception as exc:  # noqa: BLE001 - "not yet"; reported at the deadline
-            last = exc
-        if time.monotonic() >= deadline:
-            detail = f" (last error: {type(last).__name__}: {last})" if last else ""
-            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}{detail}", pytrace=False)
-        time.sleep(interval)
+    try:
+        return poll(condition, timeout=timeout, what=what, interval=interval)
+    except TimeoutError as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
 def _weight(item: pytest.Item) -> float:
@@ -186,6 +179,22 @@ def fresh_mysql_url(mysql_server: sa.Engine) -> Iterator[Callable[[], str]]:
     yield make
     for name in created:
         _drop_database(mysql_server, name)
+
+
+# --- SQLite -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def sqlite_store(tmp_path: Path) -> Iterator[Store]:
+    """A SQLite store at the head schema with what a node creates at start (node ``test-node``,
+    data under the test's tmp folder); disposed of after the test."""
+    from scheduler.config import Settings
+    from tests.support.schema import sqlite_head_store
+
+    settings = Settings(data_dir=tmp_path / "data", node_id="test-node")
+    store = sqlite_head_store(tmp_path / "drover.db", settings)
+    yield store
+    store.dispose()
 
 
 # --- ZooKeeper ------------------------------------------------------------------------------

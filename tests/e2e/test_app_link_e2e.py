@@ -30,7 +30,6 @@ match them; "exactly one application" counts the master's active apps of that na
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -43,6 +42,7 @@ from scheduler.backends.standalone import StandaloneRestBackend
 from scheduler.core.ownership import owner_of
 from tests.conftest import SparkStandalone, wait_until
 from tests.support.nodes import NodeProcess
+from tests.support.pollers import Poller
 from tests.support.world import zk_node_env
 
 pytestmark = pytest.mark.e2e
@@ -55,17 +55,15 @@ START_TIMEOUT_S = 180.0  # submit -> app RUNNING, with other agents on the 2 cor
 GONE_TIMEOUT_S = 60.0
 
 
-class OwnNameMonitor:
+class OwnNameMonitor(Poller):
     """Polls the master's /json/ in a thread: per app name, the most active apps seen at once
     and every app id seen."""
 
     def __init__(self, cluster: SparkStandalone, names: list[str]) -> None:
+        super().__init__()
         self.cluster = cluster
         self.most = dict.fromkeys(names, 0)
         self.ids: dict[str, set[str]] = {n: set() for n in names}
-        self.polls = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
     def active(self, name: str) -> list[tuple[str, str]]:
         """(app id, state) of the master's active applications called ``name``, now."""
@@ -75,27 +73,12 @@ class OwnNameMonitor:
             if a["name"] == name
         ]
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                apps = self.cluster.master_state()["activeapps"]
-            except Exception:  # noqa: BLE001 - a missed poll; the others count
-                pass
-            else:
-                self.polls += 1
-                for name in self.most:
-                    mine = [a["id"] for a in apps if a["name"] == name]
-                    self.most[name] = max(self.most[name], len(mine))
-                    self.ids[name].update(mine)
-            self._stop.wait(0.2)
-
-    def __enter__(self) -> OwnNameMonitor:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
+    def poll(self) -> None:
+        apps = self.cluster.master_state()["activeapps"]
+        for name in self.most:
+            mine = [a["id"] for a in apps if a["name"] == name]
+            self.most[name] = max(self.most[name], len(mine))
+            self.ids[name].update(mine)
 
 
 @pytest.fixture

@@ -32,6 +32,7 @@ from scheduler.store.db import Store
 from scheduler.store.models import Job
 from tests.conftest import SparkStandalone, require_env, wait_until
 from tests.support.nodes import DROVER, NodeProcess, owners
+from tests.support.pollers import Poller
 from tests.support.world import zk_node_env
 from tests.support.zkserver import ZkServer, free_port
 
@@ -265,12 +266,11 @@ def test_five_takeover_rules_three_nodes_two_groups(deployment: Callable[..., De
 # -- running applications -----------------------------------------------------------------------
 
 
-class AppMonitor:
+class AppMonitor(Poller):
     """Polls the cluster's /json/ in a thread: the most live apps ever seen per job, and gaps."""
 
     def __init__(self, cluster: SparkStandalone, jobs: list[str]) -> None:
-        import threading
-
+        super().__init__()
         self.cluster = cluster
         self.jobs = jobs
         self.most: dict[str, int] = dict.fromkeys(jobs, 0)
@@ -279,40 +279,21 @@ class AppMonitor:
         self.overlaps: dict[str, list[tuple[float, list[tuple[str, str, str]]]]] = {
             j: [] for j in jobs
         }
-        self.polls = 0
-        self.errors = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                active = self.cluster.master_state().get("activeapps", [])
-            except Exception:  # noqa: BLE001 - counted; the assertions look at the rest
-                self.errors += 1
-            else:
-                self.polls += 1
-                for job in self.jobs:
-                    mine = [
-                        a
-                        for a in active
-                        if a.get("name", "").startswith(f"drover:{job}:")
-                        and a.get("state") in ("RUNNING", "WAITING")
-                    ]
-                    self.most[job] = max(self.most[job], len(mine))
-                    if len(mine) > 1 and len(self.overlaps[job]) < 5:
-                        seen = [(a["id"], a["name"], a["state"]) for a in mine]
-                        self.overlaps[job].append((time.time(), seen))
-                    self.apps[job].update(a["id"] for a in mine)
-            self._stop.wait(0.2)
-
-    def __enter__(self) -> AppMonitor:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
+    def poll(self) -> None:
+        active = self.cluster.master_state().get("activeapps", [])
+        for job in self.jobs:
+            mine = [
+                a
+                for a in active
+                if a.get("name", "").startswith(f"drover:{job}:")
+                and a.get("state") in ("RUNNING", "WAITING")
+            ]
+            self.most[job] = max(self.most[job], len(mine))
+            if len(mine) > 1 and len(self.overlaps[job]) < 5:
+                seen = [(a["id"], a["name"], a["state"]) for a in mine]
+                self.overlaps[job].append((time.time(), seen))
+            self.apps[job].update(a["id"] for a in mine)
 
 
 def register_spark(node: NodeProcess, cluster: SparkStandalone, tmp_path: Path) -> None:

@@ -27,11 +27,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness.procs import pids_of_run, signal_all
-from scheduler.store import jobs as jobs_store
-from scheduler.store.db import Store
 from tests.conftest import SparkStandalone, wait_until
 from tests.support.nodes import NodeProcess
-from tests.support.world import node_env, register_standalone
+from tests.support.world import current_run, node_env, register_standalone
 
 pytestmark = pytest.mark.e2e
 
@@ -140,12 +138,7 @@ def node(
 
 
 def driver_pids(database_url: str, job: str) -> list[int]:
-    store = Store(database_url)
-    try:
-        with store.session() as session:
-            run = jobs_store.get_job(session, job).current_run
-    finally:
-        store.dispose()
+    run = current_run(database_url, job)
     assert run is not None
     return pids_of_run(job, run.id)
 

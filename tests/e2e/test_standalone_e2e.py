@@ -35,11 +35,9 @@ import pytest
 from harness.nodes import free_port as api_port
 from harness.procs import fencing_token_of_run, pids_with_env, pids_with_env_prefix, signal_all
 from scheduler.backends.standalone import StandaloneRestBackend
-from scheduler.store import jobs as jobs_store
-from scheduler.store.db import Store
 from tests.conftest import SparkStandalone, wait_until
 from tests.support.nodes import NodeProcess
-from tests.support.world import node_env, register_standalone
+from tests.support.world import current_run, node_env, register_standalone
 
 pytestmark = [pytest.mark.e2e, pytest.mark.heavy(minutes=5)]
 
@@ -118,12 +116,7 @@ def ts(value: str) -> datetime:
 def current_token(stack: Stack, name: str) -> str:
     """The fencing token of the job's current run, as its driver holds it (in its environment:
     the store keeps only its digest, the API shows it to nobody but the run itself)."""
-    store = Store(stack.database_url)
-    try:
-        with store.session() as session:
-            run = jobs_store.get_job(session, name).current_run
-    finally:
-        store.dispose()
+    run = current_run(stack.database_url, name)
     assert run is not None, f"job {name} has no current run"
     return wait_until(
         lambda: fencing_token_of_run(name, run.id),
@@ -436,12 +429,7 @@ def test_crash_between_submit_and_record_adopts(
     stack.node.kill9()  # before Ray restarts the reconciler actor: the node as a whole is gone
     crashed_at = time.monotonic()
 
-    store = Store(stack.database_url)
-    try:
-        with store.session() as session:
-            run = jobs_store.get_job(session, name).current_run
-    finally:
-        store.dispose()
+    run = current_run(stack.database_url, name)
     assert run is not None
     assert (run.attempt, run.state, run.submission_id) == (1, "SUBMITTING", None), run
     # ... yet cluster A has the application

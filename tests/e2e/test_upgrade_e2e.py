@@ -20,7 +20,6 @@ it, resuming the batch ids once more.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +30,7 @@ import pytest
 
 from tests.conftest import SparkStandalone
 from tests.e2e.test_standalone_e2e import Stack, stack_factory  # noqa: F401 - the fixture
+from tests.support.pollers import Poller
 
 pytestmark = pytest.mark.e2e
 
@@ -43,42 +43,23 @@ TIMEOUT_S = 180.0
 GRACE_S = 90
 
 
-class AppChecker:
+class AppChecker(Poller):
     """Polls the master's /json/ every 0.2 s; the most live applications named ``name`` seen at
     once, and each overlap."""
 
     def __init__(self, cluster: SparkStandalone, name: str) -> None:
+        super().__init__()
         self.cluster, self.name = cluster, name
         self.most = 0
-        self.polls = 0
         self.overlaps: list[list[str]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="app-checker", daemon=True)
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                apps = [
-                    a["id"]
-                    for a in self.cluster.master_state()["activeapps"]
-                    if a["name"] == self.name
-                ]
-            except Exception:  # noqa: BLE001 - a missed poll; the next one counts
-                pass
-            else:
-                self.polls += 1
-                self.most = max(self.most, len(apps))
-                if len(apps) > 1:
-                    self.overlaps.append(apps)
-            self._stop.wait(0.2)
-
-    def __enter__(self) -> AppChecker:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
+    def poll(self) -> None:
+        apps = [
+            a["id"] for a in self.cluster.master_state()["activeapps"] if a["name"] == self.name
+        ]
+        self.most = max(self.most, len(apps))
+        if len(apps) > 1:
+            self.overlaps.append(apps)
 
 
 def batches(output: Path) -> dict[int, str]:

@@ -11,11 +11,14 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from api.deps import NodeContext
+from harness.simcluster import SimCluster
 from scheduler.config import Settings
 from scheduler.store.bootstrap import ensure_defaults
 from scheduler.store.db import Store
 from tests.support.auth import admin_token, auth_headers
+from tests.support.nodes import NodeProcess, embedded_node
 from tests.support.schema import install_head_schema
+from tests.support.simulated import running_sim
 
 BACKENDS = ["sqlite", "mysql"]
 
@@ -34,6 +37,22 @@ def empty_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stor
     store = Store(database_url(request.param, request, tmp_path))
     yield store
     store.dispose()
+
+
+@pytest.fixture
+def sim(request: pytest.FixtureRequest) -> Iterator[SimCluster]:
+    """A simulated Spark cluster (harness/simcluster.py) whose applications start after the
+    test module's ``SIM_START_DELAY`` seconds (0.3 where it names none)."""
+    with running_sim(app_start_delay=getattr(request.module, "SIM_START_DELAY", 0.3)) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
+    """A node process of the embedded default (``embedded_node``) shared by the module's tests."""
+    started = embedded_node(tmp_path_factory.mktemp("embedded"))
+    yield started
+    started.stop()
 
 
 @pytest.fixture

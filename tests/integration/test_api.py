@@ -12,9 +12,10 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from api.deps import NodeContext
 from scheduler.config import Settings
-from scheduler.store import inspection, journal
 from scheduler.store import jobs as jobs_store
+from scheduler.store import journal
 from scheduler.store.db import Store
+from tests.support.problems import assert_problem, snapshot
 from tests.support.runs import record_run, submitting_run
 
 pytestmark = pytest.mark.integration
@@ -38,16 +39,6 @@ def client(
         app, base_url="http://127.0.0.1", headers=admin_headers, raise_server_exceptions=True
     ) as c:
         yield c
-
-
-def snapshot(store: Store) -> dict[str, Any]:
-    """Everything a bad request must leave as it was."""
-    with store.session() as s:
-        jobs, _ = jobs_store.list_jobs(s, limit=1000)
-        return {
-            "counts": inspection.table_counts(s),
-            "jobs": [(j.name, j.version, j.state, j.desired_state, j.updated_at) for j in jobs],
-        }
 
 
 def create(client: TestClient, name: str = "orders-enrich", **extra: Any) -> dict[str, Any]:
@@ -333,12 +324,7 @@ def test_bad_input_gets_a_problem_document_and_changes_nothing(
         )
     else:
         response = client.request(method, path, json=body)
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"] == "application/problem+json"
-    problem = response.json()
-    assert problem["status"] == status
-    assert problem["type"] == f"urn:drover:problem:{kind}"
-    assert problem["title"] and problem["detail"] and problem["instance"]
+    assert_problem(response, status, kind)
     assert snapshot(store) == before
 
 

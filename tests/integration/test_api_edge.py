@@ -23,21 +23,15 @@ from api.deps import NodeContext
 from api.paging import MAX_LIMIT
 from scheduler.config import Settings
 from scheduler.core.errors import StoreError
-from scheduler.store import catalog as catalog_store
-from scheduler.store import inspection, journal
 from scheduler.store import jobs as jobs_store
+from scheduler.store import journal
 from scheduler.store.db import Store
 from tests.support.auth import admin_token
+from tests.support.problems import STANDALONE, assert_problem, snapshot
 
 pytestmark = pytest.mark.integration
 
 PIPELINE = "/opt/pipelines/p.py"
-STANDALONE = {
-    "kind": "standalone",
-    "master_url": "spark://127.0.0.1:7077",
-    "rest_url": "http://127.0.0.1:6066",
-    "ui_url": "http://127.0.0.1:8080",
-}
 
 
 @pytest.fixture
@@ -47,28 +41,6 @@ def client(client: TestClient) -> TestClient:
     client.post("/v1/clusters", json={"name": "spark-a", "storage_root": "/ck/a", **STANDALONE})
     client.post("/v1/groups", json={"name": "ads", "primary_cluster": "spark-a"})
     return client
-
-
-def snapshot(store: Store) -> dict[str, Any]:
-    """Everything a refused request must leave as it was."""
-    with store.session() as s:
-        jobs, _ = jobs_store.list_jobs(s, limit=1000)
-        return {
-            "counts": inspection.table_counts(s),
-            "jobs": jobs,
-            "clusters": catalog_store.list_clusters(s),
-            "groups": catalog_store.list_groups(s),
-        }
-
-
-def assert_problem(response: Any, status: int, kind: str | None = None) -> dict[str, Any]:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"] == "application/problem+json"
-    body: dict[str, Any] = response.json()
-    assert body["status"] == status and body["title"] and body["detail"] and body["instance"]
-    if kind is not None:
-        assert body["type"] == f"urn:drover:problem:{kind}", body
-    return body
 
 
 # -- bounded integers -------------------------------------------------------------------------

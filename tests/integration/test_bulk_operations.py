@@ -19,18 +19,16 @@ from api.deps import NodeContext
 from scheduler.config import Settings
 from scheduler.core.ledger import Backends
 from scheduler.core.ownership import Claim, Fence
-from scheduler.decisions import catalog
 from scheduler.decisions.identity import Role
 from scheduler.decisions.operations import failover as fo
 from scheduler.loops.operations import Executor
 from scheduler.loops.reconciler import Reconciler
 from scheduler.loops.replication import ReplicaCheckpoints
-from scheduler.store import catalog as catalog_store
 from scheduler.store.db import Store
 from scheduler.store.operations_ledger import SqlOperationsLedger
 from tests.support.api_world import ReconcilerWorld
 from tests.support.auth import auth_headers, member_token
-from tests.support.fakes import FakeBackend, FakeBackends
+from tests.support.fakes import FakeBackend, FakeBackends, add_unreachable_clusters
 
 pytestmark = pytest.mark.integration
 
@@ -74,44 +72,24 @@ def world(
     store: Store, settings: Settings, admin_headers: dict[str, str], tmp_path: Path
 ) -> Iterator[World]:
     with store.transaction() as s:
-        catalog_store.create_cluster(
-            s,
-            "A",
-            catalog.ClusterSpec(
-                kind="standalone",
-                storage_root=(tmp_path / "A").as_uri(),
-                master_url="spark://a.invalid:7077",
-                rest_url="http://a.invalid:6066",
-                ui_url="http://a.invalid:8080",
-            ),
-        )
-        catalog_store.create_group(s, GROUP, primary_cluster="A", failover_cluster=None)
+        add_unreachable_clusters(s, tmp_path.as_uri(), ["A"], group=GROUP)
     a = FakeBackend(start_running=True)
     w = World(store, None, a, FakeBackends(A=a), settings)  # type: ignore[arg-type]
     app = create_app(NodeContext(settings, store))
     try:
         with TestClient(app, base_url="http://127.0.0.1", headers=admin_headers) as client:
             w.client = client
-            for name, (team, business, priority, labels) in JOBS.items():
-                response = client.post(
-                    "/v1/jobs",
-                    json={
-                        "name": name,
-                        "entrypoint": PIPELINE,
-                        "group": GROUP,
-                        "team": team,
-                        "business": business,
-                        "priority": priority,
-                        "labels": labels,
-                        "desired_state": "RUNNING",
-                    },
-                )
-                assert response.status_code == 201, response.text
-            for _ in range(6):
-                w.tick()
-                if all(w.job(n)["state"] == "RUNNING" for n in JOBS):
-                    break
-            assert {n: w.job(n)["state"] for n in JOBS} == dict.fromkeys(JOBS, "RUNNING")
+            bodies = {
+                name: {
+                    "entrypoint": PIPELINE,
+                    "team": team,
+                    "business": business,
+                    "priority": priority,
+                    "labels": labels,
+                }
+                for name, (team, business, priority, labels) in JOBS.items()
+            }
+            w.create_running(bodies, ticks=6)
             yield w
     finally:
         for reconciler in w.reconcilers.values():
@@ -131,14 +109,7 @@ def executor(w: World, node: str = "n1") -> Executor:
 def drive(
     w: World, ex: Executor, claim: Claim, operation: int, *, rounds: int = 30
 ) -> dict[str, Any]:
-    """Executor rounds and reconciler ticks until the operation ends."""
-    for _ in range(rounds):
-        ex.round({GROUP: claim})
-        w.tick()
-        op = w.get(operation)
-        if op["state"] in FINAL:
-            return op
-    pytest.fail(f"operation {operation} did not end: {w.get(operation)}")
+    return w.drive(ex, claim, f"/v1/operations/{operation}", rounds=rounds)
 
 
 CLAIM = Claim(GROUP, Fence("n1", 1), 0, 1)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from scheduler.loops.operations import Executor
 from scheduler.loops.replication import ReplicaCheckpoints
 from scheduler.store.db import Store
 from scheduler.store.operations_ledger import SqlOperationsLedger
-from tests.support.simulated import claiming_reconciler, fixed_claim, register_sim, running_sim
+from tests.support.simulated import claiming_reconciler, fixed_claim, register_sim
 
 pytestmark = pytest.mark.integration
 
@@ -34,10 +33,7 @@ PARALLELISM = 4
 DEADLINE = 120.0  # seconds for a whole operation on the simulator
 
 
-@pytest.fixture
-def sim() -> Iterator[SimCluster]:
-    with running_sim(app_start_delay=0.2) as cluster:
-        yield cluster
+SIM_START_DELAY = 0.2  # seconds a simulated application takes to start
 
 
 def live_per_job(sim: SimCluster) -> Counter[str]:

@@ -10,28 +10,13 @@ from fastapi.testclient import TestClient
 
 from scheduler.config import Settings
 from scheduler.store import catalog as catalog_store
-from scheduler.store import inspection, journal
+from scheduler.store import journal
 from scheduler.store.db import Store
+from tests.support.problems import STANDALONE, assert_problem, snapshot
 
 pytestmark = pytest.mark.integration
 
 PIPELINE = "/opt/pipelines/p.py"
-STANDALONE = {
-    "kind": "standalone",
-    "master_url": "spark://127.0.0.1:7077",
-    "rest_url": "http://127.0.0.1:6066/",
-    "ui_url": "http://127.0.0.1:8080",
-}
-
-
-def snapshot(store: Store) -> dict[str, Any]:
-    """Everything a bad request must leave as it was."""
-    with store.session() as s:
-        return {
-            "counts": inspection.table_counts(s),
-            "clusters": catalog_store.list_clusters(s),
-            "groups": catalog_store.list_groups(s),
-        }
 
 
 def create_cluster(client: TestClient, name: str, **fields: Any) -> dict[str, Any]:
@@ -541,13 +526,7 @@ def test_bad_input_gets_a_problem_document_and_changes_nothing(
         with store.session() as s:
             body = {"storage_root": catalog_store.get_cluster(s, "local").storage_root + "/sub"}
     before = snapshot(store)
-    response = client.request(method, path, json=body, headers=headers)
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"] == "application/problem+json"
-    problem = response.json()
-    assert problem["status"] == status
-    assert problem["type"] == f"urn:drover:problem:{kind}"
-    assert problem["title"] and problem["detail"] and problem["instance"]
+    assert_problem(client.request(method, path, json=body, headers=headers), status, kind)
     assert snapshot(store) == before
 
 

@@ -13,25 +13,16 @@ from api.app import create_app
 from api.deps import NodeContext
 from drover.cli.main import app
 from harness.nodes import free_port as _free_port
-from scheduler.config import Settings
-from tests.support.auth import admin_token
-from tests.support.schema import sqlite_head_store
-from tests.support.serving import serving
+from tests.support.serving import admin_cli_store, serving
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
 def api_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    settings = Settings(data_dir=tmp_path / "data", node_id="cli-test")
-    store = sqlite_head_store(tmp_path / "drover.db", settings)
-    monkeypatch.setenv("DROVER_TOKEN", admin_token(store))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    try:
+    with admin_cli_store(tmp_path, monkeypatch, "cli-test") as (settings, store, _):
         with serving(create_app(NodeContext(settings, store))) as url:
             yield url
-    finally:
-        store.dispose()
 
 
 def drover(*args: str) -> tuple[int, str, str]:

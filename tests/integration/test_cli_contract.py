@@ -22,12 +22,9 @@ from api.deps import NodeContext
 from drover.cli.main import app
 from drover.cli.output import Exit
 from harness.nodes import free_port
-from scheduler.config import Settings
-from scheduler.store.bootstrap import ensure_defaults
 from scheduler.store.db import Store
-from tests.support.auth import admin_token, member_token
-from tests.support.schema import install_head_schema
-from tests.support.serving import serving
+from tests.support.auth import member_token
+from tests.support.serving import admin_cli_store, serving
 
 pytestmark = pytest.mark.integration
 
@@ -47,20 +44,11 @@ class Node:
 
 @pytest.fixture
 def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Node]:
-    settings = Settings(data_dir=tmp_path / "data", node_id="cli-contract")
-    store = Store(f"sqlite:///{tmp_path / 'drover.db'}")
-    install_head_schema(store)
-    ensure_defaults(store, settings)
-    admin = admin_token(store)
-    monkeypatch.setenv("DROVER_TOKEN", admin)
-    monkeypatch.setenv("DROVER_DATABASE_URL", store.url)
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    monkeypatch.delenv("DROVER_URL", raising=False)
-    try:
+    with admin_cli_store(tmp_path, monkeypatch, "cli-contract") as (settings, store, admin):
+        monkeypatch.setenv("DROVER_DATABASE_URL", store.url)
+        monkeypatch.delenv("DROVER_URL", raising=False)
         with serving(create_app(NodeContext(settings, store))) as url:
             yield Node(url, store, admin)
-    finally:
-        store.dispose()
 
 
 def drover(*args: str) -> tuple[int, str, str]:

@@ -18,7 +18,7 @@ import yaml
 
 from harness.nodes import admin_token
 from tests.conftest import wait_until
-from tests.support.nodes import NodeProcess, embedded_node
+from tests.support.nodes import NodeProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
@@ -82,20 +82,13 @@ def test_version_short_help_and_no_bool_metavars() -> None:
 
 
 @pytest.fixture(scope="module")
-def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
-    started = embedded_node(tmp_path_factory.mktemp("cli"))
-    yield started
-    started.stop()
-
-
-@pytest.fixture(scope="module")
-def reader(node: NodeProcess) -> dict[str, str]:
+def reader(embedded: NodeProcess) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DROVER_")}
-    return {**env, "DROVER_URL": node.url, "DROVER_TOKEN": admin_token(node.env)}
+    return {**env, "DROVER_URL": embedded.url, "DROVER_TOKEN": admin_token(embedded.env)}
 
 
-def test_outputs_fields_tables_and_footers(node: NodeProcess, reader: dict[str, str]) -> None:
-    pipeline = str(Path(node.env["DROVER_DATA_DIR"]) / "artifacts" / "pipeline.py")
+def test_outputs_fields_tables_and_footers(embedded: NodeProcess, reader: dict[str, str]) -> None:
+    pipeline = str(Path(embedded.env["DROVER_DATA_DIR"]) / "artifacts" / "pipeline.py")
     made = run("jobs", "create", "cli-out", "--entrypoint", pipeline, "--team", "ads", env=reader)
     assert made.returncode == 0, made.stderr
 
@@ -126,9 +119,9 @@ def test_outputs_fields_tables_and_footers(node: NodeProcess, reader: dict[str, 
 
 
 def test_jobs_logs_prints_and_follows_the_driver_log(
-    node: NodeProcess, reader: dict[str, str]
+    embedded: NodeProcess, reader: dict[str, str]
 ) -> None:
-    pipeline = str(Path(node.env["DROVER_DATA_DIR"]) / "artifacts" / "pipeline.py")
+    pipeline = str(Path(embedded.env["DROVER_DATA_DIR"]) / "artifacts" / "pipeline.py")
     made = run("jobs", "create", "cli-logs", "--entrypoint", pipeline, "--start", "--wait",
                "--timeout", "90", env=reader)  # fmt: skip
     assert made.returncode == 0, made.stderr

@@ -11,14 +11,13 @@ import os
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 import yaml
 
-from tests.support.nodes import NodeProcess, embedded_node
+from tests.support.nodes import NodeProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
@@ -31,13 +30,6 @@ def step(name: str) -> str:
     service = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"][name]
     assert service["entrypoint"] == ["sh", "-ec"], service
     return str(service["command"][0]).replace("$$", "$")
-
-
-@pytest.fixture(scope="module")
-def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
-    started = embedded_node(tmp_path_factory.mktemp("compose"))
-    yield started
-    started.stop()
 
 
 def run(script: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -62,16 +54,16 @@ def test_the_compose_file_is_valid() -> None:
     assert services["catalog"]["depends_on"]["node-1"]["condition"] == "service_healthy"
 
 
-def test_bootstrap_then_catalog_against_a_real_node(node: NodeProcess, tmp_path: Path) -> None:
+def test_bootstrap_then_catalog_against_a_real_node(embedded: NodeProcess, tmp_path: Path) -> None:
     secrets = tmp_path / "secrets"
     secrets.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("DROVER_")}
     env |= {
         "PATH": f"{BIN}:{env.get('PATH', '')}",
-        "DROVER_DATA_DIR": node.env["DROVER_DATA_DIR"],  # the store's host: the node's settings
+        "DROVER_DATA_DIR": embedded.env["DROVER_DATA_DIR"],  # the store's host: the node's settings
         "DROVER_DEPLOYMENT_SECRET_FILE": str(secrets / "deployment.secret"),
         "ADMIN_TOKEN_FILE": str(secrets / "admin.token"),
-        "DROVER_URL": node.url,
+        "DROVER_URL": embedded.url,
     }
     first = run(step("bootstrap"), env)
     assert first.returncode == 0, first.stderr
@@ -88,8 +80,8 @@ def test_bootstrap_then_catalog_against_a_real_node(node: NodeProcess, tmp_path:
     catalog = run(step("catalog"), env)
     assert catalog.returncode == 0, catalog.stdout + catalog.stderr
     headers = {"Authorization": f"Bearer {written['admin.token'].strip()}"}
-    clusters = httpx.get(f"{node.url}/v1/clusters", headers=headers, timeout=10).json()["data"]
-    groups = httpx.get(f"{node.url}/v1/groups", headers=headers, timeout=10).json()["data"]
+    clusters = httpx.get(f"{embedded.url}/v1/clusters", headers=headers, timeout=10).json()["data"]
+    groups = httpx.get(f"{embedded.url}/v1/groups", headers=headers, timeout=10).json()["data"]
     by_name = {c["name"]: c for c in clusters}
     assert by_name["spark-a"]["rest_url"] == "http://spark-a-master:6066"
     assert by_name["spark-b"]["az"] == "az-b"
@@ -100,5 +92,5 @@ def test_bootstrap_then_catalog_against_a_real_node(node: NodeProcess, tmp_path:
     versions = {c["name"]: c["version"] for c in clusters}
     rerun = run(step("catalog"), env)
     assert rerun.returncode == 0, rerun.stderr
-    after = httpx.get(f"{node.url}/v1/clusters", headers=headers, timeout=10).json()["data"]
+    after = httpx.get(f"{embedded.url}/v1/clusters", headers=headers, timeout=10).json()["data"]
     assert {c["name"]: c["version"] for c in after} == versions

@@ -32,7 +32,7 @@ from scheduler.store.generations import GenerationResolver as StoreResolver
 from scheduler.store.generations import recorded_generations
 from tests.conftest import wait_until
 from tests.support.schema import install_head_schema
-from tests.support.zkserver import ZkServer, free_port
+from tests.support.zkserver import ZkServer, delete_tree, free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
@@ -138,18 +138,6 @@ class Nodes:
             coordinator.stop()
         leftover = [t.name for t in threading.enumerate() if t.name.startswith("coordinator-")]
         assert not leftover, f"coordinator threads left running: {leftover}"
-
-
-def delete_tree(hosts: str, path: str) -> None:
-    client = KazooClient(hosts=hosts, timeout=5.0)
-    client.start(timeout=10)
-    try:
-        client.delete(path, recursive=True)
-    except Exception:  # noqa: BLE001 - already gone
-        pass
-    finally:
-        client.stop()
-        client.close()
 
 
 @pytest.fixture

@@ -14,10 +14,8 @@ import json
 import os
 import stat
 import textwrap
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 
@@ -25,24 +23,14 @@ from harness.procs import pids_with_env_prefix, signal_all
 from scheduler.backends.local import LocalSparkSubmitBackend
 from scheduler.core.backend import AppState, SubmitRequest
 from scheduler.core.errors import SubmissionRejected
+from tests.conftest import wait_until
 from tests.support.driver_users import TEMPLATE, open_directory, team_user
+from tests.support.nodes import FAKE_SPARK_SUBMIT
 
 pytestmark = pytest.mark.integration
 
-T = TypeVar("T")
 #: a Python every user may run (the node's own may live under a private home)
 SYSTEM_PYTHON = "/usr/bin/python3.11"
-
-FAKE_SPARK_SUBMIT = """\
-#!/bin/sh
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --*) shift 2 ;;
-    *) break ;;
-  esac
-done
-exec "$PYSPARK_PYTHON" "$@"
-"""
 
 BENIGN = """\
 import os, pathlib, sys
@@ -96,14 +84,6 @@ print("REPORT " + json.dumps(report), flush=True)
 """
 
 
-def wait_for(condition: Callable[[], T], timeout: float = 20.0) -> T:
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-    return value
-
-
 @pytest.fixture
 def base() -> Iterator[Path]:
     with open_directory() as path:
@@ -154,7 +134,12 @@ def submit(
 
 
 def finished(backend: LocalSparkSubmitBackend, submission_id: str) -> None:
-    status = wait_for(lambda: (s := backend.status(submission_id)).state.is_terminal and s)
+    status = wait_until(
+        lambda: (s := backend.status(submission_id)).state.is_terminal and s,
+        timeout=20,
+        interval=0.05,
+        what="the hostile driver to end",
+    )
     assert status.state is AppState.FINISHED, status
 
 

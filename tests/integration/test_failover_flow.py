@@ -24,13 +24,11 @@ from scheduler.core.errors import NotOwner
 from scheduler.core.ledger import Backends
 from scheduler.core.ownership import Claim, Fence
 from scheduler.core.states import JobState, RunState
-from scheduler.decisions import catalog
 from scheduler.decisions.health import ClusterHealth, Decision, HealthPolicy, Vote, assess
 from scheduler.decisions.operations import failover as fo
 from scheduler.loops.operations import Executor
 from scheduler.loops.reconciler import Reconciler
 from scheduler.loops.replication import ReplicaCheckpoints
-from scheduler.store import catalog as catalog_store
 from scheduler.store import health as health_store
 from scheduler.store import operations as ops_store
 from scheduler.store.db import Store
@@ -38,7 +36,7 @@ from scheduler.store.fence_checks import record_fence_check
 from scheduler.store.models import Job, Run
 from scheduler.store.operations_ledger import SqlOperationsLedger
 from tests.support.api_world import ReconcilerWorld
-from tests.support.fakes import FakeBackend, FakeBackends
+from tests.support.fakes import FakeBackend, FakeBackends, add_unreachable_clusters
 
 pytestmark = pytest.mark.integration
 
@@ -87,19 +85,7 @@ def world(
 ) -> Iterator[World]:
     root = tmp_path / "storage"
     with store.transaction() as s:
-        for name in ("A", "B"):
-            catalog_store.create_cluster(
-                s,
-                name,
-                catalog.ClusterSpec(
-                    kind="standalone",
-                    storage_root=(root / name).as_uri(),
-                    master_url=f"spark://{name.lower()}.invalid:7077",
-                    rest_url=f"http://{name.lower()}.invalid:6066",
-                    ui_url=f"http://{name.lower()}.invalid:8080",
-                ),
-            )
-        catalog_store.create_group(s, GROUP, primary_cluster="A", failover_cluster="B")
+        add_unreachable_clusters(s, root.as_uri(), ["A", "B"], group=GROUP)
     a = FakeBackend(start_running=True)
     b = FakeBackend(start_running=True)
     w = World(store, None, a, b, root, FakeBackends(A=a, B=b))  # type: ignore[arg-type]
@@ -116,23 +102,11 @@ def world(
 
 
 def create_jobs(w: World, names: dict[str, str]) -> None:
-    for name, priority in names.items():
-        response = w.client.post(
-            "/v1/jobs",
-            json={
-                "name": name,
-                "entrypoint": PIPELINE,
-                "group": GROUP,
-                "priority": priority,
-                "desired_state": "RUNNING",
-            },
-        )
-        assert response.status_code == 201, response.text
-    for _ in range(5):
-        w.tick()
-        if all(w.job(n)["state"] == "RUNNING" for n in names):
-            break
-    assert {n: w.job(n)["state"] for n in names} == dict.fromkeys(names, "RUNNING")
+    """Jobs (name: priority) of the group, RUNNING on A."""
+    w.create_running(
+        {name: {"entrypoint": PIPELINE, "priority": priority} for name, priority in names.items()},
+        ticks=5,
+    )
 
 
 def self_fencing(w: World, *names: str) -> None:
@@ -152,16 +126,7 @@ def failover(w: World, **body: Any) -> dict[str, Any]:
 def drive(
     w: World, executor: Executor, claim: Claim, operation: int, *, rounds: int = 30
 ) -> dict[str, Any]:
-    """Executor rounds and reconciler ticks until the operation ends."""
-    for _ in range(rounds):
-        executor.round({GROUP: claim})
-        w.tick()
-        op = w.client.get(f"/v1/failovers/{operation}").json()
-        if op["state"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
-            return dict(op)
-    pytest.fail(
-        f"failover {operation} did not end: {w.client.get(f'/v1/failovers/{operation}').json()}"
-    )
+    return w.drive(executor, claim, f"/v1/failovers/{operation}", rounds=rounds)
 
 
 def executor(w: World, node: str = "n1", timing: fo.Timing = TIMING) -> Executor:

@@ -3,11 +3,13 @@ no longer write), on SQLite and real MariaDB."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from scheduler.core.errors import NotOwner, StaleWrite
 from scheduler.core.ownership import Claim, Fence, owner_index
-from scheduler.core.records import JobSpec
+from scheduler.core.records import JobRecord, JobSpec
 from scheduler.core.states import DesiredState, JobState
 from scheduler.store import catalog as catalog_store
 from scheduler.store import jobs as jobs_store
@@ -30,6 +32,19 @@ def _create(store: Store, names: list[str]) -> None:
                 cause="test",
                 node_id="test",
             )
+
+
+def _queue(session: Any, job: JobRecord, fence: Fence, reason: str) -> int:
+    """The write of the owner under ``fence`` that queues ``job`` again (a fenced write)."""
+    return ledger.transition_job(
+        session,
+        job,
+        JobState.QUEUED,
+        reason=reason,
+        cause="test",
+        node_id=fence.node_id,
+        fence=fence,
+    )
 
 
 def _owners(store: Store) -> dict[str, tuple[str | None, int]]:
@@ -87,15 +102,7 @@ def test_fenced_writes_fail_for_a_stale_claim_and_change_nothing(store: Store) -
             ledger.check_owner(session, seen_by_n1, Fence("n1", 3))
     with pytest.raises(NotOwner):
         with store.transaction() as session:
-            ledger.transition_job(
-                session,
-                seen_by_n1,
-                JobState.QUEUED,
-                reason="stale",
-                cause="test",
-                node_id="n1",
-                fence=Fence("n1", 3),
-            )
+            _queue(session, seen_by_n1, Fence("n1", 3), "stale")
     with store.session() as session:
         after = jobs_store.get_job(session, "orders")
     assert (after.state, after.version, after.owner, after.owner_epoch) == (
@@ -110,26 +117,10 @@ def test_fenced_writes_fail_for_a_stale_claim_and_change_nothing(store: Store) -
     # the current owner's write lands; a version conflict is still a plain StaleWrite
     with store.transaction() as session:
         ledger.check_owner(session, after, Fence("n2", 4))
-        ledger.transition_job(
-            session,
-            after,
-            JobState.QUEUED,
-            reason="go",
-            cause="test",
-            node_id="n2",
-            fence=Fence("n2", 4),
-        )
+        _queue(session, after, Fence("n2", 4), "go")
     with pytest.raises(StaleWrite) as info:
         with store.transaction() as session:
-            ledger.transition_job(
-                session,
-                after,
-                JobState.QUEUED,
-                reason="again",
-                cause="test",
-                node_id="n2",
-                fence=Fence("n2", 4),
-            )
+            _queue(session, after, Fence("n2", 4), "again")
     assert not isinstance(info.value, NotOwner)
 
 

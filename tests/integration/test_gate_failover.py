@@ -32,7 +32,6 @@ from scheduler.core.directive import Directive, Phase
 from scheduler.core.ownership import Claim, Fence
 from scheduler.core.records import ClusterRecord
 from scheduler.core.states import Priority
-from scheduler.decisions import catalog
 from scheduler.decisions.operations import failover as fo
 from scheduler.decisions.operations.model import OperationKind
 from scheduler.loops.operations import Executor
@@ -53,7 +52,7 @@ from tests.integration.test_submission_gate import (
     tick_until,
 )
 from tests.support.auth import admin_token, auth_headers
-from tests.support.fakes import FakeBackend
+from tests.support.fakes import FakeBackend, add_unreachable_clusters
 
 pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
@@ -71,17 +70,7 @@ class MixedBackends:
 
 def make_clusters(store: Store, sim: SimCluster, root: Path, cap: int) -> None:
     with store.transaction() as s:
-        catalog_store.create_cluster(
-            s,
-            "A",
-            catalog.ClusterSpec(
-                kind="standalone",
-                storage_root=(root / "A").as_uri(),
-                master_url="spark://a.invalid:7077",
-                rest_url="http://a.invalid:6066",
-                ui_url="http://a.invalid:8080",
-            ),
-        )
+        add_unreachable_clusters(s, root.as_uri(), ["A"])
     add_sim_cluster(store, "B", sim, root, max_concurrent_submissions=cap)
     with store.transaction() as s:
         catalog_store.create_group(s, "g", primary_cluster="A", failover_cluster="B")

@@ -18,7 +18,7 @@ import pytest
 
 from harness.nodes import admin_token
 from tests.conftest import wait_until
-from tests.support.nodes import NodeProcess, embedded_node
+from tests.support.nodes import NodeProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
@@ -27,17 +27,10 @@ PACKAGE = "drover_generated_client"
 
 
 @pytest.fixture(scope="module")
-def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
-    started = embedded_node(tmp_path_factory.mktemp("node"))
-    yield started
-    started.stop()
-
-
-@pytest.fixture(scope="module")
-def generated(node: NodeProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def generated(embedded: NodeProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     where = tmp_path_factory.mktemp("client")
     spec = where / "openapi.json"
-    spec.write_bytes(httpx.get(f"{node.url}/openapi.json", timeout=10).content)
+    spec.write_bytes(httpx.get(f"{embedded.url}/openapi.json", timeout=10).content)
     made = subprocess.run(
         [
             str(BIN / "openapi-python-client"),
@@ -73,16 +66,18 @@ def generated(node: NodeProcess, tmp_path_factory: pytest.TempPathFactory) -> It
             del sys.modules[name]
 
 
-def test_the_generated_client_drives_a_jobs_lifecycle(node: NodeProcess, generated: Any) -> None:
+def test_the_generated_client_drives_a_jobs_lifecycle(
+    embedded: NodeProcess, generated: Any
+) -> None:
     api = importlib.import_module(f"{PACKAGE}.api.jobs")
     models = importlib.import_module(f"{PACKAGE}.models")
     for operation in ("create_job", "start_job", "get_job", "stop_job", "delete_job"):
         importlib.import_module(f"{PACKAGE}.api.jobs.{operation}")
-    anonymous = generated.Client(base_url=node.url)
+    anonymous = generated.Client(base_url=embedded.url)
     refused = api.get_job.sync_detailed("nope", client=anonymous)
     assert refused.status_code == 401 and isinstance(refused.parsed, models.Problem)
-    client = generated.AuthenticatedClient(base_url=node.url, token=admin_token(node.env))
-    pipeline = str(Path(node.env["DROVER_DATA_DIR"]) / "artifacts" / "pipeline.py")
+    client = generated.AuthenticatedClient(base_url=embedded.url, token=admin_token(embedded.env))
+    pipeline = str(Path(embedded.env["DROVER_DATA_DIR"]) / "artifacts" / "pipeline.py")
     created = api.create_job.sync(
         client=client, body=models.JobCreate(name="gen-client", entrypoint=pipeline, team="ads")
     )

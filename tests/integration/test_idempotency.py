@@ -24,9 +24,7 @@ from api.deps import NodeContext
 from api.idempotency import idempotency_key
 from scheduler.config import Settings
 from scheduler.core.errors import StaleWrite
-from scheduler.decisions.catalog import ClusterSpec
 from scheduler.decisions.idempotency import Decision
-from scheduler.store import catalog as catalog_store
 from scheduler.store import idempotency as keys_store
 from scheduler.store.db import Store
 from scheduler.store.models import (
@@ -39,6 +37,7 @@ from scheduler.store.models import (
     Run,
 )
 from tests.support.auth import auth_headers, member_token
+from tests.support.fakes import add_unreachable_clusters
 
 pytestmark = pytest.mark.integration
 
@@ -318,19 +317,8 @@ def _update_case(client: TestClient, store: Store) -> Case:
 
 def _two_clusters(store: Store, tmp: str) -> None:
     with store.transaction() as s:
-        for name in ("spark-a", "spark-b"):
-            catalog_store.create_cluster(
-                s,
-                name,
-                ClusterSpec(
-                    kind="standalone",
-                    storage_root=f"file:///var/drover-test/{tmp}/{name}",
-                    master_url=f"spark://{name}.invalid:7077",
-                    rest_url=f"http://{name}.invalid:6066",
-                    ui_url=f"http://{name}.invalid:8080",
-                ),
-            )
-        catalog_store.create_group(s, "ads", primary_cluster="spark-a", failover_cluster="spark-b")
+        root = f"file:///var/drover-test/{tmp}"
+        add_unreachable_clusters(s, root, ["spark-a", "spark-b"], group="ads")
 
 
 def _failover_case(client: TestClient, store: Store) -> Case:
@@ -344,13 +332,7 @@ def _failover_case(client: TestClient, store: Store) -> Case:
 
 
 def _cancel_case(client: TestClient, store: Store) -> Case:
-    case = _failover_case(client, store)
-    created = client.post("/v1/failovers", json=case.first.body)
-    assert created.status_code == 201, created.text
-    op = created.json()["id"]
-    return Case(
-        Call("POST", f"/v1/failovers/{op}/cancel"), Call("POST", "/v1/failovers/999999/cancel")
-    )
+    return _cancel_of(_failover_case(client, store), client)
 
 
 def _bulk_case(client: TestClient, store: Store) -> Case:
@@ -363,13 +345,18 @@ def _bulk_case(client: TestClient, store: Store) -> Case:
 
 
 def _bulk_cancel_case(client: TestClient, store: Store) -> Case:
-    case = _bulk_case(client, store)
-    created = client.post("/v1/operations", json=case.first.body)
+    return _cancel_of(_bulk_case(client, store), client)
+
+
+def _cancel_of(case: Case, client: TestClient) -> Case:
+    """The cancel of the operation ``case``'s first request creates, and of one that does not
+    exist."""
+    created = client.post(case.first.path, json=case.first.body)
     assert created.status_code == 201, created.text
     op = created.json()["id"]
     return Case(
-        Call("POST", f"/v1/operations/{op}/cancel"),
-        Call("POST", "/v1/operations/999999/cancel"),
+        Call("POST", f"{case.first.path}/{op}/cancel"),
+        Call("POST", f"{case.first.path}/999999/cancel"),
     )
 
 

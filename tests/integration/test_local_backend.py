@@ -26,6 +26,7 @@ from harness.procs import pids_with_env_prefix, processes, signal_all
 from scheduler.backends.local import LocalSparkSubmitBackend
 from scheduler.core.backend import AppState, AppStatus, SubmitRequest
 from scheduler.core.errors import SubmissionRejected
+from tests.support.drivers import log_tail
 
 pytestmark = pytest.mark.e2e
 
@@ -53,14 +54,6 @@ def wait_for(
         if time.monotonic() >= deadline:
             pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}\n{detail()}")
         time.sleep(POLL_S)
-
-
-def log_tail(run_dir: Path, lines: int = 40) -> str:
-    try:
-        text = (run_dir / "driver.log").read_text(errors="replace")
-    except FileNotFoundError:
-        return f"(no driver.log in {run_dir})"
-    return "driver.log tail:\n" + "\n".join(text.splitlines()[-lines:])
 
 
 def session_processes(sid: int) -> list[tuple[int, str]]:

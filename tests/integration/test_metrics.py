@@ -9,7 +9,6 @@ the way a node's do (the actor's registry, collected and served by the API proce
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,17 +24,11 @@ from scheduler.core.clock import utcnow
 from scheduler.core.metrics import BY_NAME, ActorMetrics, ReconcilerMetrics
 from scheduler.store.db import Store
 from scheduler.store.models import Job
-from tests.support.simulated import claiming_reconciler, register_sim, running_sim
+from tests.support.simulated import claiming_reconciler, register_sim
 
 pytestmark = pytest.mark.integration
 
 DEADLINE = 30.0
-
-
-@pytest.fixture
-def sim() -> Iterator[SimCluster]:
-    with running_sim(app_start_delay=0.3) as cluster:
-        yield cluster
 
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]

@@ -22,12 +22,10 @@ from api.deps import NodeContext
 from drover.cli.main import app
 from drover.cli.output import Exit
 from harness.nodes import free_port
-from scheduler.config import Settings
 from scheduler.decisions.membership import GroupView, MemberInfo, MembershipSnapshot, Mode, NodeCard
 from scheduler.store.db import Store
-from tests.support.auth import admin_token, member_token
-from tests.support.schema import sqlite_head_store
-from tests.support.serving import serving
+from tests.support.auth import member_token
+from tests.support.serving import admin_cli_store, serving
 
 pytestmark = pytest.mark.integration
 
@@ -74,19 +72,13 @@ class Api:
 
 @pytest.fixture
 def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Api]:
-    settings = Settings(data_dir=tmp_path / "data", node_id="n1")
-    store = sqlite_head_store(tmp_path / "drover.db", settings)
-    monkeypatch.setenv("DROVER_TOKEN", admin_token(store))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    membership = Membership(n2_url=f"http://127.0.0.1:{free_port()}")  # nobody listens there
-    context = NodeContext(
-        settings, store, views=membership.views, set_draining=membership.set_draining
-    )
-    try:
+    with admin_cli_store(tmp_path, monkeypatch, "n1") as (settings, store, _):
+        membership = Membership(n2_url=f"http://127.0.0.1:{free_port()}")  # nobody listens there
+        context = NodeContext(
+            settings, store, views=membership.views, set_draining=membership.set_draining
+        )
         with serving(create_app(context)) as url:
             yield Api(url, store, membership)
-    finally:
-        store.dispose()
 
 
 def drover(api: Api, *args: str) -> tuple[int, dict[str, Any] | str, str]:

@@ -18,6 +18,8 @@ import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
 from scheduler.core.clock import utcnow
+from scheduler.core.records import JobSpec
+from scheduler.store import jobs as jobs_store
 from scheduler.store.db import Store
 from scheduler.store.models import Job, JobLabel
 from tests.support.auth import store_fingerprint
@@ -91,35 +93,13 @@ def test_labels_are_kept_replaced_and_select_jobs(client: TestClient, store: Sto
 
 
 def _bulk_insert(store: Store, count: int) -> list[str]:
-    now = utcnow()
-    names = [f"job-{i:05d}" for i in range(count)]
-    rows = [
-        {
-            "name": name,
-            "group_name": "default",
-            "team": "",
-            "business": "",
-            "priority": "normal",
-            "entrypoint": PIPELINE,
-            "args": [],
-            "conf": {},
-            "checkpoint_location": "",
-            "desired_state": "STOPPED",
-            "state": "STOPPED",
-            "state_reason": "",
-            "generation": 0,
-            "attempts_reset_at": now,
-            "owner_epoch": 0,
-            "version": 1,
-            "spec_version": 1,
-            "created_at": now,
-            "updated_at": now,
-        }
-        for name in names
-    ]
+    """``count`` stopped jobs created in one batch, as the API's bulk creation writes them."""
+    specs = [JobSpec(name=f"job-{i:05d}", entrypoint=PIPELINE) for i in range(count)]
     with store.transaction() as session:
-        session.execute(sa.insert(Job), rows)
-    return names
+        facts = jobs_store.creation_facts(session, specs)
+        planned = [jobs_store.plan_creation(session, facts, spec, cause="test") for spec in specs]
+        jobs_store.insert_jobs(session, planned, node_id="test")
+    return [spec.name for spec in specs]
 
 
 def test_ten_thousand_jobs_page_without_duplicates_or_gaps_while_they_change(

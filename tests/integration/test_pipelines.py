@@ -45,6 +45,7 @@ from scheduler.store.bootstrap import ensure_defaults
 from scheduler.store.db import Store
 from tests.conftest import SparkStandalone, wait_until
 from tests.support.auth import admin_token
+from tests.support.drivers import log_tail
 from tests.support.schema import install_head_schema
 
 pytestmark = pytest.mark.e2e
@@ -62,14 +63,6 @@ _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def log_tail(run_dir: Path, lines: int = 40) -> str:
-    try:
-        text = (run_dir / "driver.log").read_text(errors="replace")
-    except FileNotFoundError:
-        return f"(no driver.log in {run_dir})"
-    return "driver.log tail:\n" + "\n".join(text.splitlines()[-lines:])
 
 
 def batch_ids(output: Path) -> list[int]:

@@ -12,40 +12,25 @@ each of them failed with 412.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
-from api.app import create_app
-from api.deps import NodeContext
 from harness.simcluster import SimCluster
 from scheduler.config import Settings
 from scheduler.store import journal
 from scheduler.store.db import Store
-from tests.support.simulated import claiming_reconciler, register_sim, running_sim
+from tests.support.simulated import claiming_reconciler, register_sim
 
 pytestmark = pytest.mark.integration
 
 DEADLINE = 30.0  # seconds for the simulated application to reach RUNNING
 
 
-@pytest.fixture
-def sim() -> Iterator[SimCluster]:
-    with running_sim(app_start_delay=0.3) as cluster:
-        yield cluster
-
-
 def test_a_patch_with_the_etag_just_read_succeeds_while_the_job_starts(
-    store: Store,
-    settings: Settings,
-    admin_headers: dict[str, str],
-    sim: SimCluster,
-    tmp_path: Path,
+    store: Store, settings: Settings, client: TestClient, sim: SimCluster, tmp_path: Path
 ) -> None:
-    app = create_app(NodeContext(settings, store))
-    client = TestClient(app, base_url="http://127.0.0.1", headers=admin_headers)
     register_sim(client, sim, tmp_path / "checkpoints")
     job = {
         "name": "orders",

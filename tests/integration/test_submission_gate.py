@@ -45,7 +45,6 @@ from scheduler.store.ledger import SqlLedger
 from scheduler.store.models import Job, Run
 from scheduler.store.quotas import SqlGateStore
 from tests.support.schema import install_head_schema, sqlite_head_store
-from tests.support.simulated import running_sim
 
 pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
@@ -144,10 +143,7 @@ def tick_until(
     assert not errors, errors
 
 
-@pytest.fixture
-def sim() -> Iterator[SimCluster]:
-    with running_sim(app_start_delay=0.05) as cluster:
-        yield cluster
+SIM_START_DELAY = 0.05  # seconds a simulated application takes to start
 
 
 @pytest.fixture

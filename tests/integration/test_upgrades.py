@@ -9,7 +9,7 @@ endpoint with the run's own token (``drover_runtime`` does the same over HTTP; t
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,17 +24,14 @@ from scheduler.core.backend import app_name_for
 from scheduler.decisions.planning import RestartPolicy
 from scheduler.store import jobs as jobs_store
 from scheduler.store.db import Store
-from tests.support.simulated import claiming_reconciler, register_sim, running_sim
+from tests.support.simulated import claiming_reconciler, register_sim
 
 pytestmark = pytest.mark.integration
 
 DEADLINE = 30.0
 
 
-@pytest.fixture
-def sim() -> Iterator[SimCluster]:
-    with running_sim(app_start_delay=0.2) as cluster:
-        yield cluster
+SIM_START_DELAY = 0.2  # seconds a simulated application takes to start
 
 
 class World:

@@ -17,6 +17,7 @@ from kazoo.exceptions import NoAuthError
 
 from scheduler.config import Settings
 from scheduler.coordination.zookeeper import Coordinator, CoordinatorEvent
+from tests.support.zkserver import delete_tree
 
 pytestmark = pytest.mark.integration
 
@@ -35,14 +36,7 @@ def client(hosts: str, auth: str | None = None) -> KazooClient:
 def namespace(zk_hosts: str) -> Iterator[str]:
     path = f"/drover-acl-{secrets.token_hex(4)}"
     yield path
-    zk = client(zk_hosts, CREDENTIAL)  # the owner cleans up
-    try:
-        zk.delete(path, recursive=True)
-    except Exception:  # noqa: BLE001 - already gone
-        pass
-    finally:
-        zk.stop()
-        zk.close()
+    delete_tree(zk_hosts, path, auth=CREDENTIAL)  # the owner cleans up
 
 
 def test_a_namespace_made_with_a_credential_is_closed_to_other_clients(

@@ -1,4 +1,5 @@
-"""The Python drivers of pipelines a test keeps in its own folder, as the test ends."""
+"""The Python drivers of pipelines a test keeps in its own folder, as the test ends; the tail of a
+local run's driver log, for a failure message."""
 
 from __future__ import annotations
 
@@ -22,3 +23,12 @@ def reap_drivers(folder: Path, *, timeout: float) -> None:
         )
     finally:
         signal_all(pids_with_cmdline(fragment))
+
+
+def log_tail(run_dir: Path, lines: int = 40) -> str:
+    """The last ``lines`` lines of the ``driver.log`` in a local run's folder ``run_dir``."""
+    try:
+        text = (run_dir / "driver.log").read_text(errors="replace")
+    except FileNotFoundError:
+        return f"(no driver.log in {run_dir})"
+    return "driver.log tail:\n" + "\n".join(text.splitlines()[-lines:])

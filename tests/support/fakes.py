@@ -111,6 +111,36 @@ def cluster(name: str = "c1", health: str = "NORMAL") -> ClusterRecord:
     )
 
 
+def add_unreachable_clusters(
+    session: Any, root: str, names: Sequence[str], *, group: str | None = None
+) -> None:
+    """Standalone clusters ``names`` in the store's catalog (``session``: a store transaction),
+    their URLs on hosts that never resolve (a :class:`FakeBackend` stands for each) and their
+    storage under the URI ``root``; with ``group``, a group whose primary is the first of them and
+    whose failover is the second (none if there is no second)."""
+    from scheduler.decisions import catalog
+    from scheduler.store import catalog as catalog_store
+
+    for name in names:
+        host = f"{name.lower()}.invalid"
+        catalog_store.create_cluster(
+            session,
+            name,
+            catalog.ClusterSpec(
+                kind="standalone",
+                storage_root=f"{root}/{name}",
+                master_url=f"spark://{host}:7077",
+                rest_url=f"http://{host}:6066",
+                ui_url=f"http://{host}:8080",
+            ),
+        )
+    if group is not None:
+        failover = names[1] if len(names) > 1 else None
+        catalog_store.create_group(
+            session, group, primary_cluster=names[0], failover_cluster=failover
+        )
+
+
 def job_record(job_id: int, name: str, now: datetime, **fields: Any) -> JobRecord:
     """A job as the store holds it once created at ``now`` (its restart window an hour old):
     wanted RUNNING, QUEUED, in group ``default``, no cluster, run nor owner; ``fields`` replace

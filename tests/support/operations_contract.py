@@ -542,28 +542,15 @@ class SqlHarness:
     migrated store, with clusters A and B and group ``g``."""
 
     def __init__(self, store: Store, root: str = "file:///tmp/drover-contract") -> None:
-        from scheduler.decisions import catalog
-        from scheduler.store import catalog as catalog_store
         from scheduler.store.operations_ledger import SqlOperationsLedger
+        from tests.support.fakes import add_unreachable_clusters
 
         self.store = store
         self.ledger: OperationsLedger = SqlOperationsLedger(store, node_id=ME.node_id)
         self._names: dict[int, str] = {}
         self._writes = 0
         with store.transaction() as session:
-            for name in ("A", "B"):
-                catalog_store.create_cluster(
-                    session,
-                    name,
-                    catalog.ClusterSpec(
-                        kind="standalone",
-                        storage_root=f"{root}/{name}",
-                        master_url=f"spark://{name.lower()}.invalid:7077",
-                        rest_url=f"http://{name.lower()}.invalid:6066",
-                        ui_url=f"http://{name.lower()}.invalid:8080",
-                    ),
-                )
-            catalog_store.create_group(session, "g", primary_cluster="A", failover_cluster="B")
+            add_unreachable_clusters(session, root, ["A", "B"], group="g")
 
     def add_job(
         self, name: str, *, cluster: str = "A", running: bool = True, desired: str = "RUNNING"

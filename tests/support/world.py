@@ -15,6 +15,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from scheduler.core.records import RunRecord
+from scheduler.store import jobs as jobs_store
+from scheduler.store.db import Store
 from tests.conftest import SparkStandalone, wait_until
 from tests.support.nodes import DROVER, NodeProcess
 
@@ -99,6 +102,16 @@ def drover_cli(node: NodeProcess, *args: str) -> str:
     )
     assert result.returncode == 0, result.stderr
     return result.stdout
+
+
+def current_run(database_url: str, name: str) -> RunRecord | None:
+    """Job ``name``'s current run as the store at ``database_url`` has it now."""
+    store = Store(database_url)
+    try:
+        with store.session() as session:
+            return jobs_store.get_job(session, name).current_run
+    finally:
+        store.dispose()
 
 
 def port_of(url: str) -> int:

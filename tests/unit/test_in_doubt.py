@@ -22,7 +22,7 @@ from scheduler.core.errors import ClusterUnreachable
 from scheduler.core.ledger import Reissue, effect_of
 from scheduler.core.records import SUPERSEDED_KEPT, Failures, JobRecord, RunRecord
 from scheduler.core.states import DesiredState, JobState, RunState
-from scheduler.decisions.actions import CloseRun, Hold, Noop, Resubmit
+from scheduler.decisions.actions import Action, CloseRun, Hold, Noop, Resubmit
 from scheduler.decisions.planning import RestartPolicy, in_doubt_until, plan, timed
 from scheduler.loops.reconciler import Reconciler
 from tests.support.fakes import Clock, FakeApp, FakeBackend
@@ -47,9 +47,14 @@ def in_doubt_job(age: float, **changes: object) -> tuple[RunRecord, JobRecord]:
     return run, make_job(run=run, state=JobState.SUBMITTING, **changes)
 
 
+def not_found(job: JobRecord, policy: RestartPolicy = POLICY) -> Action:
+    """What the planner does with ``job`` when its cluster does not know its current run."""
+    return plan(job, AppStatus(AppState.NOT_FOUND), failures=Failures(), policy=policy, now=NOW)
+
+
 def test_a_run_not_found_is_held_in_doubt_instead_of_resubmitted_at_once() -> None:
     run, job = in_doubt_job(age=5)
-    action = plan(job, AppStatus(AppState.NOT_FOUND), failures=Failures(), policy=POLICY, now=NOW)
+    action = not_found(job)
     assert isinstance(action, Hold), action  # was Resubmit(run) before the grace existed
     until = (NOW + timedelta(seconds=GRACE - 5)).isoformat(timespec="seconds")
     assert action.reason == (
@@ -57,24 +62,16 @@ def test_a_run_not_found_is_held_in_doubt_instead_of_resubmitted_at_once() -> No
         "before submitting again"
     )
     held = replace(job, state_reason=action.reason)
-    again = plan(held, AppStatus(AppState.NOT_FOUND), failures=Failures(), policy=POLICY, now=NOW)
+    again = not_found(held)
     assert again == Noop(action.reason)  # the reason is written once
     assert timed(job)  # never quiet: time alone ends the doubt
 
 
 def test_the_grace_counts_from_the_latest_reissue_and_ends() -> None:
     run, job = in_doubt_job(age=GRACE + 1)
-    assert plan(
-        job, AppStatus(AppState.NOT_FOUND), failures=Failures(), policy=POLICY, now=NOW
-    ) == (Resubmit(run))
+    assert not_found(job) == Resubmit(run)
     reissued = replace(run, submit_intent_at=NOW - timedelta(seconds=1))
-    action = plan(
-        replace(job, current_run=reissued),
-        AppStatus(AppState.NOT_FOUND),
-        failures=Failures(),
-        policy=POLICY,
-        now=NOW,
-    )
+    action = not_found(replace(job, current_run=reissued))
     assert isinstance(action, Hold)
     assert in_doubt_until(reissued, POLICY) == NOW + timedelta(seconds=GRACE - 1)
 
@@ -88,17 +85,15 @@ def test_an_old_run_without_the_timestamp_counts_from_its_creation() -> None:
 def test_no_grace_resubmits_at_once() -> None:
     run, job = in_doubt_job(age=0)
     policy = RestartPolicy(in_doubt_grace=0)
-    assert plan(
-        job, AppStatus(AppState.NOT_FOUND), failures=Failures(), policy=policy, now=NOW
-    ) == (Resubmit(run))
+    assert not_found(job, policy=policy) == Resubmit(run)
 
 
 def test_a_run_in_doubt_is_not_closed_as_never_submitted_by_a_stop() -> None:
     _, job = in_doubt_job(age=5, desired_state=DesiredState.STOPPED)
-    action = plan(job, AppStatus(AppState.NOT_FOUND), failures=Failures(), policy=POLICY, now=NOW)
+    action = not_found(job)
     assert isinstance(action, Hold)
     _, late = in_doubt_job(age=GRACE, desired_state=DesiredState.STOPPED)
-    closed = plan(late, AppStatus(AppState.NOT_FOUND), failures=Failures(), policy=POLICY, now=NOW)
+    closed = not_found(late)
     assert isinstance(closed, CloseRun) and closed.run_state == RunState.LOST
 
 
@@ -106,13 +101,7 @@ def test_a_driver_holding_a_lease_is_never_resubmitted_in_or_after_the_doubt() -
     for age in (5, GRACE + 5):
         run, job = in_doubt_job(age=age)
         leased = replace(run, lease_until=NOW + timedelta(seconds=30))
-        action = plan(
-            replace(job, current_run=leased),
-            AppStatus(AppState.NOT_FOUND),
-            failures=Failures(),
-            policy=POLICY,
-            now=NOW,
-        )
+        action = not_found(replace(job, current_run=leased))
         assert isinstance(action, Noop) and "fence lease" in action.why
 
 
@@ -121,10 +110,10 @@ def test_a_failover_drain_does_not_close_a_run_in_doubt() -> None:
     source cluster may still create its driver."""
     directive = Directive(3, 1, Phase.DRAIN, "c1", "c2")
     _, job = in_doubt_job(age=5, directive=directive)
-    action = plan(job, AppStatus(AppState.NOT_FOUND), failures=Failures(), policy=POLICY, now=NOW)
+    action = not_found(job)
     assert isinstance(action, Hold)
     _, late = in_doubt_job(age=GRACE, directive=directive)
-    closed = plan(late, AppStatus(AppState.NOT_FOUND), failures=Failures(), policy=POLICY, now=NOW)
+    closed = not_found(late)
     assert isinstance(closed, CloseRun) and closed.reason.startswith("never submitted")
 
 

@@ -3,27 +3,21 @@ ledger over SQLite: the fake the reconciler's tests trust behaves as the real on
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
-from scheduler.config import Settings
 from scheduler.core.ledger import KillIntent
+from scheduler.store.db import Store
 from tests.support.ledger_contract import CONTRACT, FakeHarness, Harness, SqlHarness
-from tests.support.schema import sqlite_head_store
 
 
 @pytest.fixture(params=["fake", "sqlite"])
-def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]:
+def harness(request: pytest.FixtureRequest) -> Harness:
     if request.param == "fake":
-        yield FakeHarness()
-        return
-    store = sqlite_head_store(
-        tmp_path / "drover.db", Settings(data_dir=tmp_path / "data", node_id="test-node")
-    )
-    yield SqlHarness(store)
-    store.dispose()
+        return FakeHarness()
+    store = request.getfixturevalue("sqlite_store")
+    return SqlHarness(store)
 
 
 @pytest.mark.parametrize("rule", CONTRACT, ids=lambda rule: rule.__name__)
@@ -31,7 +25,7 @@ def test_ledger_contract(harness: Harness, rule: Callable[[Harness], None]) -> N
     rule(harness)
 
 
-def test_fenced_events_name_the_epoch_they_were_written_under(tmp_path: Path) -> None:
+def test_fenced_events_name_the_epoch_they_were_written_under(sqlite_store: Store) -> None:
     """Every event a fenced write adds names its claim's epoch (the chaos checker tells a kill
     under a current claim from one under a stale claim by it); API events name none."""
     from sqlalchemy import select
@@ -39,22 +33,14 @@ def test_fenced_events_name_the_epoch_they_were_written_under(tmp_path: Path) ->
     from scheduler.store.models import JobEvent
     from tests.support import ledger_contract as contract
 
-    store = sqlite_head_store(
-        tmp_path / "drover.db", Settings(data_dir=tmp_path / "data", node_id="test-node")
-    )
-    try:
-        h = SqlHarness(store)
-        job = contract._submitted(h)
-        h.ledger.apply(contract.ME, [KillIntent(job, "desired STOPPED")])
-        h.api_write(job.id)
-        with store.session() as session:
-            events = session.execute(
-                select(JobEvent.cause, JobEvent.to_state, JobEvent.owner_epoch).order_by(
-                    JobEvent.id
-                )
-            ).all()
-    finally:
-        store.dispose()
+    h = SqlHarness(sqlite_store)
+    job = contract._submitted(h)
+    h.ledger.apply(contract.ME, [KillIntent(job, "desired STOPPED")])
+    h.api_write(job.id)
+    with sqlite_store.session() as session:
+        events = session.execute(
+            select(JobEvent.cause, JobEvent.to_state, JobEvent.owner_epoch).order_by(JobEvent.id)
+        ).all()
     fenced = [(to, epoch) for cause, to, epoch in events if cause == "reconciler"]
     assert ("STOPPING", contract.ME.epoch) in fenced
     assert fenced and all(epoch == contract.ME.epoch for _, epoch in fenced)

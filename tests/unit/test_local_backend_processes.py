@@ -26,6 +26,7 @@ from scheduler.backends.local import (
 )
 from scheduler.core.backend import AppState, SubmitRequest
 from scheduler.core.errors import ClusterUnreachable, SubmissionRejected
+from tests.conftest import wait_until
 
 T = TypeVar("T")
 
@@ -44,12 +45,9 @@ done
 STARTED = "26/11/21 22:40:57 INFO BlockManager: Initialized BlockManager: BlockManagerId(driver, x)"
 
 
-def wait_for(condition: Callable[[], T], timeout: float = 10.0) -> T:
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
-    return value
+def wait_for(condition: Callable[[], T | None], what: str, timeout: float = 10.0) -> T:
+    """The first truthy answer of ``condition``, asked every 20 ms (these drivers are quick)."""
+    return wait_until(condition, timeout=timeout, interval=0.02, what=what)
 
 
 @pytest.fixture
@@ -111,7 +109,9 @@ def test_lifecycle_running_then_killed(backend: LocalSparkSubmitBackend, tmp_pat
         )
     )
     sid = int(sub.submission_id.split("-")[1])
-    status = wait_for(lambda: (s := backend.status(sub.submission_id)).app_id and s)
+    status = wait_for(
+        lambda: (s := backend.status(sub.submission_id)).app_id and s, "the application id"
+    )
     assert status.state is AppState.RUNNING
     assert status.app_id == "local-1795300856922"
 
@@ -138,7 +138,10 @@ def test_lifecycle_running_then_killed(backend: LocalSparkSubmitBackend, tmp_pat
 
     assert len(session_pids(sid)) == 3  # wrapper, fake spark-submit, driver
     backend.kill(sub.submission_id)
-    status = wait_for(lambda: (s := backend.status(sub.submission_id)).state.is_terminal and s)
+    status = wait_for(
+        lambda: (s := backend.status(sub.submission_id)).state.is_terminal and s,
+        "the killed driver to end",
+    )
     assert status.state is AppState.KILLED and status.reason == "killed"
     assert session_pids(sid) == []
     assert other.find("drover:job:1") is None
@@ -152,9 +155,15 @@ def test_finished_and_failed(backend: LocalSparkSubmitBackend, tmp_path: Path) -
     bad = backend.submit(
         request(pipeline(tmp_path, "bad", "raise ValueError('bad input')\n"), run_id=2)
     )
-    done = wait_for(lambda: (s := backend.status(ok.submission_id)).state.is_terminal and s)
+    done = wait_for(
+        lambda: (s := backend.status(ok.submission_id)).state.is_terminal and s,
+        "the good driver to end",
+    )
     assert done.state is AppState.FINISHED and done.exit_code == 0
-    failed = wait_for(lambda: (s := backend.status(bad.submission_id)).state.is_terminal and s)
+    failed = wait_for(
+        lambda: (s := backend.status(bad.submission_id)).state.is_terminal and s,
+        "the failing driver to end",
+    )
     assert failed.state is AppState.FAILED and failed.exit_code == 1
     assert failed.reason == "exit code 1: ValueError: bad input"
 
@@ -182,13 +191,16 @@ def test_sigterm_ignored_escalates_and_reaches_other_process_groups(
     sub = backend.submit(request(entry))
     sid = int(sub.submission_id.split("-")[1])
     log = backend.runs_dir / "job" / "1" / "driver.log"
-    wait_for(lambda: "ready" in log.read_text())
+    wait_for(lambda: "ready" in log.read_text(), "the driver to be ready")
     assert len(session_pids(sid)) == 4
     started = time.monotonic()
     backend.kill(sub.submission_id)
     assert time.monotonic() - started < 0.5
     assert backend.status(sub.submission_id).state is AppState.STARTING  # SIGTERM ignored
-    wait_for(lambda: backend.status(sub.submission_id).state is AppState.KILLED)
+    wait_for(
+        lambda: backend.status(sub.submission_id).state is AppState.KILLED,
+        "the driver to be killed",
+    )
     assert time.monotonic() - started >= 0.5  # only the grace-period SIGKILL ends it
     assert session_pids(sid) == []
 
@@ -208,7 +220,7 @@ def test_repeated_kill_from_a_new_instance_escalates(
     )
     sub = backend.submit(request(entry))
     log = backend.runs_dir / "job" / "1" / "driver.log"
-    wait_for(lambda: "ready" in log.read_text())
+    wait_for(lambda: "ready" in log.read_text(), "the driver to be ready")
     backend.kill(sub.submission_id)
     backend.close()  # this node "dies": its SIGKILL timer is gone
     other = LocalSparkSubmitBackend(backend.spark_home, backend.runs_dir, kill_grace_s=0.5)
@@ -216,7 +228,11 @@ def test_repeated_kill_from_a_new_instance_escalates(
         time.sleep(0.6)  # let the grace period pass (no state to poll for)
         assert other.status(sub.submission_id).state.is_alive
         other.kill(sub.submission_id)  # past the grace recorded on disk: SIGKILL
-        wait_for(lambda: other.status(sub.submission_id).state is AppState.KILLED, 5.0)
+        wait_for(
+            lambda: other.status(sub.submission_id).state is AppState.KILLED,
+            "the driver to be killed",
+            5.0,
+        )
     finally:
         other.close()
 
@@ -250,7 +266,9 @@ def test_stale_run_dir_is_reused(backend: LocalSparkSubmitBackend, tmp_path: Pat
     stale.mkdir(parents=True)
     (stale / "log4j2.properties").write_text("left by a submit that died\n")
     sub = backend.submit(request(pipeline(tmp_path, "ok", "print('fine')\n")))
-    wait_for(lambda: backend.status(sub.submission_id).state is AppState.FINISHED)
+    wait_for(
+        lambda: backend.status(sub.submission_id).state is AppState.FINISHED, "the driver to finish"
+    )
 
 
 def test_log_parsing(tmp_path: Path) -> None:
@@ -296,7 +314,9 @@ def test_conf_args_and_environment_never_choose_the_drivers_executables(
             args=crafted,
         )
     )
-    wait_for(lambda: backend.status(sub.submission_id).state is AppState.FINISHED)
+    wait_for(
+        lambda: backend.status(sub.submission_id).state is AppState.FINISHED, "the driver to finish"
+    )
     argv = (backend.runs_dir / "job" / "1" / "driver" / "argv.txt").read_text().splitlines()
     assert f"spark.pyspark.driver.python={backend.python}" in argv
     assert f"spark.pyspark.python={backend.python}" in argv

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,24 +16,15 @@ from scheduler.backends.registry import BackendRegistry
 from scheduler.config import Settings
 from scheduler.core.errors import ClusterError
 from scheduler.core.records import ClusterRecord
+from tests.support.fakes import cluster as fake_cluster
 
 SECRET = "s" * 40
 MYSQL = "mysql+pymysql://drover:pw@127.0.0.1:3306/drover"
 
 
 def cluster(kind: str, master: str = "") -> ClusterRecord:
-    return ClusterRecord(
-        name=f"c-{kind}",
-        kind=kind,
-        master_url=master,
-        rest_url="",
-        ui_url="",
-        az="az-1",
-        cloud="local",
-        health="NORMAL",
-        max_concurrent_submissions=0,
-        storage_root="/ck/x",
-    )
+    """A cluster of ``kind`` at ``master`` (no REST or UI address)."""
+    return replace(fake_cluster(f"c-{kind}"), kind=kind, master_url=master, rest_url="", ui_url="")
 
 
 @pytest.mark.parametrize(("kind", "master"), [("local", ""), ("spark-submit", "yarn")])

@@ -4,26 +4,20 @@ one does."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from scheduler.config import Settings
 from tests.support.operations_contract import CONTRACT, FakeHarness, Harness, SqlHarness
-from tests.support.schema import sqlite_head_store
 
 
 @pytest.fixture(params=["fake", "sqlite"])
-def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]:
+def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Harness:
     if request.param == "fake":
-        yield FakeHarness()
-        return
-    store = sqlite_head_store(
-        tmp_path / "drover.db", Settings(data_dir=tmp_path / "data", node_id="test-node")
-    )
-    yield SqlHarness(store, (tmp_path / "storage").as_uri())
-    store.dispose()
+        return FakeHarness()
+    store = request.getfixturevalue("sqlite_store")
+    return SqlHarness(store, (tmp_path / "storage").as_uri())
 
 
 @pytest.mark.parametrize("rule", CONTRACT, ids=lambda rule: rule.__name__)

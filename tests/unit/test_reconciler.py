@@ -62,15 +62,22 @@ def world() -> World:
     return World()
 
 
-def running_job(world: World, name: str = "orders") -> tuple[Reconciler, JobRecord]:
-    """A job submitted and observed RUNNING by a reconciler."""
-    job = world.ledger.add_job(name)
+def running_jobs(world: World, *names: str) -> tuple[Reconciler, list[JobRecord]]:
+    """Jobs submitted (a tick) and observed RUNNING (the next one) by one reconciler."""
+    added = [world.ledger.add_job(name) for name in names]
     rec = world.reconciler()
     rec.tick()
     world.backend.start_all()
     rec.tick()
-    assert world.job(job).state == JobState.RUNNING
-    return rec, world.job(job)
+    jobs = [world.job(job) for job in added]
+    assert all(job.state == JobState.RUNNING for job in jobs)
+    return rec, jobs
+
+
+def running_job(world: World, name: str = "orders") -> tuple[Reconciler, JobRecord]:
+    """A job submitted and observed RUNNING by a reconciler."""
+    rec, (job,) = running_jobs(world, name)
+    return rec, job
 
 
 def transitions(world: World, job: JobRecord) -> list[tuple[str | None, str | None]]:
@@ -116,11 +123,7 @@ def test_observed_application_moves_the_job_to_running(world: World) -> None:
 
 
 def test_observations_of_a_tick_are_recorded_in_one_transaction(world: World) -> None:
-    jobs = [world.ledger.add_job(f"job-{i}") for i in range(4)]
-    rec = world.reconciler()
-    rec.tick()
-    world.backend.start_all()
-    rec.tick()
+    _, jobs = running_jobs(world, *(f"job-{i}" for i in range(4)))
     assert world.ledger.applies("Observation") == [4]  # one apply of the four
     assert all(world.job(j).state == JobState.RUNNING for j in jobs)
 
@@ -174,11 +177,7 @@ def test_stop_records_the_kill_intent_then_kills_until_confirmed(world: World) -
 
 
 def test_a_ticks_writes_are_recorded_together_and_its_kills_sent_after(world: World) -> None:
-    jobs = [world.ledger.add_job(f"job-{i}") for i in range(6)]
-    rec = world.reconciler()
-    rec.tick()
-    world.backend.start_all()
-    rec.tick()
+    rec, jobs = running_jobs(world, *(f"job-{i}" for i in range(6)))
     world.backend.kills_confirm = False
     for job in jobs[:4]:
         world.ledger.api_write(job.id, desired_state=DesiredState.STOPPED)

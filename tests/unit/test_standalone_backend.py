@@ -22,7 +22,13 @@ from scheduler.backends.standalone import (
     app_tag,
 )
 from scheduler.config import Settings
-from scheduler.core.backend import AppState, ClusterBackend, SubmitRequest, fence_tag_of_digest
+from scheduler.core.backend import (
+    AppState,
+    AppStatus,
+    ClusterBackend,
+    SubmitRequest,
+    fence_tag_of_digest,
+)
 from scheduler.core.errors import ClusterError, ClusterUnreachable, SubmissionRejected
 from scheduler.core.ledger import fencing_digest
 from scheduler.core.records import ClusterRecord
@@ -51,6 +57,16 @@ def make_backend(sim: SimCluster, **kwargs: object) -> StandaloneRestBackend:
     return StandaloneRestBackend(
         sim.rest_url, sim.master_url, sim.ui_url, python="/usr/bin/python3", timeout_s=2.0, **kwargs
     )  # type: ignore[arg-type]
+
+
+def once_running(backend: StandaloneRestBackend, submission_id: str, what: str) -> AppStatus:
+    """The status of ``submission_id`` once it is RUNNING (within 5 s)."""
+    return wait_until(
+        lambda: (s := backend.status(submission_id)).state is AppState.RUNNING and s,
+        timeout=5,
+        interval=0.05,
+        what=what,
+    )
 
 
 def request(job: str = "job", run_id: int = 1, **kwargs: object) -> SubmitRequest:
@@ -137,12 +153,7 @@ def test_lifecycle_starting_running_killed(sim: SimCluster, backend: StandaloneR
         first.state is AppState.STARTING
         and first.reason == "driver launched, app not registered yet"
     )
-    running = wait_until(
-        lambda: (s := backend.status(sub.submission_id)).state is AppState.RUNNING and s,
-        timeout=5,
-        interval=0.05,
-        what="the app to run",
-    )
+    running = once_running(backend, sub.submission_id, "the app to run")
     assert running.app_id is not None and running.app_id.startswith("app-")
     assert sim.live_apps("drover:job:1") == [running.app_id]
 
@@ -209,12 +220,7 @@ def test_adopt_after_crash_between_submit_and_record(sim: SimCluster) -> None:
         assert fresh.log_reads == 2  # each live driver's launch command read once...
         assert fresh.find("drover:nope:2") is None
         assert fresh.log_reads == 2  # ...and cached
-        state = wait_until(
-            lambda: (s := fresh.status(sub.submission_id)).state is AppState.RUNNING and s,
-            timeout=5,
-            interval=0.05,
-            what="the adopted app to run",
-        )
+        state = once_running(fresh, sub.submission_id, "the adopted app to run")
         found = fresh.find("drover:etl:42")
         assert found is not None and found.app_id == state.app_id
         apps = {a.app_name: a for a in fresh.list_applications()}
@@ -485,12 +491,7 @@ def test_a_pipeline_that_names_itself_is_linked_by_its_own_log(sim: SimCluster) 
     backend = make_backend(sim, listing_ttl_s=0.0)
     try:
         sub = backend.submit(request("counter", 5))
-        status = wait_until(
-            lambda: (s := backend.status(sub.submission_id)).state is AppState.RUNNING and s,
-            timeout=5,
-            interval=0.05,
-            what="the renamed app to run",
-        )
+        status = once_running(backend, sub.submission_id, "the renamed app to run")
         assert sim.live_apps("rate-counter") == [status.app_id]
         assert sim.live_apps("drover:counter:5") == []  # nothing carries Drover's name
         found = backend.find("drover:counter:5")
@@ -545,12 +546,7 @@ def test_without_the_log_line_only_the_name_hint_links_and_nothing_is_guessed(
     backend = make_backend(sim, listing_ttl_s=0.0)
     try:
         named = backend.submit(request("named", 1))
-        hinted = wait_until(
-            lambda: (s := backend.status(named.submission_id)).state is AppState.RUNNING and s,
-            timeout=5,
-            interval=0.05,
-            what="the name hint",
-        )
+        hinted = once_running(backend, named.submission_id, "the name hint")
         assert sim.live_apps("drover:named:1") == [hinted.app_id]
 
         sim.configure(pipeline_app_name="rate-counter")
@@ -578,12 +574,7 @@ def test_a_kill_is_confirmed_only_once_the_app_has_left(sim: SimCluster) -> None
     backend = make_backend(sim, listing_ttl_s=0.0)
     try:
         sub = backend.submit(request())
-        running = wait_until(
-            lambda: (s := backend.status(sub.submission_id)).state is AppState.RUNNING and s,
-            timeout=5,
-            interval=0.05,
-            what="the app to run",
-        )
+        running = once_running(backend, sub.submission_id, "the app to run")
         backend.kill(sub.submission_id)
         lingering = backend.status(sub.submission_id)
         assert lingering.state.is_alive and lingering.app_id == running.app_id
