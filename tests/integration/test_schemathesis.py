@@ -75,6 +75,9 @@ CONFORMANCE_CHECKS = (
 #: examples per operation in the fuzzing phase (with the other phases: ~1,600 requests)
 MAX_EXAMPLES = int(os.environ.get("DROVER_SCHEMATHESIS_EXAMPLES", "20"))
 SEED = int(os.environ.get("DROVER_SCHEMATHESIS_SEED", "20260704"))
+#: seconds an in-process answer may take: not a latency bound (the suite runs this module at
+#: nice 19 beside the e2e tests, where one request can wait seconds for a core)
+ANSWER_TIMEOUT_S = 120.0
 PIPELINE = "/opt/pipelines/orders_enrich.py"
 
 
@@ -253,6 +256,7 @@ def run_schemathesis(store: Store, settings: Settings) -> Tally:
     config = schemathesis.Config.from_dict(
         {
             "seed": SEED,
+            "request-timeout": ANSWER_TIMEOUT_S,
             # a platform admin: who may do what is test_schemathesis_auth.py's business
             "headers": auth_headers(admin_token(store)),
             "generation": {"max-examples": MAX_EXAMPLES, "database": "none"},

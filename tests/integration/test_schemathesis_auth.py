@@ -48,6 +48,9 @@ TRUSTED = "testserver,127.0.0.1,localhost"
 #: (~70 per operation, ~13,000 requests in all), which test_schemathesis.py's coverage phase runs
 #: against the API once; who may do what does not depend on them
 EXAMPLES = int(os.environ.get("DROVER_SCHEMATHESIS_AUTH_EXAMPLES", "8"))
+#: seconds an in-process answer may take: not a latency bound (the suite runs this module at
+#: nice 19 beside the e2e tests, where one request can wait seconds for a core)
+ANSWER_TIMEOUT_S = 120.0
 
 
 @dataclass
@@ -188,7 +191,7 @@ schema = schemathesis.openapi.from_asgi("/openapi.json", WITNESS)
 def test_api_with_and_without_credentials(case: Any, caller: str, world: World) -> None:
     world.witness.caller = caller
     headers = dict(CLIENT_HEADERS) if caller == "anonymous" else world.tokens[caller]
-    response = case.call(headers={**(case.headers or {}), **headers})
+    response = case.call(headers={**(case.headers or {}), **headers}, timeout=ANSWER_TIMEOUT_S)
     assert response.status_code < 500, response.text
     if caller == "anonymous" and case.path not in ("/healthz", "/readyz", "/metrics"):
         assert response.status_code in (401, 415, 400), (case.path, response.status_code)
