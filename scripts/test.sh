@@ -77,6 +77,8 @@ stop_services() {
         kill -TERM -- "-$BEHIND_PID" 2>/dev/null || true
         wait "$BEHIND_PID" 2>/dev/null || true
     fi
+    # a start under way ends first, so that what it started is stopped too
+    [[ -n ${SERVICES_PID:-} ]] && { wait "$SERVICES_PID" 2>/dev/null || true; }
     if [[ ${KEEP_SERVICES:-0} == 1 ]]; then
         banner "services left running (KEEP_SERVICES=1); stop them with scripts/services.sh down"
     else
@@ -139,22 +141,32 @@ T0=$EPOCHREALTIME
 banner "setup"
 scripts/setup.sh
 trap stop_services EXIT
-banner "services (SPARK_CLUSTERS=$SPARK_CLUSTERS, HADOOP_CLUSTERS=$HADOOP_CLUSTERS)"
-scripts/services.sh up
-
+# the tools only some checks use, first: apt-get must not run beside services.sh's own installs
 # promtool validates docs/prometheus/ (installed, never started: no systemd here); node checks
 # that the console's ES modules parse (tests/unit/test_prometheus_docs.py, test_console_assets.py)
 ensure_tool promtool prometheus "only to validate docs/prometheus/" || true
 ensure_tool node nodejs "only to check the console's JavaScript modules parse" || true
+ensure_tool docker-compose docker-compose "only to validate docker-compose.yml; no Docker engine needed" ||
+    true
+# the services start (JVMs, mostly waiting) while the static checks run; their output after them
+banner "services (SPARK_CLUSTERS=$SPARK_CLUSTERS, HADOOP_CLUSTERS=$HADOOP_CLUSTERS) start"
+mkdir -p var/test-reports
+scripts/services.sh up >var/test-reports/services-up.log 2>&1 &
+SERVICES_PID=$!
 step ruff .venv/bin/ruff check "${LINT_PATHS[@]}"
 step mypy .venv/bin/mypy
 # the scheduler's layers and no import circle ([tool.importlinter] in pyproject.toml)
 step imports .venv/bin/lint-imports --no-logo
 step compose compose_config
+banner "services: their output (from var/test-reports/services-up.log)"
+services_rc=0
+wait "$SERVICES_PID" || services_rc=$?
+SERVICES_PID=
+cat var/test-reports/services-up.log
+((services_rc == 0)) || { echo "services did not come up (exit $services_rc)" >&2; exit "$services_rc"; }
 if (($# > 0)); then # the tests named on the command line, as they are
     step pytest run_pytest "$@"
 else
-    mkdir -p var/test-reports
     parallel=(run_pytest -n "$WORKERS" --dist loadscope -m "$PARALLEL_MARKS"
         --junitxml=var/test-reports/parallel.xml)
     # --no-loadscope-reorder: the heaviest first (tests/conftest.py), not the most tests first
