@@ -125,7 +125,8 @@ close_fds() {
 }
 
 # Stop the given services, those we started, all at once: SIGTERM (to the process group when the
-# service leads one), wait up to 20 s (MariaDB 60 s) for each, then SIGKILL. A Hadoop test
+# service leads one), wait up to 20 s (MariaDB 60 s, a Hadoop test cluster 3 s) for each, then
+# SIGKILL. A Hadoop test
 # cluster's containers run in sessions of their own: they are its descendants, stopped with it.
 stop_services() {
     local name pid pgid t0=$EPOCHREALTIME
@@ -145,6 +146,9 @@ stop_services() {
         [[ $pgid == "$pid" ]] && target[$name]=-$pid
         deadline[$name]=$((SECONDS + 20))
         [[ $name == mariadb ]] && deadline[$name]=$((SECONDS + 60))
+        # a Hadoop test cluster is thrown away (its next start is a fresh one) and its NodeManager
+        # alone takes ~17 s to stop: SIGKILL after 3 s, its containers killed with it (below)
+        [[ $name == hadoop-* ]] && deadline[$name]=$((SECONDS + 3))
         kill -TERM -- "${target[$name]}" 2>/dev/null || true
     done
     while ((${#target[@]} > 0)); do
