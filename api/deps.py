@@ -4,12 +4,13 @@ the request checks every route gets (``check_request``)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from fastapi import Depends, Header, Path, Query, Request
 from fastapi.routing import APIRoute
+from sqlalchemy.orm import Session
 
 from api.media import is_json
 from api.paging import PageLimitQuery
@@ -23,6 +24,7 @@ from scheduler.core.names import MAX_NAME_LENGTH, NAME_PATTERN
 from scheduler.core.records import ClusterRecord
 from scheduler.decisions.identity import Principal
 from scheduler.decisions.membership import MembershipSnapshot, Mode, NodeCard, unavailable
+from scheduler.store import journal
 from scheduler.store.db import Store
 
 
@@ -112,6 +114,56 @@ async def get_principal(request: Request) -> Principal:
 async def get_actor(principal: Annotated[Principal, Depends(get_principal)]) -> str:
     """Who is calling, as written to the audit log and job events."""
     return principal.subject
+
+
+@dataclass(frozen=True)
+class Caller:
+    """What a route that changes something works with: this node's context, its store and the
+    caller (``actor``, its subject, is the name the audit log and job events give it)."""
+
+    ctx: NodeContext
+    store: Store
+    principal: Principal
+
+    @property
+    def actor(self) -> str:
+        return self.principal.subject
+
+    def audit(
+        self,
+        session: Session,
+        action: str,
+        target_name: str,
+        detail: Mapping[str, Any] | None = None,
+        *,
+        target_kind: str | None = None,
+        team: str = "",
+        before: Mapping[str, Any] | None = None,
+        after: Mapping[str, Any] | None = None,
+    ) -> None:
+        """The audit row of ``action`` (``<kind>.<verb>``) by the caller on ``target_name``,
+        written by this node in the change's transaction (``session``): the target's kind is
+        the action's first part unless ``target_kind`` names another; ``detail`` is what the
+        request asked, ``team`` the target's, ``before`` and ``after`` its documents."""
+        journal.add_audit(
+            session,
+            actor=self.actor,
+            action=action,
+            target_kind=target_kind or action.split(".", 1)[0],
+            target_name=target_name,
+            detail=detail,
+            node_id=self.ctx.settings.node_id,
+            team=team,
+            before=before,
+            after=after,
+        )
+
+
+async def get_caller(request: Request) -> Caller:
+    """The context, store and principal as :func:`get_context`, :func:`get_store` and
+    :func:`get_principal` answer them, in one dependency (each costs ~10 µs a request)."""
+    context = context_of(request)
+    return Caller(context, context.store, principal_of(request))
 
 
 #: ``*``, or one version as an entity tag (``"3"``, weak ``W/"3"``) or a bare number (``3``)
@@ -213,6 +265,7 @@ ContextDep = Annotated[NodeContext, Depends(get_context)]
 StoreDep = Annotated[Store, Depends(get_store)]
 ActorDep = Annotated[str, Depends(get_actor)]
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
+CallerDep = Annotated[Caller, Depends(get_caller)]
 ExpectedVersionDep = Annotated[int | None, Depends(get_expected_version)]
 #: the ``{name}`` of a job, cluster or group in a path (the route checks it: ``validate_name``)
 NamePath = Annotated[

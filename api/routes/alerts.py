@@ -21,10 +21,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response, status
 
-from api.deps import ActorDep, ContextDep, NamePath, PrincipalDep, StoreDep
+from api.deps import Caller, CallerDep, NamePath, PrincipalDep, StoreDep
 from api.paging import Page, PageDep, links, window
 from api.problems import problem_responses
-from api.routes.common import audit
 from api.schemas.alerts import AlertChannelCreate, AlertChannelPublic, AlertPublic
 from api.security.authz import Authorizer
 from scheduler.core.clock import utcnow
@@ -65,6 +64,11 @@ def _whole_urls(request: Request, principal: Principal, team: str) -> bool:
     return decision.allowed
 
 
+def _audited_team(team: str) -> str:
+    """The team the audit row of a change to a channel of ``team`` names (the platform's: none)."""
+    return "" if team == PLATFORM else team
+
+
 def _public_destination(ctx: Any, url: str) -> None:
     """Refuse (422) a destination that is, or now resolves to, a non-public address; a name
     that does not resolve now is checked before each send."""
@@ -74,11 +78,9 @@ def _public_destination(ctx: Any, url: str) -> None:
         pass
 
 
-def _create(
-    body: AlertChannelCreate, team: str, ctx: Any, store: Any, actor: str
-) -> AlertChannelPublic:
+def _create(body: AlertChannelCreate, team: str, caller: Caller) -> AlertChannelPublic:
     url = str(body.url)
-    _public_destination(ctx, url)
+    _public_destination(caller.ctx, url)
     record = ChannelRecord(
         id=0,
         name=body.name,
@@ -91,12 +93,10 @@ def _create(
         secret=body.secret,
         description=body.description,
     )
-    with store.transaction() as session:
+    with caller.store.transaction() as session:
         channel = alert_store.create_channel(session, record)
-        audit(
+        caller.audit(
             session,
-            ctx,
-            actor,
             "alert_channel.create",
             channel.name,
             {
@@ -104,43 +104,32 @@ def _create(
                 "url": mask_url(url),
                 "team": team,
             },
-            team="" if team == PLATFORM else team,
+            team=_audited_team(team),
             after=_doc(channel),
         )
     return AlertChannelPublic.of(channel)
 
 
-def _delete(name: str, team: str | None, ctx: Any, store: Any, actor: str) -> Response:
-    with store.transaction() as session:
+def _delete(name: str, team: str | None, caller: Caller) -> Response:
+    with caller.store.transaction() as session:
         channel = alert_store.delete_channel(
             session, validate_name(name, "channel name"), team=team
         )
-        audit(
+        caller.audit(
             session,
-            ctx,
-            actor,
             "alert_channel.delete",
             channel.name,
-            None,
-            team="" if channel.team == PLATFORM else channel.team,
+            team=_audited_team(channel.team),
             before=_doc(channel),
         )
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-def _test(name: str, team: str | None, ctx: Any, store: Any, actor: str) -> dict[str, int]:
-    with store.transaction() as session:
+def _test(name: str, team: str | None, caller: Caller) -> dict[str, int]:
+    with caller.store.transaction() as session:
         channel = alert_store.get_channel(session, validate_name(name, "channel name"), team=team)
-        alert_id = alert_store.add_test_alert(session, channel, actor, utcnow())
-        audit(
-            session,
-            ctx,
-            actor,
-            "alert_channel.test",
-            channel.name,
-            None,
-            team="" if channel.team == PLATFORM else channel.team,
-        )
+        alert_id = alert_store.add_test_alert(session, channel, caller.actor, utcnow())
+        caller.audit(session, "alert_channel.test", channel.name, team=_audited_team(channel.team))
     return {"alert_id": alert_id}
 
 
@@ -157,10 +146,8 @@ def _test(name: str, team: str | None, ctx: Any, store: Any, actor: str) -> dict
     description="A channel of the platform (team `*`): it gets every job's alerts and the "
     "clusters'.",
 )
-def create_platform_channel(
-    body: AlertChannelCreate, ctx: ContextDep, store: StoreDep, actor: ActorDep
-) -> AlertChannelPublic:
-    return _create(body, PLATFORM, ctx, store, actor)
+def create_platform_channel(body: AlertChannelCreate, caller: CallerDep) -> AlertChannelPublic:
+    return _create(body, PLATFORM, caller)
 
 
 @router.get(
@@ -201,8 +188,8 @@ def get_channel(name: NamePath, store: StoreDep) -> AlertChannelPublic:
     operation_id="delete_alert_channel",
     summary="Delete an alert channel (any team's)",
 )
-def delete_channel(name: NamePath, ctx: ContextDep, store: StoreDep, actor: ActorDep) -> Response:
-    return _delete(name, None, ctx, store, actor)
+def delete_channel(name: NamePath, caller: CallerDep) -> Response:
+    return _delete(name, None, caller)
 
 
 @router.post(
@@ -213,10 +200,8 @@ def delete_channel(name: NamePath, ctx: ContextDep, store: StoreDep, actor: Acto
     operation_id="test_alert_channel",
     summary="Queue a test message to an alert channel",
 )
-def test_channel(
-    name: NamePath, ctx: ContextDep, store: StoreDep, actor: ActorDep
-) -> dict[str, int]:
-    return _test(name, None, ctx, store, actor)
+def test_channel(name: NamePath, caller: CallerDep) -> dict[str, int]:
+    return _test(name, None, caller)
 
 
 # -- a team's channels ---------------------------------------------------------------------------
@@ -233,9 +218,9 @@ def test_channel(
     "jobs are folded into.",
 )
 def create_team_channel(
-    team: NamePath, body: AlertChannelCreate, ctx: ContextDep, store: StoreDep, actor: ActorDep
+    team: NamePath, body: AlertChannelCreate, caller: CallerDep
 ) -> AlertChannelPublic:
-    return _create(body, _known_team(store, team), ctx, store, actor)
+    return _create(body, _known_team(caller.store, team), caller)
 
 
 @router.get(
@@ -267,10 +252,8 @@ def list_team_channels(
     operation_id="delete_team_alert_channel",
     summary="Delete a team's alert channel",
 )
-def delete_team_channel(
-    team: NamePath, name: NamePath, ctx: ContextDep, store: StoreDep, actor: ActorDep
-) -> Response:
-    return _delete(name, _known_team(store, team), ctx, store, actor)
+def delete_team_channel(team: NamePath, name: NamePath, caller: CallerDep) -> Response:
+    return _delete(name, _known_team(caller.store, team), caller)
 
 
 @router.post(
@@ -284,10 +267,8 @@ def delete_team_channel(
     operation_id="test_team_alert_channel",
     summary="Queue a test message to a team's alert channel",
 )
-def test_team_channel(
-    team: NamePath, name: NamePath, ctx: ContextDep, store: StoreDep, actor: ActorDep
-) -> dict[str, int]:
-    return _test(name, _known_team(store, team), ctx, store, actor)
+def test_team_channel(team: NamePath, name: NamePath, caller: CallerDep) -> dict[str, int]:
+    return _test(name, _known_team(caller.store, team), caller)
 
 
 # -- alerts ----------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from typing import Any
 
 from fastapi import APIRouter, Response
 
-from api.deps import ActorDep, ContextDep, ExpectedVersionDep, NamePath, StoreDep
+from api.deps import Caller, CallerDep, ContextDep, ExpectedVersionDep, NamePath, StoreDep
 from api.problems import problem_responses
 from api.routes.common import etag, read_versioned
 from api.schemas.operations import (
@@ -34,7 +34,6 @@ from scheduler.core.clock import utcnow
 from scheduler.decisions.catalog import validate_cluster_name, validate_group_name
 from scheduler.store import auto_failover as auto_store
 from scheduler.store import catalog as catalog_store
-from scheduler.store import journal
 from scheduler.store import operations as ops_store
 
 router = APIRouter(prefix="/v1/groups", tags=["groups"])
@@ -63,16 +62,14 @@ def get_auto_failover(name: NamePath, store: StoreDep, response: Response) -> Au
 def put_auto_failover(
     name: NamePath,
     body: AutoFailoverPolicy,
-    ctx: ContextDep,
-    store: StoreDep,
-    actor: ActorDep,
+    caller: CallerDep,
     expected_version: ExpectedVersionDep,
     response: Response,
 ) -> AutoFailoverPublic:
     """Enable or disable automatic failover for the group, after how long abnormal, from which
     priority up."""
     group = validate_group_name(name)
-    with store.transaction() as session:
+    with caller.store.transaction() as session:
         before = ops_store.get_policy(session, group)
         policy = ops_store.put_policy(
             session,
@@ -80,17 +77,14 @@ def put_auto_failover(
             enabled=body.enabled,
             after_seconds=body.after_seconds,
             min_priority=body.min_priority,
-            by=actor,
+            by=caller.actor,
             expected_version=expected_version,
         )
-        journal.add_audit(
+        caller.audit(
             session,
-            actor=actor,
-            action="group.auto-failover",
-            target_kind="group",
-            target_name=group,
-            detail=body.model_dump(mode="json"),
-            node_id=ctx.settings.node_id,
+            "group.auto-failover",
+            group,
+            body.model_dump(mode="json"),
             before={
                 "enabled": before.enabled,
                 "after_seconds": before.after_seconds,
@@ -142,27 +136,23 @@ def get_auto_failover_status(ctx: ContextDep, store: StoreDep) -> AutoFailoverSt
         return _status(session, ctx.settings, utcnow())
 
 
-def _switch(
-    paused: bool, body: AutoSwitchIn, ctx: ContextDep, store: StoreDep, actor: str
-) -> AutoFailoverStatus:
-    now = utcnow()
-    with store.transaction() as session:
+def _switch(paused: bool, body: AutoSwitchIn, caller: Caller) -> AutoFailoverStatus:
+    now, settings = utcnow(), caller.ctx.settings
+    with caller.store.transaction() as session:
         before = auto_store.switch(session)
         auto_store.set_paused(
-            session, paused, by=actor, reason=body.reason, node_id=ctx.settings.node_id, now=now
+            session, paused, by=caller.actor, reason=body.reason, node_id=settings.node_id, now=now
         )
-        journal.add_audit(
+        caller.audit(
             session,
-            actor=actor,
-            action="failover.auto." + ("pause" if paused else "resume"),
+            "failover.auto." + ("pause" if paused else "resume"),
+            "*",
+            {"reason": body.reason},
             target_kind="auto-failover",
-            target_name="*",
-            detail={"reason": body.reason},
-            node_id=ctx.settings.node_id,
             before={"paused": before is not None},
             after={"paused": paused},
         )
-        return _status(session, ctx.settings, now)
+        return _status(session, settings, now)
 
 
 @switch_router.post(
@@ -172,13 +162,11 @@ def _switch(
     operation_id="pause_auto_failover",
     summary="Pause automatic failover platform-wide",
 )
-def pause_auto_failover(
-    body: AutoSwitchIn, ctx: ContextDep, store: StoreDep, actor: ActorDep
-) -> AutoFailoverStatus:
+def pause_auto_failover(body: AutoSwitchIn, caller: CallerDep) -> AutoFailoverStatus:
     """No group fails over by itself until it is resumed: a failover that falls due meanwhile is
     *held* (an event and an alert say so); failovers already created go on. Operators' failovers
     are not affected. A platform operator's (operator on every team), audited."""
-    return _switch(True, body, ctx, store, actor)
+    return _switch(True, body, caller)
 
 
 @switch_router.post(
@@ -188,12 +176,10 @@ def pause_auto_failover(
     operation_id="resume_auto_failover",
     summary="Resume automatic failover platform-wide",
 )
-def resume_auto_failover(
-    body: AutoSwitchIn, ctx: ContextDep, store: StoreDep, actor: ActorDep
-) -> AutoFailoverStatus:
+def resume_auto_failover(body: AutoSwitchIn, caller: CallerDep) -> AutoFailoverStatus:
     """Groups fail over by themselves again (a failover held meanwhile is created at the next
     round if its cluster is still abnormal). A platform operator's, audited."""
-    return _switch(False, body, ctx, store, actor)
+    return _switch(False, body, caller)
 
 
 @switch_router.post(
@@ -204,23 +190,16 @@ def resume_auto_failover(
     summary="Let automatic failover move jobs onto a cluster again",
 )
 def clear_auto_failover_cooldown(
-    name: NamePath, body: AutoSwitchIn, ctx: ContextDep, store: StoreDep, actor: ActorDep
+    name: NamePath, body: AutoSwitchIn, caller: CallerDep
 ) -> AutoFailoverStatus:
     """End the cluster's cool-down: automatic failover may move jobs onto it again although it
     was abnormal itself lately (the operator vouches for it). A platform operator's, audited."""
     name = validate_cluster_name(name)
-    now = utcnow()
-    with store.transaction() as session:
+    now, settings = utcnow(), caller.ctx.settings
+    with caller.store.transaction() as session:
         auto_store.clear_cooldown(
-            session, name, by=actor, reason=body.reason, node_id=ctx.settings.node_id, now=now
+            session, name, by=caller.actor, reason=body.reason, node_id=settings.node_id, now=now
         )
-        journal.add_audit(
-            session,
-            actor=actor,
-            action="failover.auto.clear",
-            target_kind="cluster",
-            target_name=name,
-            detail={"reason": body.reason},
-            node_id=ctx.settings.node_id,
-        )
-        return _status(session, ctx.settings, now)
+        detail = {"reason": body.reason}
+        caller.audit(session, "failover.auto.clear", name, detail, target_kind="cluster")
+        return _status(session, settings, now)

@@ -12,16 +12,10 @@ from urllib.parse import quote
 
 from fastapi import APIRouter, Request, Response, status
 
-from api.deps import (
-    ActorDep,
-    ContextDep,
-    ExpectedVersionDep,
-    NamePath,
-    StoreDep,
-)
+from api.deps import CallerDep, ExpectedVersionDep, NamePath, StoreDep
 from api.paging import PageDep
 from api.problems import problem_responses
-from api.routes.common import Listing, audit, changes_of, etag, read_versioned
+from api.routes.common import Listing, changes_of, etag, read_versioned
 from api.schemas.resources import ClusterCreate, ClusterPage, ClusterPublic, ClusterUpdate
 from scheduler.core.paging import Sort
 from scheduler.core.records import ClusterRecord
@@ -47,23 +41,14 @@ _LISTING = Listing(
     response_model=ClusterPublic,
     responses=problem_responses(409, 415),
 )
-def create_cluster(
-    body: ClusterCreate, ctx: ContextDep, store: StoreDep, actor: ActorDep, response: Response
-) -> ClusterPublic:
+def create_cluster(body: ClusterCreate, caller: CallerDep, response: Response) -> ClusterPublic:
     spec = ClusterSpec(**body.model_dump(exclude={"name", "artifact_roots"}))
-    with store.transaction() as session:
+    with caller.store.transaction() as session:
         cluster = catalog_store.create_cluster(session, body.name, spec)
         if body.artifact_roots:
             cluster = catalog_store.set_artifact_roots(session, cluster.name, body.artifact_roots)
-        audit(
-            session,
-            ctx,
-            actor,
-            "cluster.create",
-            cluster.name,
-            body.model_dump(mode="json"),
-            after=_doc(cluster),
-        )
+        detail = body.model_dump(mode="json")
+        caller.audit(session, "cluster.create", cluster.name, detail, after=_doc(cluster))
     response.headers["Location"] = f"/v1/clusters/{quote(cluster.name, safe='')}"
     etag(response, cluster.version)
     return ClusterPublic.of(cluster)
@@ -110,15 +95,13 @@ def get_cluster(name: NamePath, store: StoreDep, response: Response) -> ClusterP
 def update_cluster(
     name: NamePath,
     body: ClusterUpdate,
-    ctx: ContextDep,
-    store: StoreDep,
-    actor: ActorDep,
+    caller: CallerDep,
     expected_version: ExpectedVersionDep,
     response: Response,
 ) -> ClusterPublic:
     changes = changes_of(body, nullable=())
     roots = changes.pop("artifact_roots", None)
-    with store.transaction() as session:
+    with caller.store.transaction() as session:
         name = validate_cluster_name(name)
         before = catalog_store.get_cluster(session, name)
         cluster = before
@@ -131,10 +114,8 @@ def update_cluster(
             cluster = catalog_store.set_artifact_roots(
                 session, name, roots, expected_version=expected_version
             )
-        audit(
+        caller.audit(
             session,
-            ctx,
-            actor,
             "cluster.update",
             cluster.name,
             body.model_dump(mode="json", exclude_unset=True),

@@ -4,7 +4,6 @@
   (clusters, groups, quotas, teams, tokens, a job's runs, events and revisions) reads a window of
   the list and, when asked, its count in one session, sets the ``Link`` header and answers the
   page model.
-- :func:`audit`: the audit row of a change, written by this node in the change's transaction.
 - :func:`etag`, :func:`read_versioned` and :func:`changes_of`: a versioned resource's ``ETag``,
   its reading, and what a ``PATCH`` of it sent.
 - :func:`store_plan` and :class:`OperationListing`: what the routes of operations over many jobs
@@ -23,12 +22,11 @@ from pydantic import BaseModel
 from sqlalchemy.orm import Session
 
 from api import paging
-from api.deps import NodeContext
+from api.deps import Caller
 from scheduler.core.clock import utcnow
 from scheduler.core.errors import Conflict, InvalidInput
 from scheduler.core.operations import NewOperation, OperationRecord
 from scheduler.core.paging import KeyPart, Sort
-from scheduler.store import journal
 from scheduler.store import operations as ops_store
 from scheduler.store.db import Store
 
@@ -120,39 +118,8 @@ def changes_of(body: BaseModel, nullable: Collection[str] | None = None) -> dict
     return changes
 
 
-def audit(
-    session: Session,
-    ctx: NodeContext,
-    actor: str,
-    action: str,
-    target_name: str,
-    detail: Mapping[str, Any] | None,
-    *,
-    target_kind: str | None = None,
-    team: str = "",
-    before: Mapping[str, Any] | None = None,
-    after: Mapping[str, Any] | None = None,
-) -> None:
-    """The audit row of ``action`` (``<kind>.<verb>``) by ``actor`` on ``target_name``, whose
-    kind is the action's first part unless ``target_kind`` names another, with the request's
-    ``detail``, the target's ``team`` and its documents ``before`` and ``after`` the change."""
-    journal.add_audit(
-        session,
-        actor=actor,
-        action=action,
-        target_kind=target_kind or action.split(".", 1)[0],
-        target_name=target_name,
-        detail=detail,
-        node_id=ctx.settings.node_id,
-        team=team,
-        before=before,
-        after=after,
-    )
-
-
 def store_plan(
-    store: Store,
-    ctx: NodeContext,
+    caller: Caller,
     response: Response,
     planned: NewOperation,
     expected_plan: str | None,
@@ -167,8 +134,8 @@ def store_plan(
             f"{planned.plan_digest}): review it again",
             plan_digest=planned.plan_digest,
         )
-    with store.transaction() as session:
-        op = ops_store.persist(session, planned, node_id=ctx.settings.node_id, now=utcnow())
+    with caller.store.transaction() as session:
+        op = ops_store.persist(session, planned, node_id=caller.ctx.settings.node_id, now=utcnow())
     response.headers["Location"] = f"{location}/{op.id}"
     return op
 

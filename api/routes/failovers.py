@@ -21,11 +21,11 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Request, Response, status
 
 from api import paging
-from api.deps import ActorDep, ContextDep, StoreDep
+from api.deps import CallerDep, ContextDep, StoreDep
 from api.idempotency import Idempotent
 from api.paging import CursorQuery, PageLimitQuery
 from api.problems import problem_responses
-from api.routes.common import OperationListing, audit, store_plan
+from api.routes.common import OperationListing, store_plan
 from api.schemas.operations import FailoverCreate, FailoverPage, FailoverPublic
 from scheduler.core.clock import utcnow
 from scheduler.core.errors import NotFound
@@ -72,17 +72,16 @@ def plan(
     summary="Plan (dry run) or start a failover",
     dependencies=[Idempotent],
 )
-def create_failover(
-    body: FailoverCreate, ctx: ContextDep, store: StoreDep, actor: ActorDep, response: Response
-) -> FailoverPublic:
+def create_failover(body: FailoverCreate, caller: CallerDep, response: Response) -> FailoverPublic:
     """Plan the failover of the selected jobs on ``source`` to ``target``: priority high first,
     then by name, each item with what will happen and why. With ``dry_run`` nothing is stored
     (200); otherwise the plan is stored and executed (201, ``Location`` of the failover). Pass the
     dry run's ``plan_digest`` as ``expected_plan`` to refuse (409) an execution whose plan differs
     from the one reviewed."""
+    actor = caller.actor
     request = body.request(actor).check()
-    parallelism = body.parallelism or ctx.settings.failover_parallelism
-    found, _ = plan(ctx, store, request)
+    parallelism = body.parallelism or caller.ctx.settings.failover_parallelism
+    found, _ = plan(caller.ctx, caller.store, request)
     if body.dry_run:
         response.status_code = status.HTTP_200_OK
         return FailoverPublic.dry(
@@ -96,7 +95,7 @@ def create_failover(
         home_group=found.home_group("default"),
         parallelism=parallelism,
     )
-    op = store_plan(store, ctx, response, planned, body.expected_plan, "/v1/failovers")
+    op = store_plan(caller, response, planned, body.expected_plan, "/v1/failovers")
     return FailoverPublic.of(op)
 
 
@@ -166,22 +165,18 @@ def get_failover(operation_id: OperationId, store: StoreDep) -> FailoverPublic:
     summary="Cancel a failover after its current steps",
     dependencies=[Idempotent],
 )
-def cancel_failover(
-    operation_id: OperationId, ctx: ContextDep, store: StoreDep, actor: ActorDep
-) -> FailoverPublic:
+def cancel_failover(operation_id: OperationId, caller: CallerDep) -> FailoverPublic:
     """No item starts any more; an item under way finishes its current step and, if its job has
     not been switched yet, ends CANCELLED with the job left where it is (a job already switched
     finishes its move). A failover no node has started is cancelled at once. 409 when it is
     over."""
-    with store.transaction() as session:
+    with caller.store.transaction() as session:
         op = ops_store.get_operation(session, operation_id)
         if op.kind != OperationKind.FAILOVER:
             raise NotFound(f"no failover {operation_id}")
-        after = ops_store.request_cancel(session, operation_id, by=actor)
-        audit(
+        after = ops_store.request_cancel(session, operation_id, by=caller.actor)
+        caller.audit(
             session,
-            ctx,
-            actor,
             "failover.cancel",
             str(operation_id),
             {"state": op.state.value},

@@ -17,16 +17,10 @@ from urllib.parse import quote
 
 from fastapi import APIRouter, Request, Response, status
 
-from api.deps import (
-    ActorDep,
-    ContextDep,
-    ExpectedVersionDep,
-    NamePath,
-    StoreDep,
-)
+from api.deps import CallerDep, ContextDep, ExpectedVersionDep, NamePath, StoreDep
 from api.paging import PageDep
 from api.problems import problem_responses
-from api.routes.common import Listing, audit, changes_of, etag
+from api.routes.common import Listing, changes_of, etag
 from api.schemas.resources import GroupCreate, GroupPage, GroupPublic, GroupUpdate
 from scheduler.core.errors import Conflict
 from scheduler.core.paging import Sort
@@ -54,17 +48,15 @@ _LISTING = Listing(
     response_model=GroupPublic,
     responses=problem_responses(409, 415),
 )
-def create_group(
-    body: GroupCreate, ctx: ContextDep, store: StoreDep, actor: ActorDep, response: Response
-) -> GroupPublic:
-    with store.transaction() as session:
+def create_group(body: GroupCreate, caller: CallerDep, response: Response) -> GroupPublic:
+    with caller.store.transaction() as session:
         group = catalog_store.create_group(
             session,
             body.name,
             primary_cluster=body.primary_cluster,
             failover_cluster=body.failover_cluster,
         )
-        audit(session, ctx, actor, "group.create", group.name, body.model_dump(mode="json"))
+        caller.audit(session, "group.create", group.name, body.model_dump(mode="json"))
     response.headers["Location"] = f"/v1/groups/{quote(group.name, safe='')}"
     etag(response, group.version)
     return GroupPublic.of(group)
@@ -142,25 +134,17 @@ def _live(
 def update_group(
     name: NamePath,
     body: GroupUpdate,
-    ctx: ContextDep,
-    store: StoreDep,
-    actor: ActorDep,
+    caller: CallerDep,
     expected_version: ExpectedVersionDep,
     response: Response,
 ) -> GroupPublic:
     changes = changes_of(body)
-    with store.transaction() as session:
+    with caller.store.transaction() as session:
         group = catalog_store.update_group(
             session, validate_group_name(name), changes, expected_version=expected_version
         )
-        audit(
-            session,
-            ctx,
-            actor,
-            "group.update",
-            group.name,
-            body.model_dump(mode="json", exclude_unset=True),
-        )
+        detail = body.model_dump(mode="json", exclude_unset=True)
+        caller.audit(session, "group.update", group.name, detail)
     etag(response, group.version)
     return GroupPublic.of(group)
 
@@ -173,11 +157,7 @@ def update_group(
     responses=problem_responses(404, 409, 412),
 )
 def delete_group(
-    name: NamePath,
-    ctx: ContextDep,
-    store: StoreDep,
-    actor: ActorDep,
-    expected_version: ExpectedVersionDep,
+    name: NamePath, caller: CallerDep, expected_version: ExpectedVersionDep
 ) -> Response:
     """Delete an empty group (refused while it has jobs; the default group is never deleted)."""
     name = validate_group_name(name)
@@ -186,12 +166,10 @@ def delete_group(
             f"the {DEFAULT_GROUP!r} group cannot be deleted: jobs created without a group join "
             "it, and every node creates it at start"
         )
-    with store.transaction() as session:
+    with caller.store.transaction() as session:
         group = catalog_store.delete_group(session, name, expected_version=expected_version)
-        audit(
+        caller.audit(
             session,
-            ctx,
-            actor,
             "group.delete",
             group.name,
             {"primary_cluster": group.primary_cluster, "version": group.version},

@@ -11,15 +11,14 @@ itself once the cluster has been quiet.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Annotated
 
 from fastapi import APIRouter, Query
-from sqlalchemy.orm import Session
 
-from api.deps import ActorDep, ContextDep, NamePath, PrincipalDep, StoreDep
+from api.deps import Caller, CallerDep, ContextDep, NamePath, StoreDep
 from api.problems import problem_responses
-from api.routes.common import audit
 from api.schemas import attributes
 from api.schemas.resources import (
     AssessmentPublic,
@@ -101,29 +100,13 @@ def get_health(
     response_model=HealthEventPublic,
     responses=problem_responses(404, 409, 415),
 )
-def mark_abnormal(
-    name: NamePath,
-    body: MarkAbnormal,
-    ctx: ContextDep,
-    store: StoreDep,
-    actor: ActorDep,
-    principal: PrincipalDep,
-) -> HealthEventPublic:
+def mark_abnormal(name: NamePath, body: MarkAbnormal, caller: CallerDep) -> HealthEventPublic:
     """Mark the cluster MANUAL_ABNORMAL: nothing is started there until an operator clears it.
     A team's operator is named with its team in the reason and in every job's event."""
     name = validate_cluster_name(name)
-    with store.transaction() as session:
-        event = health_store.mark_abnormal(
-            session,
-            name,
-            reason=body.reason,
-            actor=actor,
-            node_id=ctx.settings.node_id,
-            acting_as=acting_as(principal),
-        )
-        _audit(session, ctx, actor, "cluster.mark-abnormal", event)
-    _nudge_groups(ctx, store, name)
-    return HealthEventPublic.of(event)
+    return _operator_change(
+        caller, "cluster.mark-abnormal", health_store.mark_abnormal, name, body.reason
+    )
 
 
 @router.post(
@@ -134,55 +117,52 @@ def mark_abnormal(
     responses=problem_responses(404, 409, 415),
 )
 def clear(
-    name: NamePath,
-    ctx: ContextDep,
-    store: StoreDep,
-    actor: ActorDep,
-    principal: PrincipalDep,
-    body: ClearAbnormal | None = None,
+    name: NamePath, caller: CallerDep, body: ClearAbnormal | None = None
 ) -> HealthEventPublic:
     """Lift a manual mark: the cluster is NORMAL (the monitor decides again at its next round)."""
     name = validate_cluster_name(name)
     reason = body.reason if body is not None else ""
-    with store.transaction() as session:
-        event = health_store.clear(
+    return _operator_change(caller, "cluster.clear", health_store.clear, name, reason)
+
+
+def _operator_change(
+    caller: Caller,
+    action: str,
+    change: Callable[..., HealthEvent],
+    cluster: str,
+    reason: str,
+) -> HealthEventPublic:
+    """An operator's ``change`` of the cluster's health (``health_store.mark_abnormal`` or
+    ``clear``) with its audit row (``action``) in one transaction; then the reconcile loops of
+    the groups on the cluster are woken."""
+    with caller.store.transaction() as session:
+        event = change(
             session,
-            name,
+            cluster,
             reason=reason,
-            actor=actor,
-            node_id=ctx.settings.node_id,
-            acting_as=acting_as(principal),
+            actor=caller.actor,
+            node_id=caller.ctx.settings.node_id,
+            acting_as=acting_as(caller.principal),
         )
-        _audit(session, ctx, actor, "cluster.clear", event)
-    _nudge_groups(ctx, store, name)
+        caller.audit(
+            session,
+            action,
+            event.cluster,
+            {"from": event.from_state.value, "to": event.to_state.value, "reason": event.reason},
+            before={"health": event.from_state.value},
+            after={"health": event.to_state.value, "reason": event.reason},
+        )
+    _nudge_groups(caller, cluster)
     return HealthEventPublic.of(event)
 
 
-def _audit(session: Session, ctx: ContextDep, actor: str, action: str, event: HealthEvent) -> None:
-    audit(
-        session,
-        ctx,
-        actor,
-        action,
-        event.cluster,
-        {
-            "from": event.from_state.value,
-            "to": event.to_state.value,
-            "reason": event.reason,
-        },
-        target_kind="cluster",
-        before={"health": event.from_state.value},
-        after={"health": event.to_state.value, "reason": event.reason},
-    )
-
-
-def _nudge_groups(ctx: ContextDep, store: StoreDep, cluster: str) -> None:
+def _nudge_groups(caller: Caller, cluster: str) -> None:
     """Wake the reconcile loops of the groups using the cluster: their jobs show the change now."""
-    with store.session() as session:
+    with caller.store.session() as session:
         groups = [
             g.name
             for g in catalog_store.list_groups(session)
             if cluster in (g.primary_cluster, g.failover_cluster)
         ]
     for group in groups:
-        ctx.nudge_local(group)
+        caller.ctx.nudge_local(group)

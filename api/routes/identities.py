@@ -12,10 +12,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Request, Response, status
 from pydantic import BaseModel, ConfigDict, Field
 
-from api.deps import ActorDep, ContextDep, NamePath, PrincipalDep, StoreDep
+from api.deps import CallerDep, NamePath, PrincipalDep, StoreDep
 from api.paging import Page, PageDep
 from api.problems import problem_responses
-from api.routes.common import Listing, audit
+from api.routes.common import Listing
 from api.schemas.resources import TEXT_SCHEMA, CleanText
 from api.security.authz import Authorizer
 from scheduler.core.errors import Forbidden, InvalidInput
@@ -182,21 +182,13 @@ def _team(record: identities.TeamRecord) -> TeamPublic:
     response_model=TeamPublic,
     responses=problem_responses(409, 415),
 )
-def create_team(body: TeamCreate, ctx: ContextDep, store: StoreDep, actor: ActorDep) -> TeamPublic:
+def create_team(body: TeamCreate, caller: CallerDep) -> TeamPublic:
     if body.name == ALL_TEAMS:
         raise InvalidInput("'*' means every team; it is not a team name")
-    with store.transaction() as session:
+    with caller.store.transaction() as session:
         team = identities.create_team(session, body.name, body.description)
-        audit(
-            session,
-            ctx,
-            actor,
-            "team.create",
-            team.name,
-            None,
-            team=team.name,
-            after={"name": team.name, "description": team.description},
-        )
+        after = {"name": team.name, "description": team.description}
+        caller.audit(session, "team.create", team.name, team=team.name, after=after)
     return _team(team)
 
 
@@ -260,22 +252,15 @@ def _member_target(team: str, identity: str) -> tuple[str, str]:
     responses=problem_responses(404, 409, 415),
 )
 def put_member(
-    team: TeamPath,
-    identity: NamePath,
-    body: MemberPut,
-    ctx: ContextDep,
-    store: StoreDep,
-    actor: ActorDep,
+    team: TeamPath, identity: NamePath, body: MemberPut, caller: CallerDep
 ) -> TeamPublic:
     """Give ``identity`` ``role`` on ``team`` (creating the identity when it is new)."""
     team, identity = _member_target(team, identity)
-    with store.transaction() as session:
+    with caller.store.transaction() as session:
         identities.ensure_identity(session, identity, body.kind)
         previous = identities.bind(session, identity, team, Role.parse(body.role))
-        audit(
+        caller.audit(
             session,
-            ctx,
-            actor,
             "team.bind",
             team,
             {"identity": identity},
@@ -299,22 +284,12 @@ def put_member(
     status_code=status.HTTP_204_NO_CONTENT,
     responses=problem_responses(404, 409),
 )
-def delete_member(
-    team: TeamPath, identity: NamePath, ctx: ContextDep, store: StoreDep, actor: ActorDep
-) -> Response:
+def delete_member(team: TeamPath, identity: NamePath, caller: CallerDep) -> Response:
     team, identity = _member_target(team, identity)
-    with store.transaction() as session:
+    with caller.store.transaction() as session:
         role = identities.unbind(session, identity, team)
-        audit(
-            session,
-            ctx,
-            actor,
-            "team.unbind",
-            team,
-            {"identity": identity},
-            team=team,
-            before={"identity": identity, "role": role},
-        )
+        before = {"identity": identity, "role": role}
+        caller.audit(session, "team.unbind", team, {"identity": identity}, team=team, before=before)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -331,18 +306,13 @@ def _token(record: identities.TokenRecord) -> dict[str, Any]:
     responses=problem_responses(404, 409, 415),
 )
 def create_token(
-    body: TokenCreate,
-    ctx: ContextDep,
-    store: StoreDep,
-    actor: ActorDep,
-    principal: PrincipalDep,
-    request: Request,
-    response: Response,
+    body: TokenCreate, caller: CallerDep, request: Request, response: Response
 ) -> TokenCreated:
     """A new token for ``identity`` (default: the caller). Its secret is in this answer only.
 
     The token minting it is its parent: the new token carries none of the parent's missing
     scopes, expires no later than it, and is revoked with it."""
+    principal = caller.principal
     identity = body.identity or principal.identity
     if identity is None:
         raise InvalidInput("name the identity: this credential has no stored identity")
@@ -360,20 +330,18 @@ def create_token(
     bounded = may_mint(principal, scopes, expires, platform_admin=admin)
     if not bounded.allowed:
         raise Forbidden(f"{principal.subject} may not mint this token: {bounded.reason}")
-    with store.transaction() as session:
+    with caller.store.transaction() as session:
         new, record = identities.create_token(
             session,
             validate_name(identity, "identity name"),
             scopes=scopes,
             expires_at=expires,
             description=body.description,
-            created_by=actor,
+            created_by=caller.actor,
             parent_id=principal.token_id,
         )
-        audit(
+        caller.audit(
             session,
-            ctx,
-            actor,
             "token.create",
             str(record.id),
             {"minted_by_token": principal.token_id},
@@ -415,19 +383,14 @@ def list_tokens(
     responses=problem_responses(404, 409),
 )
 def revoke_token(
-    token_id: Annotated[int, Field(ge=1, le=2**31 - 1)],
-    ctx: ContextDep,
-    store: StoreDep,
-    actor: ActorDep,
+    token_id: Annotated[int, Field(ge=1, le=2**31 - 1)], caller: CallerDep
 ) -> TokenPublic:
     """Revoke a token at once (idempotent), and every token it minted (down the generations);
     they are refused from the next request on."""
-    with store.transaction() as session:
+    with caller.store.transaction() as session:
         revoked = identities.revoke_token(session, token_id)
-        audit(
+        caller.audit(
             session,
-            ctx,
-            actor,
             "token.revoke",
             str(token_id),
             {"also_revoked": list(revoked.descendants)},

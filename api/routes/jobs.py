@@ -26,12 +26,11 @@ from api import deferred, paging
 from api.answers import bytes_answer, json_answer
 from api.creations import Creation, Creations, policy_check
 from api.deps import (
-    ActorDep,
-    ContextDep,
+    Caller,
+    CallerDep,
     ExpectedVersionDep,
     NamePath,
     NodeContext,
-    PrincipalDep,
     SearchQuery,
     StoreDep,
     context_of,
@@ -392,10 +391,7 @@ def _read_job(
 def update_job(
     name: NamePath,
     body: JobUpdate,
-    ctx: ContextDep,
-    store: StoreDep,
-    actor: ActorDep,
-    principal: PrincipalDep,
+    caller: CallerDep,
     expected_version: ExpectedVersionDep,
     response: Response,
     grace_seconds: GraceQuery = None,
@@ -408,15 +404,15 @@ def update_job(
     RUNNING in time. Other spec changes apply without a restart."""
     changes = changes_of(body, NULLABLE)
     desired = changes.pop("desired_state", None)
-    node = ctx.settings.node_id
-    with store.transaction() as session:
+    actor, node = caller.actor, caller.ctx.settings.node_id
+    with caller.store.transaction() as session:
         job = jobs_store.get_job(session, _name(name))
         before = audit_doc(job)
         if changes:
             job = change_spec(
                 session,
-                ctx,
-                principal,
+                caller.ctx,
+                caller.principal,
                 job,
                 changes,
                 expected_version=expected_version,
@@ -429,19 +425,16 @@ def update_job(
         if desired is not None and desired != job.desired_state:
             command = Command.START if desired == DesiredState.RUNNING else Command.STOP
             job = _apply(session, job, command, expected_version, actor, node, grace_seconds)
-        journal.add_audit(
+        caller.audit(
             session,
-            actor=actor,
-            action="job.update",
-            target_kind="job",
-            target_name=job.name,
-            detail=body.model_dump(mode="json", exclude_unset=True),
-            node_id=node,
+            "job.update",
+            job.name,
+            body.model_dump(mode="json", exclude_unset=True),
             team=job.team,
             before=before,
             after=audit_doc(job),
         )
-    ctx.nudge(job.group, job.name)
+    caller.ctx.nudge(job.group, job.name)
     etag(response, job.spec_version)
     return json_answer(JobPublic.of(job), response)
 
@@ -458,31 +451,15 @@ def update_job(
     status_code=status.HTTP_204_NO_CONTENT,
     responses=problem_responses(404, 409, 412),
 )
-def delete_job(
-    name: NamePath,
-    ctx: ContextDep,
-    store: StoreDep,
-    actor: ActorDep,
-    expected_version: ExpectedVersionDep,
-) -> Response:
-    node = ctx.settings.node_id
-    with store.transaction() as session:
+def delete_job(name: NamePath, caller: CallerDep, expected_version: ExpectedVersionDep) -> Response:
+    with caller.store.transaction() as session:
         job = jobs_store.delete_job(
             session,
             _name(name),
             expected_version=expected_version,
-            lease_margin=ctx.settings.fence_lease_margin,
+            lease_margin=caller.ctx.settings.fence_lease_margin,
         )
-        journal.add_audit(
-            session,
-            actor=actor,
-            action="job.delete",
-            target_kind="job",
-            target_name=job.name,
-            node_id=node,
-            team=job.team,
-            before=audit_doc(job),
-        )
+        caller.audit(session, "job.delete", job.name, team=job.team, before=audit_doc(job))
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -515,29 +492,24 @@ def _apply(
 def _command(
     command: Command,
     name: str,
-    ctx: NodeContext,
-    store: Store,
-    actor: str,
+    caller: Caller,
     expected_version: int | None,
     response: Response,
     grace_seconds: float | None = None,
 ) -> Response:
-    node = ctx.settings.node_id
-    with store.transaction() as session:
+    actor, node = caller.actor, caller.ctx.settings.node_id
+    with caller.store.transaction() as session:
         before = jobs_store.get_job(session, _name(name))
         job = _apply(session, before, command, expected_version, actor, node, grace_seconds)
-        journal.add_audit(
+        caller.audit(
             session,
-            actor=actor,
-            action=f"job.{command}",
-            target_kind="job",
-            target_name=job.name,
-            node_id=node,
+            f"job.{command}",
+            job.name,
             team=job.team,
             before={"desired_state": before.desired_state.value, "state": before.state.value},
             after={"desired_state": job.desired_state.value, "state": job.state.value},
         )
-    ctx.nudge(job.group, job.name)
+    caller.ctx.nudge(job.group, job.name)
     etag(response, job.spec_version)
     return json_answer(JobPublic.of(job), response, status.HTTP_202_ACCEPTED)
 
@@ -559,25 +531,18 @@ _COMMAND_DESCRIPTION = {
 
 def _command_route(command: Command) -> None:
     def handler(
-        name: NamePath,
-        ctx: ContextDep,
-        store: StoreDep,
-        actor: ActorDep,
-        expected_version: ExpectedVersionDep,
-        response: Response,
+        name: NamePath, caller: CallerDep, expected_version: ExpectedVersionDep, response: Response
     ) -> Response:
-        return _command(command, name, ctx, store, actor, expected_version, response)
+        return _command(command, name, caller, expected_version, response)
 
     def stopping_handler(
         name: NamePath,
-        ctx: ContextDep,
-        store: StoreDep,
-        actor: ActorDep,
+        caller: CallerDep,
         expected_version: ExpectedVersionDep,
         response: Response,
         grace_seconds: GraceQuery = None,
     ) -> Response:
-        return _command(command, name, ctx, store, actor, expected_version, response, grace_seconds)
+        return _command(command, name, caller, expected_version, response, grace_seconds)
 
     if command != Command.START:  # stop and restart end the live run: gracefully if they can
         handler = stopping_handler

@@ -20,9 +20,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, status
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-from api.deps import ActorDep, ContextDep, NodeContext, StoreDep
+from api.deps import Caller, CallerDep, ContextDep, NodeContext, StoreDep
 from api.problems import problem_responses
-from api.routes.common import audit
 from api.schemas import attributes
 from scheduler.core.errors import Conflict, CoordinationUnavailable, NotFound
 from scheduler.core.names import validate_name
@@ -198,9 +197,8 @@ def _forward(ctx: NodeContext, api_url: str, node_id: str, draining: bool) -> No
         raise kind(f"node {node_id!r} refused: {detail}")
 
 
-def _set_draining(
-    ctx: NodeContext, store: Store, actor: str, node_id: str, draining: bool
-) -> NodeState:
+def _set_draining(caller: Caller, node_id: str, draining: bool) -> NodeState:
+    ctx = caller.ctx
     snapshot = ctx.views()
     if draining:
         _check_drain(snapshot, node_id)
@@ -210,9 +208,9 @@ def _set_draining(
         ctx.set_draining(draining)
     else:
         _forward(ctx, _card(snapshot, node_id).api_url, node_id, draining)
-    with store.transaction() as session:
-        audit(session, ctx, actor, "node.drain" if draining else "node.undrain", node_id, None)
-    return _state(ctx, store, node_id)
+    with caller.store.transaction() as session:
+        caller.audit(session, "node.drain" if draining else "node.undrain", node_id)
+    return _state(ctx, caller.store, node_id)
 
 
 @router.get(
@@ -240,8 +238,8 @@ def get_node(node_id: NodeIdPath, ctx: ContextDep, store: StoreDep) -> NodeState
     "restarts. 409 for the last member of a group that is not draining, or without ZooKeeper.",
     responses=problem_responses(404, 409),
 )
-def drain_node(node_id: NodeIdPath, ctx: ContextDep, store: StoreDep, actor: ActorDep) -> NodeState:
-    return _set_draining(ctx, store, actor, node_id, True)
+def drain_node(node_id: NodeIdPath, caller: CallerDep) -> NodeState:
+    return _set_draining(caller, node_id, True)
 
 
 @router.post(
@@ -252,12 +250,10 @@ def drain_node(node_id: NodeIdPath, ctx: ContextDep, store: StoreDep, actor: Act
     summary="Put a drained node back into its groups' pools (it takes its share of jobs again)",
     responses=problem_responses(404, 409),
 )
-def undrain_node(
-    node_id: NodeIdPath, ctx: ContextDep, store: StoreDep, actor: ActorDep
-) -> NodeState:
+def undrain_node(node_id: NodeIdPath, caller: CallerDep) -> NodeState:
     """The node registers again with its own role in every group: the epoch grows and it
     claims its share of the jobs (re-attaching to their running applications)."""
-    return _set_draining(ctx, store, actor, node_id, False)
+    return _set_draining(caller, node_id, False)
 
 
 @router.post("/v1/internal/drain", status_code=status.HTTP_202_ACCEPTED, include_in_schema=False)

@@ -28,11 +28,11 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Request, Response, status
 
 from api import paging
-from api.deps import ActorDep, ContextDep, PrincipalDep, StoreDep
+from api.deps import CallerDep, PrincipalDep, StoreDep
 from api.idempotency import Idempotent
 from api.paging import CursorQuery, PageLimitQuery
 from api.problems import problem_responses
-from api.routes.common import OperationListing, audit, store_plan
+from api.routes.common import OperationListing, store_plan
 from api.schemas.bulk import BulkCreate, OperationPage, OperationPublic
 from api.security.authz import Authorizer
 from scheduler.core.errors import Forbidden, InvalidInput, NotFound
@@ -117,13 +117,7 @@ def plan(
     dependencies=[Idempotent],
 )
 def create_operation(
-    body: BulkCreate,
-    request: Request,
-    ctx: ContextDep,
-    store: StoreDep,
-    principal: PrincipalDep,
-    actor: ActorDep,
-    response: Response,
+    body: BulkCreate, request: Request, caller: CallerDep, response: Response
 ) -> OperationPublic:
     """Plan the bulk operation over the selected jobs you may act on: priority high first, then
     by name, each item with what will happen and why (``skip`` when the job needs nothing,
@@ -136,27 +130,27 @@ def create_operation(
     if body.grace_seconds is not None and kind == OperationKind.START:
         raise InvalidInput("grace_seconds goes with stop and restart (a start stops nothing)")
     parallelism = body.parallelism or bulk.DEFAULT_PARALLELISM[kind]
-    found = plan(store, _authorizer(request), principal, kind, selector)
+    found = plan(caller.store, _authorizer(request), caller.principal, kind, selector)
     if body.dry_run:
         response.status_code = status.HTTP_200_OK
         return OperationPublic.dry(
             found,
             selector,
             reason=body.reason,
-            by=actor,
+            by=caller.actor,
             parallelism=parallelism,
             grace_seconds=body.grace_seconds,
         )
     planned = bulk.new_operation(
         found,
         selector,
-        created_by=actor,
+        created_by=caller.actor,
         reason=body.reason,
         home_group=found.home_group("default"),
         parallelism=parallelism,
         grace_seconds=body.grace_seconds,
     )
-    op = store_plan(store, ctx, response, planned, body.expected_plan, "/v1/operations")
+    op = store_plan(caller, response, planned, body.expected_plan, "/v1/operations")
     return OperationPublic.of(op)
 
 
@@ -246,18 +240,14 @@ def get_operation(
     dependencies=[Idempotent],
 )
 def cancel_operation(
-    operation_id: OperationId,
-    request: Request,
-    ctx: ContextDep,
-    store: StoreDep,
-    principal: PrincipalDep,
-    actor: ActorDep,
+    operation_id: OperationId, request: Request, caller: CallerDep
 ) -> OperationPublic:
     """No item starts any more; items under way finish (a bulk item whose command was applied
     waits for its job; a failover item finishes its current step). An operation no node has
     started is cancelled at once. 409 when it is over. Its creator, an operator of its team, or
     (for an operation of several teams, or a failover) a platform operator may cancel it."""
-    op = _get(store, principal, operation_id)
+    principal, actor = caller.principal, caller.actor
+    op = _get(caller.store, principal, operation_id)
     authorizer = _authorizer(request)
     if op.created_by != actor:
         allowed = (
@@ -267,12 +257,10 @@ def cancel_operation(
         )
         if not allowed:
             raise Forbidden(f"{actor} may not cancel operation {operation_id}")
-    with store.transaction() as session:
+    with caller.store.transaction() as session:
         after = ops_store.request_cancel(session, operation_id, by=actor)
-        audit(
+        caller.audit(
             session,
-            ctx,
-            actor,
             f"{op.kind}.cancel" if op.kind == OperationKind.FAILOVER else "operation.cancel",
             str(operation_id),
             {"kind": op.kind.value, "state": op.state.value},

@@ -14,10 +14,10 @@ from urllib.parse import quote
 
 from fastapi import APIRouter, Request, Response, status
 
-from api.deps import ActorDep, ContextDep, ExpectedVersionDep, NamePath, StoreDep
+from api.deps import CallerDep, ExpectedVersionDep, NamePath, StoreDep
 from api.paging import PageDep
 from api.problems import problem_responses
-from api.routes.common import Listing, audit, etag, read_versioned
+from api.routes.common import Listing, etag, read_versioned
 from api.schemas.quotas import QuotaPage, QuotaPublic, QuotaPut
 from scheduler.core.clock import utcnow
 from scheduler.core.paging import Sort
@@ -84,9 +84,7 @@ def get_quota(business: NamePath, store: StoreDep, response: Response) -> QuotaP
 def put_quota(
     business: NamePath,
     body: QuotaPut,
-    ctx: ContextDep,
-    store: StoreDep,
-    actor: ActorDep,
+    caller: CallerDep,
     expected_version: ExpectedVersionDep,
     response: Response,
 ) -> QuotaPublic:
@@ -100,15 +98,13 @@ def put_quota(
         dedicated_group=body.dedicated_group,
         yarn_queue=body.yarn_queue,
     )
-    with store.transaction() as session:
+    with caller.store.transaction() as session:
         before = quotas_store.find_quota(session, name)
         quota, created = quotas_store.put_quota(
-            session, name, spec, by=actor, expected_version=expected_version
+            session, name, spec, by=caller.actor, expected_version=expected_version
         )
-        audit(
+        caller.audit(
             session,
-            ctx,
-            actor,
             "quota.create" if created else "quota.update",
             name,
             body.model_dump(mode="json"),
@@ -131,16 +127,12 @@ def put_quota(
     summary="Remove a business's submission quota",
 )
 def delete_quota(
-    business: NamePath,
-    ctx: ContextDep,
-    store: StoreDep,
-    actor: ActorDep,
-    expected_version: ExpectedVersionDep,
+    business: NamePath, caller: CallerDep, expected_version: ExpectedVersionDep
 ) -> Response:
     """The business is no longer rate limited nor bound to a dedicated group."""
     name = validate_business(business)
-    with store.transaction() as session:
+    with caller.store.transaction() as session:
         before = quotas_store.get_quota(session, name)
         quotas_store.delete_quota(session, name, expected_version=expected_version)
-        audit(session, ctx, actor, "quota.delete", name, {}, before=_doc(before))
+        caller.audit(session, "quota.delete", name, {}, before=_doc(before))
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -17,11 +17,11 @@ from fastapi import APIRouter, Path, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from api import paging
-from api.deps import ActorDep, ContextDep, ExpectedVersionDep, NamePath, PrincipalDep, StoreDep
+from api.deps import CallerDep, ExpectedVersionDep, NamePath, StoreDep
 from api.idempotency import Idempotent
 from api.paging import PageDep
 from api.problems import problem_responses
-from api.routes.common import Listing, audit, etag
+from api.routes.common import Listing, etag
 from api.routes.jobs import GraceQuery, _name, change_spec
 from api.schemas import attributes
 from api.schemas.resources import JobPublic, audit_doc
@@ -213,10 +213,7 @@ def diff_revisions(
 def rollback_job(
     name: NamePath,
     body: RollbackRequest,
-    ctx: ContextDep,
-    store: StoreDep,
-    actor: ActorDep,
-    principal: PrincipalDep,
+    caller: CallerDep,
     expected_version: ExpectedVersionDep,
     response: Response,
     grace_seconds: GraceQuery = None,
@@ -225,7 +222,7 @@ def rollback_job(
     job whose application would change, that is an upgrade: a graceful stop (``grace_seconds``,
     default the node's), then the old spec from the same checkpoint. 409 when the spec already
     equals that revision; 412 when ``If-Match`` names another spec version."""
-    with store.transaction() as session:
+    with caller.store.transaction() as session:
         job = jobs_store.get_job(session, _name(name))
         before = audit_doc(job)
         target = revisions_store.revision_of(session, job.id, job.name, body.revision)
@@ -237,19 +234,17 @@ def rollback_job(
             )
         job = change_spec(
             session,
-            ctx,
-            principal,
+            caller.ctx,
+            caller.principal,
             job,
             changes,
             expected_version=expected_version,
-            cause=f"api:rollback by {actor}",
+            cause=f"api:rollback by {caller.actor}",
             grace_seconds=grace_seconds,
             rollback_of=body.revision,
         )
-        audit(
+        caller.audit(
             session,
-            ctx,
-            actor,
             "job.rollback",
             job.name,
             {"revision": body.revision, "grace_seconds": grace_seconds},
@@ -257,6 +252,6 @@ def rollback_job(
             before=before,
             after=audit_doc(job),
         )
-    ctx.nudge(job.group, job.name)
+    caller.ctx.nudge(job.group, job.name)
     etag(response, job.spec_version)
     return JobPublic.of(job)
