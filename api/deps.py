@@ -111,11 +111,6 @@ async def get_principal(request: Request) -> Principal:
     return principal_of(request)
 
 
-async def get_actor(principal: Annotated[Principal, Depends(get_principal)]) -> str:
-    """Who is calling, as written to the audit log and job events."""
-    return principal.subject
-
-
 @dataclass(frozen=True)
 class Caller:
     """What a route that changes something works with: this node's context, its store and the
@@ -263,7 +258,6 @@ async def check_request(request: Request) -> None:
 
 ContextDep = Annotated[NodeContext, Depends(get_context)]
 StoreDep = Annotated[Store, Depends(get_store)]
-ActorDep = Annotated[str, Depends(get_actor)]
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
 CallerDep = Annotated[Caller, Depends(get_caller)]
 ExpectedVersionDep = Annotated[int | None, Depends(get_expected_version)]

@@ -226,8 +226,9 @@ def test_a_round_starts_copies_for_a_while_and_leaves_the_rest_to_the_next(
     for job in jobs:
         w.killed(job)
     w.round()  # one few copied (twice the threads: 4); every checkpoint step stored
-    steps = [w.item(op, j.name).step for j in jobs]
-    assert steps == ["STARTING"] * 4 + ["CHECKPOINT"] * 2
+    # which four is the pool's order of the drains before: any four
+    steps = sorted(w.item(op, j.name).step for j in jobs)
+    assert steps == ["CHECKPOINT"] * 2 + ["STARTING"] * 4
     assert len(w.checkpoints.calls) == 4
     w.round()
     assert all(w.item(op, j.name).step == "STARTING" for j in jobs)
