@@ -489,6 +489,8 @@ class KeyServer(JsonService):
         return self.jwks
 
 
+# measures time (a refetch interval of 1 s against 20 requests): not at nice 19 beside e2e tests
+@pytest.mark.serial
 def test_unknown_key_ids_refetch_the_issuers_keys_at_most_once_per_interval(
     store: Store, tmp_path: Path, issuer: dict[str, Any]
 ) -> None:
@@ -549,6 +551,8 @@ class Center(JsonService):
         return {"allow": body["action"] in self.allow}
 
 
+# measures time (a 2 s decision cache window): not at nice 19 beside the e2e tests
+@pytest.mark.serial
 def test_external_permission_center(store: Store, tmp_path: Path) -> None:
     center = Center()
     try:

@@ -313,12 +313,13 @@ def test_a_dedicated_groups_jobs_are_never_owned_by_shared_nodes(
         with store.session() as s:
             return dict(s.execute(select(Job.name, Job.owner)).tuples().all())
 
+    def claimed_and_submitted() -> bool:
+        # a claim is recorded before its job's submission, which the pool sends: both
+        claimed = all(o is not None for n, o in owners().items() if n != "bank-stray")
+        return claimed and len(sim.drivers()) >= len(bank) + len(others)
+
     try:
-        tick_until(
-            everyone,
-            lambda: all(o is not None for n, o in owners().items() if n != "bank-stray"),
-            "every job claimed",
-        )
+        tick_until(everyone, claimed_and_submitted, "every job claimed and submitted")
     finally:
         for n in everyone:
             n.close()
