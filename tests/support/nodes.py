@@ -3,17 +3,16 @@ stop, kill -9, freeze, thaw, get/post), failing the test instead of raising on a
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
 from harness.nodes import DROVER, free_port, session_pids
 from harness.nodes import NodeProcess as _NodeProcess
+from harness.procs import pids_with_cmdline, signal_all
 
 __all__ = ["DROVER", "NodeProcess", "embedded_node", "free_port", "owners", "session_pids"]
 
@@ -59,14 +58,8 @@ class EmbeddedNode(NodeProcess):
 
     def stop(self, timeout: float = 60.0) -> float:
         took = super().stop(timeout)
-        artifacts = str(Path(self.env["DROVER_DATA_DIR"]) / "artifacts")
-        left = []
-        for proc in psutil.process_iter(["cmdline"]):
-            if any(arg.startswith(artifacts) for arg in proc.info["cmdline"] or ()):
-                left.append(proc)
-                with contextlib.suppress(psutil.NoSuchProcess):
-                    proc.kill()
-        psutil.wait_procs(left, timeout=10)
+        artifacts = Path(self.env["DROVER_DATA_DIR"]) / "artifacts"
+        signal_all(pids_with_cmdline(str(artifacts).encode()))
         return took
 
 
