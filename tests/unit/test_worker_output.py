@@ -146,8 +146,12 @@ def test_a_deleted_file_is_forgotten(tmp_path: Path, emitted: Emitted) -> None:
 
 
 def test_stop_prints_what_was_written_before_it(tmp_path: Path, emitted: Emitted) -> None:
-    tail = WorkerOutputTail(tmp_path, emitted, interval=3600, scan_every=3600)
-    tail.start()  # its first poll finds nothing; the next would be in an hour
+    # the worker is alive while it writes: a dead worker's empty file, seen between its creation
+    # and its first write, would rightly be dropped
+    tail = WorkerOutputTail(
+        tmp_path, emitted, interval=3600, scan_every=3600, alive=lambda pid: True
+    )
+    tail.start()  # its first poll may find the file or not; the next would be in an hour
     append(tmp_path / WORKER_ERR, "written\nheld without newline")
     tail.stop()
     assert emitted.lines() == ["written", "held without newline"]
