@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -167,6 +168,28 @@ def signal_all(pids: Iterable[int], sig: signal.Signals = signal.SIGKILL) -> Non
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, sig)
+
+
+def kill_groups(pids: Iterable[int]) -> None:
+    """SIGKILL the process group of each of ``pids`` (a Spark run and everything it forked); one
+    already gone is no error."""
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.killpg(os.getpgid(pid), signal.SIGKILL)
+
+
+def stop_session(proc: subprocess.Popen[bytes], grace: float = 60.0) -> None:
+    """Stop a process started with ``start_new_session``: SIGTERM (a graceful stop), then SIGKILL
+    to its whole session when it has not exited within ``grace`` seconds."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:

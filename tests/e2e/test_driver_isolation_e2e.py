@@ -7,11 +7,9 @@ jobs keep running.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import pwd
-import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from harness.procs import pids_with_cmdline
+from harness.procs import kill_groups, pids_with_cmdline
 from tests.conftest import wait_until
 from tests.support.driver_users import TEMPLATE, open_directory, team_user
 from tests.support.nodes import DROVER, NodeProcess
@@ -63,10 +61,8 @@ def node() -> Iterator[tuple[NodeProcess, Path]]:
             yield node, base
         finally:
             node.stop()
-            for pid in pids_with_cmdline(str(data).encode()):  # drivers: sessions of their own
-                if pid != os.getpid():
-                    with contextlib.suppress(OSError):
-                        os.killpg(os.getpgid(pid), signal.SIGKILL)
+            # drivers: sessions of their own
+            kill_groups(p for p in pids_with_cmdline(str(data).encode()) if p != os.getpid())
 
 
 def job(node: NodeProcess, name: str) -> dict[str, Any]:

@@ -5,7 +5,6 @@ again from the checkpoint (batch ids continue) → restart (a new run) → stop.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -16,7 +15,7 @@ import httpx
 import pytest
 
 from harness.nodes import admin_token, free_port
-from harness.procs import pids_with_cmdline
+from harness.procs import kill_groups, pids_with_cmdline, stop_session
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -66,29 +65,15 @@ def node(tmp_path: Path, fresh_mysql_url: Callable[[], str]) -> Iterator[tuple[h
         yield client, tmp_path
     finally:
         client.close()
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        stop_session(proc)
         log.close()
-        _kill_leftover_spark(tmp_path)
+        kill_groups(_live_run_processes(tmp_path))
 
 
 def _live_run_processes(tmp_path: Path) -> list[int]:
     """Processes whose command line mentions this test's data dir (its Spark runs)."""
     marker = str(tmp_path / "data").encode()
     return [pid for pid in pids_with_cmdline(marker) if pid != os.getpid()]
-
-
-def _kill_leftover_spark(tmp_path: Path) -> None:
-    for pid in _live_run_processes(tmp_path):
-        try:
-            os.killpg(os.getpgid(pid), signal.SIGKILL)
-        except OSError:
-            pass
 
 
 def job(client: httpx.Client) -> dict[str, Any]:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -31,7 +30,7 @@ import httpx
 import pytest
 
 from harness.nodes import free_port
-from harness.procs import pids_with_cmdline
+from harness.procs import kill_groups, pids_with_cmdline, stop_session
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -104,12 +103,7 @@ def reader(tmp_path: Path) -> Iterator[dict[str, str]]:
         "XDG_CONFIG_HOME": str(home / ".config"),
     }
     yield env
-    for pid in pids_with_cmdline(str(data).encode()):
-        if pid != os.getpid():
-            try:
-                os.killpg(os.getpgid(pid), signal.SIGKILL)
-            except OSError:
-                pass
+    kill_groups(p for p in pids_with_cmdline(str(data).encode()) if p != os.getpid())
 
 
 def test_the_readme_api_tour_runs_verbatim(reader: dict[str, str], tmp_path: Path) -> None:
@@ -168,19 +162,7 @@ def test_the_readme_api_tour_runs_verbatim(reader: dict[str, str], tmp_path: Pat
         assert len(answers) >= 40, context
         print(f"tour: {len(answers)} curl calls, all 2xx")
     finally:
-        stop(node)
-
-
-def stop(node: subprocess.Popen[bytes]) -> None:
-    """Stop a node started by a test: SIGTERM (a graceful stop), SIGKILL to its session after a
-    minute."""
-    if node.poll() is None:
-        node.send_signal(signal.SIGTERM)
-        try:
-            node.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(node.pid, signal.SIGKILL)
-            node.wait()
+        stop_session(node)
 
 
 def cli_block(readme: str) -> str:
@@ -236,4 +218,4 @@ def test_the_readme_cli_block_runs_verbatim(reader: dict[str, str], tmp_path: Pa
         bot = [t for t in tokens if t["identity"] == "etl-bot"]
         assert len(bot) == 1 and bot[0]["revoked_at"], tokens
     finally:
-        stop(node)
+        stop_session(node)
