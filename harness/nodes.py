@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -223,3 +223,10 @@ class NodeProcess:
         while session_pids(sid) and time.monotonic() < deadline:
             signal_all(session_pids(sid))
             time.sleep(0.1)
+
+
+def stop_live(nodes: Iterable[NodeProcess]) -> None:
+    """Gracefully stop each of ``nodes`` that is still running (a test's teardown)."""
+    for node in nodes:
+        if node.alive:
+            node.stop()

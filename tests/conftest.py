@@ -165,6 +165,16 @@ def mysql_url(mysql_server: sa.Engine) -> Iterator[str]:
     _drop_database(mysql_server, url.database)
 
 
+@pytest.fixture(scope="module")
+def module_mysql_url(mysql_server: sa.Engine) -> Iterator[str]:
+    """URL of a fresh utf8mb4 database for one module (the nodes of its test world), dropped
+    after the module's last test."""
+    url = _create_database(mysql_server)
+    yield url.render_as_string(hide_password=False)
+    assert url.database is not None
+    _drop_database(mysql_server, url.database)
+
+
 @pytest.fixture
 def fresh_mysql_url(mysql_server: sa.Engine) -> Iterator[Callable[[], str]]:
     """Factory: each call creates another fresh utf8mb4 database (all dropped after the test)."""

@@ -38,6 +38,7 @@ from typing import Any
 
 import pytest
 
+from harness.nodes import stop_live
 from scheduler.backends.standalone import StandaloneRestBackend
 from scheduler.core.ownership import owner_of
 from tests.conftest import SparkStandalone, wait_until
@@ -135,9 +136,7 @@ def nodes(
         n1.post("/v1/groups", {"name": "spark", "primary_cluster": "spark-a"})
         yield n1, n2, once, prefix
     finally:
-        for node in (n1, n2):
-            if node.proc is not None and node.alive:
-                node.stop()
+        stop_live((n1, n2))
         _kill_leftovers(spark_standalone, prefix)
 
 

@@ -40,13 +40,14 @@ from typing import Any
 import httpx
 import pytest
 
+from harness.nodes import stop_live
 from harness.overlap import MasterChecker, commits_by_run, double_commits
 from harness.spark import PrivateSparkCluster
 from harness.tcpproxy import TcpProxy
 from pipelines.drover_runtime import read_commit_log
 from tests.support.failovers import automatic_failover, running_on, steps_of, wait_all_running
 from tests.support.nodes import NodeProcess
-from tests.support.world import NodesWorld, port_of, zk_node_env
+from tests.support.world import NodesWorld, az_nodes, port_of, zk_node_env
 
 pytestmark = [pytest.mark.e2e, pytest.mark.heavy(minutes=10)]
 
@@ -94,13 +95,10 @@ class World(NodesWorld):
 
 @pytest.fixture(scope="module")
 def world(
-    tmp_path_factory: pytest.TempPathFactory, mysql_server: Any, zk_hosts: str
+    tmp_path_factory: pytest.TempPathFactory, module_mysql_url: str, zk_hosts: str
 ) -> Iterator[World]:
-    from tests.conftest import _create_database, _drop_database
-
     tmp = tmp_path_factory.mktemp("azloss")
     (tmp / "commits").mkdir()
-    url = _create_database(mysql_server)
     prefix = f"az{uuid.uuid4().hex[:6]}"
     clusters = {
         letter: PrivateSparkCluster(tmp / f"spark-{letter}", cores=8, memory="4g")
@@ -108,7 +106,7 @@ def world(
     }
     env = zk_node_env(
         tmp,
-        url.render_as_string(hide_password=False),
+        module_mysql_url,
         zk_hosts,
         "e2e-azloss",
         DROVER_GROUPS=f"{GROUP}:active",
@@ -116,22 +114,11 @@ def world(
         DROVER_FENCE_LEASE_SECONDS=str(LEASE_S),
         DROVER_HEALTH_QUIET_PERIOD="5",
     )
-    nodes = {
-        node_id: NodeProcess(
-            node_id,
-            {
-                **env,
-                "DROVER_DATA_DIR": str(tmp / node_id),
-                "DROVER_AZ": f"az-{i}",
-                "DROVER_FAULT_HOLDS": str(tmp / "holds" / node_id),
-            },
-            tmp / f"{node_id}.log",
-        )
-        for i, node_id in enumerate(NODES)
-    }
+    nodes = az_nodes(tmp, env, {node_id: f"az-{i}" for i, node_id in enumerate(NODES)})
     fence_proxies = [TcpProxy(node.port) for node in nodes.values()]
     for node in nodes.values():
         node.env["DROVER_FENCE_URLS"] = ",".join(p.url for p in fence_proxies)
+        node.env["DROVER_FAULT_HOLDS"] = str(tmp / "holds" / node.node_id)
         (tmp / "holds" / node.node_id).mkdir(parents=True)
     proxies: dict[str, TcpProxy] = {}
     checker = MasterChecker({}, set())
@@ -183,14 +170,11 @@ def world(
                 continue
             if node.proc is not None:
                 node.thaw()
-        for node in nodes.values():
-            if node.proc is not None and node.alive:
-                node.stop()
+        stop_live(nodes.values())
         for proxy in [*proxies.values(), *fence_proxies]:
             proxy.close()
         for cluster in clusters.values():
             cluster.kill()  # the jobs' drivers with it: nothing of these clusters outlives them
-        _drop_database(mysql_server, url.database or "")
         print(
             f"checker: {checker.polls} polls ({checker.failed} failed: {checker.last_error}), "
             f"most live at once {checker.most}"

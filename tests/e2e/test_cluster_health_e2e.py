@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from harness.nodes import stop_live
 from harness.spark import PrivateSparkCluster
 from scheduler.decisions import catalog
 from scheduler.store import catalog as catalog_store
@@ -116,9 +117,7 @@ def nodes(
         print(f"2 nodes ready in {time.monotonic() - started:.1f} s")
         yield store, procs
     finally:
-        for node in procs:
-            if node.proc is not None and node.alive:
-                node.stop()
+        stop_live(procs)
         store.dispose()
 
 

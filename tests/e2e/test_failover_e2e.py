@@ -37,13 +37,13 @@ from typing import Any
 
 import pytest
 
-from harness.nodes import poll
+from harness.nodes import poll, stop_live
 from harness.tcpproxy import TcpProxy
 from scheduler.backends.standalone import StandaloneRestBackend
 from tests.conftest import SparkStandalone
 from tests.support.failovers import steps_of
 from tests.support.nodes import NodeProcess
-from tests.support.world import NodesWorld, port_of, zk_node_env
+from tests.support.world import NodesWorld, az_nodes, port_of, zk_node_env
 
 pytestmark = [pytest.mark.e2e, pytest.mark.heavy(minutes=4)]
 
@@ -133,19 +133,16 @@ class World(NodesWorld):
 @pytest.fixture(scope="module")
 def world(
     tmp_path_factory: pytest.TempPathFactory,
-    mysql_server: Any,
+    module_mysql_url: str,
     zk_hosts: str,
     spark_standalone: SparkStandalone,
     spark_standalone_b: SparkStandalone,
 ) -> Iterator[World]:
-    from tests.conftest import _create_database, _drop_database
-
     tmp = tmp_path_factory.mktemp("failover")
-    url = _create_database(mysql_server)
     prefix = f"fo{uuid.uuid4().hex[:8]}"
     env = zk_node_env(
         tmp,
-        url.render_as_string(hide_password=False),
+        module_mysql_url,
         zk_hosts,
         "e2e-failover",
         DROVER_ZK_SESSION_TIMEOUT=str(SESSION),
@@ -164,14 +161,7 @@ def world(
         TcpProxy(port_of(spark_standalone.rest_url)),
         TcpProxy(port_of(spark_standalone.ui_url)),
     ]
-    nodes = {
-        node_id: NodeProcess(
-            node_id,
-            {**env, "DROVER_DATA_DIR": str(tmp / node_id), "DROVER_AZ": az},
-            tmp / f"{node_id}.log",
-        )
-        for node_id, az in (("n1", "az-a"), ("n2", "az-b"))
-    }
+    nodes = az_nodes(tmp, env, {"n1": "az-a", "n2": "az-b"})
     jobs = {f"{prefix}-hi1": "high", f"{prefix}-hi2": "high", f"{prefix}-mid": "normal"}
     names = {job: f"{job}-app" for job in jobs}
     checker = Checker({"A": spark_standalone, "B": spark_standalone_b}, list(names.values()))
@@ -227,13 +217,10 @@ def world(
         for proxy in proxies:
             proxy.mend()
         _stop_jobs(w, list(jobs))
-        for node in nodes.values():
-            if node.proc is not None and node.alive:
-                node.stop()
+        stop_live(nodes.values())
         for proxy in proxies:
             proxy.close()
         leftovers = _kill_leftovers((spark_standalone, spark_standalone_b), prefix)
-        _drop_database(mysql_server, url.database or "")
         print(f"checker: {checker.polls} polls ({checker.errors} missed), most {checker.most}")
         assert not leftovers, f"left behind by the test (killed now): {leftovers}"
 

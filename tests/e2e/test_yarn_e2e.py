@@ -47,11 +47,11 @@ from typing import Any
 import httpx
 import pytest
 
-from harness.nodes import poll
+from harness.nodes import poll, stop_live
 from scheduler.backends.yarn import run_tag
 from tests.support.failovers import automatic_failover, steps_of, wait_all_running
 from tests.support.nodes import NodeProcess
-from tests.support.world import NodesWorld, zk_node_env
+from tests.support.world import NodesWorld, az_nodes, zk_node_env
 from tests.support.yarn import DoubleRunChecker, YarnCluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.heavy(minutes=11)]
@@ -155,15 +155,12 @@ def _mkdir_hdfs(cluster: YarnCluster, path: str) -> None:
 @pytest.fixture(scope="module")
 def world(
     tmp_path_factory: pytest.TempPathFactory,
-    mysql_server: Any,
+    module_mysql_url: str,
     zk_hosts: str,
     yarn_a: YarnCluster,
     yarn_b: YarnCluster,
 ) -> Iterator[World]:
-    from tests.conftest import _create_database, _drop_database
-
     tmp = tmp_path_factory.mktemp("yarn")
-    url = _create_database(mysql_server)
     prefix = f"y{uuid.uuid4().hex[:8]}"
     once = tmp / "after-submit.once"
     addresses = ",".join(
@@ -171,7 +168,7 @@ def world(
     )
     env = zk_node_env(
         tmp,
-        url.render_as_string(hide_password=False),
+        module_mysql_url,
         zk_hosts,
         "e2e-yarn",
         DROVER_ZK_SESSION_TIMEOUT=str(SESSION),
@@ -191,14 +188,7 @@ def world(
         DROVER_WEBHDFS_ADDRESSES=addresses,
         DROVER_FAULTS=f"after-submit:{once}",
     )
-    nodes = {
-        node_id: NodeProcess(
-            node_id,
-            {**env, "DROVER_DATA_DIR": str(tmp / node_id), "DROVER_AZ": az},
-            tmp / f"{node_id}.log",
-        )
-        for node_id, az in (("n1", "az-a"), ("n2", "az-b"))
-    }
+    nodes = az_nodes(tmp, env, {"n1": "az-a", "n2": "az-b"})
     checker = DoubleRunChecker([yarn_a, yarn_b])
     w = World(tmp, yarn_a, yarn_b, nodes, checker, prefix, once)
     roots = {c.name: f"/drover-e2e/{prefix}/{c.name}" for c in (yarn_a, yarn_b)}
@@ -230,16 +220,13 @@ def world(
             yield w
         finally:
             _stop_jobs(w)
-            for node in nodes.values():
-                if node.proc is not None and node.alive:
-                    node.stop()
+            stop_live(nodes.values())
             leftovers = []
             for cluster in (yarn_a, yarn_b):
                 for app in cluster.apps(live=True):
                     if app["name"].startswith(f"drover:{prefix}"):
                         leftovers.append(f"{cluster.name}: {app['id']} {app['name']}")
                         cluster.kill(app["id"])
-            _drop_database(mysql_server, url.database or "")
     print(f"checker: {checker.samples} samples ({checker.errors} missed), {checker.violations}")
     assert not leftovers, f"left behind by the test (killed now): {leftovers}"
     assert not checker.violations, checker.violations

@@ -63,6 +63,19 @@ def zk_node_env(
     )
 
 
+def az_nodes(tmp: Path, env: dict[str, str], azs: dict[str, str]) -> dict[str, NodeProcess]:
+    """Nodes of ``env``, one for each ``node id: availability zone`` of ``azs``, each with its
+    data under ``tmp/<node id>`` and its log in ``tmp/<node id>.log`` (not started)."""
+    return {
+        node_id: NodeProcess(
+            node_id,
+            {**env, "DROVER_DATA_DIR": str(tmp / node_id), "DROVER_AZ": az},
+            tmp / f"{node_id}.log",
+        )
+        for node_id, az in azs.items()
+    }
+
+
 def upgraded(env: dict[str, str]) -> dict[str, str]:
     """``env`` once ``drover db upgrade`` has migrated its database."""
     subprocess.run([DROVER, "db", "upgrade"], env=env, check=True, capture_output=True, timeout=120)
