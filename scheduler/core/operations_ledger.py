@@ -269,6 +269,20 @@ class OperationsLedger(Protocol):
 
 
 @dataclass(frozen=True)
+class CheckpointMove:
+    """Where a failed-over job's checkpoint goes: from ``source`` (None: none is known) to
+    ``target``, which lies inside the target cluster's storage root ``target_root``; ``clusters``
+    is the catalog (whose storage holds each location); ``holder`` holds the job's replica while
+    the move lasts (the replicator stays away from it)."""
+
+    source: str | None
+    target: str
+    target_root: str | None
+    clusters: Sequence[ClusterRecord]
+    holder: str
+
+
+@dataclass(frozen=True)
 class Availability:
     """Where a failed-over job's checkpoint is now and where it came from."""
 
@@ -305,20 +319,12 @@ class Checkpoints(Protocol):
     """Making a failed-over job's checkpoint available on the target (I/O; idempotent)."""
 
     def make_available(
-        self,
-        job: JobRecord,
-        *,
-        source: str | None,
-        target: str,
-        target_root: str | None,
-        clusters: Sequence[ClusterRecord],
-        holder: str,
-        guard: Callable[[], object] | None = None,
+        self, job: JobRecord, move: CheckpointMove, guard: Callable[[], object] | None = None
     ) -> Availability:
-        """Make the job's checkpoint available at ``target`` (from ``source`` when it can be
-        read, else the replica, else a fresh start), holding the job's replica for ``holder``
-        (the replicator stays away from it) until :meth:`release`. ``guard`` is called before
-        every write and raises to stop it (the caller's claim ran out)."""
+        """Make the job's checkpoint available at the move's target (from its source when it
+        can be read, else the replica, else a fresh start), holding the job's replica for the
+        move's holder until :meth:`release`. ``guard`` is called before every write and raises
+        to stop it (the caller's claim ran out)."""
         ...
 
     def release(self, jobs: Sequence[str], *, holder: str) -> None:

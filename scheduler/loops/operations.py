@@ -67,6 +67,7 @@ from scheduler.core.errors import (
 from scheduler.core.operations import ITEM_FIELDS, ItemChange
 from scheduler.core.operations_ledger import (
     AutoDecision,
+    CheckpointMove,
     Checkpoints,
     ItemWrite,
     OperationsLedger,
@@ -752,15 +753,15 @@ class Executor:
         job's directive cleared."""
         assert job is not None  # decide() asks for a checkpoint only for a job it read
         try:
-            got = self._checkpoints.make_available(
-                job,
-                source=want.source_location,
-                target=want.target_location,
-                target_root=want.target_root,
-                clusters=list(r.read.clusters.values()),
-                holder=holder_of(item.operation_id),
-                guard=r.lease.check,  # a claim that ran out (a frozen node) copies nothing
+            move = CheckpointMove(
+                want.source_location,
+                want.target_location,
+                want.target_root,
+                list(r.read.clusters.values()),
+                holder_of(item.operation_id),
             )
+            # a claim that ran out (a frozen node) copies nothing
+            got = self._checkpoints.make_available(job, move, guard=r.lease.check)
         except (NotOwner, LeaseExpired):
             raise
         except Exception as exc:

@@ -31,6 +31,7 @@ from scheduler.core import faults
 from scheduler.core.clock import utcnow
 from scheduler.core.errors import DroverError, InvalidInput, StaleWrite, StorageError
 from scheduler.core.operations_ledger import Availability as Availability  # its word too
+from scheduler.core.operations_ledger import CheckpointMove
 from scheduler.core.ownership import Claim
 from scheduler.core.records import ClusterRecord, GroupRecord, JobRecord
 from scheduler.decisions import storage
@@ -504,24 +505,16 @@ class ReplicaCheckpoints:
         self._store = store
 
     def make_available(
-        self,
-        job: JobRecord,
-        *,
-        source: str | None,
-        target: str,
-        target_root: str | None,
-        clusters: Sequence[ClusterRecord],
-        holder: str,
-        guard: Callable[[], object] | None = None,
+        self, job: JobRecord, move: CheckpointMove, guard: Callable[[], object] | None = None
     ) -> Availability:
         return make_available(
             job.name,
-            source=source,
-            target=target,
-            target_root=target_root,
+            source=move.source,
+            target=move.target,
+            target_root=move.target_root,
             store=self._store,
-            holder=holder,
-            known=(job, clusters),
+            holder=move.holder,
+            known=(job, move.clusters),
             guard=guard,
         )
 

@@ -42,6 +42,7 @@ from scheduler.core.operations_ledger import (
     AutoPause,
     Availability,
     Candidates,
+    CheckpointMove,
     FailoverPolicy,
     ItemWrite,
     JobWrite,
@@ -632,16 +633,9 @@ class FakeCheckpoints:
         self._lock = threading.Lock()
 
     def make_available(
-        self,
-        job: JobRecord,
-        *,
-        source: str | None,
-        target: str,
-        target_root: str | None,
-        clusters: Sequence[ClusterRecord],
-        holder: str,
-        guard: Callable[[], object] | None = None,
+        self, job: JobRecord, move: CheckpointMove, guard: Callable[[], object] | None = None
     ) -> Availability:
+        target, holder = move.target, move.holder
         if guard is not None:
             guard()
         with self._lock:
@@ -661,7 +655,7 @@ class FakeCheckpoints:
         batch = self.batches.get(job.name)
         if batch is None:
             return Availability(target, None, "fresh start", "no source checkpoint is known")
-        return Availability(target, batch, "source", f"synced from {source}")
+        return Availability(target, batch, "source", f"synced from {move.source}")
 
     def release(self, jobs: Sequence[str], *, holder: str) -> None:
         with self._lock:

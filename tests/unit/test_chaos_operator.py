@@ -8,6 +8,7 @@ import random
 from typing import Any, cast
 
 import httpx
+import pytest
 
 from chaos.faults import Operator, Stack, spec_of
 
@@ -180,6 +181,7 @@ def test_whole_cluster_faults_come_in_rounds_on_the_clusters_in_turn() -> None:
     assert firsts == {"a", "b"}
 
 
+@pytest.mark.serial  # measures time: not beside the e2e tests at nice 19
 def test_a_paced_lane_meets_its_quota_of_each_kind_past_its_end() -> None:
     """With a pace the n-th fault starts no earlier than n paces after the first; with a quota
     the lane goes on past its end until every kind came that often."""
