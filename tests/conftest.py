@@ -51,6 +51,12 @@ def require_env(name: str) -> str:
     return value
 
 
+def require_url(name: str) -> str:
+    """The URL in DROVER_TEST_* variable `name`, without a trailing slash; fail the test if it
+    is not set."""
+    return require_env(name).rstrip("/")
+
+
 def require_tool(command: str, package: str) -> str:
     """The path of the program ``command``; fail the test if it is missing (``make test``
     installs Debian's ``package`` for it)."""
@@ -80,6 +86,12 @@ def wait_until(
         return poll(condition, timeout=timeout, what=what, interval=interval)
     except TimeoutError as exc:
         pytest.fail(str(exc), pytrace=False)
+
+
+def wait_for_service(answers: Callable[[], bool], what: str) -> None:
+    """Wait until a configured service `answers`; at the deadline, fail the test with `what` and
+    how to start the services."""
+    wait_until(answers, timeout=SERVICE_DEADLINE, what=f"{what}; {START_HINT}")
 
 
 def _weight(item: pytest.Item) -> float:
@@ -147,11 +159,7 @@ def mysql_server() -> Iterator[sa.Engine]:
             conn.execute(sa.text("SELECT 1"))
         return True
 
-    wait_until(
-        answers,
-        timeout=SERVICE_DEADLINE,
-        what=f"MySQL at {server.url.render_as_string(hide_password=True)}; {START_HINT}",
-    )
+    wait_for_service(answers, f"MySQL at {server.url.render_as_string(hide_password=True)}")
     yield server
     server.dispose()
 
@@ -227,7 +235,7 @@ def zk_hosts() -> str:
             client.stop()
             client.close()
 
-    wait_until(session_opens, timeout=SERVICE_DEADLINE, what=f"ZooKeeper at {hosts}; {START_HINT}")
+    wait_for_service(session_opens, f"ZooKeeper at {hosts}")
     return hosts
 
 
@@ -258,8 +266,8 @@ class SparkStandalone:
 def _spark_cluster(letter: str) -> SparkStandalone:
     cluster = SparkStandalone(
         master_url=require_env(f"DROVER_TEST_SPARK_{letter}_MASTER"),
-        rest_url=require_env(f"DROVER_TEST_SPARK_{letter}_REST").rstrip("/"),
-        ui_url=require_env(f"DROVER_TEST_SPARK_{letter}_UI").rstrip("/"),
+        rest_url=require_url(f"DROVER_TEST_SPARK_{letter}_REST"),
+        ui_url=require_url(f"DROVER_TEST_SPARK_{letter}_UI"),
     )
 
     def alive_with_worker() -> bool:
@@ -267,10 +275,8 @@ def _spark_cluster(letter: str) -> SparkStandalone:
         workers = [w for w in state.get("workers", []) if w.get("state") == "ALIVE"]
         return state.get("status") == "ALIVE" and len(workers) > 0
 
-    wait_until(
-        alive_with_worker,
-        timeout=SERVICE_DEADLINE,
-        what=f"Spark master {cluster.ui_url}/json/ to be ALIVE with a worker; {START_HINT}",
+    wait_for_service(
+        alive_with_worker, f"Spark master {cluster.ui_url}/json/ to be ALIVE with a worker"
     )
     return cluster
 
@@ -310,21 +316,17 @@ def foreign_session() -> Iterator[tuple[int, int]]:
 def _yarn_cluster(letter: str) -> YarnCluster:
     cluster = YarnCluster(
         name=letter.lower(),
-        rm_url=require_env(f"DROVER_TEST_YARN_{letter}_RM").rstrip("/"),
-        hdfs_url=require_env(f"DROVER_TEST_YARN_{letter}_HDFS").rstrip("/"),
-        webhdfs_url=require_env(f"DROVER_TEST_YARN_{letter}_WEBHDFS").rstrip("/"),
+        rm_url=require_url(f"DROVER_TEST_YARN_{letter}_RM"),
+        hdfs_url=require_url(f"DROVER_TEST_YARN_{letter}_HDFS"),
+        webhdfs_url=require_url(f"DROVER_TEST_YARN_{letter}_WEBHDFS"),
         conf_dir=require_env(f"DROVER_TEST_YARN_{letter}_CONF"),
-        control_url=require_env(f"DROVER_TEST_YARN_{letter}_CONTROL").rstrip("/"),
+        control_url=require_url(f"DROVER_TEST_YARN_{letter}_CONTROL"),
     )
 
     def active() -> bool:
         return cluster.info().get("haState") == "ACTIVE"
 
-    wait_until(
-        active,
-        timeout=SERVICE_DEADLINE,
-        what=f"ResourceManager {cluster.rm_url} to be ACTIVE; {START_HINT} (HADOOP_CLUSTERS=2)",
-    )
+    wait_for_service(active, f"ResourceManager {cluster.rm_url} to be ACTIVE (HADOOP_CLUSTERS=2)")
     return cluster
 
 

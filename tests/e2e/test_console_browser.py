@@ -259,6 +259,12 @@ def badge_of(page: Any) -> str:
     return str(page.inner_text("[data-testid=tile-state] .badge"))
 
 
+def rows_by(page: Any, rows: str, key: str, value: str) -> dict[str | None, str | None]:
+    """The table rows matched by ``rows``, as their attribute ``key`` -> their attribute
+    ``value``."""
+    return {row.get_attribute(key): row.get_attribute(value) for row in page.locator(rows).all()}
+
+
 def test_operator_finds_stops_and_starts_a_job_and_visits_every_page(tab: Tab) -> None:
     page, stack = tab.page, tab.stack
     # sign in
@@ -369,10 +375,7 @@ def test_operator_finds_stops_and_starts_a_job_and_visits_every_page(tab: Tab) -
     shot(page, "11-jobs-bulk-select", stack)
     page.click("[data-testid=bulk-stop]")
     page.wait_for_selector("dialog[data-testid=bulk-plan]")
-    planned = {
-        row.get_attribute("data-item"): row.get_attribute("data-action")
-        for row in page.locator("dialog tr[data-item]").all()
-    }
+    planned = rows_by(page, "dialog tr[data-item]", "data-item", "data-action")
     assert planned == dict.fromkeys(others, "stop"), planned
     page.fill("[data-testid=bulk-reason]", "browser test: maintenance")
     shot(page, "12-bulk-plan", stack)
@@ -548,10 +551,7 @@ def test_a_job_is_created_and_edited_in_the_form(tab: Tab) -> None:
     page.fill("[data-testid=field-conf]", "spark.sql.shuffle.partitions=4")
     page.click("[data-testid=form-save]")
     page.wait_for_selector("dialog[data-testid=review]")
-    changes = {
-        row.get_attribute("data-change"): row.get_attribute("data-kind")
-        for row in page.locator("dialog tr[data-change]").all()
-    }
+    changes = rows_by(page, "dialog tr[data-change]", "data-change", "data-kind")
     assert changes == {"args": "changed", "conf.spark.sql.shuffle.partitions": "added"}, changes
     shot(page, "18-job-edit-diff", stack)
     page.click("[data-testid=review-save]")
@@ -731,10 +731,7 @@ def test_failover_dry_run_then_its_live_progress(tab: Tab) -> None:
     page.fill("input[name=reason]", "browser test: AZ a maintenance")
     page.click("[data-testid=failover-plan]")
     page.wait_for_selector("[data-testid=plan]")
-    planned = {
-        row.get_attribute("data-item"): row.get_attribute("data-action")
-        for row in page.locator("tr[data-item]").all()
-    }
+    planned = rows_by(page, "tr[data-item]", "data-item", "data-action")
     print(f"\nfailover dry run: {planned}")
     assert set(planned) == set(stack.jobs)
     shot(page, "14-failover-dry-run", stack)

@@ -14,6 +14,9 @@ and the reason (SQLite: the caps are counted by one node here).
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +89,45 @@ def create_fleet(store: Store, n_jobs: int) -> list[str]:
     return names
 
 
+@dataclass
+class CappedFailover:
+    """A failover's world: the simulated target cluster B, its jobs' names, the node that
+    submits them and, once it is over, the simulator's record of every driver."""
+
+    sim: SimCluster
+    names: list[str]
+    node: Reconciler | None = None
+    drivers: list[dict[str, Any]] = field(default_factory=list)
+
+
+@contextmanager
+def capped_failover(
+    store: Store, root: Path, cap: int, n_jobs: int, app_start_delay: float
+) -> Iterator[CappedFailover]:
+    """Cluster A, the simulated cluster B capped at ``cap`` submissions in flight, group g from
+    A to B and ``create_fleet``'s ``n_jobs`` jobs; afterwards, whatever happened, the node is
+    closed, the simulator's drivers are kept and the simulator is stopped."""
+    world = CappedFailover(SimCluster(app_start_delay=app_start_delay).start(), [])
+    try:
+        make_clusters(store, world.sim, root, cap)
+        world.names = create_fleet(store, n_jobs)
+        yield world
+    finally:
+        if world.node is not None:
+            world.node.close()
+        world.drivers = world.sim.drivers()
+        world.sim.stop()
+
+
+def admin_client(context: NodeContext) -> TestClient:
+    """A platform admin's client of the node API on ``context``."""
+    return TestClient(
+        create_app(context),
+        base_url="http://127.0.0.1",
+        headers=auth_headers(admin_token(context.store)),
+    )
+
+
 def peak_in_flight(drivers: list[dict[str, Any]]) -> int:
     """The most drivers of the simulator's record at once between their creation and their
     application running (or their end)."""
@@ -123,11 +165,8 @@ def test_a_thousand_job_failovers_resubmissions_respect_the_target_clusters_cap(
     # makes on two shared cores, more than ``cap`` would be in flight without the cap (and at
     # half that pace still half of it), so the cap is what paces the burst however busy the
     # machine is
-    sim = SimCluster(app_start_delay=1.5).start()
-    node: Reconciler | None = None
-    try:
-        make_clusters(store, sim, tmp_path, cap)
-        names = create_fleet(store, n_jobs)
+    with capped_failover(store, tmp_path, cap, n_jobs, app_start_delay=1.5) as world:
+        names = world.names
         with store.transaction() as s:
             jobs = [jobs_store.get_job(s, name) for name in names]
             op = ops_store.create_operation(
@@ -152,12 +191,8 @@ def test_a_thousand_job_failovers_resubmissions_respect_the_target_clusters_cap(
                 ops_store.switch_cluster(
                     s, job, "B", directive, reason="failover: switched to B", now=now, node_id="x"
                 )
-        node = reconciler(store, BackendRegistry(settings), "g", "n1")
-        client = TestClient(
-            create_app(NodeContext(settings, store)),
-            base_url="http://127.0.0.1",
-            headers=auth_headers(admin_token(store)),
-        )
+        node = world.node = reconciler(store, BackendRegistry(settings), "g", "n1")
+        client = admin_client(NodeContext(settings, store))
         seen: list[dict[str, Any]] = []
 
         def done() -> bool:
@@ -168,11 +203,7 @@ def test_a_thousand_job_failovers_resubmissions_respect_the_target_clusters_cap(
         started = time.monotonic()
         tick_until([node], done, "1,000 jobs RUNNING on B", deadline=120.0)
         print(f"\n1,000 resubmissions on B in {time.monotonic() - started:.1f} s")
-    finally:
-        if node is not None:
-            node.close()
-        drivers = sim.drivers()
-        sim.stop()
+    drivers = world.drivers
     assert len(drivers) == n_jobs  # one submission per job
     peak = peak_in_flight(drivers)
     print(f"peak submissions in flight on B: {peak} (cap {cap})")
@@ -195,20 +226,13 @@ def test_a_failover_through_the_executor_respects_the_target_clusters_cap(
 ) -> None:
     store = sqlite_store
     cap, n_jobs = 10, 120
-    sim = SimCluster(app_start_delay=0.1).start()
-    node: Reconciler | None = None
-    try:
-        make_clusters(store, sim, tmp_path, cap)
-        create_fleet(store, n_jobs)
+    with capped_failover(store, tmp_path, cap, n_jobs, app_start_delay=0.1) as world:
         a = FakeBackend(start_running=True)
-        node = reconciler(store, MixedBackends(a, BackendRegistry(settings)), "g", "n1")
+        backends = MixedBackends(a, BackendRegistry(settings))
+        node = world.node = reconciler(store, backends, "g", "n1")
         tick_until([node], lambda: jobs_on(store, "A", "RUNNING") == n_jobs, "jobs on A")
 
-        client = TestClient(
-            create_app(NodeContext(settings, store, reachable=lambda _cluster: True)),
-            base_url="http://127.0.0.1",
-            headers=auth_headers(admin_token(store)),
-        )
+        client = admin_client(NodeContext(settings, store, reachable=lambda _cluster: True))
         started = client.post(
             "/v1/failovers",
             json={"source": "A", "target": "B", "selector": {"all": True}, "parallelism": 1000},
@@ -238,11 +262,7 @@ def test_a_failover_through_the_executor_respects_the_target_clusters_cap(
                 seen = queued_jobs(client)
             assert time.monotonic() < deadline, f"the failover did not end: {state}"
         assert state == "SUCCEEDED", client.get(f"/v1/failovers/{operation}").json()["counts"]
-    finally:
-        if node is not None:
-            node.close()
-        drivers = sim.drivers()
-        sim.stop()
+    drivers = world.drivers
     assert len(drivers) == n_jobs  # one submission per job on B
     peak = peak_in_flight(drivers)
     print(f"\npeak submissions in flight on B: {peak} (cap {cap})")

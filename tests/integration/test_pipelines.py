@@ -36,7 +36,7 @@ from pipelines.drover_runtime import FENCED_LINE_PREFIX, HttpFence, Verdict, pro
 from scheduler.backends.local import LocalSparkSubmitBackend
 from scheduler.backends.standalone import StandaloneRestBackend
 from scheduler.config import Settings
-from scheduler.core.backend import AppState, SubmitRequest, app_name_for
+from scheduler.core.backend import AppState, SubmitRequest
 from scheduler.core.records import JobSpec, RunRecord
 from scheduler.core.states import DesiredState, JobState, RunState
 from scheduler.store import jobs as jobs_store
@@ -46,6 +46,7 @@ from scheduler.store.db import Store
 from tests.conftest import SparkStandalone, wait_until
 from tests.support.auth import admin_token
 from tests.support.drivers import log_tail
+from tests.support.runs import record_run
 from tests.support.schema import install_head_schema
 
 pytestmark = pytest.mark.e2e
@@ -76,6 +77,24 @@ def committed(checkpoint: Path) -> list[int]:
     if not commits.is_dir():
         return []
     return sorted(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+
+
+def refused_batch(
+    log: str, context: str, last_before: int, checkpoint: Path, output: Path
+) -> tuple[int, str]:
+    """The batch a superseded pipeline refused, from the one fenced-out line of its driver
+    ``log`` (``context``: what a failure shows): at most two batches past ``last_before``, the
+    last commit seen before the supersession, and nothing of it committed or written. Returns
+    the batch and the line."""
+    fenced = [line for line in log.splitlines() if line.startswith(FENCED_LINE_PREFIX)]
+    assert len(fenced) == 1, context
+    match = re.search(r"nothing of batch (\d+) was committed", fenced[0])
+    assert match is not None, fenced[0]
+    refused = int(match.group(1))
+    assert last_before < refused <= last_before + 2, (last_before, refused)
+    assert max(committed(checkpoint)) < refused
+    assert max(batch_ids(output)) < refused
+    return refused, fenced[0]
 
 
 def wait_with_log(condition: Callable[[], Any], timeout: float, what: str, run_dir: Path) -> Any:
@@ -126,8 +145,8 @@ class DroverApi:
         """A job whose current run is open (RUNNING), as an owner would have recorded it."""
         spec = JobSpec(name=name, entrypoint=str(WINDOWED), desired_state=DesiredState.RUNNING)
         with self.store.transaction() as session:
-            job = jobs_store.create_job(session, spec, cause="test", node_id=NODE)
-            return self._new_current_run(session, job, checkpoint)
+            jobs_store.create_job(session, spec, cause="test", node_id=NODE)
+            return self._new_current_run(session, name, checkpoint)
 
     def supersede(self, name: str) -> RunRecord:
         """Another run becomes the job's current run (e.g. after a failover)."""
@@ -140,32 +159,10 @@ class DroverApi:
                 job = replace(job, state=state, version=version)
             old = job.current_run
             assert old is not None
-            return self._new_current_run(session, job, old.checkpoint_location)
+            return self._new_current_run(session, name, old.checkpoint_location)
 
-    def _new_current_run(self, session: Any, job: Any, checkpoint: str) -> RunRecord:
-        run = ledger.create_run(
-            session,
-            job,
-            cluster="local",
-            node_id=NODE,
-            owner_epoch=0,
-            checkpoint_location=checkpoint,
-            app_name_for=app_name_for,
-        )
-        version = ledger.transition_job(
-            session,
-            job,
-            JobState.SUBMITTING,
-            reason="test: submitting",
-            cause="test",
-            node_id=NODE,
-            run_id=run.id,
-            current_run_id=run.id,
-        )
-        job = replace(job, state=JobState.SUBMITTING, version=version)
-        ledger.transition_job(
-            session, job, JobState.RUNNING, reason="test: running", cause="test", node_id=NODE
-        )
+    def _new_current_run(self, session: Any, name: str, checkpoint: str) -> RunRecord:
+        run = record_run(session, name, node_id=NODE, started=True, checkpoint_location=checkpoint)
         return ledger.update_run(session, run, state=RunState.RUNNING)
 
 
@@ -329,19 +326,12 @@ def test_superseded_pipeline_exits_by_itself(
     assert ended.state is AppState.FINISHED and ended.exit_code == 0, (ended, log_tail(run_dir))
 
     log = (run_dir / "driver.log").read_text(errors="replace")
-    fenced = [line for line in log.splitlines() if line.startswith(FENCED_LINE_PREFIX)]
-    assert len(fenced) == 1, log_tail(run_dir)
-    match = re.search(r"nothing of batch (\d+) was committed", fenced[0])
-    assert match is not None, fenced[0]
-    refused = int(match.group(1))
-    assert last_before < refused <= last_before + 2, (last_before, refused)
-    assert max(committed(checkpoint)) < refused
-    assert max(batch_ids(output)) < refused
+    refused, fenced = refused_batch(log, log_tail(run_dir), last_before, checkpoint, output)
     # the first URL is dead: the fence fell through to the node, without stopping the run
     assert "drover-runtime: warning:" not in log
     print(
         f"\nfenced out at batch {refused} (last commit before supersession {last_before}), "
-        f"process gone {took:.1f} s after the supersession: {fenced[0]}"
+        f"process gone {took:.1f} s after the supersession: {fenced}"
     )
 
 
@@ -601,14 +591,7 @@ def test_superseded_pipeline_exits_by_itself_on_standalone_cluster(
             driver_log_tail(spark_standalone, driver_id),
         )
         log = driver_log_tail(spark_standalone, driver_id)
-        fenced = [line for line in log.splitlines() if line.startswith(FENCED_LINE_PREFIX)]
-        assert len(fenced) == 1, log[-4000:]
-        match = re.search(r"nothing of batch (\d+) was committed", fenced[0])
-        assert match is not None, fenced[0]
-        refused = int(match.group(1))
-        assert last_before < refused <= last_before + 2, (last_before, refused)
-        assert max(committed(checkpoint)) < refused
-        assert max(batch_ids(output)) < refused
+        refused, _ = refused_batch(log, log[-4000:], last_before, checkpoint, output)
         wait_until(
             lambda: (
                 not [

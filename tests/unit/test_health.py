@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -176,8 +177,16 @@ policy_strategy = st.builds(
 )
 
 
-@settings(max_examples=300)
-@given(st.sampled_from(ClusterHealth), votes_strategy, live_strategy, policy_strategy)
+def every_situation(test: Callable[..., None]) -> Callable[..., None]:
+    """Run ``test`` on 300 situations: any current state, votes, live nodes and policy (the
+    inputs of one decision)."""
+    situations = given(
+        st.sampled_from(ClusterHealth), votes_strategy, live_strategy, policy_strategy
+    )
+    return settings(max_examples=300)(situations(test))
+
+
+@every_situation
 def test_every_decision_is_a_legal_monitor_transition(
     current: H, votes: list[Vote], live: set[str], policy: HealthPolicy
 ) -> None:
@@ -186,8 +195,7 @@ def test_every_decision_is_a_legal_monitor_transition(
         assert can_apply(current, decision.new, Decider.MONITOR)
 
 
-@settings(max_examples=300)
-@given(st.sampled_from(ClusterHealth), votes_strategy, live_strategy, policy_strategy)
+@every_situation
 def test_the_state_follows_the_rules(
     current: H, votes: list[Vote], live: set[str], policy: HealthPolicy
 ) -> None:

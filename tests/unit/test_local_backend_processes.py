@@ -24,7 +24,7 @@ from scheduler.backends.local import (
     _last_error_line,
     _LogScan,
 )
-from scheduler.core.backend import AppState, SubmitRequest
+from scheduler.core.backend import AppState, Submission, SubmitRequest
 from scheduler.core.errors import ClusterUnreachable, SubmissionRejected
 from tests.conftest import wait_until
 
@@ -84,6 +84,17 @@ def request(entrypoint: str, run_id: int = 1, **kwargs: object) -> SubmitRequest
         checkpoint_location="/ckpt",
         **kwargs,  # type: ignore[arg-type]
     )
+
+
+def submit_stubborn(backend: LocalSparkSubmitBackend, tmp_path: Path, body: str) -> Submission:
+    """Submit a driver that ignores SIGTERM and then runs ``body`` (which prints ``ready`` once
+    it is); return once it has said so."""
+    ignores_sigterm = "import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    entry = pipeline(tmp_path, "stubborn", ignores_sigterm + textwrap.dedent(body))
+    sub = backend.submit(request(entry))
+    log = backend.runs_dir / "job" / "1" / "driver.log"
+    wait_for(lambda: "ready" in log.read_text(), "the driver to be ready")
+    return sub
 
 
 def test_lifecycle_running_then_killed(backend: LocalSparkSubmitBackend, tmp_path: Path) -> None:
@@ -172,12 +183,11 @@ def test_finished_and_failed(backend: LocalSparkSubmitBackend, tmp_path: Path) -
 def test_sigterm_ignored_escalates_and_reaches_other_process_groups(
     backend: LocalSparkSubmitBackend, tmp_path: Path
 ) -> None:
-    entry = pipeline(
+    sub = submit_stubborn(
+        backend,
         tmp_path,
-        "stubborn",
         """
-        import os, signal, subprocess, sys, time
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        import subprocess, sys, time
         # like PySpark's worker daemon: a child in its own process group, same session
         child = subprocess.Popen(
             [sys.executable, "-c", "import signal, time; "
@@ -188,10 +198,7 @@ def test_sigterm_ignored_escalates_and_reaches_other_process_groups(
         time.sleep(600)
         """,
     )
-    sub = backend.submit(request(entry))
     sid = int(sub.submission_id.split("-")[1])
-    log = backend.runs_dir / "job" / "1" / "driver.log"
-    wait_for(lambda: "ready" in log.read_text(), "the driver to be ready")
     assert len(session_pids(sid)) == 4
     started = time.monotonic()
     backend.kill(sub.submission_id)
@@ -208,19 +215,15 @@ def test_sigterm_ignored_escalates_and_reaches_other_process_groups(
 def test_repeated_kill_from_a_new_instance_escalates(
     backend: LocalSparkSubmitBackend, tmp_path: Path
 ) -> None:
-    entry = pipeline(
+    sub = submit_stubborn(
+        backend,
         tmp_path,
-        "stubborn",
         """
-        import signal, time
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        import time
         print("ready", flush=True)
         time.sleep(600)
         """,
     )
-    sub = backend.submit(request(entry))
-    log = backend.runs_dir / "job" / "1" / "driver.log"
-    wait_for(lambda: "ready" in log.read_text(), "the driver to be ready")
     backend.kill(sub.submission_id)
     backend.close()  # this node "dies": its SIGKILL timer is gone
     other = LocalSparkSubmitBackend(backend.spark_home, backend.runs_dir, kill_grace_s=0.5)

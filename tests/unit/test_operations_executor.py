@@ -104,6 +104,10 @@ class World:
     def steps(self, op: OperationRecord, name: str) -> list[str]:
         return [e.step for e in self.item(op, name).history]
 
+    def step_by_job(self, op: OperationRecord) -> dict[str, str]:
+        """Each item's step, by its job's name."""
+        return {i.job_name: i.step for i in self.ledger.operation(op.id).items}
+
     def state(self, op: OperationRecord) -> OperationState:
         return self.ledger.operation(op.id).state
 
@@ -334,8 +338,7 @@ def test_planned_skips_end_at_once_and_take_no_slot(w: World) -> None:
     op = w.failover(parallelism=1)
     assert w.item(op, "alone").action == "skip" and no_target.group == "solo"
     w.round()
-    steps = {i.job_name: i.step for i in w.ledger.operation(op.id).items}
-    assert steps == {
+    assert w.step_by_job(op) == {
         "alone": "SKIPPED",
         "run-0": "DRAINING",
         "run-1": "PENDING",
@@ -590,8 +593,7 @@ def test_bulk_items_skip_refuse_cancel_and_fail_as_the_job_is(w: World) -> None:
     w.ledger.delete_job(gone.id)
     w.ledger.operations[op.id] = replace(w.ledger.operations[op.id], cancel_requested_at=None)
     w.round()
-    steps = {i.job_name: i.step for i in w.ledger.operation(op.id).items}
-    assert steps == {
+    assert w.step_by_job(op) == {
         "gone": "FAILED",
         "later": "WAITING",
         "on-b": "REFUSED",
