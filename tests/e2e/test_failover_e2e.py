@@ -38,6 +38,7 @@ from typing import Any
 import pytest
 
 from harness.nodes import poll, stop_live
+from harness.pipelines import batch_files
 from harness.tcpproxy import TcpProxy
 from scheduler.backends.standalone import StandaloneRestBackend
 from tests.conftest import SparkStandalone
@@ -122,12 +123,7 @@ class World(NodesWorld):
 
     def batches(self, name: str) -> dict[int, int]:
         """batch id -> id of the run that committed it."""
-        out = self.tmp / "out" / name
-        found = {}
-        for path in out.iterdir() if out.is_dir() else ():
-            if path.name.isdigit():
-                found[int(path.name)] = int(path.read_text().split()[0])
-        return found
+        return batch_files(self.tmp / "out" / name)
 
 
 @pytest.fixture(scope="module")

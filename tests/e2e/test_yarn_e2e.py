@@ -48,6 +48,7 @@ import httpx
 import pytest
 
 from harness.nodes import poll, stop_live
+from harness.pipelines import batch_files
 from scheduler.backends.yarn import run_tag
 from tests.support.failovers import automatic_failover, steps_of, wait_all_running
 from tests.support.nodes import NodeProcess
@@ -134,12 +135,7 @@ class World(NodesWorld):
 
     def batches(self, name: str) -> dict[int, int]:
         """batch id -> id of the run that committed it (the self-fencing pipeline's output)."""
-        out = self.tmp / "out" / name
-        found = {}
-        for path in out.iterdir() if out.is_dir() else ():
-            if path.name.isdigit():
-                found[int(path.name)] = int(path.read_text().split()[0])
-        return found
+        return batch_files(self.tmp / "out" / name)
 
 
 def _mkdir_hdfs(cluster: YarnCluster, path: str) -> None:
