@@ -11,7 +11,6 @@ itself once the cluster has been quiet.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Annotated
 
@@ -30,7 +29,7 @@ from api.schemas.resources import (
 )
 from scheduler.core.clock import utcnow
 from scheduler.decisions.catalog import validate_cluster_name
-from scheduler.decisions.health import HealthEvent, assess, live_votes
+from scheduler.decisions.health import ClusterHealth, assess, live_votes
 from scheduler.decisions.identity import acting_as
 from scheduler.store import catalog as catalog_store
 from scheduler.store import health as health_store
@@ -105,7 +104,7 @@ def mark_abnormal(name: NamePath, body: MarkAbnormal, caller: CallerDep) -> Heal
     A team's operator is named with its team in the reason and in every job's event."""
     name = validate_cluster_name(name)
     return _operator_change(
-        caller, "cluster.mark-abnormal", health_store.mark_abnormal, name, body.reason
+        caller, "cluster.mark-abnormal", ClusterHealth.MANUAL_ABNORMAL, name, body.reason
     )
 
 
@@ -122,23 +121,24 @@ def clear(
     """Lift a manual mark: the cluster is NORMAL (the monitor decides again at its next round)."""
     name = validate_cluster_name(name)
     reason = body.reason if body is not None else ""
-    return _operator_change(caller, "cluster.clear", health_store.clear, name, reason)
+    return _operator_change(caller, "cluster.clear", ClusterHealth.NORMAL, name, reason)
 
 
 def _operator_change(
     caller: Caller,
     action: str,
-    change: Callable[..., HealthEvent],
+    new: ClusterHealth,
     cluster: str,
     reason: str,
 ) -> HealthEventPublic:
-    """An operator's ``change`` of the cluster's health (``health_store.mark_abnormal`` or
-    ``clear``) with its audit row (``action``) in one transaction; then the reconcile loops of
-    the groups on the cluster are woken."""
+    """An operator's change of the cluster's health to ``new`` (a manual mark or its lifting)
+    with its audit row (``action``) in one transaction; then the reconcile loops of the groups
+    on the cluster are woken."""
     with caller.store.transaction() as session:
-        event = change(
+        event = health_store.operator_change(
             session,
             cluster,
+            new,
             reason=reason,
             actor=caller.actor,
             node_id=caller.ctx.settings.node_id,

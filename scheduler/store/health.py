@@ -2,10 +2,10 @@
 
 The cluster's ``health`` column is written only here, always as a conditional write on the state
 the change was decided from (two nodes deciding at once record one transition; the other gets
-StaleWrite): by :func:`record_decision` (the monitor's decision) and by :func:`mark_abnormal` /
-:func:`clear` (an operator). Every transition is a
-``cluster_health_events`` row with its evidence, and a job event for each job on the cluster.
-Each function takes a session; the caller owns the transaction.
+StaleWrite): by :func:`record_decision` (the monitor's decision) and by :func:`operator_change`
+(an operator). Every transition is a ``cluster_health_events`` row with its evidence, and a
+job event for each job on the cluster. Each function takes a session; the caller owns the
+transaction.
 """
 
 from __future__ import annotations
@@ -108,46 +108,34 @@ def record_decision(
     )
 
 
-def mark_abnormal(
+#: what an operator may set a cluster's health to: a manual mark (MANUAL_ABNORMAL, again to
+#: change the reason) and its lifting (NORMAL, IllegalTransition from any state but the mark)
+OPERATOR_STATES = (ClusterHealth.MANUAL_ABNORMAL, ClusterHealth.NORMAL)
+
+
+def operator_change(
     session: Session,
     cluster: str,
+    new: ClusterHealth,
     *,
     reason: str,
     actor: str,
     node_id: str,
     acting_as: str = "",
 ) -> HealthEvent:
-    """An operator marks the cluster MANUAL_ABNORMAL (again, to change the reason).
+    """An operator marks the cluster MANUAL_ABNORMAL (a reason is required) or lifts the mark
+    (``new`` NORMAL).
 
     ``acting_as``: the operator as every team sees it in the reason and the jobs' events
     (``identity.acting_as``: the team whose operator it is); ``actor`` by default."""
-    reason = _reason(reason, required=True)
+    if new not in OPERATOR_STATES:
+        allowed = " or ".join(OPERATOR_STATES)
+        raise InvalidInput(f"an operator sets a cluster's health to {allowed}, not {new}")
     return _operator_change(
         session,
         cluster,
-        ClusterHealth.MANUAL_ABNORMAL,
-        reason=reason,
-        actor=actor,
-        node_id=node_id,
-        shown=acting_as or actor,
-    )
-
-
-def clear(
-    session: Session,
-    cluster: str,
-    *,
-    reason: str,
-    actor: str,
-    node_id: str,
-    acting_as: str = "",
-) -> HealthEvent:
-    """An operator lifts a manual mark (IllegalTransition for any other state)."""
-    return _operator_change(
-        session,
-        cluster,
-        ClusterHealth.NORMAL,
-        reason=_reason(reason, required=False),
+        new,
+        reason=_reason(reason, required=new is ClusterHealth.MANUAL_ABNORMAL),
         actor=actor,
         node_id=node_id,
         shown=acting_as or actor,

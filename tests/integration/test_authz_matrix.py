@@ -38,6 +38,7 @@ from scheduler.core.records import JobSpec
 from scheduler.core.states import DesiredState
 from scheduler.decisions.alerts import ChannelKind, ChannelRecord
 from scheduler.decisions.catalog import ClusterSpec
+from scheduler.decisions.health import ClusterHealth
 from scheduler.decisions.identity import Role, Scope
 from scheduler.decisions.membership import MembershipSnapshot, Mode, NodeCard
 from scheduler.decisions.operations.model import OperationKind
@@ -437,8 +438,13 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
                 storage_root="/tmp/drover-matrix-marked",
             ),
         )
-        health_store.mark_abnormal(
-            session, "marked", reason="maintenance", actor="root", node_id="t"
+        health_store.operator_change(
+            session,
+            "marked",
+            ClusterHealth.MANUAL_ABNORMAL,
+            reason="maintenance",
+            actor="root",
+            node_id="t",
         )
     headers: dict[str, dict[str, str]] = {}
     soon = datetime.now(UTC) + timedelta(hours=1)

@@ -17,7 +17,7 @@ from api.app import create_app
 from api.deps import NodeContext
 from scheduler.config import Settings
 from scheduler.core.clock import utcnow
-from scheduler.core.errors import StaleWrite
+from scheduler.core.errors import InvalidInput, StaleWrite
 from scheduler.core.records import JobSpec
 from scheduler.decisions.health import ClusterHealth, HealthPolicy, Vote, decide
 from scheduler.store import health as health_store
@@ -141,6 +141,19 @@ def test_prune_forgets_only_old_votes(store: Store) -> None:
         assert health_store.prune_votes(s, now - timedelta(minutes=10)) == 1
     with store.session() as s:
         assert len(health_store.votes_since(s, "local", now - timedelta(days=1))) == 1
+
+
+def test_an_operator_sets_only_the_manual_mark_or_lifts_it(store: Store) -> None:
+    with store.transaction() as s:
+        for state in set(ClusterHealth) - set(health_store.OPERATOR_STATES):
+            with pytest.raises(InvalidInput, match="MANUAL_ABNORMAL or NORMAL"):
+                health_store.operator_change(s, "local", state, reason="r", actor="a", node_id="n")
+        with pytest.raises(InvalidInput, match="a reason is required"):
+            health_store.operator_change(
+                s, "local", ClusterHealth.MANUAL_ABNORMAL, reason=" ", actor="a", node_id="n"
+            )
+    with store.session() as s:
+        assert health_store.list_health_events(s, "local") == []
 
 
 def test_a_team_operators_mark_names_the_team_and_marks_may_be_the_platforms(
