@@ -472,14 +472,10 @@ def _apply(
     node: str,
     grace_seconds: float | None = None,
 ) -> JobRecord:
-    effect = command_effect(command, job.desired_state, job.state)
     return jobs_store.apply_command(
         session,
         job.name,
-        desired=effect.desired,
-        state=effect.state,
-        bump_generation=effect.bump_generation,
-        reset_attempts=effect.reset_attempts,
+        command_effect(command, job.desired_state, job.state),
         expected_version=expected_version,
         cause=f"api:{command} by {actor}",
         node_id=node,

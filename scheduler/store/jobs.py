@@ -42,7 +42,14 @@ from scheduler.core.records import (
     JobSpec,
     RunRecord,
 )
-from scheduler.core.states import DesiredState, JobState, OnStall, Priority, transition
+from scheduler.core.states import (
+    CommandEffect,
+    DesiredState,
+    JobState,
+    OnStall,
+    Priority,
+    transition,
+)
 from scheduler.decisions import leases, revisions, storage
 from scheduler.decisions.labels import Op, Requirement, validate_labels
 from scheduler.store import paging
@@ -689,18 +696,16 @@ def update_job_spec(
 def apply_command(
     session: Session,
     name: str,
+    effect: CommandEffect,
     *,
-    desired: DesiredState,
-    state: JobState | None,
-    bump_generation: bool,
-    reset_attempts: bool,
     expected_version: int | None,
     cause: str,
     node_id: str,
     message: str,
     grace_seconds: float | None = None,
 ) -> JobRecord:
-    """Record an operator's start/stop/restart (decided by ``states.command_effect``).
+    """Record an operator's start/stop/restart: its ``effect``, as ``states.command_effect``
+    decided it from the job it read.
 
     ``grace_seconds``: how long a graceful stop of the live run (stop, restart) waits before a
     kill (None: the node's default; 0: kill at once).
@@ -711,11 +716,12 @@ def apply_command(
     _check_version(job, expected_version)
     now = utcnow()
     old_state = JobState(job.state)
-    job.desired_state = desired.value
+    state = effect.state
+    job.desired_state = effect.desired.value
     job.grace_seconds = grace_seconds
-    if bump_generation:
+    if effect.bump_generation:
         job.generation += 1
-    if reset_attempts:
+    if effect.reset_attempts:
         job.attempts_reset_at = now
         job.not_before = None
     if state is not None and state != old_state:

@@ -307,10 +307,7 @@ class SqlOperationsLedger:
             after = jobs_store.apply_command(
                 session,
                 before.name,
-                desired=effect.desired,
-                state=effect.state,
-                bump_generation=effect.bump_generation,
-                reset_attempts=effect.reset_attempts,
+                effect,
                 expected_version=None,
                 cause=f"operation:{operation.id}",
                 node_id=self._node_id,

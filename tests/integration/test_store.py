@@ -14,7 +14,7 @@ from scheduler.core.backend import app_name_for
 from scheduler.core.errors import AlreadyExists, Conflict, NotFound, StaleWrite
 from scheduler.core.ownership import name_crc32
 from scheduler.core.records import JobRecord, JobSpec, RunRecord
-from scheduler.core.states import DesiredState, JobState, RunState
+from scheduler.core.states import CommandEffect, DesiredState, JobState, RunState
 from scheduler.store import catalog as catalog_store
 from scheduler.store import inspection, journal, ledger
 from scheduler.store import jobs as jobs_store
@@ -315,10 +315,7 @@ def test_only_spec_changes_move_the_spec_version(store: Store) -> None:
         job = jobs_store.apply_command(
             s,
             "j",
-            desired=DesiredState.STOPPED,
-            state=None,
-            bump_generation=False,
-            reset_attempts=False,
+            CommandEffect(DesiredState.STOPPED, False, False, state=None),
             expected_version=1,  # checked against the spec version, which did not move
             cause="t",
             node_id="n",
