@@ -131,36 +131,8 @@ def operator_change(
     if new not in OPERATOR_STATES:
         allowed = " or ".join(OPERATOR_STATES)
         raise InvalidInput(f"an operator sets a cluster's health to {allowed}, not {new}")
-    return _operator_change(
-        session,
-        cluster,
-        new,
-        reason=_reason(reason, required=new is ClusterHealth.MANUAL_ABNORMAL),
-        actor=actor,
-        node_id=node_id,
-        shown=acting_as or actor,
-    )
-
-
-def _reason(reason: str, *, required: bool) -> str:
-    reason = " ".join(reason.split())
-    if required and not reason:
-        raise InvalidInput("a reason is required")
-    if len(reason) > MAX_REASON_LENGTH:
-        raise InvalidInput(f"the reason must be at most {MAX_REASON_LENGTH} characters")
-    return reason
-
-
-def _operator_change(
-    session: Session,
-    cluster: str,
-    new: ClusterHealth,
-    *,
-    reason: str,
-    actor: str,
-    node_id: str,
-    shown: str,
-) -> HealthEvent:
+    reason = _reason(reason, required=new is ClusterHealth.MANUAL_ABNORMAL)
+    shown = acting_as or actor
     row = load_cluster(session, cluster)
     old = _health(row.health)
     apply(old, new, Decider.OPERATOR)
@@ -180,6 +152,15 @@ def _operator_change(
         node_id=node_id,
         at=utcnow(),
     )
+
+
+def _reason(reason: str, *, required: bool) -> str:
+    reason = " ".join(reason.split())
+    if required and not reason:
+        raise InvalidInput("a reason is required")
+    if len(reason) > MAX_REASON_LENGTH:
+        raise InvalidInput(f"the reason must be at most {MAX_REASON_LENGTH} characters")
+    return reason
 
 
 def _write_transition(
