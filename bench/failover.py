@@ -64,6 +64,7 @@ from bench.takeover import (
     zk_namespace,
 )
 from harness.nodes import NodeProcess, poll
+from harness.pollers import Poller
 from harness.procs import terminate_like_interrupt
 from scheduler.backends.registry import BackendRegistry
 from scheduler.config import Settings
@@ -139,11 +140,13 @@ def runs_per_job_on(store: Store, cluster: str) -> Counter[int]:
         return Counter({int(job): int(n) for job, n in rows})
 
 
-class DoubleRunPoller:
+class DoubleRunPoller(Poller):
     """Samples the live applications of every cluster every ``interval`` seconds: the jobs seen
     with two at once (never expected). ``live``: the job of each live application, across the
     clusters (a job twice: two live applications); by default those of the simulators
     ``sims``."""
+
+    stop_timeout = 30.0  # a look at a simulator of 1,000 applications may take seconds
 
     def __init__(
         self,
@@ -151,36 +154,23 @@ class DoubleRunPoller:
         live: Callable[[], list[str]] | None = None,
         interval: float = 0.5,
     ) -> None:
+        super().__init__(interval)
         self.sims = sims
         self.live = live or self._sim_jobs
-        self.interval = interval
-        self.samples = 0
         self.doubles: set[str] = set()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    @property
+    def samples(self) -> int:
+        """The looks that answered."""
+        return self.polls
 
     def _sim_jobs(self) -> list[str]:
         apps = [n for sim in self.sims.values() for n in sim.live_apps().values()]
         return [n.split(":")[1] for n in apps if n.startswith("drover:")]
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                jobs = Counter(self.live())
-            except httpx.HTTPError:
-                self._stop.wait(self.interval)
-                continue
-            self.doubles.update(j for j, n in jobs.items() if n > 1)
-            self.samples += 1
-            self._stop.wait(self.interval)
-
-    def __enter__(self) -> DoubleRunPoller:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
+    def poll(self) -> None:
+        jobs = Counter(self.live())
+        self.doubles.update(j for j, n in jobs.items() if n > 1)
 
 
 def _seconds(a: str | None, b: str | None) -> float | None:
@@ -348,7 +338,7 @@ def measure_sim(args: argparse.Namespace) -> dict[str, Any]:
                     f"safety: {creates_b} creates on B for {args.jobs} jobs, runs on B per job "
                     f"{dict(Counter(on_b.values()))}, {jobs_b} jobs on B, "
                     f"{len(poller.doubles)} jobs seen with two live apps in {poller.samples} "
-                    "samples of both clusters"
+                    f"samples of both clusters ({poller.errors} missed)"
                 )
                 ended_ok = last["state"] == "SUCCEEDED"
                 return {
