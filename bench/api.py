@@ -55,7 +55,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -63,6 +63,9 @@ from bench.targets import TARGET_OF, Target
 from harness.localserver import stop_process
 from harness.nodes import NodeProcess, free_port, poll
 from harness.procs import CpuMeter, session_pids
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 CONCURRENCY = 16
 #: jobs created before the measurements (GET reads them in turn; the list pages over them)
@@ -212,26 +215,35 @@ def run_load(spec: LoadSpec, cpu: int | None) -> dict[str, Any]:
 # -- the bare app (a process of its own) --------------------------------------------------------
 
 
-def _bare_main(port: int, bodies_path: str) -> None:
-    """A bare FastAPI app answering copies of the node's bodies, served like the node."""
-    import uvicorn
+def bare_app(bodies: dict[str, Any], prefix: str) -> FastAPI:
+    """A bare FastAPI app answering copies of the node's bodies (``bodies["job"]``, a job
+    document, and ``bodies["page"]``, a page of them) at ``{prefix}/jobs/{name}``, at
+    ``{prefix}/jobs`` and to a ``POST`` there."""
     from fastapi import FastAPI, status
 
-    bodies = json.loads(Path(bodies_path).read_text())
     job, page = bodies["job"], bodies["page"]
     app = FastAPI()
 
-    @app.get("/bare/jobs/{name}")
+    @app.get(prefix + "/jobs/{name}")
     def get_job(name: str) -> dict[str, Any]:
         return {**job, "name": name}
 
-    @app.get("/bare/jobs")
+    @app.get(prefix + "/jobs")
     def list_jobs(limit: int = 100) -> dict[str, Any]:
         return {**page, "limit": limit}
 
-    @app.post("/bare/jobs", status_code=status.HTTP_201_CREATED)
+    @app.post(prefix + "/jobs", status_code=status.HTTP_201_CREATED)
     def create_job(body: dict[str, Any]) -> dict[str, Any]:
         return {**job, **body}
+
+    return app
+
+
+def _bare_main(port: int, bodies_path: str) -> None:
+    """The bare app at ``/bare/jobs``, served like the node."""
+    import uvicorn
+
+    app = bare_app(json.loads(Path(bodies_path).read_text()), "/bare")
 
     # what drover.node.run_node does
     from drover.node import GIL_SWITCH_INTERVAL_S
