@@ -53,7 +53,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -311,16 +311,20 @@ def _pin_session(sid: int, cpu: int | None) -> None:
             pass  # gone meanwhile, or a thread group we may not change
 
 
-def bench_store(
-    store: str,
-    *,
-    mysql_url: str,
-    zk_hosts: str,
-    duration: float,
-    rounds: int,
-    concurrency: int,
-    node_env: dict[str, str] | None = None,
-) -> dict[str, dict[str, dict[str, float]]]:
+@dataclass(frozen=True)
+class Conditions:
+    """What every store is measured under: the services (``zk_hosts`` empty: no ZooKeeper),
+    the load's phases and clients, and the node's own settings (``DROVER_`` names)."""
+
+    mysql_url: str
+    zk_hosts: str
+    duration: float
+    rounds: int
+    concurrency: int
+    node_env: dict[str, str] = field(default_factory=dict)
+
+
+def bench_store(store: str, c: Conditions) -> dict[str, dict[str, dict[str, float]]]:
     """``{endpoint: {"bare": figures, "drover": figures}}`` for one store."""
     from bench.takeover import migrate, zk_namespace
 
@@ -328,7 +332,7 @@ def bench_store(
     with ExitStack() as stack:
         workdir = Path(tempfile.mkdtemp(prefix=f"drover-apibench-{store}-"))
         stack.callback(shutil.rmtree, workdir, ignore_errors=True)
-        url = stack.enter_context(store_url(store, mysql_url, workdir))
+        url = stack.enter_context(store_url(store, c.mysql_url, workdir))
         migrate(url)
         env = {
             **{k: v for k, v in os.environ.items() if not k.startswith("DROVER_")},
@@ -338,11 +342,11 @@ def bench_store(
             "DROVER_ARTIFACT_ROOTS": "/opt/pipelines/",
             "DROVER_LOG_LEVEL": "WARNING",
             "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-            **(node_env or {}),
+            **c.node_env,
         }
-        if zk_hosts:
-            env["DROVER_ZK_HOSTS"] = zk_hosts
-            env["DROVER_ZK_NAMESPACE"] = stack.enter_context(zk_namespace(zk_hosts))
+        if c.zk_hosts:
+            env["DROVER_ZK_HOSTS"] = c.zk_hosts
+            env["DROVER_ZK_NAMESPACE"] = stack.enter_context(zk_namespace(c.zk_hosts))
         node = NodeProcess(f"apibench-{store}", env, workdir / "node.log")
         node.start()
         stack.callback(node.stop)
@@ -374,7 +378,7 @@ def bench_store(
         totals: dict[str, dict[str, list[dict[str, Any]]]] = {
             e: {"bare": [], "drover": []} for e in ENDPOINTS
         }
-        for round_no in range(rounds):
+        for round_no in range(c.rounds):
             for endpoint in ENDPOINTS:
                 sides = ("bare", "drover") if round_no % 2 == 0 else ("drover", "bare")
                 for side in sides:
@@ -385,9 +389,9 @@ def bench_store(
                         path=drover_path if side == "drover" else bare_path,
                         names=names,
                         token=token if side == "drover" else "",
-                        concurrency=concurrency,
-                        warmup=min(1.0, duration / 3),
-                        duration=duration,
+                        concurrency=c.concurrency,
+                        warmup=min(1.0, c.duration / 3),
+                        duration=c.duration,
                         prefix=f"load-{side}-{round_no}-{secrets.token_hex(3)}",
                     )
                     if side == "bare":
@@ -477,28 +481,11 @@ def print_table(
         )
 
 
-def measure(
-    stores: list[str],
-    *,
-    mysql_url: str,
-    zk_hosts: str,
-    duration: float,
-    rounds: int,
-    concurrency: int,
-    node_env: dict[str, str] | None = None,
-) -> dict[str, float]:
+def measure(stores: list[str], c: Conditions) -> dict[str, float]:
     out: dict[str, float] = {}
     for store in stores:
-        measured = bench_store(
-            store,
-            mysql_url=mysql_url,
-            zk_hosts=zk_hosts,
-            duration=duration,
-            rounds=rounds,
-            concurrency=concurrency,
-            node_env=node_env,
-        )
-        print_table(store, concurrency, measured)
+        measured = bench_store(store, c)
+        print_table(store, c.concurrency, measured)
         out.update(figures(store, measured))
     out.update(worst(out, stores))
     return out
@@ -515,11 +502,13 @@ def run(quick: bool) -> dict[str, float]:
     mysql_url = os.environ.get("DROVER_TEST_MYSQL_URL", "")
     return measure(
         _stores(None, mysql_url),
-        mysql_url=mysql_url,
-        zk_hosts=os.environ.get("DROVER_TEST_ZK_HOSTS", ""),
-        duration=3.0 if quick else 8.0,
-        rounds=1 if quick else 2,
-        concurrency=CONCURRENCY,
+        Conditions(
+            mysql_url=mysql_url,
+            zk_hosts=os.environ.get("DROVER_TEST_ZK_HOSTS", ""),
+            duration=3.0 if quick else 8.0,
+            rounds=1 if quick else 2,
+            concurrency=CONCURRENCY,
+        ),
     )
 
 
@@ -555,12 +544,14 @@ def main() -> None:
         parser.error("--node-env takes DROVER_NAME=VALUE")
     result = measure(
         stores,
-        mysql_url=args.mysql_url,
-        zk_hosts=args.zk_hosts,
-        duration=3.0 if args.quick else args.duration,
-        rounds=1 if args.quick else args.rounds,
-        concurrency=args.concurrency,
-        node_env=node_env,
+        Conditions(
+            mysql_url=args.mysql_url,
+            zk_hosts=args.zk_hosts,
+            duration=3.0 if args.quick else args.duration,
+            rounds=1 if args.quick else args.rounds,
+            concurrency=args.concurrency,
+            node_env=node_env,
+        ),
     )
     if args.json:
         print(json.dumps(result, indent=2, sort_keys=True))
