@@ -51,17 +51,18 @@ import httpx
 import sqlalchemy as sa
 
 from bench.takeover import (
-    PIPELINE,
     bench_nodes,
+    bench_workdir,
     fresh_database,
+    fresh_services,
     job_names,
     migrate,
     node_env,
     parse_with_services,
+    placeholder_pipeline,
     seed_jobs,
     simulator,
     start_nodes,
-    zk_namespace,
 )
 from harness.nodes import NodeProcess, poll
 from harness.pollers import Poller
@@ -218,26 +219,23 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 def measure_sim(args: argparse.Namespace) -> dict[str, Any]:
     """The failover of ``args.jobs`` jobs between two simulated clusters; its figures."""
     phase_timeout = args.timeout or 120.0 + args.jobs * 0.5
-    workdir = Path(tempfile.mkdtemp(prefix="drover-failover-"))
-    nodes: list[NodeProcess] = []
-    print(
-        f"failover bench: {args.nodes} nodes, {args.jobs} jobs, parallelism {args.parallelism}, "
-        f"reconcile interval {args.reconcile_interval} s; work dir {workdir}"
-    )
-    try:
+    with bench_workdir("drover-failover-", args.keep_logs) as workdir:
+        nodes: list[NodeProcess] = []
+        print(
+            f"failover bench: {args.nodes} nodes, {args.jobs} jobs, "
+            f"parallelism {args.parallelism}, reconcile interval {args.reconcile_interval} s; "
+            f"work dir {workdir}"
+        )
         with (
             simulator(args.app_start_delay) as sim_a,
             simulator(args.app_start_delay) as sim_b,
-            fresh_database(args.mysql_url) as database_url,
-            zk_namespace(args.zk_hosts) as namespace,
+            fresh_services(args.mysql_url, args.zk_hosts) as (database_url, namespace),
         ):
             sims = {"A": sim_a, "B": sim_b}
-            migrate(database_url)
             store = Store(database_url)
             try:
                 register(store, sims, workdir)
-                entry = workdir / "pipeline.py"
-                entry.write_text(PIPELINE)
+                entry = placeholder_pipeline(workdir)
                 env = node_env(
                     database_url,
                     args.zk_hosts,
@@ -305,8 +303,9 @@ def measure_sim(args: argparse.Namespace) -> dict[str, Any]:
                     f"(stored in {created:.2f} s): {last['counts']}"
                 )
                 print(
-                    f"  {args.jobs / total:.1f} jobs/s; {1000 * total / args.jobs:.0f} ms per job "
-                    f"of the whole (parallelism {args.parallelism})"
+                    f"  {args.jobs / total:.1f} jobs/s; "
+                    f"{1000 * total / args.jobs:.0f} ms per job of the whole "
+                    f"(parallelism {args.parallelism})"
                 )
                 durations = [
                     s
@@ -357,15 +356,11 @@ def measure_sim(args: argparse.Namespace) -> dict[str, Any]:
                     "double_runs": len(poller.doubles),
                 }
             finally:
+                # the nodes go before their database and ZooKeeper namespace do
+                for node in nodes:
+                    if node.proc is not None and node.alive:
+                        node.stop()
                 store.dispose()
-    finally:
-        for node in nodes:
-            if node.proc is not None and node.alive:
-                node.stop()
-        if args.keep_logs:
-            print(f"node logs kept in {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
 
 
 # -- store trips per failover item ------------------------------------------------------------
@@ -444,8 +439,7 @@ def measure_trips(args: argparse.Namespace) -> dict[str, Any]:
             executor = _trips_executor(executor_store, settings, jobs)
             try:
                 register(setup, {"A": sim_a, "B": sim_b}, workdir)
-                entry = workdir / "pipeline.py"
-                entry.write_text(PIPELINE)
+                entry = placeholder_pipeline(workdir)
                 names = job_names(jobs)
                 seed_jobs(setup, names, str(entry))
                 with setup.transaction() as session:
@@ -600,11 +594,7 @@ def measure_real(
     nodes: list[NodeProcess] = []
     ok = False
     try:
-        with (
-            fresh_database(mysql_url) as database_url,
-            zk_namespace(zk_hosts) as namespace,
-        ):
-            migrate(database_url)
+        with fresh_services(mysql_url, zk_hosts) as (database_url, namespace):
             env = node_env(
                 database_url,
                 zk_hosts,
