@@ -53,6 +53,7 @@ import sqlalchemy as sa
 from bench.takeover import (
     bench_nodes,
     bench_workdir,
+    create_jobs,
     fresh_database,
     fresh_services,
     job_names,
@@ -67,6 +68,7 @@ from bench.takeover import (
 from harness.nodes import NodeProcess, poll
 from harness.pollers import Poller
 from harness.procs import terminate_like_interrupt
+from harness.spark import kill_drover_apps
 from scheduler.backends.registry import BackendRegistry
 from scheduler.config import Settings
 from scheduler.core.backend import app_name_for
@@ -559,22 +561,6 @@ def stop_jobs(api: NodeProcess, names: list[str], timeout: float) -> None:
         print(f"could not stop the jobs through Drover: {exc}")
 
 
-def _kill_leftovers(clusters: dict[str, dict[str, str]], prefix: str) -> list[str]:
-    from scheduler.backends.standalone import StandaloneRestBackend
-
-    found = []
-    for c in clusters.values():
-        backend = StandaloneRestBackend(c["rest"], c["master"], c["ui"])
-        try:
-            for app in backend.list_applications():
-                if app.app_name.startswith(f"drover:{prefix}") and app.state.is_alive:
-                    backend.kill(app.submission_id)
-                    found.append(f"{c['master']} {app.app_name}")
-        finally:
-            backend.close()
-    return found
-
-
 def measure_real(
     mysql_url: str,
     zk_hosts: str,
@@ -590,7 +576,6 @@ def measure_real(
     workdir = Path(tempfile.mkdtemp(prefix="drover-failover-real-"))
     prefix = f"bf{os.urandom(4).hex()}"
     names = [f"{prefix}-{i}" for i in range(1, jobs + 1)]
-    created: list[str] = []
     nodes: list[NodeProcess] = []
     ok = False
     try:
@@ -627,24 +612,19 @@ def measure_real(
                     {"name": REAL_GROUP, "primary_cluster": "A", "failover_cluster": "B"},
                 )
                 began = time.monotonic()
-                for name in names:
-                    api.post(
-                        "/v1/jobs",
-                        {
-                            "name": name,
-                            "group": REAL_GROUP,
-                            "priority": "high",
-                            "entrypoint": f"file://{REAL_PIPELINE}",
-                            "args": [
-                                "--output",
-                                str(workdir / "out" / name),
-                                "--app-name",
-                                f"{name}-app",
-                            ],
-                            "desired_state": "RUNNING",
-                        },
-                    )
-                    created.append(name)
+                create_jobs(
+                    api,
+                    names,
+                    REAL_GROUP,
+                    f"file://{REAL_PIPELINE}",
+                    lambda name: [
+                        "--output",
+                        str(workdir / "out" / name),
+                        "--app-name",
+                        f"{name}-app",
+                    ],
+                    priority="high",
+                )
                 poll(
                     lambda: all(
                         api.get(f"/v1/jobs/{n}")["state"] == "RUNNING"
@@ -696,11 +676,15 @@ def measure_real(
                     "resumed_on_b_max_s": max(resumed.values()) if resumed else float("nan"),
                 }
             finally:
-                stop_jobs(api, created, timeout=90)
+                stop_jobs(api, names, timeout=90)
                 for node in nodes:
                     if node.alive:
                         node.stop()
-                left = _kill_leftovers(clusters, prefix)
+                left = [
+                    f"{c['master']} {name}"
+                    for c in clusters.values()
+                    for name in kill_drover_apps(c["rest"], c["master"], c["ui"], prefix)
+                ]
                 if left:
                     print(f"killed applications left behind: {left}")
     finally:
