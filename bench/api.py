@@ -53,9 +53,9 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -63,6 +63,9 @@ from bench.targets import TARGET_OF, Target
 from harness.localserver import stop_process
 from harness.nodes import NodeProcess, free_port, poll
 from harness.procs import CpuMeter, session_pids
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 CONCURRENCY = 16
 #: jobs created before the measurements (GET reads them in turn; the list pages over them)
@@ -212,26 +215,35 @@ def run_load(spec: LoadSpec, cpu: int | None) -> dict[str, Any]:
 # -- the bare app (a process of its own) --------------------------------------------------------
 
 
-def _bare_main(port: int, bodies_path: str) -> None:
-    """A bare FastAPI app answering copies of the node's bodies, served like the node."""
-    import uvicorn
+def bare_app(bodies: dict[str, Any], prefix: str) -> FastAPI:
+    """A bare FastAPI app answering copies of the node's bodies (``bodies["job"]``, a job
+    document, and ``bodies["page"]``, a page of them) at ``{prefix}/jobs/{name}``, at
+    ``{prefix}/jobs`` and to a ``POST`` there."""
     from fastapi import FastAPI, status
 
-    bodies = json.loads(Path(bodies_path).read_text())
     job, page = bodies["job"], bodies["page"]
     app = FastAPI()
 
-    @app.get("/bare/jobs/{name}")
+    @app.get(prefix + "/jobs/{name}")
     def get_job(name: str) -> dict[str, Any]:
         return {**job, "name": name}
 
-    @app.get("/bare/jobs")
+    @app.get(prefix + "/jobs")
     def list_jobs(limit: int = 100) -> dict[str, Any]:
         return {**page, "limit": limit}
 
-    @app.post("/bare/jobs", status_code=status.HTTP_201_CREATED)
+    @app.post(prefix + "/jobs", status_code=status.HTTP_201_CREATED)
     def create_job(body: dict[str, Any]) -> dict[str, Any]:
         return {**job, **body}
+
+    return app
+
+
+def _bare_main(port: int, bodies_path: str) -> None:
+    """The bare app at ``/bare/jobs``, served like the node."""
+    import uvicorn
+
+    app = bare_app(json.loads(Path(bodies_path).read_text()), "/bare")
 
     # what drover.node.run_node does
     from drover.node import GIL_SWITCH_INTERVAL_S
@@ -299,16 +311,20 @@ def _pin_session(sid: int, cpu: int | None) -> None:
             pass  # gone meanwhile, or a thread group we may not change
 
 
-def bench_store(
-    store: str,
-    *,
-    mysql_url: str,
-    zk_hosts: str,
-    duration: float,
-    rounds: int,
-    concurrency: int,
-    node_env: dict[str, str] | None = None,
-) -> dict[str, dict[str, dict[str, float]]]:
+@dataclass(frozen=True)
+class Conditions:
+    """What every store is measured under: the services (``zk_hosts`` empty: no ZooKeeper),
+    the load's phases and clients, and the node's own settings (``DROVER_`` names)."""
+
+    mysql_url: str
+    zk_hosts: str
+    duration: float
+    rounds: int
+    concurrency: int
+    node_env: dict[str, str] = field(default_factory=dict)
+
+
+def bench_store(store: str, c: Conditions) -> dict[str, dict[str, dict[str, float]]]:
     """``{endpoint: {"bare": figures, "drover": figures}}`` for one store."""
     from bench.takeover import migrate, zk_namespace
 
@@ -316,7 +332,7 @@ def bench_store(
     with ExitStack() as stack:
         workdir = Path(tempfile.mkdtemp(prefix=f"drover-apibench-{store}-"))
         stack.callback(shutil.rmtree, workdir, ignore_errors=True)
-        url = stack.enter_context(store_url(store, mysql_url, workdir))
+        url = stack.enter_context(store_url(store, c.mysql_url, workdir))
         migrate(url)
         env = {
             **{k: v for k, v in os.environ.items() if not k.startswith("DROVER_")},
@@ -326,11 +342,11 @@ def bench_store(
             "DROVER_ARTIFACT_ROOTS": "/opt/pipelines/",
             "DROVER_LOG_LEVEL": "WARNING",
             "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-            **(node_env or {}),
+            **c.node_env,
         }
-        if zk_hosts:
-            env["DROVER_ZK_HOSTS"] = zk_hosts
-            env["DROVER_ZK_NAMESPACE"] = stack.enter_context(zk_namespace(zk_hosts))
+        if c.zk_hosts:
+            env["DROVER_ZK_HOSTS"] = c.zk_hosts
+            env["DROVER_ZK_NAMESPACE"] = stack.enter_context(zk_namespace(c.zk_hosts))
         node = NodeProcess(f"apibench-{store}", env, workdir / "node.log")
         node.start()
         stack.callback(node.stop)
@@ -362,7 +378,7 @@ def bench_store(
         totals: dict[str, dict[str, list[dict[str, Any]]]] = {
             e: {"bare": [], "drover": []} for e in ENDPOINTS
         }
-        for round_no in range(rounds):
+        for round_no in range(c.rounds):
             for endpoint in ENDPOINTS:
                 sides = ("bare", "drover") if round_no % 2 == 0 else ("drover", "bare")
                 for side in sides:
@@ -373,9 +389,9 @@ def bench_store(
                         path=drover_path if side == "drover" else bare_path,
                         names=names,
                         token=token if side == "drover" else "",
-                        concurrency=concurrency,
-                        warmup=min(1.0, duration / 3),
-                        duration=duration,
+                        concurrency=c.concurrency,
+                        warmup=min(1.0, c.duration / 3),
+                        duration=c.duration,
                         prefix=f"load-{side}-{round_no}-{secrets.token_hex(3)}",
                     )
                     if side == "bare":
@@ -465,28 +481,11 @@ def print_table(
         )
 
 
-def measure(
-    stores: list[str],
-    *,
-    mysql_url: str,
-    zk_hosts: str,
-    duration: float,
-    rounds: int,
-    concurrency: int,
-    node_env: dict[str, str] | None = None,
-) -> dict[str, float]:
+def measure(stores: list[str], c: Conditions) -> dict[str, float]:
     out: dict[str, float] = {}
     for store in stores:
-        measured = bench_store(
-            store,
-            mysql_url=mysql_url,
-            zk_hosts=zk_hosts,
-            duration=duration,
-            rounds=rounds,
-            concurrency=concurrency,
-            node_env=node_env,
-        )
-        print_table(store, concurrency, measured)
+        measured = bench_store(store, c)
+        print_table(store, c.concurrency, measured)
         out.update(figures(store, measured))
     out.update(worst(out, stores))
     return out
@@ -503,11 +502,13 @@ def run(quick: bool) -> dict[str, float]:
     mysql_url = os.environ.get("DROVER_TEST_MYSQL_URL", "")
     return measure(
         _stores(None, mysql_url),
-        mysql_url=mysql_url,
-        zk_hosts=os.environ.get("DROVER_TEST_ZK_HOSTS", ""),
-        duration=3.0 if quick else 8.0,
-        rounds=1 if quick else 2,
-        concurrency=CONCURRENCY,
+        Conditions(
+            mysql_url=mysql_url,
+            zk_hosts=os.environ.get("DROVER_TEST_ZK_HOSTS", ""),
+            duration=3.0 if quick else 8.0,
+            rounds=1 if quick else 2,
+            concurrency=CONCURRENCY,
+        ),
     )
 
 
@@ -543,12 +544,14 @@ def main() -> None:
         parser.error("--node-env takes DROVER_NAME=VALUE")
     result = measure(
         stores,
-        mysql_url=args.mysql_url,
-        zk_hosts=args.zk_hosts,
-        duration=3.0 if args.quick else args.duration,
-        rounds=1 if args.quick else args.rounds,
-        concurrency=args.concurrency,
-        node_env=node_env,
+        Conditions(
+            mysql_url=args.mysql_url,
+            zk_hosts=args.zk_hosts,
+            duration=3.0 if args.quick else args.duration,
+            rounds=1 if args.quick else args.rounds,
+            concurrency=args.concurrency,
+            node_env=node_env,
+        ),
     )
     if args.json:
         print(json.dumps(result, indent=2, sort_keys=True))

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bench.api import ENDPOINTS, PAGE, SEED_JOBS, job_body
+from bench.api import ENDPOINTS, PAGE, SEED_JOBS, bare_app, job_body
 
 ASGIApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 #: the apps' lifespan tasks, running until the process ends
@@ -132,27 +132,6 @@ async def drive(
     return (time.process_time() - cpu) / requests
 
 
-def bare_app(bodies: dict[str, Any]) -> ASGIApp:
-    from fastapi import FastAPI, status
-
-    job, page = bodies["job"], bodies["page"]
-    app = FastAPI()
-
-    @app.get("/v1/jobs/{name}")
-    def get_job(name: str) -> dict[str, Any]:
-        return {**job, "name": name}
-
-    @app.get("/v1/jobs")
-    def list_jobs(limit: int = 100) -> dict[str, Any]:
-        return {**page, "limit": limit}
-
-    @app.post("/v1/jobs", status_code=status.HTTP_201_CREATED)
-    def create_job(body: dict[str, Any]) -> dict[str, Any]:
-        return {**job, **body}
-
-    return app  # type: ignore[return-value]
-
-
 async def main_async(args: argparse.Namespace) -> None:
     from api.app import create_app
     from api.deps import NodeContext
@@ -191,7 +170,7 @@ async def main_async(args: argparse.Namespace) -> None:
         "job": json.loads((await call(app, "GET", f"/v1/jobs/{names[0]}", headers))[1]),
         "page": json.loads((await call(app, "GET", f"/v1/jobs?limit={PAGE}", headers))[1]),
     }
-    bare = bare_app(bodies)
+    bare: ASGIApp = bare_app(bodies, "/v1")  # type: ignore[assignment]
     ready_to_serve()  # the process as the node serves from (both apps live in it)
     kinds = [k for k in ENDPOINTS if not args.only or k in args.only.split(",")]
     print(f"in process, concurrency {args.concurrency}: CPU microseconds per request")

@@ -719,6 +719,23 @@ def main(argv: list[str] | None = None) -> int:
         def sink() -> None:
             Path(args.json).write_text(json.dumps(figures, indent=2))
 
+    def per_size(
+        key: str,
+        sizes: str,
+        measure_one: Callable[[int], dict[str, Any]],
+        line: Callable[[int, dict[str, Any]], str],
+    ) -> list[dict[str, Any]]:
+        """``measure_one`` at each size of ``sizes`` in turn: each result kept in
+        ``figures[key]``, printed (``line``) and written out before the next size."""
+        results: list[dict[str, Any]] = []
+        figures[key] = results
+        for size in _sizes(sizes):
+            result = measure_one(size)
+            results.append(result)
+            print(line(size, result))
+            sink()
+        return results
+
     if "statements" in parts:
         result = measure_statements(args.mysql_url, args.jobs)
         figures["statements"] = result
@@ -730,20 +747,19 @@ def main(argv: list[str] | None = None) -> int:
         )
         sink()
     if "steady" in parts:
-        figures["steady"] = []
-        for size in _sizes(args.steady):
-            result = measure_steady(args.mysql_url, size, args.steady_ticks)
-            figures["steady"].append(result)
-            print(
+        steady = per_size(
+            "steady",
+            args.steady,
+            lambda size: measure_steady(args.mysql_url, size, args.steady_ticks),
+            lambda size, result: (
                 f"steady tick at {size} owned jobs: {result['tick_s'] * 1000:.1f} ms, "
                 f"{result['tick_statements']:.0f} statements, {result['tick_rows']:.0f} rows, "
                 f"{result['tick_statuses']:.0f} status calls, {result['tick_looked_at']:.0f} "
                 f"jobs looked at (first tick: {result['first_tick_s'] * 1000:.0f} ms, "
                 f"{result['first_tick_statements']} statements, {result['first_tick_rows']} rows, "
                 f"{result['first_tick_statuses']} status calls)"
-            )
-            sink()
-        steady = figures["steady"]
+            ),
+        )
         if len(steady) > 1:
             low, high = steady[0], steady[-1]
             ratio = high["tick_s"] / low["tick_s"]
@@ -754,17 +770,17 @@ def main(argv: list[str] | None = None) -> int:
             )
             sink()
     if "steady-standalone" in parts:
-        figures["steady_standalone"] = []
-        for size in _sizes(args.steady):
-            result = measure_steady_standalone(args.mysql_url, size, args.steady_ticks)
-            figures["steady_standalone"].append(result)
-            print(
+        per_size(
+            "steady_standalone",
+            args.steady,
+            lambda size: measure_steady_standalone(args.mysql_url, size, args.steady_ticks),
+            lambda size, result: (
                 f"steady tick at {size} owned jobs, standalone backend over a simulated master: "
                 f"{result['tick_s'] * 1000:.1f} ms ({result['tick_listings']:.0f} listing "
                 f"fetches, {result['tick_looked_at']:.0f} jobs looked at; first tick "
                 f"{result['first_tick_s'] * 1000:.0f} ms)"
-            )
-            sink()
+            ),
+        )
     if "steady-real" in parts:
         result = measure_steady_real(args.mysql_url, args.steady_real, args.steady_ticks)
         figures["steady_real"] = result
@@ -779,9 +795,10 @@ def main(argv: list[str] | None = None) -> int:
     if "running" in parts:
         if not args.zk_hosts:
             parser.error("the running part needs DROVER_TEST_ZK_HOSTS (var/services/env)")
-        figures["running"] = []
-        for size in _sizes(args.running):
-            result = measure_running(
+        per_size(
+            "running",
+            args.running,
+            lambda size: measure_running(
                 args.mysql_url,
                 args.zk_hosts,
                 size,
@@ -789,14 +806,13 @@ def main(argv: list[str] | None = None) -> int:
                 args.app_start_delay,
                 Path(args.profile) if args.profile else None,
                 args.keep_logs,
-            )
-            figures["running"].append(result)
-            print(
+            ),
+            lambda size, result: (
                 f"{size} jobs over {args.nodes} nodes: all submitted after "
                 f"{result['submitted_s']:.1f} s, all RUNNING after {result['running_s']:.1f} s "
                 f"({result['creates']} creates on the simulator)"
-            )
-            sink()
+            ),
+        )
     return 0
 
 

@@ -51,20 +51,24 @@ import httpx
 import sqlalchemy as sa
 
 from bench.takeover import (
-    PIPELINE,
     bench_nodes,
+    bench_workdir,
+    create_jobs,
     fresh_database,
+    fresh_services,
     job_names,
     migrate,
     node_env,
     parse_with_services,
+    placeholder_pipeline,
     seed_jobs,
     simulator,
     start_nodes,
-    zk_namespace,
 )
 from harness.nodes import NodeProcess, poll
+from harness.pollers import Poller
 from harness.procs import terminate_like_interrupt
+from harness.spark import kill_drover_apps
 from scheduler.backends.registry import BackendRegistry
 from scheduler.config import Settings
 from scheduler.core.backend import app_name_for
@@ -139,11 +143,13 @@ def runs_per_job_on(store: Store, cluster: str) -> Counter[int]:
         return Counter({int(job): int(n) for job, n in rows})
 
 
-class DoubleRunPoller:
+class DoubleRunPoller(Poller):
     """Samples the live applications of every cluster every ``interval`` seconds: the jobs seen
     with two at once (never expected). ``live``: the job of each live application, across the
     clusters (a job twice: two live applications); by default those of the simulators
     ``sims``."""
+
+    stop_timeout = 30.0  # a look at a simulator of 1,000 applications may take seconds
 
     def __init__(
         self,
@@ -151,36 +157,23 @@ class DoubleRunPoller:
         live: Callable[[], list[str]] | None = None,
         interval: float = 0.5,
     ) -> None:
+        super().__init__(interval)
         self.sims = sims
         self.live = live or self._sim_jobs
-        self.interval = interval
-        self.samples = 0
         self.doubles: set[str] = set()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    @property
+    def samples(self) -> int:
+        """The looks that answered."""
+        return self.polls
 
     def _sim_jobs(self) -> list[str]:
         apps = [n for sim in self.sims.values() for n in sim.live_apps().values()]
         return [n.split(":")[1] for n in apps if n.startswith("drover:")]
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                jobs = Counter(self.live())
-            except httpx.HTTPError:
-                self._stop.wait(self.interval)
-                continue
-            self.doubles.update(j for j, n in jobs.items() if n > 1)
-            self.samples += 1
-            self._stop.wait(self.interval)
-
-    def __enter__(self) -> DoubleRunPoller:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
+    def poll(self) -> None:
+        jobs = Counter(self.live())
+        self.doubles.update(j for j, n in jobs.items() if n > 1)
 
 
 def _seconds(a: str | None, b: str | None) -> float | None:
@@ -228,26 +221,23 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 def measure_sim(args: argparse.Namespace) -> dict[str, Any]:
     """The failover of ``args.jobs`` jobs between two simulated clusters; its figures."""
     phase_timeout = args.timeout or 120.0 + args.jobs * 0.5
-    workdir = Path(tempfile.mkdtemp(prefix="drover-failover-"))
-    nodes: list[NodeProcess] = []
-    print(
-        f"failover bench: {args.nodes} nodes, {args.jobs} jobs, parallelism {args.parallelism}, "
-        f"reconcile interval {args.reconcile_interval} s; work dir {workdir}"
-    )
-    try:
+    with bench_workdir("drover-failover-", args.keep_logs) as workdir:
+        nodes: list[NodeProcess] = []
+        print(
+            f"failover bench: {args.nodes} nodes, {args.jobs} jobs, "
+            f"parallelism {args.parallelism}, reconcile interval {args.reconcile_interval} s; "
+            f"work dir {workdir}"
+        )
         with (
             simulator(args.app_start_delay) as sim_a,
             simulator(args.app_start_delay) as sim_b,
-            fresh_database(args.mysql_url) as database_url,
-            zk_namespace(args.zk_hosts) as namespace,
+            fresh_services(args.mysql_url, args.zk_hosts) as (database_url, namespace),
         ):
             sims = {"A": sim_a, "B": sim_b}
-            migrate(database_url)
             store = Store(database_url)
             try:
                 register(store, sims, workdir)
-                entry = workdir / "pipeline.py"
-                entry.write_text(PIPELINE)
+                entry = placeholder_pipeline(workdir)
                 env = node_env(
                     database_url,
                     args.zk_hosts,
@@ -315,8 +305,9 @@ def measure_sim(args: argparse.Namespace) -> dict[str, Any]:
                     f"(stored in {created:.2f} s): {last['counts']}"
                 )
                 print(
-                    f"  {args.jobs / total:.1f} jobs/s; {1000 * total / args.jobs:.0f} ms per job "
-                    f"of the whole (parallelism {args.parallelism})"
+                    f"  {args.jobs / total:.1f} jobs/s; "
+                    f"{1000 * total / args.jobs:.0f} ms per job of the whole "
+                    f"(parallelism {args.parallelism})"
                 )
                 durations = [
                     s
@@ -348,7 +339,7 @@ def measure_sim(args: argparse.Namespace) -> dict[str, Any]:
                     f"safety: {creates_b} creates on B for {args.jobs} jobs, runs on B per job "
                     f"{dict(Counter(on_b.values()))}, {jobs_b} jobs on B, "
                     f"{len(poller.doubles)} jobs seen with two live apps in {poller.samples} "
-                    "samples of both clusters"
+                    f"samples of both clusters ({poller.errors} missed)"
                 )
                 ended_ok = last["state"] == "SUCCEEDED"
                 return {
@@ -367,15 +358,11 @@ def measure_sim(args: argparse.Namespace) -> dict[str, Any]:
                     "double_runs": len(poller.doubles),
                 }
             finally:
+                # the nodes go before their database and ZooKeeper namespace do
+                for node in nodes:
+                    if node.proc is not None and node.alive:
+                        node.stop()
                 store.dispose()
-    finally:
-        for node in nodes:
-            if node.proc is not None and node.alive:
-                node.stop()
-        if args.keep_logs:
-            print(f"node logs kept in {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
 
 
 # -- store trips per failover item ------------------------------------------------------------
@@ -454,8 +441,7 @@ def measure_trips(args: argparse.Namespace) -> dict[str, Any]:
             executor = _trips_executor(executor_store, settings, jobs)
             try:
                 register(setup, {"A": sim_a, "B": sim_b}, workdir)
-                entry = workdir / "pipeline.py"
-                entry.write_text(PIPELINE)
+                entry = placeholder_pipeline(workdir)
                 names = job_names(jobs)
                 seed_jobs(setup, names, str(entry))
                 with setup.transaction() as session:
@@ -575,22 +561,6 @@ def stop_jobs(api: NodeProcess, names: list[str], timeout: float) -> None:
         print(f"could not stop the jobs through Drover: {exc}")
 
 
-def _kill_leftovers(clusters: dict[str, dict[str, str]], prefix: str) -> list[str]:
-    from scheduler.backends.standalone import StandaloneRestBackend
-
-    found = []
-    for c in clusters.values():
-        backend = StandaloneRestBackend(c["rest"], c["master"], c["ui"])
-        try:
-            for app in backend.list_applications():
-                if app.app_name.startswith(f"drover:{prefix}") and app.state.is_alive:
-                    backend.kill(app.submission_id)
-                    found.append(f"{c['master']} {app.app_name}")
-        finally:
-            backend.close()
-    return found
-
-
 def measure_real(
     mysql_url: str,
     zk_hosts: str,
@@ -606,15 +576,10 @@ def measure_real(
     workdir = Path(tempfile.mkdtemp(prefix="drover-failover-real-"))
     prefix = f"bf{os.urandom(4).hex()}"
     names = [f"{prefix}-{i}" for i in range(1, jobs + 1)]
-    created: list[str] = []
     nodes: list[NodeProcess] = []
     ok = False
     try:
-        with (
-            fresh_database(mysql_url) as database_url,
-            zk_namespace(zk_hosts) as namespace,
-        ):
-            migrate(database_url)
+        with fresh_services(mysql_url, zk_hosts) as (database_url, namespace):
             env = node_env(
                 database_url,
                 zk_hosts,
@@ -647,24 +612,19 @@ def measure_real(
                     {"name": REAL_GROUP, "primary_cluster": "A", "failover_cluster": "B"},
                 )
                 began = time.monotonic()
-                for name in names:
-                    api.post(
-                        "/v1/jobs",
-                        {
-                            "name": name,
-                            "group": REAL_GROUP,
-                            "priority": "high",
-                            "entrypoint": f"file://{REAL_PIPELINE}",
-                            "args": [
-                                "--output",
-                                str(workdir / "out" / name),
-                                "--app-name",
-                                f"{name}-app",
-                            ],
-                            "desired_state": "RUNNING",
-                        },
-                    )
-                    created.append(name)
+                create_jobs(
+                    api,
+                    names,
+                    REAL_GROUP,
+                    f"file://{REAL_PIPELINE}",
+                    lambda name: [
+                        "--output",
+                        str(workdir / "out" / name),
+                        "--app-name",
+                        f"{name}-app",
+                    ],
+                    priority="high",
+                )
                 poll(
                     lambda: all(
                         api.get(f"/v1/jobs/{n}")["state"] == "RUNNING"
@@ -716,11 +676,15 @@ def measure_real(
                     "resumed_on_b_max_s": max(resumed.values()) if resumed else float("nan"),
                 }
             finally:
-                stop_jobs(api, created, timeout=90)
+                stop_jobs(api, names, timeout=90)
                 for node in nodes:
                     if node.alive:
                         node.stop()
-                left = _kill_leftovers(clusters, prefix)
+                left = [
+                    f"{c['master']} {name}"
+                    for c in clusters.values()
+                    for name in kill_drover_apps(c["rest"], c["master"], c["ui"], prefix)
+                ]
                 if left:
                     print(f"killed applications left behind: {left}")
     finally:

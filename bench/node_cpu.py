@@ -31,7 +31,6 @@ from pathlib import Path
 
 from bench.node_rss import (
     add_node_options,
-    bench_workdir,
     parse_counts,
     process_name,
     services,
@@ -39,11 +38,12 @@ from bench.node_rss import (
 )
 from bench.takeover import (
     GROUP,
-    PIPELINE,
+    bench_workdir,
     count_in_state,
     job_names,
     migrate,
     node_env,
+    placeholder_pipeline,
     register,
     seed_jobs,
     simulator,
@@ -119,8 +119,7 @@ def run_one(jobs: int, args: argparse.Namespace, workdir: Path) -> Sample:
         try:
             node.wait_ready()
             if jobs:
-                entry = rundir / "pipeline.py"
-                entry.write_text(PIPELINE)
+                entry = placeholder_pipeline(rundir)
                 seed_jobs(store, job_names(jobs), str(entry))
                 poll(
                     lambda: count_in_state(store, JobState.RUNNING) >= jobs,

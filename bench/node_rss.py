@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -35,9 +33,9 @@ from pathlib import Path
 
 import psutil
 
-from bench.takeover import fresh_database, migrate, zk_namespace
+from bench.takeover import bench_workdir, fresh_database, migrate, zk_namespace
 from harness.nodes import NodeProcess
-from harness.procs import command_line, session_pids, terminate_like_interrupt
+from harness.procs import command_line, session_pids
 from scheduler.config import Settings
 from scheduler.store import catalog as catalog_store
 from scheduler.store.bootstrap import LOCAL_CLUSTER, ensure_defaults
@@ -221,20 +219,6 @@ def services(args: argparse.Namespace) -> str:
     """The store and the ZooKeeper a bench node uses, in words."""
     store = "MariaDB" if args.mysql_url else "SQLite"
     return f"{store}, ZooKeeper {args.zk_hosts}" if args.zk_hosts else f"{store}, no ZooKeeper"
-
-
-@contextmanager
-def bench_workdir(prefix: str, keep: bool) -> Iterator[Path]:
-    """A fresh work directory, removed at the end unless ``keep``."""
-    terminate_like_interrupt()
-    workdir = Path(tempfile.mkdtemp(prefix=prefix))
-    try:
-        yield workdir
-    finally:
-        if keep:
-            print(f"logs kept in {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -129,6 +129,30 @@ def zk_namespace(hosts: str) -> Iterator[str]:
             client.close()
 
 
+@contextmanager
+def bench_workdir(prefix: str, keep: bool) -> Iterator[Path]:
+    """A fresh work directory (node logs, checkpoints), removed at the end unless ``keep``;
+    SIGTERM stops the bench like Ctrl-C meanwhile."""
+    terminate_like_interrupt()
+    workdir = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield workdir
+    finally:
+        if keep:
+            print(f"logs kept in {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+@contextmanager
+def fresh_services(mysql_url: str, zk_hosts: str) -> Iterator[tuple[str, str]]:
+    """A fresh database on the server of ``mysql_url``, migrated, and a ZooKeeper namespace on
+    ``zk_hosts``: (database URL, namespace), both removed at the end."""
+    with fresh_database(mysql_url) as database_url, zk_namespace(zk_hosts) as namespace:
+        migrate(database_url)
+        yield database_url, namespace
+
+
 Simulator = SimProcess  # the name the benches use
 simulator = sim_process
 
@@ -139,6 +163,14 @@ simulator = sim_process
 def migrate(database_url: str) -> None:
     env = {**os.environ, "DROVER_DATABASE_URL": database_url}
     subprocess.run([DROVER, "db", "upgrade"], env=env, check=True, capture_output=True)
+
+
+def placeholder_pipeline(workdir: Path) -> Path:
+    """``workdir/pipeline.py``: the bench jobs' entry point, which a simulated cluster never
+    runs."""
+    entry = workdir / "pipeline.py"
+    entry.write_text(PIPELINE)
+    return entry
 
 
 def register(store: Store, sim: Simulator, workdir: Path) -> None:
@@ -552,151 +584,146 @@ def main(argv: list[str] | None = None) -> int:
     phase_timeout = args.timeout or 60.0 + args.jobs * 0.03
     timeout_s = args.session_timeout
 
-    terminate_like_interrupt()
-    workdir = Path(tempfile.mkdtemp(prefix="drover-takeover-"))
-    nodes: list[NodeProcess] = []
-    print(
-        f"takeover bench: {args.nodes} nodes {roles}, {args.jobs} jobs, session timeout "
-        f"{timeout_s} s, reconcile interval {args.reconcile_interval} s; work dir {workdir}"
-    )
-    try:
-        with (
-            simulator(args.app_start_delay) as sim,
-            fresh_database(args.mysql_url) as database_url,
-            zk_namespace(args.zk_hosts) as namespace,
-        ):
-            migrate(database_url)
-            store = Store(database_url)
-            try:
-                register(store, sim, workdir)
-                entry = workdir / "pipeline.py"
-                entry.write_text(PIPELINE)
-                env = node_env(
-                    database_url, args.zk_hosts, namespace, timeout_s, args.reconcile_interval
-                )
-                nodes.extend(bench_nodes(workdir, env, [f"{GROUP}:{role}" for role in roles]))
-                members = [(n.node_id, r) for n, r in zip(nodes, roles, strict=True)]
-                started = time.monotonic()
-                start_nodes(nodes)
-                print(f"{args.nodes} nodes ready in {time.monotonic() - started:.1f} s")
-                poll(
-                    lambda: all(
-                        len(group_view(n).get("members") or []) == len(nodes) for n in nodes
-                    ),
-                    timeout=60,
-                    what="every node to see every member",
-                )
+    with bench_workdir("drover-takeover-", args.keep_logs) as workdir:
+        nodes: list[NodeProcess] = []
+        print(
+            f"takeover bench: {args.nodes} nodes {roles}, {args.jobs} jobs, session timeout "
+            f"{timeout_s} s, reconcile interval {args.reconcile_interval} s; work dir {workdir}"
+        )
+        try:
+            with (
+                simulator(args.app_start_delay) as sim,
+                fresh_services(args.mysql_url, args.zk_hosts) as (database_url, namespace),
+            ):
+                store = Store(database_url)
+                try:
+                    register(store, sim, workdir)
+                    entry = placeholder_pipeline(workdir)
+                    env = node_env(
+                        database_url, args.zk_hosts, namespace, timeout_s, args.reconcile_interval
+                    )
+                    nodes.extend(bench_nodes(workdir, env, [f"{GROUP}:{role}" for role in roles]))
+                    members = [(n.node_id, r) for n, r in zip(nodes, roles, strict=True)]
+                    started = time.monotonic()
+                    start_nodes(nodes)
+                    print(f"{args.nodes} nodes ready in {time.monotonic() - started:.1f} s")
+                    poll(
+                        lambda: all(
+                            len(group_view(n).get("members") or []) == len(nodes) for n in nodes
+                        ),
+                        timeout=60,
+                        what="every node to see every member",
+                    )
 
-                names = job_names(args.jobs)
-                t = time.monotonic()
-                seed_jobs(store, names, str(entry))
-                print(f"seeded {args.jobs} jobs in {time.monotonic() - t:.2f} s")
-                marks = wait_converged(store, sim, args.jobs, phase_timeout * 3)
-                print(
-                    f"initial convergence: every job submitted after {marks['submitted']:.1f} s,"
-                    f" every job RUNNING after {marks['running']:.1f} s"
-                )
-                wait_balanced(store, names, members, phase_timeout)
-                steady = wait_settled(nodes, phase_timeout)
-                for node_id, tick in sorted(steady.items()):
+                    names = job_names(args.jobs)
+                    t = time.monotonic()
+                    seed_jobs(store, names, str(entry))
+                    print(f"seeded {args.jobs} jobs in {time.monotonic() - t:.2f} s")
+                    marks = wait_converged(store, sim, args.jobs, phase_timeout * 3)
                     print(
-                        f"  steady tick on {node_id}: {tick['seconds']:.2f} s over "
-                        f"{tick['jobs']} jobs"
+                        "initial convergence: every job submitted after "
+                        f"{marks['submitted']:.1f} s, every job RUNNING after "
+                        f"{marks['running']:.1f} s"
                     )
-                base = snapshot(store, sim)
-                print(
-                    f"baseline: {len(base.apps)} live apps, {base.creates} creates, "
-                    f"{base.kills} kills, {base.runs} runs"
-                )
-
-                def departure(
-                    what: str, node: NodeProcess, act: Callable[[], None], watch_exit: bool = False
-                ) -> Departure:
-                    """``act`` (kill or stop ``node``) timed by :func:`measure_departure`, every
-                    other node surviving."""
-                    return measure_departure(
-                        what,
-                        node,
-                        [n for n in nodes if n is not node],
-                        [m for m in members if m[0] != node.node_id],
-                        names,
-                        store,
-                        act,
-                        timeout=phase_timeout,
-                        interval=args.poll,
-                        watch_exit=watch_exit,
+                    wait_balanced(store, names, members, phase_timeout)
+                    steady = wait_settled(nodes, phase_timeout)
+                    for node_id, tick in sorted(steady.items()):
+                        print(
+                            f"  steady tick on {node_id}: {tick['seconds']:.2f} s over "
+                            f"{tick['jobs']} jobs"
+                        )
+                    base = snapshot(store, sim)
+                    print(
+                        f"baseline: {len(base.apps)} live apps, {base.creates} creates, "
+                        f"{base.kills} kills, {base.runs} runs"
                     )
 
-                # (a) kill -9
-                victim = nodes[args.victim - 1]
-                crash = departure("kill -9", victim, victim.kill9)
-                print_departure(crash, timeout_s)
-                mid = snapshot(store, sim)
+                    def departure(
+                        what: str,
+                        node: NodeProcess,
+                        act: Callable[[], None],
+                        watch_exit: bool = False,
+                    ) -> Departure:
+                        """``act`` (kill or stop ``node``) timed by :func:`measure_departure`, every
+                        other node surviving."""
+                        return measure_departure(
+                            what,
+                            node,
+                            [n for n in nodes if n is not node],
+                            [m for m in members if m[0] != node.node_id],
+                            names,
+                            store,
+                            act,
+                            timeout=phase_timeout,
+                            interval=args.poll,
+                            watch_exit=watch_exit,
+                        )
 
-                # (b) restart the victim, then a graceful stop
-                t = time.monotonic()
-                victim.start()
-                victim.wait_ready()
-                ready = time.monotonic() - t
-                wait_balanced(store, names, members, phase_timeout)
-                rebalanced = time.monotonic() - t
-                print(
-                    f"\nrestart of {victim.node_id}: ready after {ready:.1f} s, owns its share "
-                    f"again after {rebalanced:.1f} s"
-                )
-                wait_settled(nodes, phase_timeout)
-                leaving = nodes[stopped_no - 1]
-                stop = departure(
-                    "graceful stop (SIGTERM)", leaving, leaving.terminate, watch_exit=True
-                )
-                leaving.wait_exit()
-                print_departure(stop, timeout_s)
+                    # (a) kill -9
+                    victim = nodes[args.victim - 1]
+                    crash = departure("kill -9", victim, victim.kill9)
+                    print_departure(crash, timeout_s)
+                    mid = snapshot(store, sim)
 
-                # (c) applications restarted
-                wait_settled([n for n in nodes if n is not leaving], phase_timeout)
-                end = snapshot(store, sim)
-                running = count_in_state(store, JobState.RUNNING)
-                changed = len(set(base.apps) ^ set(end.apps))
-                print("\nSpark applications during all of it (must all be 0)")
-                print(
-                    f"  {'new submissions (simulator creates)':<52}{end.creates - base.creates:>10}"
-                )
-                print(f"  {'kills (simulator)':<52}{end.kills - base.kills:>10}")
-                print(f"  {'live app ids that changed':<52}{changed:>10}")
-                print(f"  {'new runs in the store':<52}{end.runs - base.runs:>10}")
-                print(f"  {'jobs with two live apps':<52}{double_runs(end.apps):>10}")
-                print(f"  {'jobs not RUNNING at the end':<52}{args.jobs - running:>10}")
-                print(
-                    f"  (after the kill alone: {mid.creates - base.creates} creates, "
-                    f"{mid.runs - base.runs} new runs)"
-                )
-                met = print_summary(args, crash, stop, marks, timeout_s)
-                failed = (
-                    end.creates != base.creates
-                    or end.kills != base.kills
-                    or changed
-                    or end.runs != base.runs
-                    or running != args.jobs
-                    or double_runs(end.apps)
-                    or not met
-                )
-                return 1 if failed else 0
-            finally:
-                for node in nodes:
-                    if node.proc is not None:
-                        node.stop(timeout=30)
-                store.dispose()
-    except KeyboardInterrupt:
-        print("interrupted; everything it started is stopped")
-        return 130
-    finally:
-        for node in nodes:
-            if node.proc is not None and node.alive:
-                node.kill9()
-        if args.keep_logs:
-            print(f"node logs kept in {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
+                    # (b) restart the victim, then a graceful stop
+                    t = time.monotonic()
+                    victim.start()
+                    victim.wait_ready()
+                    ready = time.monotonic() - t
+                    wait_balanced(store, names, members, phase_timeout)
+                    rebalanced = time.monotonic() - t
+                    print(
+                        f"\nrestart of {victim.node_id}: ready after {ready:.1f} s, owns its share "
+                        f"again after {rebalanced:.1f} s"
+                    )
+                    wait_settled(nodes, phase_timeout)
+                    leaving = nodes[stopped_no - 1]
+                    stop = departure(
+                        "graceful stop (SIGTERM)", leaving, leaving.terminate, watch_exit=True
+                    )
+                    leaving.wait_exit()
+                    print_departure(stop, timeout_s)
+
+                    # (c) applications restarted
+                    wait_settled([n for n in nodes if n is not leaving], phase_timeout)
+                    end = snapshot(store, sim)
+                    running = count_in_state(store, JobState.RUNNING)
+                    changed = len(set(base.apps) ^ set(end.apps))
+                    print("\nSpark applications during all of it (must all be 0)")
+                    creates = end.creates - base.creates
+                    print(f"  {'new submissions (simulator creates)':<52}{creates:>10}")
+                    print(f"  {'kills (simulator)':<52}{end.kills - base.kills:>10}")
+                    print(f"  {'live app ids that changed':<52}{changed:>10}")
+                    print(f"  {'new runs in the store':<52}{end.runs - base.runs:>10}")
+                    print(f"  {'jobs with two live apps':<52}{double_runs(end.apps):>10}")
+                    print(f"  {'jobs not RUNNING at the end':<52}{args.jobs - running:>10}")
+                    print(
+                        f"  (after the kill alone: {mid.creates - base.creates} creates, "
+                        f"{mid.runs - base.runs} new runs)"
+                    )
+                    met = print_summary(args, crash, stop, marks, timeout_s)
+                    failed = (
+                        end.creates != base.creates
+                        or end.kills != base.kills
+                        or changed
+                        or end.runs != base.runs
+                        or running != args.jobs
+                        or double_runs(end.apps)
+                        or not met
+                    )
+                    return 1 if failed else 0
+                finally:
+                    for node in nodes:
+                        if node.proc is not None:
+                            node.stop(timeout=30)
+                    store.dispose()
+        except KeyboardInterrupt:
+            print("interrupted; everything it started is stopped")
+            return 130
+        finally:
+            for node in nodes:
+                if node.proc is not None and node.alive:
+                    node.kill9()
 
 
 def print_summary(

@@ -6,6 +6,9 @@ Started from the pyspark wheel like those (``bin/spark-class``; RUNTIME-NOTES "S
 daemon runs in a session of its own so that stopping it stops its whole process group. The
 master refuses to move to another port when its own is taken (``spark.port.maxRetries=0``): a
 restarted cluster is on the ports it had, or it fails loudly.
+
+``kill_drover_apps`` clears what a test or a bench left on any standalone cluster, private or
+shared.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import httpx
 
 from harness.nodes import free_port, poll
 from harness.procs import Proc, parent_pid, processes, session_pids, signal_all
+from scheduler.backends.standalone import StandaloneRestBackend
 
 #: what one daemon JVM may use (a test cluster runs no big application)
 DAEMON_MEMORY = "256m"
@@ -252,3 +256,19 @@ def driver_processes(
             ]
             found.append((name, driver.pid, driver.job, driver.run_id, others))
     return found
+
+
+def kill_drover_apps(rest_url: str, master_url: str, ui_url: str, prefix: str) -> list[str]:
+    """Kill every live application of the standalone cluster at these URLs that Drover started
+    for a job named ``prefix...`` (application name ``drover:<job>:<run id>``), through its REST
+    submission server; the names of those killed."""
+    backend = StandaloneRestBackend(rest_url, master_url, ui_url)
+    try:
+        killed = []
+        for app in backend.list_applications():
+            if app.app_name.startswith(f"drover:{prefix}") and app.state.is_alive:
+                backend.kill(app.submission_id)
+                killed.append(app.app_name)
+        return killed
+    finally:
+        backend.close()

@@ -1,43 +1,6 @@
-"""A look taken every 0.2 s in a thread of its own while a test acts (``with``): what the
-end-to-end tests keep watching on a Spark master, such as how many applications of a job were
-live at once."""
+"""The end-to-end tests' watcher of a Spark master: :class:`harness.pollers.Poller`, which the
+benches use too."""
 
-from __future__ import annotations
+from harness.pollers import Poller
 
-import threading
-from typing import Self
-
-
-class Poller:
-    """Calls :meth:`poll` every :attr:`interval` seconds from entering the block to leaving it;
-    ``polls`` counts the looks that answered, ``errors`` the missed ones (``poll`` raised)."""
-
-    interval = 0.2
-
-    def __init__(self) -> None:
-        self.polls = 0
-        self.errors = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=type(self).__name__, daemon=True)
-
-    def poll(self) -> None:
-        """One look; an exception is a missed look (the next one counts)."""
-        raise NotImplementedError
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.poll()
-            except Exception:  # noqa: BLE001 - a missed look, counted; the others count
-                self.errors += 1
-            else:
-                self.polls += 1
-            self._stop.wait(self.interval)
-
-    def __enter__(self) -> Self:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
+__all__ = ["Poller"]
