@@ -66,6 +66,7 @@ from bench.takeover import (
     start_nodes,
 )
 from harness.nodes import NodeProcess, poll
+from harness.pipelines import batch_files
 from harness.pollers import Poller
 from harness.procs import terminate_like_interrupt
 from harness.spark import kill_drover_apps
@@ -525,18 +526,6 @@ def request_failover(
         timeout=60,
     )
     return op, began
-
-
-def batch_files(out: Path) -> dict[int, int]:
-    """batch id -> id of the run that committed it (files of ``batch_ids.py``)."""
-    found = {}
-    for path in out.iterdir() if out.is_dir() else ():
-        if path.name.isdigit():
-            try:
-                found[int(path.name)] = int(path.read_text().split()[0])
-            except (IndexError, ValueError):
-                continue  # being written
-    return found
 
 
 def stop_jobs(api: NodeProcess, names: list[str], timeout: float) -> None:

@@ -39,7 +39,6 @@ import httpx
 from bench.failover import (
     REAL_PIPELINE,
     DoubleRunPoller,
-    batch_files,
     request_failover,
     stop_jobs,
 )
@@ -53,6 +52,7 @@ from bench.takeover import (
     zk_namespace,
 )
 from harness.nodes import NodeProcess, poll
+from harness.pipelines import batch_files
 from harness.procs import terminate_like_interrupt
 from scheduler.backends.yarn import LIVE_STATES, YarnBackend, _escape
 from scheduler.config import Settings

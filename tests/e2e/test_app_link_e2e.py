@@ -39,7 +39,7 @@ from typing import Any
 import pytest
 
 from harness.nodes import stop_live
-from scheduler.backends.standalone import StandaloneRestBackend
+from harness.spark import kill_drover_apps
 from scheduler.core.ownership import owner_of
 from tests.conftest import SparkStandalone, wait_until
 from tests.support.nodes import NodeProcess
@@ -143,17 +143,7 @@ def nodes(
 def _kill_leftovers(cluster: SparkStandalone, prefix: str) -> None:
     """Kill what the test left on the cluster (found by the runs' tags, whatever the apps are
     called), and fail if there was anything."""
-    backend = StandaloneRestBackend(cluster.rest_url, cluster.master_url, cluster.ui_url)
-    try:
-        leftovers = [
-            app
-            for app in backend.list_applications()
-            if app.app_name.startswith(f"drover:{prefix}") and app.state.is_alive
-        ]
-        for app in leftovers:
-            backend.kill(app.submission_id)
-    finally:
-        backend.close()
+    leftovers = kill_drover_apps(cluster.rest_url, cluster.master_url, cluster.ui_url, prefix)
     assert not leftovers, f"left behind by the test (killed now): {leftovers}"
 
 

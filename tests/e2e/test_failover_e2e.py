@@ -39,8 +39,8 @@ import pytest
 
 from harness.nodes import poll, stop_live
 from harness.pipelines import batch_files
+from harness.spark import kill_drover_apps
 from harness.tcpproxy import TcpProxy
-from scheduler.backends.standalone import StandaloneRestBackend
 from tests.conftest import SparkStandalone
 from tests.support.failovers import steps_of
 from tests.support.nodes import NodeProcess
@@ -240,17 +240,11 @@ def _stop_jobs(w: World, jobs: list[str]) -> None:
 
 
 def _kill_leftovers(clusters: tuple[SparkStandalone, ...], prefix: str) -> list[str]:
-    found = []
-    for cluster in clusters:
-        backend = StandaloneRestBackend(cluster.rest_url, cluster.master_url, cluster.ui_url)
-        try:
-            for app in backend.list_applications():
-                if app.app_name.startswith(f"drover:{prefix}") and app.state.is_alive:
-                    backend.kill(app.submission_id)
-                    found.append(f"{cluster.master_url} {app.app_name}")
-        finally:
-            backend.close()
-    return found
+    return [
+        f"{c.master_url} {name}"
+        for c in clusters
+        for name in kill_drover_apps(c.rest_url, c.master_url, c.ui_url, prefix)
+    ]
 
 
 def run_of(w: World, job: str, run_id: int) -> dict[str, Any]:
