@@ -33,9 +33,13 @@ the worker opens a *probe* client beside it (connecting in the background, retry
 old one). Once the probe is connected it reads the server's last zxid (after a ``sync``), and
 :func:`stuck_verdict` decides: the old client is back → close the probe; the server's zxid is
 below what the old client has seen → the server forgot our session: replace the old client at
-once (LOST, then a new registration); otherwise give the old client ``RECONNECT_GRACE`` to get
-back in before replacing it. An ordinary outage, however long, keeps the session: the server
-reloads sessions when it restarts and the old client reconnects within about a second.
+once (LOST, then a new registration); otherwise give the old client a session timeout (at least
+``RECONNECT_GRACE``) to get back in before replacing it. An ordinary outage, however long, keeps
+the session: the server reloads sessions when it restarts and renews their timeouts, and the old
+client reconnects within about a second on a quiet machine, several on a loaded one (its first
+answers from a freshly started JVM can time out). Once the server has been up for a session
+timeout without the old client, the old session has expired there anyway: replacing the client
+then loses nothing.
 """
 
 from __future__ import annotations
@@ -163,8 +167,9 @@ class Coordinator:
     TICK = 0.25
     #: seconds disconnected before a probe client is opened beside the current one
     STUCK_AFTER = 1.0
-    #: how long a reachable server gets for the old client to reconnect before it is replaced
-    #: (when the server's zxid does not already show that it forgot the old session)
+    #: how long a reachable server gets, at least, for the old client to reconnect before it is
+    #: replaced (when the server's zxid does not already show that it forgot the old session);
+    #: the session timeout when that is longer
     RECONNECT_GRACE = 3.0
     #: seconds between retries of a failed registration or view read
     RETRY_INTERVAL = 1.0
@@ -582,7 +587,7 @@ class Coordinator:
             old_last_zxid=int(client.last_zxid or 0),
             probe_connected_for=None if probe.connected_at is None else now - probe.connected_at,
             server_zxid=probe.server_zxid,
-            grace=self.RECONNECT_GRACE,
+            grace=max(self.RECONNECT_GRACE, self._session_timeout),
         )
         if verdict is StuckVerdict.KEEP:
             self._probe = None
