@@ -19,8 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-
+from harness import http
 from harness.nodes import DROVER, NodeProcess, admin_token
 
 RUNS = 10
@@ -73,7 +72,7 @@ def run() -> dict[str, Any]:
             reader = {**plain, "DROVER_URL": node.url, "DROVER_TOKEN": admin_token(node.env)}
             out["cli_jobs_get_s"] = median_seconds(["jobs", "get", JOB], reader)
             started = time.perf_counter()
-            httpx.get(f"{node.url}/v1/jobs/{JOB}", headers=node.headers(), timeout=10)
+            http.get(f"{node.url}/v1/jobs/{JOB}", headers=node.headers(), timeout=10)
             out["cli_jobs_get_request_s"] = time.perf_counter() - started
         finally:
             node.stop()

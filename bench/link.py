@@ -37,8 +37,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import httpx
-
+from harness import http
 from harness.nodes import free_port, poll
 from scheduler.backends.standalone import StandaloneRestBackend
 from scheduler.core.backend import AppState, AppStatus, SubmitRequest
@@ -47,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _requests(sim_url: str) -> int:
-    return int(httpx.get(f"{sim_url}/sim/stats", trust_env=False).json()["requests"])
+    return int(http.get(f"{sim_url}/sim/stats").json()["requests"])
 
 
 def _tick(
@@ -96,7 +95,7 @@ def bench_sim(runs: int, own_name: str, listing_ttl: float) -> None:
         tags = [f"drover:job-{i}:{i + 1}" for i in range(runs)]
         ids = [s.submission_id for s in subs]
         poll(
-            lambda: httpx.get(f"{url}/sim/stats", trust_env=False).json().get("apps") == runs,
+            lambda: http.get(f"{url}/sim/stats").json().get("apps") == runs,
             timeout=60,
             what="every app registered",
         )
@@ -169,7 +168,7 @@ def bench_real() -> None:
             while "running" not in marks and time.monotonic() < deadline:
                 status = backend.status(sub.submission_id)
                 now = time.monotonic() - started
-                apps = httpx.get(f"{ui}/json/", trust_env=False).json()["activeapps"]
+                apps = http.get(f"{ui}/json/").json()["activeapps"]
                 if any(a["name"] == own for a in apps):
                     marks.setdefault("app in /json/", now)
                 if status.reason != "driver waiting for a worker":
@@ -191,10 +190,7 @@ def bench_real() -> None:
             )
             assert confirmed
             took = time.monotonic() - killed
-            gone = not any(
-                a["name"] == own
-                for a in httpx.get(f"{ui}/json/", trust_env=False).json()["activeapps"]
-            )
+            gone = not any(a["name"] == own for a in http.get(f"{ui}/json/").json()["activeapps"])
             backend.close()
     print(f"one rate_counter run (own app name {own!r}) on {master}:")
     for what, at in sorted(marks.items(), key=lambda kv: kv[1]):

@@ -34,8 +34,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from bench.failover import (
     REAL_PIPELINE,
     DoubleRunPoller,
@@ -51,6 +49,7 @@ from bench.takeover import (
     start_nodes,
     zk_namespace,
 )
+from harness import http
 from harness.nodes import NodeProcess, poll
 from harness.pipelines import batch_files
 from harness.procs import terminate_like_interrupt
@@ -94,9 +93,7 @@ def _cluster(letter: str) -> dict[str, str]:
 
 
 def _running_by_tag(rm: str, tag: str) -> str | None:
-    body = httpx.get(
-        f"{rm}/ws/v1/cluster/apps", params={"applicationTags": tag}, timeout=5, trust_env=False
-    ).json()
+    body = http.get(f"{rm}/ws/v1/cluster/apps", params={"applicationTags": tag}, timeout=5).json()
     for app in (body.get("apps") or {}).get("app") or []:
         if app["state"] == "RUNNING" and int(app.get("runningContainers") or 0) >= 2:
             return str(app["id"])
@@ -234,9 +231,7 @@ JOB_MB = 2 * (512 + 256)
 
 def _apps(rm: str, states: str) -> list[dict[str, Any]]:
     """The applications of the ResourceManager at ``rm`` in ``states`` (comma-separated)."""
-    body = httpx.get(
-        f"{rm}/ws/v1/cluster/apps", params={"states": states}, timeout=5, trust_env=False
-    ).json()
+    body = http.get(f"{rm}/ws/v1/cluster/apps", params={"states": states}, timeout=5).json()
     return list((body.get("apps") or {}).get("app") or [])
 
 
@@ -267,16 +262,15 @@ def _kill_left_behind(cluster: dict[str, str], name_prefix: str) -> None:
 
 
 def _free_mb(rm: str) -> int:
-    metrics = httpx.get(f"{rm}/ws/v1/cluster/metrics", timeout=5, trust_env=False).json()
+    metrics = http.get(f"{rm}/ws/v1/cluster/metrics", timeout=5).json()
     return int(metrics["clusterMetrics"]["availableMB"])
 
 
 def _mkdir_hdfs(webhdfs: str, path: str) -> None:
-    httpx.put(
+    http.put(
         f"{webhdfs}/webhdfs/v1{path}",
         params={"op": "MKDIRS", "user.name": "root"},
         timeout=10,
-        trust_env=False,
     ).raise_for_status()
 
 

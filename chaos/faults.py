@@ -63,6 +63,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from harness import http
 from harness.mariadb import MariaDbServer
 from harness.nodes import NodeProcess
 from harness.procs import signal_all
@@ -199,7 +200,7 @@ def _master_kill(stack: Stack, rng: random.Random) -> str:
 def _worker_kill(stack: Stack, rng: random.Random) -> str:
     live_on: dict[str, list[dict[str, Any]]] = {}
     for name, sim in sorted(stack.clusters.items()):
-        drivers = httpx.get(f"{sim.url}/sim/drivers", timeout=5, trust_env=False).json()
+        drivers = http.get(f"{sim.url}/sim/drivers", timeout=5).json()
         live_on[name] = [
             d for d in drivers if d["alive"] and (d.get("tag") or "").startswith("drover:")
         ]
@@ -602,13 +603,12 @@ class Operator:
         if key is not None:
             headers = {**headers, "Idempotency-Key": key}
         try:
-            return httpx.request(
+            return http.request(
                 method,
                 f"{node.url}{path}",
                 json=body,
                 headers=headers,
                 timeout=5.0,
-                trust_env=False,
             )
         except (httpx.HTTPError, RuntimeError):
             return None

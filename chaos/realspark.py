@@ -32,10 +32,9 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-import httpx
-
 from chaos import deploy
 from chaos.faults import Stack
+from harness import http
 from harness.nodes import NodeProcess
 from harness.spark import PrivateSparkCluster, driver_processes
 
@@ -213,12 +212,11 @@ def deployment(workdir: Path, nodes: int, jobs: int, lease_s: float) -> Iterator
 def auto_failover(node: NodeProcess, group: str) -> None:
     """Turn on ``group``'s automatic failover: every job, 2 s after its cluster went abnormal
     (at most once per incident; the operator's failovers go on besides)."""
-    response = httpx.put(
+    response = http.put(
         f"{node.url}/v1/groups/{group}/auto-failover",
         json={"enabled": True, "after_seconds": 2, "min_priority": "low"},
         headers=node.headers(),
         timeout=10,
-        trust_env=False,
     )
     assert response.status_code == 200, response.text
 

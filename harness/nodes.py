@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-import httpx
-
+from harness import http
 from harness.procs import session_pids, signal_all
 
 DROVER = str(Path(sys.executable).with_name("drover"))
@@ -142,7 +141,7 @@ class NodeProcess:
         def ready() -> bool:
             if not self.alive:
                 raise RuntimeError(f"node {self.node_id} exited:\n{self.log_tail()}")
-            return httpx.get(f"{self.url}/readyz", timeout=2, trust_env=False).status_code == 200
+            return http.get(f"{self.url}/readyz", timeout=2).status_code == 200
 
         try:
             poll(ready, timeout=timeout, interval=0.3, what=f"node {self.node_id} to be ready")
@@ -158,20 +157,19 @@ class NodeProcess:
             return ""
 
     def get(self, path: str, timeout: float = 5.0, **params: Any) -> Any:
-        response = httpx.get(
+        response = http.get(
             f"{self.url}{path}",
             params=params,
             headers=self.headers(),
             timeout=timeout,
-            trust_env=False,
         )
         response.raise_for_status()
         return response.json()
 
     def post(self, path: str, body: Any = None, timeout: float = 10.0) -> Any:
         """POST ``body`` as JSON; AssertionError with the answer unless it is 2xx."""
-        response = httpx.post(
-            f"{self.url}{path}", json=body, headers=self.headers(), timeout=timeout, trust_env=False
+        response = http.post(
+            f"{self.url}{path}", json=body, headers=self.headers(), timeout=timeout
         )
         assert response.status_code < 300, response.text
         return response.json() if response.content else None

@@ -20,14 +20,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-
+from harness import http
 from pipelines.drover_runtime import read_commit_log
 
 
 def master_state(ui_url: str, timeout: float = 2.0) -> dict[str, Any]:
     """A standalone master's ``/json/`` (workers, active and completed apps and drivers)."""
-    response = httpx.get(f"{ui_url.rstrip('/')}/json/", timeout=timeout, trust_env=False)
+    response = http.get(f"{ui_url.rstrip('/')}/json/", timeout=timeout)
     response.raise_for_status()
     state: dict[str, Any] = response.json()
     return state

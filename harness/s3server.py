@@ -20,6 +20,7 @@ from types import TracebackType
 
 import httpx
 
+from harness import http
 from harness.localserver import stop_process
 from harness.nodes import free_port
 
@@ -55,7 +56,7 @@ class S3Server:
             if self._proc.poll() is not None:
                 raise RuntimeError(f"moto_server exited with {self._proc.returncode}")
             try:
-                if httpx.get(self.endpoint_url, timeout=1.0, trust_env=False).status_code < 500:
+                if http.get(self.endpoint_url, timeout=1.0).status_code < 500:
                     return self
             except httpx.HTTPError:
                 pass

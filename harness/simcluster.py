@@ -745,13 +745,12 @@ class _Handler(BaseHTTPRequestHandler):
 
 def control(url: str, op: str, timeout: float = 5.0, **params: Any) -> dict[str, Any]:
     """Drive a simulator in another process: ``control(url, "lose_state")``."""
-    import httpx
+    from harness import http
 
-    response = httpx.post(
+    response = http.post(
         f"{url.rstrip('/')}/sim/control",
         json={"op": op, **params},
         timeout=timeout,
-        trust_env=False,
     )
     response.raise_for_status()
     answer: dict[str, Any] = response.json()
@@ -767,18 +766,16 @@ class SimProcess:
     master_url: str
 
     def stats(self) -> dict[str, int]:
-        import httpx
+        from harness import http
 
-        answer: dict[str, int] = httpx.get(
-            f"{self.url}/sim/stats", timeout=30, trust_env=False
-        ).json()
+        answer: dict[str, int] = http.get(f"{self.url}/sim/stats", timeout=30).json()
         return answer
 
     def live_apps(self) -> dict[str, str]:
         """app id -> app name of every registered (WAITING or RUNNING) application."""
-        import httpx
+        from harness import http
 
-        body = httpx.get(f"{self.url}/json/", timeout=60, trust_env=False).json()
+        body = http.get(f"{self.url}/json/", timeout=60).json()
         return {a["id"]: a["name"] for a in body["activeapps"]}
 
     def control(self, op: str, **params: Any) -> dict[str, Any]:
@@ -786,11 +783,9 @@ class SimProcess:
 
     def fencing_token(self, tag: str) -> str | None:
         """:meth:`SimCluster.fencing_token` of the simulator in that process."""
-        import httpx
+        from harness import http
 
-        answer = httpx.get(
-            f"{self.url}/sim/fencing-token", params={"tag": tag}, timeout=30, trust_env=False
-        ).json()
+        answer = http.get(f"{self.url}/sim/fencing-token", params={"tag": tag}, timeout=30).json()
         token: str | None = answer["fencing_token"]
         return token
 

@@ -154,6 +154,7 @@ def _ask_node(ctx: NodeContext, node: str, request: Request) -> dict[str, Any]:
     """The answer of the node that started a local run (its own backends read its log)."""
     import httpx
 
+    from scheduler.backends import http
     from scheduler.decisions.identity import NODE_SECRET_HEADER
 
     card = next((n for n in ctx.views().nodes() if n.node_id == node), None)
@@ -164,7 +165,8 @@ def _ask_node(ctx: NodeContext, node: str, request: Request) -> dict[str, Any]:
     path = request.url.path.removeprefix("/v1")
     url = f"{card.api_url.rstrip('/')}/v1/internal{path}"
     try:
-        response = httpx.get(
+        response = http.one_off(
+            "GET",
             url,
             params=request.query_params,
             headers={NODE_SECRET_HEADER: ctx.settings.resolved_deployment_secret},

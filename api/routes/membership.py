@@ -173,11 +173,13 @@ def _check_drain(snapshot: MembershipSnapshot, node_id: str) -> None:
 def _forward(ctx: NodeContext, api_url: str, node_id: str, draining: bool) -> None:
     import httpx
 
+    from scheduler.backends import http
     from scheduler.decisions.identity import NODE_SECRET_HEADER
 
     url = f"{api_url.rstrip('/')}/v1/internal/drain"
     try:
-        response = httpx.post(
+        response = http.one_off(
+            "POST",
             url,
             json={"draining": draining},
             headers={

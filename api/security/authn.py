@@ -214,9 +214,9 @@ class JwtVerifier:
         if s.jwt_jwks_file is not None:
             raw: Any = json.loads(s.jwt_jwks_file.read_text(encoding="utf-8"))
         else:
-            import httpx
+            from scheduler.backends import http
 
-            response = httpx.get(s.jwt_jwks_url, timeout=5.0, trust_env=False)
+            response = http.one_off("GET", s.jwt_jwks_url, timeout=5.0)
             response.raise_for_status()
             raw = response.json()
         return raw if isinstance(raw, dict) else {}

@@ -56,6 +56,8 @@ class PermissionCenter:
     ) -> Decision:
         import httpx
 
+        from scheduler.backends import http
+
         body: dict[str, Any] = {
             "subject": principal.subject,
             "action": action.value,
@@ -64,7 +66,7 @@ class PermissionCenter:
             "roles": {t: str(r) for t, r in principal.roles.items()},
         }
         try:
-            response = httpx.post(self.url, json=body, timeout=self.timeout_s, trust_env=False)
+            response = http.one_off("POST", self.url, json=body, timeout=self.timeout_s)
             answer = response.json() if response.status_code == 200 else None
         except (httpx.HTTPError, ValueError) as exc:
             raise PermissionCenterUnavailable(

@@ -39,6 +39,7 @@ from typing import Any
 import httpx
 
 from scheduler.actors.hosted import HostedLoop
+from scheduler.backends import http
 from scheduler.core.clock import utcnow
 from scheduler.core.errors import InvalidInput
 from scheduler.core.operations import OperationState
@@ -135,7 +136,11 @@ class AlertLoop(HostedLoop):
         self._destinations = destinations or Destinations()
         self._resolve = resolve
         self._client = httpx.Client(
-            timeout=SEND_TIMEOUT, trust_env=False, follow_redirects=False, transport=transport
+            timeout=SEND_TIMEOUT,
+            verify=http.tls(),
+            trust_env=False,
+            follow_redirects=False,
+            transport=transport,
         )
         self._pool = ThreadPoolExecutor(4, thread_name_prefix="alert-send")
 

@@ -98,15 +98,16 @@ def forward_nudge(api_url: str, group: str, job: str, secret: str) -> None:
     look at ``job`` of ``group`` now; a nudge not delivered is logged: the job's next tick acts."""
     import httpx
 
+    from scheduler.backends import http
     from scheduler.decisions.identity import NODE_SECRET_HEADER
 
     try:
-        httpx.post(
+        http.one_off(
+            "POST",
             f"{api_url.rstrip('/')}/v1/internal/nudge",
             json={"group": group, "job": job},
             headers={NODE_SECRET_HEADER: secret},
             timeout=2.0,
-            trust_env=False,
         ).raise_for_status()
     except httpx.HTTPError as exc:
         log.info("nudge of %s for job %s not delivered (%s); its next tick acts", api_url, job, exc)

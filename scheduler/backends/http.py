@@ -1,8 +1,11 @@
-"""HTTP answers of a cluster's REST API, as every backend reads them: no answer, a 5xx or a
-garbled body is ClusterUnreachable (chained), never a guess."""
+"""HTTP for Drover's clients: the one TLS context of the process, and the answers of a
+cluster's REST API as every backend reads them (no answer, a 5xx or a garbled body is
+ClusterUnreachable, chained, never a guess)."""
 
 from __future__ import annotations
 
+import functools
+import ssl
 from typing import Any
 
 import httpx
@@ -10,11 +13,27 @@ import httpx
 from scheduler.core.errors import ClusterUnreachable
 
 
+@functools.cache
+def tls() -> ssl.SSLContext:
+    """The process's one TLS context for HTTP clients: the CA bundle httpx verifies with by
+    default. Making a context parses the whole bundle, about 30 ms of CPU, more than a request
+    on loopback costs (``httpx.get`` makes one per call), so every client of a process shares
+    this one. ``SSL_CERT_FILE`` and ``SSL_CERT_DIR`` are not read, as for any client that does
+    not trust the environment."""
+    return httpx.create_ssl_context(trust_env=False)
+
+
+def one_off(method: str, url: str, **kwargs: Any) -> httpx.Response:
+    """One request with no client kept for it: never through a proxy, on :func:`tls`."""
+    return httpx.request(method, url, verify=tls(), trust_env=False, **kwargs)
+
+
 def client(timeout_s: float, transport: httpx.BaseTransport | None = None) -> httpx.Client:
     """The HTTP client of one backend: never through a proxy, ``timeout_s`` per request (at most
     2 s of it to connect); ``transport``: a test's stand-in for the network."""
     return httpx.Client(
         timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 2.0)),
+        verify=tls(),
         trust_env=False,
         transport=transport,
     )

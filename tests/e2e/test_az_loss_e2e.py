@@ -37,9 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
+from harness import http
 from harness.nodes import stop_live
 from harness.overlap import MasterChecker, commits_by_run, double_commits
 from harness.spark import PrivateSparkCluster
@@ -151,12 +151,11 @@ def world(
         w.post("/v1/groups", {"name": GROUP, "primary_cluster": "A", "failover_cluster": "B"})
         # the group's automatic failover: every job, 5 s after A is found abnormal
         node = w.alive()
-        response = httpx.put(
+        response = http.put(
             f"{node.url}/v1/groups/{GROUP}/auto-failover",
             json={"enabled": True, "after_seconds": 5, "min_priority": "low"},
             headers=node.headers(),
             timeout=10,
-            trust_env=False,
         )
         assert response.status_code == 200, response.text
         checker.start()

@@ -33,10 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from api.routes.fence import PROGRESS_HEADER
+from harness import http
 from harness.fleet import seed_fleet
 from harness.simcluster import SimCluster
 from scheduler.decisions import catalog
@@ -80,13 +80,12 @@ class Stack:
 
 
 def api(stack: Stack, method: str, path: str, token: str, body: Any = None) -> Any:
-    response = httpx.request(
+    response = http.request(
         method,
         f"{stack.url}{path}",
         json=body,
         headers={"Authorization": f"Bearer {token}", "X-Drover-Client": "tests"},
         timeout=10,
-        trust_env=False,
     )
     assert response.status_code < 300, response.text
     return response.json() if response.content else None
@@ -410,7 +409,7 @@ def report_progress(stack: Stack, job: str, app_name: str, report: dict[str, Any
     one its driver holds; the store keeps only a digest)."""
     secret = stack.sim.fencing_token(app_name)
     assert secret, f"no driver of {app_name} on the simulated cluster"
-    answer = httpx.get(
+    answer = http.get(
         f"{stack.url}/v1/jobs/{job}/fence",
         headers={
             "Authorization": f"Bearer {stack.admin}",
@@ -418,7 +417,6 @@ def report_progress(stack: Stack, job: str, app_name: str, report: dict[str, Any
             PROGRESS_HEADER: json.dumps(report),
         },
         timeout=10,
-        trust_env=False,
     )
     assert answer.status_code == 200 and answer.json()["fencing_token"] == secret, answer.text
 
@@ -648,11 +646,10 @@ def test_the_audit_alerts_teams_and_quotas_pages(tab: Tab) -> None:
     page.click("[data-testid=token-create]")
     secret = page.input_value("[data-testid=token-secret]")
     assert secret.startswith("drv_")
-    who = httpx.get(
+    who = http.get(
         f"{stack.url}/v1/whoami",
         headers={"Authorization": f"Bearer {secret}"},
         timeout=10,
-        trust_env=False,
     )
     assert who.json()["subject"] == "user:olga"
     shot(page, "22-token-created", stack)
@@ -662,11 +659,10 @@ def test_the_audit_alerts_teams_and_quotas_pages(tab: Tab) -> None:
     page.click(f"tr[data-token='{made}'] [data-testid=token-revoke]")
     page.click("dialog [data-testid=confirm]")
     page.wait_for_selector(f"tr[data-token='{made}'][data-state=revoked]")
-    refused = httpx.get(
+    refused = http.get(
         f"{stack.url}/v1/whoami",
         headers={"Authorization": f"Bearer {secret}"},
         timeout=10,
-        trust_env=False,
     )
     assert refused.status_code == 401
     tab.expect_errors()

@@ -21,10 +21,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import sqlalchemy as sa
 
+from harness import http
 from harness.procs import live_pids
 from scheduler.core.ownership import owner_of
 from scheduler.decisions.epochs import split_epoch
@@ -327,9 +327,7 @@ def start_job(node: NodeProcess, name: str, tmp_path: Path) -> None:
 
 
 def exists(node: NodeProcess, name: str) -> bool:
-    response = httpx.get(
-        f"{node.url}/v1/jobs/{name}", headers=node.headers(), timeout=10, trust_env=False
-    )
+    response = http.get(f"{node.url}/v1/jobs/{name}", headers=node.headers(), timeout=10)
     assert response.status_code in (200, 404), response.text
     return response.status_code == 200
 

@@ -22,10 +22,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness import http
 from harness.procs import pids_of_run, signal_all
 from tests.conftest import SparkStandalone, wait_until
 from tests.support.nodes import NodeProcess
@@ -144,7 +144,7 @@ def driver_pids(database_url: str, job: str) -> list[int]:
 
 
 def metric(node: NodeProcess, name: str, **labels: str) -> float:
-    text = httpx.get(f"{node.url}/metrics", timeout=5, trust_env=False).text
+    text = http.get(f"{node.url}/metrics", timeout=5).text
     total = 0.0
     for family in text_string_to_metric_families(text):
         for sample in family.samples:

@@ -29,6 +29,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from harness import http
 from harness.nodes import free_port
 from harness.procs import kill_groups, pids_with_cmdline, stop_session
 from tests.conftest import wait_until
@@ -135,7 +136,7 @@ def test_the_readme_api_tour_runs_verbatim(reader: dict[str, str], tmp_path: Pat
         def ready() -> bool:
             assert node.poll() is None, log.read_text()[-3000:] if log.exists() else ""
             try:
-                return httpx.get(reader["DROVER_URL"] + "/readyz", timeout=2).status_code == 200
+                return http.get(reader["DROVER_URL"] + "/readyz", timeout=2).status_code == 200
             except httpx.HTTPError:
                 return False
 
@@ -194,7 +195,7 @@ def test_the_readme_cli_block_runs_verbatim(reader: dict[str, str], tmp_path: Pa
         def ready() -> bool:
             assert node.poll() is None, log.read_text()[-3000:]
             try:
-                return httpx.get(reader["DROVER_URL"] + "/readyz", timeout=2).status_code == 200
+                return http.get(reader["DROVER_URL"] + "/readyz", timeout=2).status_code == 200
             except httpx.HTTPError:
                 return False
 
@@ -210,7 +211,7 @@ def test_the_readme_cli_block_runs_verbatim(reader: dict[str, str], tmp_path: Pa
         assert result.returncode == 0, f"{result.stdout}\n--- stderr:\n{result.stderr}"
         assert "revoked" in result.stdout, result.stdout
         admin = (Path(reader["HOME"]) / ".drover-admin").read_text().strip()
-        tokens = httpx.get(
+        tokens = http.get(
             reader["DROVER_URL"] + "/v1/tokens",
             headers={"Authorization": f"Bearer {admin}"},
             timeout=10,

@@ -47,6 +47,7 @@ from typing import Any
 import httpx
 import pytest
 
+from harness import http
 from harness.nodes import poll, stop_live
 from harness.pipelines import batch_files
 from scheduler.backends.yarn import run_tag
@@ -94,9 +95,7 @@ class World(NodesWorld):
 
     def put(self, path: str, body: Any) -> Any:
         node = self.alive()
-        response = httpx.put(
-            f"{node.url}{path}", json=body, headers=node.headers(), timeout=10, trust_env=False
-        )
+        response = http.put(f"{node.url}{path}", json=body, headers=node.headers(), timeout=10)
         assert response.status_code < 300, response.text
         return response.json()
 
@@ -139,11 +138,10 @@ class World(NodesWorld):
 
 
 def _mkdir_hdfs(cluster: YarnCluster, path: str) -> None:
-    response = httpx.put(
+    response = http.put(
         f"{cluster.webhdfs_url}/webhdfs/v1{path}",
         params={"op": "MKDIRS", "user.name": "root"},
         timeout=10,
-        trust_env=False,
     )
     response.raise_for_status()
 

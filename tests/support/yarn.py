@@ -17,6 +17,8 @@ from typing import Any
 
 import httpx
 
+from harness import http
+
 LIVE = ("NEW", "NEW_SAVING", "SUBMITTED", "ACCEPTED", "RUNNING")
 
 
@@ -35,7 +37,7 @@ class YarnCluster:
     control_url: str
 
     def _get(self, path: str, **params: str) -> Any:
-        response = httpx.get(f"{self.rm_url}{path}", params=params, timeout=5.0, trust_env=False)
+        response = http.get(f"{self.rm_url}{path}", params=params, timeout=5.0)
         response.raise_for_status()
         return response.json()
 
@@ -57,7 +59,7 @@ class YarnCluster:
 
     def control(self, what: str, timeout: float = 120.0) -> None:
         """``rm/stop``, ``rm/start`` or ``rm/restart`` through the launcher."""
-        response = httpx.post(f"{self.control_url}/{what}", timeout=timeout, trust_env=False)
+        response = http.post(f"{self.control_url}/{what}", timeout=timeout)
         response.raise_for_status()
 
     # -- an AZ lost: the scaffolding of the AZ-loss tests on YARN ---------------------------
@@ -106,12 +108,11 @@ class YarnCluster:
 
     def kill(self, app_id: str) -> None:
         """Kill one application (what a test left behind)."""
-        httpx.put(
+        http.put(
             f"{self.rm_url}/ws/v1/cluster/apps/{app_id}/state",
             params={"user.name": "root"},
             json={"state": "KILLED"},
             timeout=5.0,
-            trust_env=False,
         )
 
 
