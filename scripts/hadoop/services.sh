@@ -91,6 +91,9 @@ hadoop_write_conf() {
         prop dfs.permissions.enabled false
         prop dfs.webhdfs.enabled true
         prop dfs.namenode.safemode.extension 0
+        # the NameNode's deleted-block scrubber wakes every 10 ms by default (a tenth of the
+        # idle JVM's CPU); deleted blocks may go a second later here
+        prop dfs.namenode.block.deletion.unlock.interval.ms 1000
     } | site >"$conf/hdfs-site.xml"
     {
         prop yarn.minicluster.fixed.ports true
@@ -138,6 +141,9 @@ hadoop_write_conf() {
         prop yarn.scheduler.capacity.maximum-am-resource-percent 1.0
         prop yarn.scheduler.capacity.root.acl_submit_applications '*'
         prop yarn.scheduler.capacity.root.acl_administer_queue '*'
+        # asynchronous scheduling (on by default) looks for work every 5 ms, a third of the idle
+        # JVM's CPU; a container waits at most 100 ms more for its allocation
+        prop yarn.scheduler.capacity.schedule-asynchronously.scheduling-interval-ms 100
         for i in "${queues[@]}"; do
             prop "yarn.scheduler.capacity.root.$i.capacity" "$([[ $i == default ]] && echo 40 || echo 20)"
             prop "yarn.scheduler.capacity.root.$i.maximum-capacity" 100
