@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import re
 import socket
 import threading
 import time
@@ -173,7 +172,8 @@ def test_unreachable_keeps_going_with_a_warning_while_the_lease_holds(
     stub: Stub, dead_url: str
 ) -> None:
     out = io.StringIO()
-    fence = HttpFence(stub.url, timeout_s=0.5, stream=out)
+    # the fence's clock stands still: the lease left is the whole 60 s however long checks take
+    fence = HttpFence(stub.url, timeout_s=0.5, stream=out, clock=lambda: 100.0)
     ctx = make_ctx(fence)
     ctx.on_batch(0)  # confirmed, with a 60 s lease
     fence.urls = (dead_url,)  # Drover becomes unreachable
@@ -181,10 +181,7 @@ def test_unreachable_keeps_going_with_a_warning_while_the_lease_holds(
     ctx.on_batch(2)
     assert ctx.fenced_out is None
     warnings = [line for line in out.getvalue().splitlines() if line.startswith(WARNING_PREFIX)]
-    assert len(warnings) == 2
-    # the 60 s lease, less what the two checks took (a loaded machine: tenths of a second)
-    left = re.search(r"lease valid for ([\d.]+) s more", warnings[0])
-    assert left is not None and 55.0 <= float(left.group(1)) <= 60.0, warnings[0]
+    assert len(warnings) == 2 and "lease valid for 60" in warnings[0]
 
 
 def test_a_run_that_never_got_a_lease_commits_nothing(dead_url: str) -> None:
