@@ -20,8 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
-
+from harness import http
 from harness.nodes import free_port, poll
 from harness.procs import Proc, parent_pid, processes, session_pids, signal_all
 from scheduler.backends.standalone import StandaloneRestBackend
@@ -144,10 +143,9 @@ class PrivateSparkCluster:
                 raise RuntimeError(
                     f"private Spark {name} exited with {proc.returncode}: see {self.work_dir}"
                 )
-        with httpx.Client(timeout=2.0, trust_env=False) as http:
-            if http.get(f"{self.rest_url}/v1/submissions/readyz").status_code != 200:
-                return False
-            state = http.get(f"{self.ui_url}/json/").json()
+        if http.get(f"{self.rest_url}/v1/submissions/readyz", timeout=2.0).status_code != 200:
+            return False
+        state = http.get(f"{self.ui_url}/json/", timeout=2.0).json()
         workers = [w for w in state.get("workers", []) if w.get("state") == "ALIVE"]
         return state.get("status") == "ALIVE" and bool(workers)
 
